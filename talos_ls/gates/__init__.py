@@ -1,0 +1,1 @@
+"""What stands between the agent and the person: the rationed question channel."""

@@ -1,0 +1,664 @@
+"""The rationed clarifying-question channel.
+
+Every part of Talos that is unsure of something (two facts that conflict, a fact too weak to
+use, an ambiguous reference in a request) writes a `QuestionCandidate` with `propose` instead of
+asking. Once per turn the host asks `next_question` whether anything is worth asking now. Five
+rules hold throughout:
+
+1. Turns are supplied by the host; nothing here counts them.
+2. The value-of-information gate is a deterministic boolean (`passes_voi_gate`): a known
+   ambiguity signal, and the question's facts were used within the last few turns.
+3. The budget is structural: at most one delivery per K turns per agent, granted in the same
+   atomic step that claims the candidate, stored (never an in-process counter), never rewound.
+4. Answers are evidence, never overwrites: an answer is W observations on the facts its option
+   names, through `FactStore.observe`. Silence, dismissal and deflection are never answers.
+5. Fail closed: a storage error makes a call return None / 0 / a non-applied result and log;
+   only producer bugs (bad kinds, signals, options) raise ValueError.
+
+The person's free-text reply is classified and dropped: it is never stored and never logged.
+Question texts can echo workspace content, so they are not logged either.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import re
+import string
+import unicodedata
+import uuid
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..memory.facts import FactStore
+from ..store import Store
+from ..store.base import ANSWERABLE_STATUSES
+
+logger = logging.getLogger(__name__)
+
+QUESTION_BUDGET_TURNS = 5
+QUESTION_EXPIRY_TURNS = 20
+QUESTION_RECENT_USE_TURNS = 5
+QUESTION_COOLDOWN_TURNS = 10
+QUESTION_ANSWER_WEIGHT = 3
+QUESTION_RETENTION_TURNS = 500
+
+KINDS = ("disjunction", "confirmation", "referent")
+AMBIGUITY_SIGNALS = ("disjunction", "gate_refusal", "evidence_gap")
+STATUSES = ("pending", "delivered", "answered", "cooled", "expired")
+
+ANSWERED = "answered"
+DEFLECTED = "deflected"
+UNRECOGNIZED = "unrecognized"
+
+DEFLECTION_PHRASES = frozenset(
+    {
+        "skip", "pass", "next",
+        "not sure", "unsure", "no idea", "dunno", "i dont know", "dont know", "idk",
+        "rather not say", "id rather not say", "id rather not", "prefer not to say", "no comment",
+        "never mind", "nevermind",
+        "ask me later", "later", "not now",
+    }
+)  # fmt: skip
+
+_CUE_STOPWORDS = frozenset(
+    (
+        "about all and any are but can could did does for from had has have here how into its "
+        "not one our prefer should still than that the their them then there they this true was "
+        "were what when where which who whom why will with would yes you your"
+    ).split(" ")
+)
+
+DISABLE_ENV = "TALOS_QUESTION_QUEUE_DISABLE"
+
+# How many eligible candidates one next_question pass looks at: the best few by impact order.
+# Staleness checks run on these; the rest can wait for a later turn.
+_ELIGIBLE_LIMIT = 64
+
+_ASCII_PUNCT = frozenset(string.punctuation)
+_WORD_RUN = re.compile(r"[^\W_]+")
+# Ideographs, kana and hangul: no spaces between words, so timed by character bigrams.
+_CJK_RANGES = (
+    (0x1100, 0x11FF),  # Hangul Jamo
+    (0x3005, 0x3007),  # ideographic iteration mark, closing mark, number zero
+    (0x3040, 0x30FF),  # Hiragana, Katakana
+    (0x3130, 0x318F),  # Hangul Compatibility Jamo
+    (0x31F0, 0x31FF),  # Katakana Phonetic Extensions
+    (0x3400, 0x4DBF),  # CJK Extension A
+    (0x4E00, 0x9FFF),  # CJK Unified Ideographs
+    (0xA960, 0xA97F),  # Hangul Jamo Extended-A
+    (0xAC00, 0xD7FF),  # Hangul Syllables, Jamo Extended-B
+    (0xF900, 0xFAFF),  # CJK Compatibility Ideographs
+    (0x20000, 0x3FFFF),  # CJK Extensions B and later
+)
+
+
+def queue_enabled() -> bool:
+    """The kill switch, read on every call: TALOS_QUESTION_QUEUE_DISABLE=1/true/yes/on."""
+    return os.environ.get(DISABLE_ENV, "").strip().lower() not in ("1", "true", "yes", "on")
+
+
+@dataclass
+class QuestionCandidate:
+    """One stored clarifying question, waiting for the gate, the budget and a relevant moment."""
+
+    candidate_id: str
+    agent_id: str
+    question_text: str
+    kind: str
+    source_module: str
+    target_keys: list[str] = field(default_factory=list)
+    options: list[dict[str, Any]] = field(default_factory=list)
+    ambiguity_signal: str = ""
+    status: str = "pending"
+    ask_count: int = 0
+    created_turn: int = 0
+    expires_turn: int = 0
+    last_seen_turn: int = 0
+    cooldown_until: int | None = None
+    answer_option: int | None = None
+    resolved_turn: int | None = None
+    cue_tokens: list[str] = field(default_factory=list)
+    delivered_turn: int | None = None
+    disjunction_id: str | None = None
+
+
+@dataclass
+class AnswerResult:
+    """What `record_answer` did. `reason`: applied, cooled (deflected or unrecognized: no
+    evidence), not_open (nothing to answer any more), apply_failed (claimed, evidence lost, never
+    double-counted), disabled (kill switch) or error (storage failed before the claim)."""
+
+    applied: bool
+    reason: str
+    classification: str | None = None
+    option_index: int | None = None
+
+
+StalenessCheck = Callable[[QuestionCandidate, int], bool]
+
+
+# ------------------------------------------------------------------ text
+def normalize_text(text: str) -> str:
+    """NFKC, casefold, drop Unicode punctuation and ASCII punctuation, collapse whitespace.
+
+    The one normalization behind dedup, option matching and deflections, so "I don’t know" (curly
+    apostrophe) is the deflection "i dont know"."""
+    folded = unicodedata.normalize("NFKC", str(text)).casefold()
+    kept = "".join(
+        ch
+        for ch in folded
+        if ch not in _ASCII_PUNCT and not unicodedata.category(ch).startswith("P")
+    )
+    return " ".join(kept.split())
+
+
+def _is_cjk(ch: str) -> bool:
+    cp = ord(ch)
+    return any(lo <= cp <= hi for lo, hi in _CJK_RANGES)
+
+
+def _tokens(text: str, out: set[str]) -> None:
+    folded = unicodedata.normalize("NFKC", str(text)).casefold()
+    for run in _WORD_RUN.findall(folded):
+        start = 0
+        while start < len(run):
+            cjk = _is_cjk(run[start])
+            end = start + 1
+            while end < len(run) and _is_cjk(run[end]) == cjk:
+                end += 1
+            part = run[start:end]
+            if cjk:
+                out.update(part[i : i + 2] for i in range(len(part) - 1))
+            elif len(part) >= 3 and part not in _CUE_STOPWORDS:
+                out.add(part)
+            start = end
+
+
+def cue_tokens_for(*texts: str) -> list[str]:
+    """Relevance-timing tokens, sorted: letter-and-digit words of 3+ characters that are not
+    stopwords, plus character bigrams of ideograph, kana and hangul runs."""
+    out: set[str] = set()
+    for text in texts:
+        _tokens(text, out)
+    return sorted(out)
+
+
+def _query_tokens(query_cues: str | Iterable[Any]) -> list[str]:
+    if isinstance(query_cues, str):
+        return cue_tokens_for(query_cues)
+    return cue_tokens_for(*(str(q) for q in query_cues))
+
+
+def classify_answer(
+    options: Sequence[Mapping[str, Any]], answer_text: str
+) -> tuple[str, int | None]:
+    """Deflection first (so a non-answer is never scored as an answer), then exactly one option
+    matching by normalized label or 1-based number, else unrecognized. Empty is unrecognized."""
+    reply = normalize_text(answer_text)
+    if not reply:
+        return UNRECOGNIZED, None
+    if reply in DEFLECTION_PHRASES:
+        return DEFLECTED, None
+    matches = {
+        i for i, option in enumerate(options) if normalize_text(option.get("label", "")) == reply
+    }
+    if reply.isdigit() and 1 <= int(reply) <= len(options):
+        matches.add(int(reply) - 1)
+    if len(matches) == 1:
+        return ANSWERED, matches.pop()
+    return UNRECOGNIZED, None
+
+
+def passes_voi_gate(
+    candidate: QuestionCandidate, turn: int, recent_use_turns: int = QUESTION_RECENT_USE_TURNS
+) -> bool:
+    """A known ambiguity signal and `0 <= turn - last_seen_turn <= recent_use_turns`."""
+    if getattr(candidate, "ambiguity_signal", None) not in AMBIGUITY_SIGNALS:
+        return False
+    last_seen = getattr(candidate, "last_seen_turn", None)
+    if last_seen is None:
+        return False
+    return 0 <= int(turn) - int(last_seen) <= recent_use_turns
+
+
+# ------------------------------------------------------------- validation
+def _is_int(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _as_turn(turn: Any) -> int:
+    if isinstance(turn, bool):
+        raise ValueError(f"turn must be an int, got {turn!r}")
+    try:
+        return int(turn)
+    except (TypeError, ValueError):
+        raise ValueError(f"turn must be an int, got {turn!r}") from None
+
+
+def _key_list(value: Any, name: str) -> list[str]:
+    if value is None:
+        return []
+    if isinstance(value, str | bytes) or not isinstance(value, Iterable):
+        raise ValueError(f"{name} must be a list of keys, got {value!r}")
+    return [str(k) for k in value]
+
+
+def _validate_options(options: Sequence[Any] | None) -> list[dict[str, Any]]:
+    cleaned = []
+    for i, option in enumerate(options or []):
+        if not isinstance(option, dict):
+            raise ValueError(f"option {i} must be a dict, got {type(option).__name__}")
+        label = option.get("label")
+        if not isinstance(label, str) or not normalize_text(label):
+            raise ValueError(f"option {i} needs a non-blank string label, got {label!r}")
+        acted = _key_list(option.get("acted"), f"option {i} acted")
+        contradicted = _key_list(option.get("contradicted"), f"option {i} contradicted")
+        both = sorted(set(acted) & set(contradicted))
+        if both:
+            raise ValueError(f"option {i} lists {both} as both acted and contradicted")
+        cleaned.append({"label": label, "acted": acted, "contradicted": contradicted})
+    return cleaned
+
+
+def _distinct_labels(texts: list[str]) -> list[str]:
+    """The texts as option labels, unless one is empty, two normalize alike, or one is a
+    deflection phrase (a referent named "Next" could never be chosen by name): then
+    "option 1", "option 2", ..."""
+    norms = [normalize_text(t) for t in texts]
+    if (
+        any(not n for n in norms)
+        or len(set(norms)) != len(norms)
+        or any(n in DEFLECTION_PHRASES for n in norms)
+    ):
+        return [f"option {i + 1}" for i in range(len(texts))]
+    return list(texts)
+
+
+class QuestionQueue:
+    """The rationed question channel on a store. Safe to share between threads; every rule that
+    must hold across processes is enforced by the store's atomic steps."""
+
+    def __init__(
+        self,
+        store: Store,
+        *,
+        budget_turns: int = QUESTION_BUDGET_TURNS,
+        expiry_turns: int = QUESTION_EXPIRY_TURNS,
+        recent_use_turns: int = QUESTION_RECENT_USE_TURNS,
+        cooldown_turns: int = QUESTION_COOLDOWN_TURNS,
+        answer_weight: int = QUESTION_ANSWER_WEIGHT,
+        retention_turns: int = QUESTION_RETENTION_TURNS,
+        facts: FactStore | None = None,
+    ) -> None:
+        for name, value in (
+            ("budget_turns", budget_turns),
+            ("expiry_turns", expiry_turns),
+            ("recent_use_turns", recent_use_turns),
+            ("cooldown_turns", cooldown_turns),
+            ("retention_turns", retention_turns),
+        ):
+            if not _is_int(value) or value < 0:
+                raise ValueError(f"{name} must be an int >= 0, got {value!r}")
+        if not _is_int(answer_weight) or answer_weight < 1:
+            raise ValueError(f"answer_weight must be an int >= 1, got {answer_weight!r}")
+        self.store = store
+        self.facts = facts if facts is not None else FactStore(store)
+        self.budget_turns = budget_turns
+        self.expiry_turns = expiry_turns
+        self.recent_use_turns = recent_use_turns
+        self.cooldown_turns = cooldown_turns
+        self.answer_weight = answer_weight
+        self.retention_turns = retention_turns
+        self._checks: dict[str, list[StalenessCheck]] = {}
+
+    # ------------------------------------------------------- staleness
+    def register_staleness_check(self, kind: str, check: StalenessCheck) -> None:
+        """Expire open candidates of `kind` for which `check(candidate, turn)` is True, instead
+        of asking them: for producers whose source can vanish before the question is asked.
+        Idempotent."""
+        if kind not in KINDS:
+            raise ValueError(f"unknown kind {kind!r}; expected one of {KINDS}")
+        checks = self._checks.setdefault(kind, [])
+        if check not in checks:
+            checks.append(check)
+
+    def unregister_staleness_check(self, kind: str, check: StalenessCheck) -> None:
+        checks = self._checks.get(kind, [])
+        if check in checks:
+            checks.remove(check)
+
+    def _is_stale(self, cand: QuestionCandidate, turn: int) -> bool | None:
+        """True (stale), False, or None when a check failed: then the candidate is neither
+        expired nor delivered this turn."""
+        for check in list(self._checks.get(cand.kind, ())):
+            try:
+                if check(cand, turn):
+                    return True
+            except Exception:
+                logger.exception("question_queue: staleness check failed for %s", cand.candidate_id)
+                return None
+        return False
+
+    def _expire(self, cand: QuestionCandidate, turn: int) -> bool:
+        # Only from the status we read: an expiry decided on a pending snapshot must not land
+        # on a question another worker has delivered since.
+        return self.store.qq_claim(
+            cand.candidate_id, [cand.status], {"status": "expired", "resolved_turn": turn}
+        )
+
+    # ---------------------------------------------------------- propose
+    def propose(
+        self,
+        agent_id: str,
+        question_text: str,
+        kind: str,
+        source_module: str,
+        target_keys: Sequence[str],
+        ambiguity_signal: str,
+        turn: int,
+        options: Sequence[Mapping[str, Any]] | None = None,
+        disjunction_id: str | None = None,
+    ) -> QuestionCandidate | None:
+        """Write a candidate, or touch the one it duplicates (same kind and a shared target
+        key, or the same normalized text; open, or answered within retention). Returns the
+        new or existing candidate; None when disabled or the store fails or is busy > 2 s."""
+        if kind not in KINDS:
+            raise ValueError(f"unknown kind {kind!r}; expected one of {KINDS}")
+        if ambiguity_signal not in AMBIGUITY_SIGNALS:
+            raise ValueError(
+                f"unknown ambiguity_signal {ambiguity_signal!r}; "
+                f"expected one of {AMBIGUITY_SIGNALS}"
+            )
+        norm = normalize_text(question_text)
+        if not norm:
+            raise ValueError("question_text is empty once normalized")
+        cleaned = _validate_options(options)
+        keys = _key_list(target_keys, "target_keys")
+        turn = _as_turn(turn)
+        if not isinstance(agent_id, str) or not agent_id:
+            raise ValueError(f"agent_id must be a non-empty string, got {agent_id!r}")
+        if not queue_enabled():
+            return None
+        row = {
+            "candidate_id": uuid.uuid4().hex,
+            "agent_id": agent_id,
+            "question_text": str(question_text),
+            "kind": kind,
+            "source_module": str(source_module),
+            "target_keys": keys,
+            "options": cleaned,
+            "ambiguity_signal": ambiguity_signal,
+            "status": "pending",
+            "ask_count": 0,
+            "created_turn": turn,
+            "expires_turn": turn + self.expiry_turns,
+            "last_seen_turn": turn,
+            "cooldown_until": None,
+            "answer_option": None,
+            "resolved_turn": None,
+            "cue_tokens": cue_tokens_for(question_text, *(o["label"] for o in cleaned)),
+            "delivered_turn": None,
+            "disjunction_id": None if disjunction_id is None else str(disjunction_id),
+        }
+        try:
+            found, _ = self.store.qq_propose(
+                row,
+                norm,
+                retention_turns=self.retention_turns,
+                cooldown_turns=self.cooldown_turns,
+            )
+        except Exception:
+            logger.exception("question_queue: propose for agent %s failed; dropped", agent_id)
+            return None
+        return QuestionCandidate(**found)
+
+    def note_use(self, agent_id: str, keys: Iterable[str], turn: int) -> int:
+        """The host injected `keys` into context at `turn`: raise `last_seen_turn` (never
+        lower it) on open candidates about them. Returns how many were raised."""
+        if not queue_enabled():
+            return 0
+        turn = _as_turn(turn)
+        key_list = sorted({str(k) for k in keys or []})
+        if not key_list:
+            return 0
+        try:
+            return self.store.qq_note_use(
+                agent_id, key_list, turn, cooldown_turns=self.cooldown_turns
+            )
+        except Exception:
+            logger.exception("question_queue: note_use for agent %s failed", agent_id)
+            return 0
+
+    # --------------------------------------------------------- delivery
+    def next_question(
+        self, agent_id: str, turn: int, query_cues: str | Iterable[Any] | None = None
+    ) -> QuestionCandidate | None:
+        """The next question to ask, if any: budget, expiry and ignored-cooling, cooldown, VOI
+        gate, relevance to `query_cues` (None disables timing), staleness, impact order, then
+        one atomic grant-and-claim. None when nothing passes, the budget is closed, or on any
+        error; the budget is spent only on a delivery."""
+        if not queue_enabled():
+            return None
+        turn = _as_turn(turn)
+        try:
+            if not self.store.qq_budget_open(agent_id, turn, self.budget_turns):
+                return None
+            self.store.qq_sweep(agent_id, turn, cooldown_turns=self.cooldown_turns)
+            cues = None if query_cues is None else _query_tokens(query_cues)
+            if cues is not None and not cues:
+                return None
+            rows = self.store.qq_eligible(
+                agent_id,
+                turn,
+                recent_use_turns=self.recent_use_turns,
+                signals=AMBIGUITY_SIGNALS,
+                cues=cues,
+                limit=_ELIGIBLE_LIMIT,
+            )
+            ordered = []
+            for row in rows:
+                cand = QuestionCandidate(**row)
+                stale = self._is_stale(cand, turn)
+                if stale:
+                    self._expire(cand, turn)
+                elif stale is False:
+                    ordered.append(cand.candidate_id)
+            if not ordered:
+                return None
+            claimed = self.store.qq_deliver(agent_id, turn, self.budget_turns, ordered)
+        except Exception:
+            logger.exception("question_queue: next_question for agent %s failed", agent_id)
+            return None
+        return None if claimed is None else QuestionCandidate(**claimed)
+
+    def record_answer(
+        self, candidate: QuestionCandidate, answer_text: str, turn: int
+    ) -> AnswerResult:
+        """Record the person's reply. Answered: claim (delivered/pending -> answered), then
+        apply the chosen option as `answer_weight` observations per fact. Deflected or
+        unrecognized: cooled for `cooldown_turns`, no evidence. The reply is never stored."""
+        if not queue_enabled():
+            return AnswerResult(applied=False, reason="disabled")
+        turn = _as_turn(turn)
+        options = list(candidate.options or [])
+        classification, index = classify_answer(options, answer_text)
+        if classification == ANSWERED:
+            updates: dict[str, Any] = {
+                "status": "answered",
+                "answer_option": index,
+                "resolved_turn": turn,
+            }
+        else:
+            updates = {
+                "status": "cooled",
+                "cooldown_until": turn + self.cooldown_turns,
+                "resolved_turn": turn,
+            }
+        try:
+            claimed = self.store.qq_claim(candidate.candidate_id, ANSWERABLE_STATUSES, updates)
+        except Exception:
+            logger.exception(
+                "question_queue: record_answer claim for %s failed", candidate.candidate_id
+            )
+            return AnswerResult(applied=False, reason="error", classification=classification)
+        if not claimed:
+            return AnswerResult(False, "not_open", classification, index)
+        for name, value in updates.items():
+            setattr(candidate, name, value)
+        if classification != ANSWERED:
+            return AnswerResult(False, "cooled", classification)
+        assert index is not None
+        try:
+            option = options[index]
+            outcomes = {k: "acted" for k in option.get("acted") or []}
+            outcomes.update({k: "contradicted" for k in option.get("contradicted") or []})
+            if outcomes:
+                self.facts.observe(outcomes, weight=self.answer_weight)
+        except Exception:
+            logger.exception(
+                "question_queue: evidence for answered %s lost after the claim",
+                candidate.candidate_id,
+            )
+            return AnswerResult(False, "apply_failed", classification, index)
+        return AnswerResult(True, "applied", classification, index)
+
+    # ------------------------------------------------------ maintenance
+    def expire_stale(self, agent_id: str, turn: int) -> int:
+        """Expire every open candidate past its expiry or reported stale, and cool ignored
+        delivered ones. Returns the number expired (cooling is not counted)."""
+        if not queue_enabled():
+            return 0
+        turn = _as_turn(turn)
+        try:
+            expired = self.store.qq_sweep(agent_id, turn, cooldown_turns=self.cooldown_turns)
+            if any(self._checks.values()):
+                for row in self.store.qq_open(agent_id):
+                    cand = QuestionCandidate(**row)
+                    if self._is_stale(cand, turn) and self._expire(cand, turn):
+                        expired += 1
+            return expired
+        except Exception:
+            logger.exception("question_queue: expire_stale for agent %s failed", agent_id)
+            return 0
+
+    def prune(self, agent_id: str, current_turn: int) -> int:
+        """Delete non-pending candidates whose last activity is more than `retention_turns`
+        old. Returns how many."""
+        if not queue_enabled():
+            return 0
+        current_turn = _as_turn(current_turn)
+        try:
+            return self.store.qq_prune(agent_id, current_turn, self.retention_turns)
+        except Exception:
+            logger.exception("question_queue: prune for agent %s failed", agent_id)
+            return 0
+
+    def get(self, candidate_id: str) -> QuestionCandidate | None:
+        """The candidate as stored now; None when unknown or the store fails."""
+        try:
+            row = self.store.qq_get(str(candidate_id))
+        except Exception:
+            logger.exception("question_queue: get failed")
+            return None
+        return None if row is None else QuestionCandidate(**row)
+
+    def candidates(self, agent_id: str) -> list[QuestionCandidate]:
+        """Every candidate of the agent, every status, oldest first; [] when the store fails."""
+        try:
+            rows = self.store.qq_list(agent_id)
+        except Exception:
+            logger.exception("question_queue: listing candidates of %s failed", agent_id)
+            return []
+        return [QuestionCandidate(**row) for row in rows]
+
+    # -------------------------------------------------------- producers
+    def propose_from_gate(
+        self, agent_id: str, metadata: Any, turn: int, query_text: str
+    ) -> QuestionCandidate | None:
+        """A confirmation question from a confidence-gate refusal in assembly metadata (the
+        dict, or an object with a `.metadata` dict). Only a gated refusal in `refuse` mode with
+        refused keys proposes: in `flag` mode nothing was withheld. Yes = acted, no =
+        contradicted, on the top refused key. Never raises."""
+        try:
+            if not isinstance(metadata, dict):
+                metadata = getattr(metadata, "metadata", None)
+            gate = metadata.get("gate") if isinstance(metadata, dict) else None
+            if not isinstance(gate, dict) or not gate.get("gated") or gate.get("mode") != "refuse":
+                return None
+            refused = [str(k) for k in gate.get("refused_keys") or [] if k]
+            if not refused:
+                return None
+            key = refused[0]
+            topic = str(query_text or "").strip() or "this topic"
+            # The key is in the text so two refusals under one query stay two candidates
+            # (text dedup would fold them); the host rephrases before showing it.
+            return self.propose(
+                agent_id=agent_id,
+                question_text=(
+                    f"I'm not confident in what I recall about {topic!r} ({key}). "
+                    "Is it still accurate?"
+                ),
+                kind="confirmation",
+                source_module="context_assembler.confidence_gate",
+                target_keys=[key],
+                ambiguity_signal="gate_refusal",
+                turn=turn,
+                options=[{"label": "yes", "acted": [key]}, {"label": "no", "contradicted": [key]}],
+            )
+        except Exception:
+            logger.exception("question_queue: gate proposal failed")
+            return None
+
+    def propose_from_resolution(self, record: Any, turn: int) -> int:
+        """One referent question per `evidence_gap` reference of a resolution record (an object
+        with `agent_id`, `key` and `references_json`), with one option per distinct candidate
+        and no effects: the answer is recorded only. Returns how many were proposed or
+        touched; 0 on an unreadable record. Never raises."""
+        if not queue_enabled():
+            return 0
+        try:
+            agent_id = str(getattr(record, "agent_id", "") or "")
+            record_key = str(record.key)
+            references = json.loads(str(getattr(record, "references_json", "") or "[]"))
+        except Exception:
+            logger.info("question_queue: unreadable resolution record skipped")
+            return 0
+        if not agent_id or not isinstance(references, list):
+            return 0
+        proposed = 0
+        for ref in references:
+            try:
+                if not isinstance(ref, dict) or ref.get("status") != "evidence_gap":
+                    continue
+                seen: dict[str, str] = {}
+                for text in map(str, ref.get("candidates") or []):
+                    norm = normalize_text(text)
+                    if norm and norm not in seen:
+                        seen[norm] = text
+                if not seen:
+                    continue
+                surface = str(ref.get("surface") or "")
+                question = str(ref.get("question") or "").strip() or (
+                    f"Who or what does {surface!r} refer to?"
+                )
+                candidate = self.propose(
+                    agent_id=agent_id,
+                    question_text=question,
+                    kind="referent",
+                    source_module="extraction.resolution",
+                    target_keys=[f"{record_key}#ref:{ref.get('start')}:{ref.get('end')}"],
+                    ambiguity_signal="evidence_gap",
+                    turn=turn,
+                    options=[
+                        {"label": label, "acted": [], "contradicted": []}
+                        for label in _distinct_labels(list(seen.values()))
+                    ],
+                )
+            except Exception:
+                logger.exception("question_queue: evidence_gap proposal failed")
+                continue
+            proposed += candidate is not None
+        return proposed

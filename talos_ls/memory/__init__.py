@@ -1,0 +1,1 @@
+"""What the agent holds: facts with confidence, evidence counts and validity intervals."""

@@ -1,0 +1,96 @@
+"""`open_store(url)`: one storage API over several backends, chosen by URL scheme.
+
+    sqlite:////abs/path/talos.db      the embedded default ("sqlite:///" + an absolute path;
+    sqlite:///relative/talos.db       a path after three slashes is relative to the cwd)
+    sqlite:///:memory:                a private in-memory store (tests, experiments)
+
+Query parameters: `mode=ro` opens read-only (inspection never writes); `timeout=SECONDS` bounds
+how long an atomic step waits for another writer (default 2).
+
+With no URL: `TALOS_STORE_URL`, else `talos.db` in the user state directory.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from urllib.parse import parse_qsl, unquote
+
+import platformdirs
+
+from .base import Store, StoreError, redact_url
+from .sqlite import DEFAULT_TIMEOUT_S, SQLiteStore
+
+ENV_URL = "TALOS_STORE_URL"
+SCHEMES = ("sqlite",)
+
+
+def default_store_url() -> str:
+    """`TALOS_STORE_URL`, else a SQLite file in the user state directory."""
+    env = os.environ.get(ENV_URL, "").strip()
+    if env:
+        return env
+    return "sqlite:///" + str(platformdirs.user_state_path("talos") / "talos.db")
+
+
+def open_store(url: str | None = None) -> Store:
+    """Open the store at `url` (default: `default_store_url()`).
+
+    Raises StoreError, naming the URL (password removed), when the URL is malformed, the
+    store is unreachable, or the file is not a Talos database. Never overwrites such a file.
+    """
+    if url is None:
+        url = default_store_url()
+        if not os.environ.get(ENV_URL, "").strip():
+            # The default location is ours to create; an explicit one must already exist.
+            platformdirs.user_state_path("talos").mkdir(parents=True, exist_ok=True)
+    if not isinstance(url, str) or not url.strip():
+        raise StoreError(f"store URL {url!r} is empty; expected e.g. sqlite:////abs/path.db")
+    shown = redact_url(url)
+    scheme, sep, rest = url.partition("://")
+    if not sep or not scheme:
+        raise StoreError(
+            f"store URL {shown!r} has no scheme; expected e.g. sqlite:////abs/path/talos.db"
+        )
+    scheme = scheme.lower()
+    if scheme not in SCHEMES:
+        raise StoreError(
+            f"store URL {shown!r}: unsupported scheme {scheme!r} (supported: {', '.join(SCHEMES)})"
+        )
+    return _open_sqlite(shown, rest)
+
+
+def _open_sqlite(shown: str, rest: str) -> SQLiteStore:
+    if not rest.startswith("/"):
+        raise StoreError(
+            f"store URL {shown!r}: expected sqlite:/// followed by a path "
+            "(four slashes for an absolute path)"
+        )
+    raw_path, _, query = rest[1:].partition("?")
+    path = unquote(raw_path)
+    if not path:
+        raise StoreError(f"store URL {shown!r} names no database file")
+    readonly, timeout = False, DEFAULT_TIMEOUT_S
+    for name, value in parse_qsl(query, keep_blank_values=True):
+        if name == "mode" and value in ("ro", "rw"):
+            readonly = value == "ro"
+        elif name == "timeout":
+            try:
+                timeout = float(value)
+            except ValueError:
+                timeout = -1.0
+            if not timeout >= 0:
+                raise StoreError(
+                    f"store URL {shown!r}: timeout must be a number of seconds >= 0, got {value!r}"
+                )
+        else:
+            raise StoreError(
+                f"store URL {shown!r}: unknown parameter {name}={value!r} "
+                "(known: mode=ro|rw, timeout=SECONDS)"
+            )
+    if path != ":memory:":
+        path = str(Path(path).expanduser())
+    return SQLiteStore(shown, path, readonly=readonly, timeout=timeout)
+
+
+__all__ = ["Store", "StoreError", "default_store_url", "open_store", "redact_url"]

@@ -1,0 +1,209 @@
+"""The storage contract every backend implements.
+
+Upper layers (`memory/`, `gates/`) call only these methods, so they never know which backend
+they talk to. Each method is one *atomic step*: the backend makes it indivisible (SQLite: one
+`BEGIN IMMEDIATE` transaction; Redis: one Lua script). Rows cross this boundary as plain dicts
+whose keys are the public field names (`FACT_FIELDS`, `CANDIDATE_FIELDS`).
+
+Rules that must hold inside an atomic step (dedup, budget grant, compare-and-set, the confidence
+update) are specified here and implemented by each backend; the contract tests run every backend
+against the same expectations.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
+from urllib.parse import urlsplit, urlunsplit
+
+FACT_FIELDS = (
+    "key",
+    "agent_id",
+    "statement",
+    "confidence",
+    "evidence_count",
+    "corroborations",
+    "contradictions",
+    "valid_from",
+    "invalid_at",
+    "superseded_by",
+)
+
+CANDIDATE_FIELDS = (
+    "candidate_id",
+    "agent_id",
+    "question_text",
+    "kind",
+    "source_module",
+    "target_keys",
+    "options",
+    "ambiguity_signal",
+    "status",
+    "ask_count",
+    "created_turn",
+    "expires_turn",
+    "last_seen_turn",
+    "cooldown_until",
+    "answer_option",
+    "resolved_turn",
+    "cue_tokens",
+    "delivered_turn",
+    "disjunction_id",
+)
+
+OPEN_STATUSES = ("pending", "delivered", "cooled")
+DELIVERABLE_STATUSES = ("pending", "cooled")
+ANSWERABLE_STATUSES = ("delivered", "pending")
+
+
+class StoreError(Exception):
+    """A store could not be opened or an atomic step failed. The message names the store URL
+    (with any password removed) and says what was wrong; it never carries a traceback's worth
+    of internals to the person."""
+
+
+def redact_url(url: str) -> str:
+    """The URL with any password replaced by `***`, for messages and logs."""
+    try:
+        parts = urlsplit(url)
+    except ValueError:
+        return "<unparseable store URL>"
+    if parts.password is None:
+        return url
+    user = parts.username or ""
+    host = parts.hostname or ""
+    if parts.port is not None:
+        host = f"{host}:{parts.port}"
+    return urlunsplit(parts._replace(netloc=f"{user}:***@{host}"))
+
+
+class Store(ABC):
+    """One open connection to a Talos store. Safe to share between the threads of a process."""
+
+    url: str  # redacted form of the URL it was opened with
+
+    @abstractmethod
+    def close(self) -> None:
+        """Release the connection. Every later call raises StoreError."""
+
+    # ---------------------------------------------------------------- facts
+    @abstractmethod
+    def fact_insert(self, row: Mapping[str, Any]) -> None:
+        """Insert a new fact row (all FACT_FIELDS)."""
+
+    @abstractmethod
+    def fact_get(self, key: str) -> dict[str, Any] | None: ...
+
+    @abstractmethod
+    def fact_list(self, agent_id: str | None = None) -> list[dict[str, Any]]:
+        """Every fact (of one agent, or all), oldest first."""
+
+    @abstractmethod
+    def fact_observe(
+        self, observations: Mapping[str, Sequence[float]], cap: int
+    ) -> dict[str, dict[str, Any]]:
+        """Apply, in one atomic step, each key's signals in order with the capped-Bayesian rule
+        (`memory.confidence.update`): `c' = clamp01(c + (s - c) / (min(n + 1, cap) + 1))`,
+        `n += 1`, and `corroborations += 1` when `s >= 0.5` else `contradictions += 1`.
+        Unknown keys are skipped. Returns the updated rows by key."""
+
+    @abstractmethod
+    def fact_supersede(self, old_key: str, new_key: str, at: float) -> bool:
+        """Close `old_key`'s validity interval (`invalid_at = at`, `superseded_by = new_key`) if
+        it is still open. Returns whether it was closed by this call."""
+
+    # -------------------------------------------------------- question queue
+    @abstractmethod
+    def qq_propose(
+        self,
+        row: Mapping[str, Any],
+        norm_text: str,
+        *,
+        retention_turns: int,
+        cooldown_turns: int,
+    ) -> tuple[dict[str, Any], bool]:
+        """Dedup-or-create under the agent's mutual exclusion.
+
+        A duplicate is a candidate of `row["agent_id"]` that is live at `row["created_turn"]`
+        (open and not effectively expired, see `qq_note_use`; or answered with
+        `turn - coalesce(resolved_turn, last_seen_turn, created_turn) <= retention_turns`) and
+        that either has the same kind and a target key in common, or the same `norm_text`.
+        The oldest duplicate (created_turn, candidate_id) wins: if open, its `last_seen_turn`
+        is raised to the turn (never lowered). Returns `(row, created)`."""
+
+    @abstractmethod
+    def qq_note_use(
+        self, agent_id: str, keys: Iterable[str], turn: int, *, cooldown_turns: int
+    ) -> int:
+        """Raise `last_seen_turn` to `turn` on open candidates whose target keys meet `keys`,
+        when `turn > last_seen_turn` and the candidate is not effectively expired at `turn`:
+        pending or cooled with `turn > expires_turn`, or delivered, ignored for
+        `cooldown_turns` and past `expires_turn`. Returns how many were raised."""
+
+    @abstractmethod
+    def qq_budget_open(self, agent_id: str, turn: int, budget_turns: int) -> bool:
+        """One read: no previous delivery, or `turn >= last_delivery_turn + budget_turns`."""
+
+    @abstractmethod
+    def qq_sweep(self, agent_id: str, turn: int, *, cooldown_turns: int) -> int:
+        """Cool every delivered candidate ignored since `coalesce(delivered_turn,
+        created_turn) + cooldown_turns <= turn` (cooldown_until = that sum, resolved_turn =
+        turn), then expire every pending or cooled candidate with `turn > expires_turn`
+        (resolved_turn = turn). Returns how many were expired."""
+
+    @abstractmethod
+    def qq_eligible(
+        self,
+        agent_id: str,
+        turn: int,
+        *,
+        recent_use_turns: int,
+        signals: Sequence[str],
+        cues: Sequence[str] | None,
+        limit: int,
+    ) -> list[dict[str, Any]]:
+        """Deliverable candidates that pass cooldown, expiry, the VOI gate and (when `cues` is
+        not None) share a cue token, in impact order (-last_seen_turn, ask_count,
+        created_turn, candidate_id), at most `limit`."""
+
+    @abstractmethod
+    def qq_deliver(
+        self, agent_id: str, turn: int, budget_turns: int, candidate_ids: Sequence[str]
+    ) -> dict[str, Any] | None:
+        """Grant the budget and claim a candidate in one atomic step: if the budget is open,
+        deliver the first of `candidate_ids` that is still deliverable, out of cooldown and
+        not expired (status delivered, ask_count += 1, delivered_turn = turn, resolved_turn
+        cleared) and set the agent's last delivery turn. The budget is written only when a
+        candidate is claimed. Returns the claimed row."""
+
+    @abstractmethod
+    def qq_claim(
+        self,
+        candidate_id: str,
+        from_statuses: Sequence[str],
+        updates: Mapping[str, Any],
+        guard: Mapping[str, Any] | None = None,
+    ) -> bool:
+        """Compare-and-set: apply `updates` iff the status is one of `from_statuses` and every
+        `guard` field equals its value (None matches NULL)."""
+
+    @abstractmethod
+    def qq_open(self, agent_id: str) -> list[dict[str, Any]]:
+        """Every open candidate of the agent, in impact order."""
+
+    @abstractmethod
+    def qq_get(self, candidate_id: str) -> dict[str, Any] | None: ...
+
+    @abstractmethod
+    def qq_list(self, agent_id: str | None = None) -> list[dict[str, Any]]:
+        """Every candidate (of one agent, or all), oldest first."""
+
+    @abstractmethod
+    def qq_prune(self, agent_id: str, current_turn: int, retention_turns: int) -> int:
+        """Delete non-pending candidates with `current_turn - coalesce(resolved_turn,
+        last_seen_turn, created_turn) > retention_turns`. Returns how many."""
+
+    @abstractmethod
+    def qq_agents(self) -> dict[str, int | None]:
+        """Every agent with candidates or a budget, with its last delivery turn."""

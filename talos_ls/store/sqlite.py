@@ -1,0 +1,580 @@
+"""SQLite backend: the embedded default.
+
+WAL mode so readers never block the writer; every atomic step is one `BEGIN IMMEDIATE`
+transaction, so SQLite's single-writer lock is the per-agent mutual exclusion the queue needs,
+across threads and processes alike. The busy timeout (default 2 s, `?timeout=` in the URL) bounds
+how long a step waits for that lock; past it the step fails and the caller fails closed.
+
+The file is marked with an application id and a schema version (`PRAGMA user_version`), so a
+file that is not a Talos database is refused rather than written to, and schema changes are
+applied by numbered migrations.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import threading
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from contextlib import contextmanager, suppress
+from pathlib import Path
+from typing import Any
+from urllib.parse import quote
+
+from .base import CANDIDATE_FIELDS, FACT_FIELDS, Store, StoreError
+
+APPLICATION_ID = 0x54414C53  # "TALS"
+DEFAULT_TIMEOUT_S = 2.0
+_SQLITE_MAGIC = b"SQLite format 3\x00"
+_JSON_FIELDS = ("target_keys", "options", "cue_tokens")
+
+# Each entry migrates the schema from version i to i + 1. Never edit a released entry; append.
+MIGRATIONS: tuple[tuple[str, ...], ...] = (
+    (
+        """CREATE TABLE facts (
+            key TEXT PRIMARY KEY,
+            agent_id TEXT NOT NULL,
+            statement TEXT NOT NULL,
+            confidence REAL NOT NULL,
+            evidence_count INTEGER NOT NULL,
+            corroborations INTEGER NOT NULL,
+            contradictions INTEGER NOT NULL,
+            valid_from REAL NOT NULL,
+            invalid_at REAL,
+            superseded_by TEXT
+        )""",
+        "CREATE INDEX facts_agent ON facts(agent_id)",
+        """CREATE TABLE candidates (
+            candidate_id TEXT PRIMARY KEY,
+            agent_id TEXT NOT NULL,
+            question_text TEXT NOT NULL,
+            norm_text TEXT NOT NULL,
+            kind TEXT NOT NULL,
+            source_module TEXT NOT NULL,
+            target_keys TEXT NOT NULL,
+            options TEXT NOT NULL,
+            ambiguity_signal TEXT NOT NULL,
+            status TEXT NOT NULL,
+            ask_count INTEGER NOT NULL,
+            created_turn INTEGER NOT NULL,
+            expires_turn INTEGER NOT NULL,
+            last_seen_turn INTEGER NOT NULL,
+            cooldown_until INTEGER,
+            answer_option INTEGER,
+            resolved_turn INTEGER,
+            cue_tokens TEXT NOT NULL,
+            delivered_turn INTEGER,
+            disjunction_id TEXT
+        )""",
+        "CREATE INDEX cand_seen ON candidates(agent_id, status, last_seen_turn)",
+        "CREATE INDEX cand_expires ON candidates(agent_id, status, expires_turn)",
+        "CREATE INDEX cand_text ON candidates(agent_id, norm_text)",
+        """CREATE TABLE candidate_keys (
+            agent_id TEXT NOT NULL, target_key TEXT NOT NULL, candidate_id TEXT NOT NULL,
+            PRIMARY KEY (agent_id, target_key, candidate_id)) WITHOUT ROWID""",
+        """CREATE TABLE candidate_cues (
+            candidate_id TEXT NOT NULL, cue TEXT NOT NULL,
+            PRIMARY KEY (candidate_id, cue)) WITHOUT ROWID""",
+        """CREATE TABLE question_budget (
+            agent_id TEXT PRIMARY KEY, last_delivery_turn INTEGER NOT NULL)""",
+    ),
+)
+SCHEMA_VERSION = len(MIGRATIONS)
+
+# A candidate that is open and not, in effect, expired at turn :t. Delivered candidates wait for
+# their reply until they have been ignored for :c turns; only then can expiry reach them.
+_LIVE_OPEN = """(
+    (status IN ('pending', 'cooled') AND expires_turn >= :t)
+    OR (status = 'delivered' AND NOT (
+        expires_turn < :t AND COALESCE(delivered_turn, created_turn) + :c <= :t)))"""
+
+_IMPACT_ORDER = "last_seen_turn DESC, ask_count, created_turn, candidate_id"
+
+
+def _dumps(value: Any) -> str:
+    return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+
+
+def _candidate(row: sqlite3.Row) -> dict[str, Any]:
+    out = {name: row[name] for name in CANDIDATE_FIELDS}
+    for name in _JSON_FIELDS:
+        out[name] = json.loads(out[name])
+    return out
+
+
+def _fact(row: sqlite3.Row) -> dict[str, Any]:
+    return {name: row[name] for name in FACT_FIELDS}
+
+
+class SQLiteStore(Store):
+    """A Talos store in one SQLite file (or `:memory:`)."""
+
+    def __init__(self, url: str, path: str, *, readonly: bool, timeout: float) -> None:
+        self.url = url
+        self._lock = threading.RLock()
+        self._conn: sqlite3.Connection | None = None
+        self._check_file(path, readonly)
+        if path == ":memory:":
+            target = "file::memory:"
+        else:
+            target = (
+                "file:"
+                + quote(str(Path(path).absolute()))
+                + "?mode="
+                + ("ro" if readonly else "rwc")
+            )
+        try:
+            conn = sqlite3.connect(
+                target,
+                uri=True,
+                timeout=timeout,
+                isolation_level=None,
+                check_same_thread=False,
+            )
+        except sqlite3.Error as exc:
+            raise StoreError(f"cannot open store {url}: {exc}") from None
+        conn.row_factory = sqlite3.Row
+        self._conn = conn
+        try:
+            self._prepare(readonly)
+        except StoreError:
+            self.close()
+            raise
+        except sqlite3.Error as exc:
+            self.close()
+            raise StoreError(f"cannot open store {url}: {exc}") from None
+
+    # ------------------------------------------------------------ opening
+    def _check_file(self, path: str, readonly: bool) -> None:
+        if path == ":memory:":
+            return
+        p = Path(path)
+        if p.is_dir():
+            raise StoreError(f"store {self.url}: {p} is a directory, not a database file")
+        if p.exists():
+            try:
+                with p.open("rb") as fh:
+                    head = fh.read(len(_SQLITE_MAGIC))
+            except OSError as exc:
+                raise StoreError(f"store {self.url}: cannot read {p}: {exc.strerror}") from None
+            if head and head != _SQLITE_MAGIC:
+                raise StoreError(
+                    f"store {self.url}: {p} is not a Talos database (not an SQLite file); "
+                    "refusing to touch it"
+                )
+        elif readonly:
+            raise StoreError(f"store {self.url}: {p} does not exist")
+        elif not p.parent.is_dir():
+            raise StoreError(f"store {self.url}: directory {p.parent} does not exist")
+
+    def _prepare(self, readonly: bool) -> None:
+        conn = self._conn
+        assert conn is not None
+        app_id = conn.execute("PRAGMA application_id").fetchone()[0]
+        version = conn.execute("PRAGMA user_version").fetchone()[0]
+        if app_id != APPLICATION_ID:
+            tables = [
+                r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")
+            ]
+            if app_id != 0 or version != 0 or tables:
+                raise StoreError(
+                    f"store {self.url}: the file is an SQLite database but not a Talos one"
+                    + (f" (it holds tables: {', '.join(sorted(tables)[:5])})" if tables else "")
+                    + "; refusing to touch it"
+                )
+        if version > SCHEMA_VERSION:
+            raise StoreError(
+                f"store {self.url}: schema version {version} was written by a newer Talos "
+                f"(this one knows up to {SCHEMA_VERSION}); upgrade talos-ls"
+            )
+        if readonly:
+            if version < SCHEMA_VERSION:
+                raise StoreError(
+                    f"store {self.url}: schema version {version} needs migrating, which a "
+                    "read-only store cannot do; open it once read-write"
+                )
+            return
+        conn.execute("PRAGMA journal_mode = WAL")
+        conn.execute("PRAGMA synchronous = NORMAL")
+        if version < SCHEMA_VERSION:
+            self._migrate()
+
+    def _migrate(self) -> None:
+        with self._write() as conn:
+            # Another process may have migrated while we waited for the write lock.
+            version = conn.execute("PRAGMA user_version").fetchone()[0]
+            for step in MIGRATIONS[version:]:
+                for statement in step:
+                    conn.execute(statement)
+            conn.execute(f"PRAGMA application_id = {APPLICATION_ID}")
+            conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
+
+    def close(self) -> None:
+        with self._lock:
+            if self._conn is not None:
+                self._conn.close()
+                self._conn = None
+
+    # -------------------------------------------------------- transactions
+    def _live(self) -> sqlite3.Connection:
+        if self._conn is None:
+            raise StoreError(f"store {self.url} is closed")
+        return self._conn
+
+    @contextmanager
+    def _write(self) -> Iterator[sqlite3.Connection]:
+        """One atomic step: BEGIN IMMEDIATE ... COMMIT, rolled back on any error."""
+        with self._lock:
+            conn = self._live()
+            try:
+                conn.execute("BEGIN IMMEDIATE")
+            except sqlite3.Error as exc:
+                raise StoreError(f"store {self.url}: {exc}") from None
+            try:
+                yield conn
+                conn.execute("COMMIT")
+            except BaseException as exc:
+                with suppress(sqlite3.Error):
+                    conn.execute("ROLLBACK")
+                if isinstance(exc, sqlite3.Error):
+                    raise StoreError(f"store {self.url}: {exc}") from None
+                raise
+
+    @contextmanager
+    def _read(self) -> Iterator[sqlite3.Connection]:
+        with self._lock:
+            conn = self._live()
+            try:
+                yield conn
+            except sqlite3.Error as exc:
+                raise StoreError(f"store {self.url}: {exc}") from None
+
+    # ---------------------------------------------------------------- facts
+    def fact_insert(self, row: Mapping[str, Any]) -> None:
+        cols = ", ".join(FACT_FIELDS)
+        marks = ", ".join(f":{c}" for c in FACT_FIELDS)
+        with self._write() as conn:
+            conn.execute(f"INSERT INTO facts ({cols}) VALUES ({marks})", dict(row))
+
+    def fact_get(self, key: str) -> dict[str, Any] | None:
+        with self._read() as conn:
+            row = conn.execute("SELECT * FROM facts WHERE key = ?", (key,)).fetchone()
+        return None if row is None else _fact(row)
+
+    def fact_list(self, agent_id: str | None = None) -> list[dict[str, Any]]:
+        with self._read() as conn:
+            if agent_id is None:
+                rows = conn.execute("SELECT * FROM facts ORDER BY rowid").fetchall()
+            else:
+                rows = conn.execute(
+                    "SELECT * FROM facts WHERE agent_id = ? ORDER BY rowid", (agent_id,)
+                ).fetchall()
+        return [_fact(r) for r in rows]
+
+    def fact_observe(
+        self, observations: Mapping[str, Sequence[float]], cap: int
+    ) -> dict[str, dict[str, Any]]:
+        out: dict[str, dict[str, Any]] = {}
+        with self._write() as conn:
+            for key, signals in observations.items():
+                for s in signals:
+                    conn.execute(
+                        """UPDATE facts SET
+                            confidence = MAX(0.0, MIN(1.0, confidence + (:s - confidence)
+                                / (MIN(evidence_count + 1, :cap) + 1))),
+                            evidence_count = evidence_count + 1,
+                            corroborations = corroborations + (:s >= 0.5),
+                            contradictions = contradictions + (:s < 0.5)
+                           WHERE key = :k""",
+                        {"s": float(s), "cap": int(cap), "k": key},
+                    )
+                row = conn.execute("SELECT * FROM facts WHERE key = ?", (key,)).fetchone()
+                if row is not None:
+                    out[key] = _fact(row)
+        return out
+
+    def fact_supersede(self, old_key: str, new_key: str, at: float) -> bool:
+        with self._write() as conn:
+            cur = conn.execute(
+                "UPDATE facts SET invalid_at = ?, superseded_by = ? "
+                "WHERE key = ? AND invalid_at IS NULL",
+                (at, new_key, old_key),
+            )
+            return cur.rowcount == 1
+
+    # -------------------------------------------------------- question queue
+    def qq_propose(
+        self,
+        row: Mapping[str, Any],
+        norm_text: str,
+        *,
+        retention_turns: int,
+        cooldown_turns: int,
+    ) -> tuple[dict[str, Any], bool]:
+        agent, turn = row["agent_id"], row["created_turn"]
+        args = {
+            "a": agent,
+            "t": turn,
+            "c": cooldown_turns,
+            "r": retention_turns,
+            "norm": norm_text,
+            "kind": row["kind"],
+            "keys": _dumps(list(row["target_keys"])),
+        }
+        with self._write() as conn:
+            dup = conn.execute(
+                f"""SELECT * FROM candidates WHERE candidate_id IN (
+                        SELECT candidate_id FROM candidates
+                         WHERE agent_id = :a AND norm_text = :norm
+                        UNION
+                        SELECT k.candidate_id FROM candidate_keys k
+                          JOIN candidates c2 ON c2.candidate_id = k.candidate_id
+                         WHERE k.agent_id = :a AND c2.kind = :kind
+                           AND k.target_key IN (SELECT value FROM json_each(:keys)))
+                    AND ({_LIVE_OPEN} OR (status = 'answered' AND
+                         :t - COALESCE(resolved_turn, last_seen_turn, created_turn) <= :r))
+                    ORDER BY created_turn, candidate_id LIMIT 1""",
+                args,
+            ).fetchone()
+            if dup is not None:
+                found = _candidate(dup)
+                if found["status"] != "answered" and turn > found["last_seen_turn"]:
+                    conn.execute(
+                        "UPDATE candidates SET last_seen_turn = ? WHERE candidate_id = ?",
+                        (turn, found["candidate_id"]),
+                    )
+                    found["last_seen_turn"] = turn
+                return found, False
+            values = dict(row)
+            for name in _JSON_FIELDS:
+                values[name] = _dumps(values[name])
+            values["norm_text"] = norm_text
+            cols = (*CANDIDATE_FIELDS, "norm_text")
+            conn.execute(
+                f"INSERT INTO candidates ({', '.join(cols)}) "
+                f"VALUES ({', '.join(':' + c for c in cols)})",
+                values,
+            )
+            cid = row["candidate_id"]
+            conn.executemany(
+                "INSERT OR IGNORE INTO candidate_keys VALUES (?, ?, ?)",
+                [(agent, k, cid) for k in row["target_keys"]],
+            )
+            conn.executemany(
+                "INSERT OR IGNORE INTO candidate_cues VALUES (?, ?)",
+                [(cid, cue) for cue in row["cue_tokens"]],
+            )
+            return dict(row), True
+
+    def qq_note_use(
+        self, agent_id: str, keys: Iterable[str], turn: int, *, cooldown_turns: int
+    ) -> int:
+        with self._write() as conn:
+            cur = conn.execute(
+                f"""UPDATE candidates SET last_seen_turn = :t
+                     WHERE candidate_id IN (
+                        SELECT candidate_id FROM candidate_keys
+                         WHERE agent_id = :a AND target_key IN (SELECT value FROM json_each(:keys)))
+                       AND last_seen_turn < :t AND {_LIVE_OPEN}""",
+                {"a": agent_id, "t": turn, "c": cooldown_turns, "keys": _dumps(list(keys))},
+            )
+            return cur.rowcount
+
+    def qq_budget_open(self, agent_id: str, turn: int, budget_turns: int) -> bool:
+        with self._read() as conn:
+            row = conn.execute(
+                "SELECT last_delivery_turn FROM question_budget WHERE agent_id = ?", (agent_id,)
+            ).fetchone()
+        return row is None or turn >= row[0] + budget_turns
+
+    def qq_sweep(self, agent_id: str, turn: int, *, cooldown_turns: int) -> int:
+        args = {"a": agent_id, "t": turn, "c": cooldown_turns}
+        ignored = """agent_id = :a AND status = 'delivered'
+                     AND COALESCE(delivered_turn, created_turn) + :c <= :t"""
+        past = "agent_id = :a AND status IN ('pending', 'cooled') AND expires_turn < :t"
+        with self._read() as conn:
+            # Reads first, so the common case (nothing to do) takes no write lock.
+            due = conn.execute(
+                f"SELECT EXISTS (SELECT 1 FROM candidates WHERE {ignored}) "
+                f"OR EXISTS (SELECT 1 FROM candidates WHERE {past})",
+                args,
+            ).fetchone()[0]
+        if not due:
+            return 0
+        with self._write() as conn:
+            conn.execute(
+                f"""UPDATE candidates SET status = 'cooled', resolved_turn = :t,
+                        cooldown_until = COALESCE(delivered_turn, created_turn) + :c
+                     WHERE {ignored}""",
+                args,
+            )
+            cur = conn.execute(
+                f"UPDATE candidates SET status = 'expired', resolved_turn = :t WHERE {past}",
+                args,
+            )
+            return cur.rowcount
+
+    def qq_eligible(
+        self,
+        agent_id: str,
+        turn: int,
+        *,
+        recent_use_turns: int,
+        signals: Sequence[str],
+        cues: Sequence[str] | None,
+        limit: int,
+    ) -> list[dict[str, Any]]:
+        cue_clause = ""
+        args: dict[str, Any] = {
+            "a": agent_id,
+            "t": turn,
+            "lo": turn - recent_use_turns,
+            "signals": _dumps(list(signals)),
+            "limit": limit,
+        }
+        if cues is not None:
+            cue_clause = """AND EXISTS (SELECT 1 FROM candidate_cues q
+                             WHERE q.candidate_id = c.candidate_id
+                               AND q.cue IN (SELECT value FROM json_each(:cues)))"""
+            args["cues"] = _dumps(list(cues))
+        with self._read() as conn:
+            rows = conn.execute(
+                f"""SELECT * FROM candidates c
+                     WHERE agent_id = :a AND status IN ('pending', 'cooled')
+                       AND last_seen_turn BETWEEN :lo AND :t
+                       AND expires_turn >= :t
+                       AND (cooldown_until IS NULL OR cooldown_until <= :t)
+                       AND ambiguity_signal IN (SELECT value FROM json_each(:signals))
+                       {cue_clause}
+                     ORDER BY {_IMPACT_ORDER} LIMIT :limit""",
+                args,
+            ).fetchall()
+        return [_candidate(r) for r in rows]
+
+    def qq_deliver(
+        self, agent_id: str, turn: int, budget_turns: int, candidate_ids: Sequence[str]
+    ) -> dict[str, Any] | None:
+        with self._write() as conn:
+            bucket = conn.execute(
+                "SELECT last_delivery_turn FROM question_budget WHERE agent_id = ?", (agent_id,)
+            ).fetchone()
+            if bucket is not None and turn < bucket[0] + budget_turns:
+                return None
+            row = conn.execute(
+                """SELECT c.* FROM json_each(:ids) j
+                     JOIN candidates c ON c.candidate_id = j.value
+                    WHERE c.agent_id = :a AND c.status IN ('pending', 'cooled')
+                      AND (c.cooldown_until IS NULL OR c.cooldown_until <= :t)
+                      AND c.expires_turn >= :t
+                    ORDER BY j.key LIMIT 1""",
+                {"ids": _dumps(list(candidate_ids)), "a": agent_id, "t": turn},
+            ).fetchone()
+            if row is None:
+                return None
+            conn.execute(
+                """UPDATE candidates SET status = 'delivered', ask_count = ask_count + 1,
+                        delivered_turn = :t, resolved_turn = NULL
+                    WHERE candidate_id = :id""",
+                {"t": turn, "id": row["candidate_id"]},
+            )
+            conn.execute(
+                """INSERT INTO question_budget (agent_id, last_delivery_turn) VALUES (?, ?)
+                   ON CONFLICT (agent_id)
+                   DO UPDATE SET last_delivery_turn = excluded.last_delivery_turn""",
+                (agent_id, turn),
+            )
+            claimed = _candidate(row)
+        claimed.update(
+            status="delivered",
+            ask_count=claimed["ask_count"] + 1,
+            delivered_turn=turn,
+            resolved_turn=None,
+        )
+        return claimed
+
+    _CLAIMABLE = frozenset(
+        ("status", "cooldown_until", "answer_option", "resolved_turn", "delivered_turn")
+    )
+
+    def qq_claim(
+        self,
+        candidate_id: str,
+        from_statuses: Sequence[str],
+        updates: Mapping[str, Any],
+        guard: Mapping[str, Any] | None = None,
+    ) -> bool:
+        fields = set(updates) | set(guard or {})
+        if not fields <= self._CLAIMABLE:
+            raise ValueError(f"fields not claimable: {sorted(fields - self._CLAIMABLE)}")
+        sets = ", ".join(f"{f} = :u_{f}" for f in updates)
+        guards = "".join(f" AND {f} IS :g_{f}" for f in guard or {})
+        args: dict[str, Any] = {"id": candidate_id, "from": _dumps(list(from_statuses))}
+        args.update({f"u_{f}": v for f, v in updates.items()})
+        args.update({f"g_{f}": v for f, v in (guard or {}).items()})
+        with self._write() as conn:
+            cur = conn.execute(
+                f"""UPDATE candidates SET {sets} WHERE candidate_id = :id
+                      AND status IN (SELECT value FROM json_each(:from)){guards}""",
+                args,
+            )
+            return cur.rowcount == 1
+
+    def qq_open(self, agent_id: str) -> list[dict[str, Any]]:
+        with self._read() as conn:
+            rows = conn.execute(
+                f"""SELECT * FROM candidates WHERE agent_id = ?
+                     AND status IN ('pending', 'delivered', 'cooled') ORDER BY {_IMPACT_ORDER}""",
+                (agent_id,),
+            ).fetchall()
+        return [_candidate(r) for r in rows]
+
+    def qq_get(self, candidate_id: str) -> dict[str, Any] | None:
+        with self._read() as conn:
+            row = conn.execute(
+                "SELECT * FROM candidates WHERE candidate_id = ?", (candidate_id,)
+            ).fetchone()
+        return None if row is None else _candidate(row)
+
+    def qq_list(self, agent_id: str | None = None) -> list[dict[str, Any]]:
+        order = "ORDER BY created_turn, rowid"
+        with self._read() as conn:
+            if agent_id is None:
+                rows = conn.execute(f"SELECT * FROM candidates {order}").fetchall()
+            else:
+                rows = conn.execute(
+                    f"SELECT * FROM candidates WHERE agent_id = ? {order}", (agent_id,)
+                ).fetchall()
+        return [_candidate(r) for r in rows]
+
+    def qq_prune(self, agent_id: str, current_turn: int, retention_turns: int) -> int:
+        with self._write() as conn:
+            ids = [
+                r[0]
+                for r in conn.execute(
+                    """SELECT candidate_id FROM candidates WHERE agent_id = ?
+                         AND status != 'pending'
+                         AND ? - COALESCE(resolved_turn, last_seen_turn, created_turn) > ?""",
+                    (agent_id, current_turn, retention_turns),
+                )
+            ]
+            doomed = _dumps(ids)
+            conn.execute(
+                "DELETE FROM candidate_keys WHERE agent_id = ? "
+                "AND candidate_id IN (SELECT value FROM json_each(?))",
+                (agent_id, doomed),
+            )
+            for table in ("candidate_cues", "candidates"):
+                conn.execute(
+                    f"DELETE FROM {table} WHERE candidate_id IN (SELECT value FROM json_each(?))",
+                    (doomed,),
+                )
+            return len(ids)
+
+    def qq_agents(self) -> dict[str, int | None]:
+        with self._read() as conn:
+            agents: dict[str, int | None] = {
+                r[0]: None for r in conn.execute("SELECT DISTINCT agent_id FROM candidates")
+            }
+            budgets = conn.execute("SELECT agent_id, last_delivery_turn FROM question_budget")
+            agents.update(dict(budgets.fetchall()))
+        return dict(sorted(agents.items()))
