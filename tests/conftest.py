@@ -1,0 +1,88 @@
+"""Shared fixtures. Contract fixtures are parametrized over every backend: a behaviour test
+written against `store` / `qq` / `facts` runs on each one."""
+
+from __future__ import annotations
+
+import pytest
+
+from talos_ls.gates.question_queue import QuestionQueue
+from talos_ls.memory.facts import FactStore
+from talos_ls.store import open_store
+
+BACKENDS = ["sqlite"]
+
+
+@pytest.fixture(autouse=True)
+def _queue_enabled(monkeypatch):
+    monkeypatch.delenv("TALOS_QUESTION_QUEUE_DISABLE", raising=False)
+    monkeypatch.delenv("TALOS_STORE_URL", raising=False)
+
+
+def make_url(backend: str, tmp_path, name: str = "talos.db") -> str:
+    if backend == "sqlite":
+        return "sqlite:///" + str(tmp_path / name)
+    raise AssertionError(backend)
+
+
+@pytest.fixture(params=BACKENDS)
+def backend(request) -> str:
+    return request.param
+
+
+@pytest.fixture
+def store_url(backend, tmp_path) -> str:
+    return make_url(backend, tmp_path)
+
+
+@pytest.fixture
+def store(store_url):
+    s = open_store(store_url)
+    yield s
+    s.close()
+
+
+@pytest.fixture
+def facts(store) -> FactStore:
+    return FactStore(store)
+
+
+@pytest.fixture
+def qq(store, facts) -> QuestionQueue:
+    return QuestionQueue(store, facts=facts)
+
+
+def disjunction(qq: QuestionQueue, facts: FactStore, turn: int = 0, agent: str = "a1", **kw):
+    """Two conflicting facts and the disjunction question about them."""
+    a = facts.add(agent, kw.pop("a_text", "Dana prefers morning meetings"))
+    b = facts.add(agent, kw.pop("b_text", "Dana prefers afternoon meetings"))
+    cand = qq.propose(
+        agent_id=agent,
+        question_text=kw.pop("text", "Does Dana prefer morning or afternoon meetings?"),
+        kind="disjunction",
+        source_module="reconciliation",
+        target_keys=[a, b],
+        ambiguity_signal="disjunction",
+        turn=turn,
+        options=[
+            {"label": "morning", "acted": [a], "contradicted": [b]},
+            {"label": "afternoon", "acted": [b], "contradicted": [a]},
+        ],
+        **kw,
+    )
+    assert cand is not None
+    return cand, a, b
+
+
+def confirmation(qq: QuestionQueue, key: str, turn: int = 0, agent: str = "a1", text=None):
+    cand = qq.propose(
+        agent_id=agent,
+        question_text=text or f"Is {key} still accurate for the deploy?",
+        kind="confirmation",
+        source_module="test",
+        target_keys=[key],
+        ambiguity_signal="gate_refusal",
+        turn=turn,
+        options=[{"label": "yes", "acted": [key]}, {"label": "no", "contradicted": [key]}],
+    )
+    assert cand is not None
+    return cand
