@@ -48,7 +48,7 @@ def test_options_stored_with_both_lists(qq):
 
 
 def test_same_kind_shared_key_is_a_duplicate_and_touches(qq, facts):
-    first, a, b = disjunction(qq, facts, turn=0)
+    first, _a, b = disjunction(qq, facts, turn=0)
     again = qq.propose("a1", "Quite another wording?", "disjunction", "reconciliation",
                        [b, "other"], "disjunction", 3)  # fmt: skip
     assert again.candidate_id == first.candidate_id
