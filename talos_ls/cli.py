@@ -1,0 +1,210 @@
+"""`talos`: the command line.
+
+`talos questions` and `talos memory` show what is in the store, for people who want to see why
+they were, or were not, asked something: every candidate with its status, turns and ask count,
+the turn each agent's question budget reopens, and every fact with its confidence and evidence.
+
+Exit codes: 0 success, 1 the store failed or refused, 2 a usage error.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import shutil
+import sys
+from collections.abc import Sequence
+from dataclasses import asdict
+
+from . import __version__
+from .gates.question_queue import QUESTION_BUDGET_TURNS, QuestionCandidate
+from .memory.facts import Fact, FactStore
+from .store import ENV_URL, Store, StoreError, open_store
+
+OPEN = ("pending", "delivered", "cooled")
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="talos",
+        description="Talos: a coding agent in your editor that asks at most one question per "
+        "K turns. These commands inspect what it holds.",
+    )
+    parser.add_argument("--version", action="version", version=f"talos {__version__}")
+    parser.add_argument(
+        "--store",
+        metavar="URL",
+        help=f"store URL, e.g. sqlite:////abs/path/talos.db (default: ${ENV_URL}, else "
+        "talos.db in the user state directory)",
+    )
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+
+    q = sub.add_parser(
+        "questions",
+        help="list question candidates and each agent's question budget",
+        description="List question candidates: open ones (pending, delivered, cooled) by "
+        "default, every status with --all. Each agent's line says when its budget reopens.",
+    )
+    q.add_argument("--agent", metavar="A", help="only this agent (default: every agent)")
+    q.add_argument("--all", action="store_true", help="include answered and expired ones")
+    q.add_argument("--budget-turns", type=int, default=QUESTION_BUDGET_TURNS, metavar="K",
+                   help=f"the K the agents run with (default {QUESTION_BUDGET_TURNS})")  # fmt: skip
+    q.add_argument("--json", action="store_true", help="print JSON instead of a table")
+
+    m = sub.add_parser(
+        "memory",
+        help="list stored facts with confidence and evidence",
+        description="List facts: confidence, evidence counts (corroborations and "
+        "contradictions) and whether each is still valid or was superseded.",
+    )
+    m.add_argument("--agent", metavar="A", help="only this agent (default: every agent)")
+    m.add_argument("--json", action="store_true", help="print JSON instead of a table")
+    return parser
+
+
+def _clip(text: str, width: int) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= width else text[: max(width - 1, 0)] + "…"
+
+
+def _table(headers: Sequence[str], rows: list[Sequence[str]], last_flexible: bool = True) -> str:
+    widths = [len(h) for h in headers]
+    for row in rows:
+        for i, cell in enumerate(row[:-1] if last_flexible else row):
+            widths[i] = max(widths[i], len(cell))
+    room = shutil.get_terminal_size((120, 24)).columns - sum(widths[:-1]) - 2 * (len(headers) - 1)
+    lines = []
+    for row in [headers, *rows]:
+        cells = list(row)
+        if last_flexible and sys.stdout.isatty():  # piped output keeps the whole text
+            cells[-1] = _clip(cells[-1], max(room, 20))
+        lines.append("  ".join(c.ljust(w) for c, w in zip(cells[:-1], widths, strict=False))
+                     + "  " + cells[-1])  # fmt: skip
+    return "\n".join(line.rstrip() for line in lines)
+
+
+def _opt(value: int | None) -> str:
+    return "-" if value is None else str(value)
+
+
+def _answer_label(c: QuestionCandidate) -> str:
+    if c.answer_option is None or not 0 <= c.answer_option < len(c.options):
+        return ""
+    return f" [answered: {c.options[c.answer_option]['label']}]"
+
+
+def _questions(store: Store, args: argparse.Namespace) -> int:
+    agents = store.qq_agents()
+    if args.agent is not None:
+        agents = {args.agent: agents.get(args.agent)}
+    out: list[dict] = []
+    for agent, last in agents.items():
+        cands = [QuestionCandidate(**row) for row in store.qq_list(agent)]
+        shown = cands if args.all else [c for c in cands if c.status in OPEN]
+        out.append(
+            {
+                "agent": agent,
+                "last_delivery_turn": last,
+                "budget_reopens_at_turn": None if last is None else last + args.budget_turns,
+                "hidden": len(cands) - len(shown),
+                "candidates": [asdict(c) for c in shown],
+            }
+        )
+    if args.json:
+        print(json.dumps(out, ensure_ascii=False, indent=2))
+        return 0
+    if not out:
+        print(f"No questions in {store.url}: nothing has been proposed yet.")
+        return 0
+    for i, entry in enumerate(out):
+        last = entry["last_delivery_turn"]
+        budget = (
+            "no question asked yet; the budget is open"
+            if last is None
+            else f"last question at turn {last}; budget reopens at turn "
+            f"{entry['budget_reopens_at_turn']}"
+        )
+        print(("\n" if i else "") + f"agent {entry['agent']}: {budget}")
+        rows = []
+        for raw in entry["candidates"]:
+            c = QuestionCandidate(**raw)
+            cooldown = f" until {c.cooldown_until}" if c.status == "cooled" else ""
+            rows.append(
+                (
+                    c.candidate_id[:8],
+                    c.status + cooldown,
+                    c.kind,
+                    str(c.ask_count),
+                    str(c.created_turn),
+                    str(c.last_seen_turn),
+                    str(c.expires_turn),
+                    _opt(c.delivered_turn),
+                    c.question_text + _answer_label(c),
+                )
+            )
+        if rows:
+            headers = ("ID", "STATUS", "KIND", "ASKED", "CREATED", "SEEN", "EXPIRES", "DELIVERED",
+                       "QUESTION")  # fmt: skip
+            print(_table(headers, rows))
+        else:
+            print("  no open questions")
+        if entry["hidden"]:
+            print(f"  ({entry['hidden']} answered or expired not shown; --all shows them)")
+    return 0
+
+
+def _fact_state(f: Fact) -> str:
+    return "live" if f.live else f"superseded by {(f.superseded_by or '?')[:13]}"
+
+
+def _memory(store: Store, args: argparse.Namespace) -> int:
+    facts = FactStore(store).list(args.agent)
+    if args.json:
+        print(json.dumps([asdict(f) for f in facts], ensure_ascii=False, indent=2))
+        return 0
+    if not facts:
+        print(f"No facts in {store.url}" + (f" for agent {args.agent}." if args.agent else "."))
+        return 0
+    by_agent: dict[str, list[Fact]] = {}
+    for f in facts:
+        by_agent.setdefault(f.agent_id, []).append(f)
+    for i, (agent, group) in enumerate(by_agent.items()):
+        print(("\n" if i else "") + f"agent {agent}: {len(group)} facts")
+        rows = [
+            (
+                f.key[:13],
+                f"{f.confidence:.2f}",
+                f"{f.evidence_count} (+{f.corroborations}/-{f.contradictions})",
+                _fact_state(f),
+                f.statement,
+            )
+            for f in group
+        ]
+        print(_table(("KEY", "CONF", "EVIDENCE", "STATE", "STATEMENT"), rows))
+    return 0
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = _parser()
+    args = parser.parse_args(argv)
+    if args.command is None:
+        parser.print_help(sys.stderr)
+        return 2
+    logging.basicConfig(level=logging.WARNING, format="talos: %(levelname)s: %(message)s")
+    try:
+        store = open_store(args.store)
+    except StoreError as exc:
+        print(f"talos: error: {exc}", file=sys.stderr)
+        return 1
+    try:
+        return {"questions": _questions, "memory": _memory}[args.command](store, args)
+    except StoreError as exc:
+        print(f"talos: error: {exc}", file=sys.stderr)
+        return 1
+    finally:
+        store.close()
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,97 @@
+"""`talos questions` and `talos memory`, run as the real console script."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from talos_ls.gates.question_queue import QuestionQueue
+from talos_ls.store import open_store
+
+from .conftest import disjunction
+
+TALOS = [str(Path(sys.executable).with_name("talos"))]
+
+
+def run(*args, url=None, env_extra=None):
+    env = {k: v for k, v in os.environ.items() if k != "TALOS_STORE_URL"}
+    if url:
+        env["TALOS_STORE_URL"] = url
+    env.update(env_extra or {})
+    return subprocess.run(TALOS + list(args), capture_output=True, text=True, env=env, timeout=60)
+
+
+@pytest.fixture
+def populated(tmp_path):
+    url = "sqlite:///" + str(tmp_path / "t.db")
+    store = open_store(url)
+    qq = QuestionQueue(store)
+    facts = qq.facts
+    answered, a, b = disjunction(qq, facts, turn=3, agent="/work/proj")
+    qq.next_question("/work/proj", 3)
+    qq.record_answer(answered, "afternoon", 4)
+    facts.supersede(a, b)
+    qq.propose("/work/proj", "Which parser: src/parser.py or tools/parser.py?", "referent", "r",
+               ["rec#ref:4:14"], "evidence_gap", 4)  # fmt: skip
+    qq.propose("other", "Tabs or spaces?", "confirmation", "r", ["k"], "gate_refusal", 0)
+    store.close()
+    return url
+
+
+def test_questions_table(populated):
+    r = run("questions", url=populated)
+    assert r.returncode == 0, r.stderr
+    out = r.stdout
+    assert "agent /work/proj: last question at turn 3; budget reopens at turn 8" in out
+    assert "agent other: no question asked yet; the budget is open" in out
+    assert "Which parser: src/parser.py or tools/parser.py?" in out
+    assert "Does Dana prefer" not in out  # answered: hidden by default
+    assert "(1 answered or expired not shown; --all shows them)" in out
+    everything = run("questions", "--all", "--agent", "/work/proj", url=populated).stdout
+    assert "answered" in everything and "[answered: afternoon]" in everything
+    assert "Tabs or spaces" not in everything
+
+
+def test_questions_json(populated):
+    r = run("--store", populated, "questions", "--all", "--json", "--budget-turns", "7")
+    data = {entry["agent"]: entry for entry in json.loads(r.stdout)}
+    assert data["/work/proj"]["budget_reopens_at_turn"] == 10
+    statuses = sorted(c["status"] for c in data["/work/proj"]["candidates"])
+    assert statuses == ["answered", "pending"]
+    assert data["other"]["last_delivery_turn"] is None
+
+
+def test_memory_table_and_json(populated):
+    r = run("memory", url=populated)
+    assert r.returncode == 0, r.stderr
+    assert "agent /work/proj: 2 facts" in r.stdout
+    assert "0.20  3 (+0/-3)  superseded by fact:" in r.stdout
+    assert "0.80  3 (+3/-0)  live" in r.stdout
+    facts = json.loads(run("memory", "--json", "--agent", "/work/proj", url=populated).stdout)
+    assert sorted(round(f["confidence"], 2) for f in facts) == [0.2, 0.8]
+    assert "No facts" in run("memory", "--agent", "nobody", url=populated).stdout
+
+
+def test_fresh_default_store(tmp_path):
+    r = run("questions", env_extra={"XDG_STATE_HOME": str(tmp_path)})
+    assert r.returncode == 0, r.stderr
+    assert "nothing has been proposed yet" in r.stdout
+    assert (tmp_path / "talos" / "talos.db").exists()
+
+
+def test_errors_are_one_line_with_exit_codes(tmp_path):
+    notes = tmp_path / "notes.txt"
+    notes.write_text("my notes\n")
+    r = run("--store", "sqlite:///" + str(notes), "memory")
+    assert r.returncode == 1
+    assert r.stderr.startswith("talos: error: store ") and "not a Talos database" in r.stderr
+    assert "Traceback" not in r.stderr and len(r.stderr.strip().splitlines()) == 1
+    assert notes.read_text() == "my notes\n"
+    assert run().returncode == 2
+    assert run("questions", "--bogus").returncode == 2
+    assert run("--version").stdout.startswith("talos ")
