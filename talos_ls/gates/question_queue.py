@@ -75,7 +75,7 @@ DISABLE_ENV = "TALOS_QUESTION_QUEUE_DISABLE"
 
 # How many eligible candidates one next_question pass looks at: the best few by impact order.
 # Staleness checks run on these; the rest can wait for a later turn.
-_ELIGIBLE_LIMIT = 64
+_ELIGIBLE_LIMIT = 16
 
 _ASCII_PUNCT = frozenset(string.punctuation)
 _WORD_RUN = re.compile(r"[^\W_]+")
@@ -450,7 +450,7 @@ class QuestionQueue:
             cues = None if query_cues is None else _query_tokens(query_cues)
             if cues is not None and not cues:
                 return None
-            rows = self.store.qq_eligible(
+            eligible = self.store.qq_eligible(
                 agent_id,
                 turn,
                 recent_use_turns=self.recent_use_turns,
@@ -459,13 +459,18 @@ class QuestionQueue:
                 limit=_ELIGIBLE_LIMIT,
             )
             ordered = []
-            for row in rows:
-                cand = QuestionCandidate(**row)
-                stale = self._is_stale(cand, turn)
-                if stale:
-                    self._expire(cand, turn)
-                elif stale is False:
-                    ordered.append(cand.candidate_id)
+            for candidate_id, kind in eligible:
+                if self._checks.get(kind):  # only candidates with checks are read in full
+                    row = self.store.qq_get(candidate_id)
+                    if row is None:
+                        continue
+                    cand = QuestionCandidate(**row)
+                    stale = self._is_stale(cand, turn)
+                    if stale:
+                        self._expire(cand, turn)
+                    if stale is not False:
+                        continue
+                ordered.append(candidate_id)
             if not ordered:
                 return None
             claimed = self.store.qq_deliver(agent_id, turn, self.budget_turns, ordered)

@@ -162,10 +162,11 @@ class Store(ABC):
         signals: Sequence[str],
         cues: Sequence[str] | None,
         limit: int,
-    ) -> list[dict[str, Any]]:
-        """Deliverable candidates that pass cooldown, expiry, the VOI gate and (when `cues` is
-        not None) share a cue token, in impact order (-last_seen_turn, ask_count,
-        created_turn, candidate_id), at most `limit`."""
+    ) -> list[tuple[str, str]]:
+        """`(candidate_id, kind)` of deliverable candidates that pass cooldown, expiry, the
+        VOI gate and (when `cues` is not None) share a cue token, in impact order
+        (-last_seen_turn, ask_count, created_turn, candidate_id), at most `limit`. Its cost
+        must not grow with the agent's closed history."""
 
     @abstractmethod
     def qq_deliver(

@@ -72,9 +72,25 @@ MIGRATIONS: tuple[tuple[str, ...], ...] = (
         """CREATE TABLE candidate_keys (
             agent_id TEXT NOT NULL, target_key TEXT NOT NULL, candidate_id TEXT NOT NULL,
             PRIMARY KEY (agent_id, target_key, candidate_id)) WITHOUT ROWID""",
+        # Impact order, deliverable only: next_question walks it and stops at its limit.
+        """CREATE INDEX cand_impact ON candidates(
+            agent_id, last_seen_turn DESC, ask_count, created_turn, candidate_id)
+            WHERE status IN ('pending', 'cooled')""",
+        # Cue tokens of open candidates only (triggers drop them when a candidate closes), so
+        # "does anything open match these cues?" is one index probe, whatever the history.
         """CREATE TABLE candidate_cues (
-            candidate_id TEXT NOT NULL, cue TEXT NOT NULL,
+            agent_id TEXT NOT NULL, cue TEXT NOT NULL, candidate_id TEXT NOT NULL,
             PRIMARY KEY (candidate_id, cue)) WITHOUT ROWID""",
+        "CREATE INDEX cues_agent ON candidate_cues(agent_id, cue)",
+        """CREATE TRIGGER cand_closed AFTER UPDATE OF status ON candidates
+            WHEN NEW.status IN ('answered', 'expired')
+            BEGIN DELETE FROM candidate_cues WHERE candidate_id = NEW.candidate_id; END""",
+        """CREATE TRIGGER cand_deleted AFTER DELETE ON candidates BEGIN
+            DELETE FROM candidate_cues WHERE candidate_id = OLD.candidate_id;
+            DELETE FROM candidate_keys
+             WHERE agent_id = OLD.agent_id AND candidate_id = OLD.candidate_id
+               AND target_key IN (SELECT value FROM json_each(OLD.target_keys));
+            END""",
         """CREATE TABLE question_budget (
             agent_id TEXT PRIMARY KEY, last_delivery_turn INTEGER NOT NULL)""",
     ),
@@ -332,10 +348,11 @@ class SQLiteStore(Store):
                          WHERE k.agent_id = :a AND c2.kind = :kind
                            AND k.target_key IN (SELECT value FROM json_each(:keys)))
                     AND ({_LIVE_OPEN} OR (status = 'answered' AND
-                         :t - COALESCE(resolved_turn, last_seen_turn, created_turn) <= :r))
-                    ORDER BY created_turn, candidate_id LIMIT 1""",
+                         :t - COALESCE(resolved_turn, last_seen_turn, created_turn) <= :r))""",
                 args,
-            ).fetchone()
+            ).fetchall()
+            # The oldest wins. Sorted here: an ORDER BY makes SQLite's planner scan the table.
+            dup = min(dup, key=lambda r: (r["created_turn"], r["candidate_id"]), default=None)
             if dup is not None:
                 found = _candidate(dup)
                 if found["status"] != "answered" and turn > found["last_seen_turn"]:
@@ -361,8 +378,8 @@ class SQLiteStore(Store):
                 [(agent, k, cid) for k in row["target_keys"]],
             )
             conn.executemany(
-                "INSERT OR IGNORE INTO candidate_cues VALUES (?, ?)",
-                [(cid, cue) for cue in row["cue_tokens"]],
+                "INSERT OR IGNORE INTO candidate_cues VALUES (?, ?, ?)",
+                [(agent, cue, cid) for cue in row["cue_tokens"]],
             )
             return dict(row), True
 
@@ -423,7 +440,7 @@ class SQLiteStore(Store):
         signals: Sequence[str],
         cues: Sequence[str] | None,
         limit: int,
-    ) -> list[dict[str, Any]]:
+    ) -> list[tuple[str, str]]:
         cue_clause = ""
         args: dict[str, Any] = {
             "a": agent_id,
@@ -432,14 +449,21 @@ class SQLiteStore(Store):
             "signals": _dumps(list(signals)),
             "limit": limit,
         }
-        if cues is not None:
-            cue_clause = """AND EXISTS (SELECT 1 FROM candidate_cues q
-                             WHERE q.candidate_id = c.candidate_id
-                               AND q.cue IN (SELECT value FROM json_each(:cues)))"""
-            args["cues"] = _dumps(list(cues))
         with self._read() as conn:
+            if cues is not None:
+                args["cues"] = _dumps(list(cues))
+                hit = conn.execute(
+                    """SELECT 1 FROM candidate_cues WHERE agent_id = :a
+                         AND cue IN (SELECT value FROM json_each(:cues)) LIMIT 1""",
+                    args,
+                ).fetchone()
+                if hit is None:
+                    return []
+                cue_clause = """AND EXISTS (SELECT 1 FROM candidate_cues q
+                                 WHERE q.candidate_id = c.candidate_id
+                                   AND q.cue IN (SELECT value FROM json_each(:cues)))"""
             rows = conn.execute(
-                f"""SELECT * FROM candidates c
+                f"""SELECT candidate_id, kind FROM candidates c INDEXED BY cand_impact
                      WHERE agent_id = :a AND status IN ('pending', 'cooled')
                        AND last_seen_turn BETWEEN :lo AND :t
                        AND expires_turn >= :t
@@ -449,7 +473,7 @@ class SQLiteStore(Store):
                      ORDER BY {_IMPACT_ORDER} LIMIT :limit""",
                 args,
             ).fetchall()
-        return [_candidate(r) for r in rows]
+        return [(r[0], r[1]) for r in rows]
 
     def qq_deliver(
         self, agent_id: str, turn: int, budget_turns: int, candidate_ids: Sequence[str]
@@ -547,28 +571,13 @@ class SQLiteStore(Store):
         return [_candidate(r) for r in rows]
 
     def qq_prune(self, agent_id: str, current_turn: int, retention_turns: int) -> int:
-        with self._write() as conn:
-            ids = [
-                r[0]
-                for r in conn.execute(
-                    """SELECT candidate_id FROM candidates WHERE agent_id = ?
-                         AND status != 'pending'
-                         AND ? - COALESCE(resolved_turn, last_seen_turn, created_turn) > ?""",
-                    (agent_id, current_turn, retention_turns),
-                )
-            ]
-            doomed = _dumps(ids)
-            conn.execute(
-                "DELETE FROM candidate_keys WHERE agent_id = ? "
-                "AND candidate_id IN (SELECT value FROM json_each(?))",
-                (agent_id, doomed),
+        with self._write() as conn:  # the cand_deleted trigger drops their keys and cues
+            cur = conn.execute(
+                """DELETE FROM candidates WHERE agent_id = ? AND status != 'pending'
+                     AND ? - COALESCE(resolved_turn, last_seen_turn, created_turn) > ?""",
+                (agent_id, current_turn, retention_turns),
             )
-            for table in ("candidate_cues", "candidates"):
-                conn.execute(
-                    f"DELETE FROM {table} WHERE candidate_id IN (SELECT value FROM json_each(?))",
-                    (doomed,),
-                )
-            return len(ids)
+            return cur.rowcount
 
     def qq_agents(self) -> dict[str, int | None]:
         with self._read() as conn:

@@ -1,0 +1,178 @@
+"""Per-call cost of the question queue as one agent's history grows.
+
+For each N, one agent holds N candidates: 2% open and recently used (pending, proposed in the
+last few turns, sharing the cue "deploy"), the rest history within retention (half answered,
+half expired). Each operation is timed call by call; the table gives the median and p95 in
+microseconds. Seeding goes through the public API, so any backend can be measured.
+
+    python bench/queue_bench.py                        # SQLite, N = 100 .. 100,000
+    python bench/queue_bench.py --sizes 1000 --calls 50
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import platform
+import statistics
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from talos_ls.gates.question_queue import QuestionQueue
+from talos_ls.store import open_store
+
+AGENT = "bench"
+T = 10_000  # the current turn; history sits in [T - 400, T - 30]
+OPEN_SHARE = 0.02
+
+
+def reset_budget(store, backend: str) -> None:
+    """Untimed: forget the agent's last delivery, so the next call may deliver again."""
+    if backend == "sqlite":
+        store._conn.execute("DELETE FROM question_budget")
+    else:
+        raise SystemExit(f"no budget reset for backend {backend}")
+
+
+def seed(qq: QuestionQueue, n: int) -> list[str]:
+    n_open = max(1, round(n * OPEN_SHARE))
+    n_hist = n - n_open
+    for i in range(n_hist):
+        turn = T - 400 + (i * 370) // max(n_hist, 1)
+        cand = qq.propose(AGENT, f"Old question {i} about module{i}?", "referent", "seed",
+                          [f"old:{i}"], "evidence_gap", turn,
+                          options=[{"label": "yes"}, {"label": "no"}])  # fmt: skip
+        if i % 2 == 0:
+            qq.record_answer(cand, "yes", turn + 1)
+    qq.expire_stale(AGENT, T - 25)  # the unanswered half expires
+    open_ids = []
+    for i in range(n_open):
+        cand = qq.propose(AGENT, f"Deploy question {i}: which target{i}?", "referent", "seed",
+                          [f"open:{i}"], "evidence_gap", T - 3 + i % 4,
+                          options=[{"label": "staging"}, {"label": "prod"}])  # fmt: skip
+        open_ids.append(cand.candidate_id)
+    return open_ids
+
+
+def timed(fn: Callable[[int], object], calls: int, before: Callable[[int], None] | None = None):
+    samples = []
+    for i in range(calls):
+        if before:
+            before(i)
+        t0 = time.perf_counter_ns()
+        fn(i)
+        samples.append((time.perf_counter_ns() - t0) / 1000)
+    samples.sort()
+    return {
+        "median_us": statistics.median(samples),
+        "p95_us": samples[min(len(samples) - 1, int(len(samples) * 0.95))],
+        "calls": calls,
+    }
+
+
+def bench_size(backend: str, n: int, calls: int, workdir: Path) -> dict[str, dict]:
+    url = "sqlite:///" + str(workdir / f"bench-{n}.db")
+    store = open_store(url)
+    qq = QuestionQueue(store)
+    facts = qq.facts
+    t0 = time.perf_counter()
+    open_ids = seed(qq, n)
+    seeded_s = time.perf_counter() - t0
+    results: dict[str, dict] = {}
+
+    assert qq.next_question(AGENT, T, "deploy") is not None
+    results["next_question (budget closed)"] = timed(
+        lambda i: qq.next_question(AGENT, T + 1, "deploy"), calls
+    )
+    reset_budget(store, backend)
+    results["next_question (nothing eligible)"] = timed(
+        lambda i: qq.next_question(AGENT, T, "what is for lunch"), calls
+    )
+    delivered: list[str] = []
+
+    def undo_last(i: int) -> None:
+        if delivered:
+            store.qq_claim(
+                delivered.pop(), ["delivered"], {"status": "pending", "delivered_turn": None}
+            )
+        reset_budget(store, backend)
+
+    def deliver(i: int) -> None:
+        got = qq.next_question(AGENT, T, "deploy the app")
+        assert got is not None
+        delivered.append(got.candidate_id)
+
+    results["next_question (deliverable)"] = timed(deliver, calls, before=undo_last)
+    undo_last(0)
+
+    results["propose (duplicate)"] = timed(
+        lambda i: qq.propose(AGENT, f"Deploy question {i % len(open_ids)}: which target"
+                             f"{i % len(open_ids)}?", "referent", "seed", ["x"], "evidence_gap", T),
+        calls,
+    )  # fmt: skip
+    results["propose (new)"] = timed(
+        lambda i: qq.propose(AGENT, f"New question {i}?", "referent", "bench", [f"new:{i}"],
+                             "evidence_gap", T),
+        calls,
+    )  # fmt: skip
+    results["note_use (1 hit)"] = timed(
+        lambda i: qq.note_use(AGENT, [f"open:{i % len(open_ids)}", "nothing"], T + 1 + i), calls
+    )
+    # Answers: a fresh disjunction per call, between two fresh facts.
+    pool = []
+    for i in range(2 * calls):
+        a, b = facts.add(AGENT, f"side a {i}"), facts.add(AGENT, f"side b {i}")
+        pool.append(qq.propose(AGENT, f"Answer me {i}?", "disjunction", "bench", [a, b],
+                               "disjunction", T + calls + 2,
+                               options=[{"label": "a", "acted": [a], "contradicted": [b]},
+                                        {"label": "b", "acted": [b],
+                                         "contradicted": [a]}]))  # fmt: skip
+    t = T + calls + 3
+    results["record_answer (answered)"] = timed(
+        lambda i: qq.record_answer(pool[i], "a", t).applied or sys.exit("not applied"), calls
+    )
+    results["record_answer (deflected)"] = timed(
+        lambda i: qq.record_answer(pool[calls + i], "skip", t), calls
+    )
+    results["_seed_seconds"] = {"value": round(seeded_s, 1)}
+    store.close()
+    return results
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--backend", default="sqlite", choices=["sqlite"])
+    parser.add_argument("--sizes", default="100,1000,10000,100000")
+    parser.add_argument("--calls", type=int, default=200)
+    parser.add_argument("--json", metavar="FILE", help="also write the results as JSON")
+    args = parser.parse_args()
+    sizes = [int(s) for s in args.sizes.split(",")]
+    all_results = {}
+    with tempfile.TemporaryDirectory() as tmp:
+        for n in sizes:
+            print(f"N = {n:,}: seeding and timing ...", file=sys.stderr, flush=True)
+            all_results[n] = bench_size(args.backend, n, args.calls, Path(tmp))
+    ops = [op for op in all_results[sizes[0]] if not op.startswith("_")]
+    print(f"\nbackend {args.backend}, {args.calls} calls per cell, {platform.python_version()}, "
+          f"{platform.machine()}; median / p95 in microseconds\n")  # fmt: skip
+    print("| operation | " + " | ".join(f"N = {n:,}" for n in sizes) + " |")
+    print("|---|" + "---:|" * len(sizes))
+    for op in ops:
+        cells = [
+            f"{all_results[n][op]['median_us']:,.0f} / {all_results[n][op]['p95_us']:,.0f}"
+            for n in sizes
+        ]
+        print(f"| {op} | " + " | ".join(cells) + " |")
+    seeds = [str(all_results[n]["_seed_seconds"]["value"]) for n in sizes]
+    print("| seeding N candidates (s) | " + " | ".join(seeds) + " |")
+    if args.json:
+        Path(args.json).write_text(json.dumps(all_results, indent=2))
+
+
+if __name__ == "__main__":
+    main()
