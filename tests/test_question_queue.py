@@ -600,3 +600,39 @@ def test_overrides_change_the_rules(store):
         QuestionQueue(store, budget_turns=-1)
     with pytest.raises(ValueError, match="answer_weight"):
         QuestionQueue(store, answer_weight=0)
+
+
+def test_thread_hammer_two_agents(qq):
+    """8 threads share one queue, 4 per agent, in lockstep over 600 turns with note_use every
+    turn: each agent's deliveries land exactly on 0, K, 2K, ... and nothing is delivered twice."""
+    turns, agents = 600, ("a1", "a2")
+    barrier = threading.Barrier(8)
+    delivered: dict[str, list[tuple[int, str]]] = {a: [] for a in agents}
+    errors = []
+
+    def worker(agent):
+        try:
+            for turn in range(turns):
+                barrier.wait(timeout=30)
+                group = turn // 3
+                qq.propose(agent, f"Q{group}?", "referent", "t", [f"k{group}"], "evidence_gap",
+                           turn)  # fmt: skip
+                qq.note_use(agent, [f"k{group}"], turn)
+                got = qq.next_question(agent, turn)
+                if got is not None:
+                    delivered[agent].append((turn, got.candidate_id))
+        except Exception as exc:  # pragma: no cover - reported below
+            errors.append(exc)
+            barrier.abort()
+
+    threads = [threading.Thread(target=worker, args=(agents[i % 2],)) for i in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors
+    for agent in agents:
+        got = sorted(delivered[agent])
+        assert [t for t, _ in got] == list(range(0, turns, K)), agent
+        assert all(qq.get(cid).ask_count == 1 for _, cid in got)
+        assert budget_turn(qq, agent) == turns - K
