@@ -39,27 +39,27 @@ def _parser() -> argparse.ArgumentParser:
         "talos.db in the user state directory)",
     )
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    listing = argparse.ArgumentParser(add_help=False)
+    listing.add_argument("--agent", metavar="A", help="only this agent (default: every agent)")
+    listing.add_argument("--json", action="store_true", help="print JSON instead of a table")
 
     q = sub.add_parser(
         "questions",
+        parents=[listing],
         help="list question candidates and each agent's question budget",
         description="List question candidates: open ones (pending, delivered, cooled) by "
         "default, every status with --all. Each agent's line says when its budget reopens.",
     )
-    q.add_argument("--agent", metavar="A", help="only this agent (default: every agent)")
     q.add_argument("--all", action="store_true", help="include answered and expired ones")
     q.add_argument("--budget-turns", type=int, default=QUESTION_BUDGET_TURNS, metavar="K",
                    help=f"the K the agents run with (default {QUESTION_BUDGET_TURNS})")  # fmt: skip
-    q.add_argument("--json", action="store_true", help="print JSON instead of a table")
-
-    m = sub.add_parser(
+    sub.add_parser(
         "memory",
+        parents=[listing],
         help="list stored facts with confidence and evidence",
         description="List facts: confidence, evidence counts (corroborations and "
         "contradictions) and whether each is still valid or was superseded.",
     )
-    m.add_argument("--agent", metavar="A", help="only this agent (default: every agent)")
-    m.add_argument("--json", action="store_true", help="print JSON instead of a table")
     return parser
 
 
