@@ -12,6 +12,7 @@ import multiprocessing as mp
 import pytest
 
 from talos_ls.gates.question_queue import QuestionQueue
+from talos_ls.memory.facts import FactStore
 from talos_ls.store import open_store
 
 from .conftest import make_url
@@ -86,4 +87,31 @@ def test_eight_processes_share_one_budget(backend, tmp_path):
     texts = [c.question_text for c in cands]
     assert len(texts) == len(set(texts)), "identical proposals made two candidates"
     assert texts.count("Shall we burst?") == 1
+    store.close()
+
+
+def cold_start(url, barrier, results):
+    try:
+        barrier.wait(timeout=60)
+        store = open_store(url)
+        key = FactStore(store).add("a1", "opened at once")
+        store.close()
+        results.put(key)
+    except Exception as exc:
+        results.put(exc)
+
+
+def test_eight_daemons_open_a_new_store_at_once(tmp_path):
+    url = make_url("sqlite", tmp_path)
+    ctx = mp.get_context("spawn")
+    barrier, results = ctx.Barrier(PROCS), ctx.Queue()
+    procs = [ctx.Process(target=cold_start, args=(url, barrier, results)) for _ in range(PROCS)]
+    for p in procs:
+        p.start()
+    outcomes = [results.get(timeout=120) for _ in procs]
+    for p in procs:
+        p.join(timeout=60)
+    assert not [o for o in outcomes if isinstance(o, Exception)], outcomes
+    store = open_store(url)
+    assert sorted(f.key for f in FactStore(store).list("a1")) == sorted(outcomes)
     store.close()

@@ -15,6 +15,7 @@ from __future__ import annotations
 import json
 import sqlite3
 import threading
+import time
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager, suppress
 from pathlib import Path
@@ -25,6 +26,7 @@ from .base import CANDIDATE_FIELDS, FACT_FIELDS, Store, StoreError
 
 APPLICATION_ID = 0x54414C53  # "TALS"
 DEFAULT_TIMEOUT_S = 2.0
+OPEN_RETRY_S = 10.0  # how long opening waits out other daemons preparing the same file
 _SQLITE_MAGIC = b"SQLite format 3\x00"
 _JSON_FIELDS = ("target_keys", "options", "cue_tokens")
 
@@ -151,14 +153,24 @@ class SQLiteStore(Store):
             raise StoreError(f"cannot open store {url}: {exc}") from None
         conn.row_factory = sqlite3.Row
         self._conn = conn
-        try:
-            self._prepare(readonly)
-        except StoreError:
-            self.close()
-            raise
-        except sqlite3.Error as exc:
-            self.close()
-            raise StoreError(f"cannot open store {url}: {exc}") from None
+        # Daemons starting together on a new file race to switch it to WAL and migrate it;
+        # SQLite can answer BUSY there without waiting, and preparing is idempotent: retry.
+        deadline = time.monotonic() + max(timeout, OPEN_RETRY_S)
+        while True:
+            try:
+                self._prepare(readonly)
+                return
+            except (sqlite3.OperationalError, StoreError) as exc:
+                if "locked" in str(exc) and time.monotonic() < deadline:
+                    time.sleep(0.01)
+                    continue
+                self.close()
+                if isinstance(exc, StoreError):
+                    raise
+                raise StoreError(f"cannot open store {url}: {exc}") from None
+            except sqlite3.Error as exc:
+                self.close()
+                raise StoreError(f"cannot open store {url}: {exc}") from None
 
     # ------------------------------------------------------------ opening
     def _check_file(self, path: str, readonly: bool) -> None:
