@@ -198,18 +198,22 @@ class SQLiteStore(Store):
     def _prepare(self, readonly: bool) -> None:
         conn = self._conn
         assert conn is not None
-        app_id = conn.execute("PRAGMA application_id").fetchone()[0]
-        version = conn.execute("PRAGMA user_version").fetchone()[0]
-        if app_id != APPLICATION_ID:
+        # One snapshot: another daemon's migration must not commit between these reads.
+        conn.execute("BEGIN")
+        try:
+            app_id = conn.execute("PRAGMA application_id").fetchone()[0]
+            version = conn.execute("PRAGMA user_version").fetchone()[0]
             tables = [
                 r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")
             ]
-            if app_id != 0 or version != 0 or tables:
-                raise StoreError(
-                    f"store {self.url}: the file is an SQLite database but not a Talos one"
-                    + (f" (it holds tables: {', '.join(sorted(tables)[:5])})" if tables else "")
-                    + "; refusing to touch it"
-                )
+        finally:
+            conn.execute("COMMIT")
+        if app_id != APPLICATION_ID and (app_id != 0 or version != 0 or tables):
+            raise StoreError(
+                f"store {self.url}: the file is an SQLite database but not a Talos one"
+                + (f" (it holds tables: {', '.join(sorted(tables)[:5])})" if tables else "")
+                + "; refusing to touch it"
+            )
         if version > SCHEMA_VERSION:
             raise StoreError(
                 f"store {self.url}: schema version {version} was written by a newer Talos "
