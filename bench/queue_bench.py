@@ -98,7 +98,7 @@ def bench_size(backend: str, n: int, calls: int, workdir: Path) -> dict[str, dic
     def undo_last(i: int) -> None:
         if delivered:
             store.qq_claim(
-                delivered.pop(), ["delivered"], {"status": "pending", "delivered_turn": None}
+                AGENT, delivered.pop(), ["delivered"], {"status": "pending", "delivered_turn": None}
             )
         reset_budget(store, backend)
 

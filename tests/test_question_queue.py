@@ -250,7 +250,7 @@ def test_only_candidate_lost_spends_no_budget(qq):
     a = qq.propose("a1", "Alpha?", "referent", "t", ["ka"], "evidence_gap", 0)
 
     def expire_it(cand, turn):
-        qq.store.qq_claim(cand.candidate_id, ["pending"], {"status": "expired"})
+        qq.store.qq_claim("a1", cand.candidate_id, ["pending"], {"status": "expired"})
         return False
 
     qq.register_staleness_check("referent", expire_it)
@@ -425,7 +425,7 @@ def test_pass_at_c_cannot_cool_a_redelivered_question(qq, facts):
 def test_delivered_row_without_delivered_turn_cools_from_created_turn(qq):
     cand = qq.propose("a1", "Which parser?", "referent", "t", ["k"], "evidence_gap", 3)
     qq.next_question("a1", 3)
-    assert qq.store.qq_claim(cand.candidate_id, ["delivered"], {"delivered_turn": None})
+    assert qq.store.qq_claim("a1", cand.candidate_id, ["delivered"], {"delivered_turn": None})
     qq.expire_stale("a1", 3 + C - 1)
     assert qq.get(cand.candidate_id).status == "delivered"
     qq.expire_stale("a1", 3 + C)

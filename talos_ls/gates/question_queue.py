@@ -73,8 +73,8 @@ _CUE_STOPWORDS = frozenset(
 
 DISABLE_ENV = "TALOS_QUESTION_QUEUE_DISABLE"
 
-# How many eligible candidates one next_question pass looks at: the best few by impact order.
-# Staleness checks run on these; the rest can wait for a later turn.
+# How many eligible candidates one next_question pass looks at, by impact order. Staleness checks
+# run on those ahead of the first candidate of a kind without checks; the rest wait their turn.
 _ELIGIBLE_LIMIT = 16
 
 _ASCII_PUNCT = frozenset(string.punctuation)
@@ -346,7 +346,10 @@ class QuestionQueue:
         # Only from the status we read: an expiry decided on a pending snapshot must not land
         # on a question another worker has delivered since.
         return self.store.qq_claim(
-            cand.candidate_id, [cand.status], {"status": "expired", "resolved_turn": turn}
+            cand.agent_id,
+            cand.candidate_id,
+            [cand.status],
+            {"status": "expired", "resolved_turn": turn},
         )
 
     # ---------------------------------------------------------- propose
@@ -444,36 +447,31 @@ class QuestionQueue:
             return None
         turn = _as_turn(turn)
         try:
-            if not self.store.qq_budget_open(agent_id, turn, self.budget_turns):
-                return None
-            self.store.qq_sweep(agent_id, turn, cooldown_turns=self.cooldown_turns)
-            cues = None if query_cues is None else _query_tokens(query_cues)
-            if cues is not None and not cues:
-                return None
-            eligible = self.store.qq_eligible(
+            outcome, rows = self.store.qq_select(
                 agent_id,
                 turn,
+                budget_turns=self.budget_turns,
+                cooldown_turns=self.cooldown_turns,
                 recent_use_turns=self.recent_use_turns,
                 signals=AMBIGUITY_SIGNALS,
-                cues=cues,
+                cues=None if query_cues is None else _query_tokens(query_cues),
                 limit=_ELIGIBLE_LIMIT,
+                checked_kinds=[kind for kind, checks in self._checks.items() if checks],
             )
-            ordered = []
-            for candidate_id, kind in eligible:
-                if self._checks.get(kind):  # only candidates with checks are read in full
-                    row = self.store.qq_get(candidate_id)
-                    if row is None:
-                        continue
+            if outcome != "check":
+                claimed = rows[0] if rows else None
+            else:
+                ordered, stale_ones = [], []
+                for row in rows:
                     cand = QuestionCandidate(**row)
                     stale = self._is_stale(cand, turn)
                     if stale:
-                        self._expire(cand, turn)
-                    if stale is not False:
-                        continue
-                ordered.append(candidate_id)
-            if not ordered:
-                return None
-            claimed = self.store.qq_deliver(agent_id, turn, self.budget_turns, ordered)
+                        stale_ones.append((cand.candidate_id, cand.status))
+                    elif stale is False:
+                        ordered.append(cand.candidate_id)
+                claimed = self.store.qq_deliver(
+                    agent_id, turn, self.budget_turns, ordered, expire=stale_ones
+                )
         except Exception:
             logger.exception("question_queue: next_question for agent %s failed", agent_id)
             return None
@@ -503,7 +501,9 @@ class QuestionQueue:
                 "resolved_turn": turn,
             }
         try:
-            claimed = self.store.qq_claim(candidate.candidate_id, ANSWERABLE_STATUSES, updates)
+            claimed = self.store.qq_claim(
+                candidate.agent_id, candidate.candidate_id, ANSWERABLE_STATUSES, updates
+            )
         except Exception:
             logger.exception(
                 "question_queue: record_answer claim for %s failed", candidate.candidate_id

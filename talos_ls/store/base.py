@@ -97,7 +97,7 @@ class Store(ABC):
 
     @abstractmethod
     def fact_list(self, agent_id: str | None = None) -> list[dict[str, Any]]:
-        """Every fact (of one agent, or all), oldest first."""
+        """Every fact (of one agent, or all agents by agent id), in insertion order."""
 
     @abstractmethod
     def fact_observe(
@@ -142,10 +142,6 @@ class Store(ABC):
         `cooldown_turns` and past `expires_turn`. Returns how many were raised."""
 
     @abstractmethod
-    def qq_budget_open(self, agent_id: str, turn: int, budget_turns: int) -> bool:
-        """One read: no previous delivery, or `turn >= last_delivery_turn + budget_turns`."""
-
-    @abstractmethod
     def qq_sweep(self, agent_id: str, turn: int, *, cooldown_turns: int) -> int:
         """Cool every delivered candidate ignored since `coalesce(delivered_turn,
         created_turn) + cooldown_turns <= turn` (cooldown_until = that sum, resolved_turn =
@@ -153,34 +149,56 @@ class Store(ABC):
         (resolved_turn = turn). Returns how many were expired."""
 
     @abstractmethod
-    def qq_eligible(
+    def qq_select(
         self,
         agent_id: str,
         turn: int,
         *,
+        budget_turns: int,
+        cooldown_turns: int,
         recent_use_turns: int,
         signals: Sequence[str],
         cues: Sequence[str] | None,
         limit: int,
-    ) -> list[tuple[str, str]]:
-        """`(candidate_id, kind)` of deliverable candidates that pass cooldown, expiry, the
-        VOI gate and (when `cues` is not None) share a cue token, in impact order
-        (-last_seen_turn, ask_count, created_turn, candidate_id), at most `limit`. Its cost
-        must not grow with the agent's closed history."""
+        checked_kinds: Sequence[str],
+    ) -> tuple[str, list[dict[str, Any]]]:
+        """The first step of a delivery, in one round trip:
+
+        1. If the budget is closed (a last delivery turn `d` with `turn < d + budget_turns`),
+           return `("closed", [])` having read nothing else.
+        2. `qq_sweep`.
+        3. Walk the eligible candidates in impact order (-last_seen_turn, ask_count,
+           created_turn, candidate_id), at most `limit`: pending or cooled, `expires_turn >=
+           turn`, out of cooldown, a signal in `signals`, `turn - recent_use_turns <=
+           last_seen_turn <= turn`, and (when `cues` is not None) sharing a cue token. The
+           walk's cost must not grow with the agent's closed history.
+        4. If the first eligible candidate's kind is not in `checked_kinds`, deliver it in this
+           step (as `qq_deliver` with the leading unchecked candidates) and return
+           `("delivered", [row])`, or `("delivered", [])` if they were all lost meanwhile.
+        5. Otherwise return `("check", rows)`: the eligible rows up to and including the first
+           unchecked one, for the caller to run its staleness checks on; or `("none", [])`.
+        """
 
     @abstractmethod
     def qq_deliver(
-        self, agent_id: str, turn: int, budget_turns: int, candidate_ids: Sequence[str]
+        self,
+        agent_id: str,
+        turn: int,
+        budget_turns: int,
+        candidate_ids: Sequence[str],
+        expire: Sequence[tuple[str, str]] = (),
     ) -> dict[str, Any] | None:
-        """Grant the budget and claim a candidate in one atomic step: if the budget is open,
-        deliver the first of `candidate_ids` that is still deliverable, out of cooldown and
-        not expired (status delivered, ask_count += 1, delivered_turn = turn, resolved_turn
-        cleared) and set the agent's last delivery turn. The budget is written only when a
-        candidate is claimed. Returns the claimed row."""
+        """One atomic step: first expire each `(candidate_id, status_read)` in `expire` that
+        still has that status (resolved_turn = turn); then, if the budget is open, deliver the
+        first of `candidate_ids` that is still pending or cooled, out of cooldown and not
+        expired (status delivered, ask_count += 1, delivered_turn = turn, resolved_turn
+        cleared) and set the agent's last delivery turn to `turn`. The budget is written only
+        when a candidate is claimed. Returns the claimed row."""
 
     @abstractmethod
     def qq_claim(
         self,
+        agent_id: str,
         candidate_id: str,
         from_statuses: Sequence[str],
         updates: Mapping[str, Any],
@@ -198,7 +216,8 @@ class Store(ABC):
 
     @abstractmethod
     def qq_list(self, agent_id: str | None = None) -> list[dict[str, Any]]:
-        """Every candidate (of one agent, or all), oldest first."""
+        """Every candidate (of one agent, or all agents by agent id), ordered by
+        (created_turn, candidate_id)."""
 
     @abstractmethod
     def qq_prune(self, agent_id: str, current_turn: int, retention_turns: int) -> int:

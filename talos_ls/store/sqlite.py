@@ -296,7 +296,7 @@ class SQLiteStore(Store):
     def fact_list(self, agent_id: str | None = None) -> list[dict[str, Any]]:
         with self._read() as conn:
             if agent_id is None:
-                rows = conn.execute("SELECT * FROM facts ORDER BY rowid").fetchall()
+                rows = conn.execute("SELECT * FROM facts ORDER BY agent_id, rowid").fetchall()
             else:
                 rows = conn.execute(
                     "SELECT * FROM facts WHERE agent_id = ? ORDER BY rowid", (agent_id,)
@@ -413,13 +413,6 @@ class SQLiteStore(Store):
             )
             return cur.rowcount
 
-    def qq_budget_open(self, agent_id: str, turn: int, budget_turns: int) -> bool:
-        with self._read() as conn:
-            row = conn.execute(
-                "SELECT last_delivery_turn FROM question_budget WHERE agent_id = ?", (agent_id,)
-            ).fetchone()
-        return row is None or turn >= row[0] + budget_turns
-
     def qq_sweep(self, agent_id: str, turn: int, *, cooldown_turns: int) -> int:
         args = {"a": agent_id, "t": turn, "c": cooldown_turns}
         ignored = """agent_id = :a AND status = 'delivered'
@@ -447,11 +440,50 @@ class SQLiteStore(Store):
             )
             return cur.rowcount
 
-    def qq_eligible(
+    def qq_select(
         self,
         agent_id: str,
         turn: int,
         *,
+        budget_turns: int,
+        cooldown_turns: int,
+        recent_use_turns: int,
+        signals: Sequence[str],
+        cues: Sequence[str] | None,
+        limit: int,
+        checked_kinds: Sequence[str],
+    ) -> tuple[str, list[dict[str, Any]]]:
+        with self._read() as conn:
+            bucket = conn.execute(
+                "SELECT last_delivery_turn FROM question_budget WHERE agent_id = ?", (agent_id,)
+            ).fetchone()
+        if bucket is not None and turn < bucket[0] + budget_turns:
+            return "closed", []
+        self.qq_sweep(agent_id, turn, cooldown_turns=cooldown_turns)
+        eligible = self._eligible(agent_id, turn, recent_use_turns, signals, cues, limit)
+        if not eligible:
+            return "none", []
+        checked = set(checked_kinds)
+        if eligible[0][1] not in checked:
+            leading = []
+            for candidate_id, kind in eligible:
+                if kind in checked:
+                    break
+                leading.append(candidate_id)
+            row = self.qq_deliver(agent_id, turn, budget_turns, leading)
+            return "delivered", [] if row is None else [row]
+        prefix = []
+        for candidate_id, kind in eligible:
+            prefix.append(candidate_id)
+            if kind not in checked:
+                break
+        rows = {r["candidate_id"]: r for r in map(self.qq_get, prefix) if r is not None}
+        return "check", [rows[c] for c in prefix if c in rows]
+
+    def _eligible(
+        self,
+        agent_id: str,
+        turn: int,
         recent_use_turns: int,
         signals: Sequence[str],
         cues: Sequence[str] | None,
@@ -492,9 +524,20 @@ class SQLiteStore(Store):
         return [(r[0], r[1]) for r in rows]
 
     def qq_deliver(
-        self, agent_id: str, turn: int, budget_turns: int, candidate_ids: Sequence[str]
+        self,
+        agent_id: str,
+        turn: int,
+        budget_turns: int,
+        candidate_ids: Sequence[str],
+        expire: Sequence[tuple[str, str]] = (),
     ) -> dict[str, Any] | None:
         with self._write() as conn:
+            for candidate_id, status in expire:
+                conn.execute(
+                    """UPDATE candidates SET status = 'expired', resolved_turn = ?
+                        WHERE candidate_id = ? AND agent_id = ? AND status = ?""",
+                    (turn, candidate_id, agent_id, status),
+                )
             bucket = conn.execute(
                 "SELECT last_delivery_turn FROM question_budget WHERE agent_id = ?", (agent_id,)
             ).fetchone()
@@ -538,6 +581,7 @@ class SQLiteStore(Store):
 
     def qq_claim(
         self,
+        agent_id: str,
         candidate_id: str,
         from_statuses: Sequence[str],
         updates: Mapping[str, Any],
@@ -548,12 +592,16 @@ class SQLiteStore(Store):
             raise ValueError(f"fields not claimable: {sorted(fields - self._CLAIMABLE)}")
         sets = ", ".join(f"{f} = :u_{f}" for f in updates)
         guards = "".join(f" AND {f} IS :g_{f}" for f in guard or {})
-        args: dict[str, Any] = {"id": candidate_id, "from": _dumps(list(from_statuses))}
+        args: dict[str, Any] = {
+            "id": candidate_id,
+            "a": agent_id,
+            "from": _dumps(list(from_statuses)),
+        }
         args.update({f"u_{f}": v for f, v in updates.items()})
         args.update({f"g_{f}": v for f, v in (guard or {}).items()})
         with self._write() as conn:
             cur = conn.execute(
-                f"""UPDATE candidates SET {sets} WHERE candidate_id = :id
+                f"""UPDATE candidates SET {sets} WHERE candidate_id = :id AND agent_id = :a
                       AND status IN (SELECT value FROM json_each(:from)){guards}""",
                 args,
             )
@@ -576,13 +624,16 @@ class SQLiteStore(Store):
         return None if row is None else _candidate(row)
 
     def qq_list(self, agent_id: str | None = None) -> list[dict[str, Any]]:
-        order = "ORDER BY created_turn, rowid"
         with self._read() as conn:
             if agent_id is None:
-                rows = conn.execute(f"SELECT * FROM candidates {order}").fetchall()
+                rows = conn.execute(
+                    "SELECT * FROM candidates ORDER BY agent_id, created_turn, candidate_id"
+                ).fetchall()
             else:
                 rows = conn.execute(
-                    f"SELECT * FROM candidates WHERE agent_id = ? {order}", (agent_id,)
+                    "SELECT * FROM candidates WHERE agent_id = ? "
+                    "ORDER BY created_turn, candidate_id",
+                    (agent_id,),
                 ).fetchall()
         return [_candidate(r) for r in rows]
 
