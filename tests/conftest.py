@@ -9,7 +9,7 @@ from talos_ls.gates.question_queue import QuestionQueue
 from talos_ls.memory.facts import FactStore
 from talos_ls.store import open_store
 
-BACKENDS = ["sqlite"]
+BACKENDS = ["sqlite", "redis"]
 
 
 @pytest.fixture(autouse=True)
@@ -18,10 +18,13 @@ def _queue_enabled(monkeypatch):
     monkeypatch.delenv("TALOS_STORE_URL", raising=False)
 
 
-def make_url(backend: str, tmp_path, name: str = "talos.db") -> str:
-    if backend == "sqlite":
-        return "sqlite:///" + str(tmp_path / name)
-    raise AssertionError(backend)
+@pytest.fixture(scope="session")
+def redis_server(tmp_path_factory):
+    from .redis_server import RedisServer
+
+    server = RedisServer(tmp_path_factory.mktemp("redis"))
+    yield server
+    server.stop()
 
 
 @pytest.fixture(params=BACKENDS)
@@ -30,8 +33,13 @@ def backend(request) -> str:
 
 
 @pytest.fixture
-def store_url(backend, tmp_path) -> str:
-    return make_url(backend, tmp_path)
+def store_url(backend, tmp_path, request) -> str:
+    """A fresh, empty store of the backend: a new SQLite file, or a flushed Redis."""
+    if backend == "sqlite":
+        return "sqlite:///" + str(tmp_path / "talos.db")
+    server = request.getfixturevalue("redis_server")
+    server.flush()
+    return server.url
 
 
 @pytest.fixture

@@ -15,8 +15,6 @@ from talos_ls.gates.question_queue import QuestionQueue
 from talos_ls.memory.facts import FactStore
 from talos_ls.store import open_store
 
-from .conftest import make_url
-
 PROCS, TURNS, K = 8, 300, 5
 pytestmark = pytest.mark.slow
 
@@ -47,9 +45,8 @@ def worker(url, barrier, results):
         store.close()
 
 
-@pytest.mark.parametrize("backend", ["sqlite"])
-def test_eight_processes_share_one_budget(backend, tmp_path):
-    url = make_url(backend, tmp_path)
+def test_eight_processes_share_one_budget(store_url):
+    url = store_url
     open_store(url).close()  # create the schema once, as a daemon would on first start
     ctx = mp.get_context("spawn")
     barrier, results = ctx.Barrier(PROCS), ctx.Queue()
@@ -101,8 +98,8 @@ def cold_start(url, barrier, results):
         results.put(exc)
 
 
-def test_eight_daemons_open_a_new_store_at_once(tmp_path):
-    url = make_url("sqlite", tmp_path)
+def test_eight_daemons_open_a_new_store_at_once(store_url):
+    url = store_url
     ctx = mp.get_context("spawn")
     barrier, results = ctx.Barrier(PROCS), ctx.Queue()
     procs = [ctx.Process(target=cold_start, args=(url, barrier, results)) for _ in range(PROCS)]

@@ -3,9 +3,13 @@
     sqlite:////abs/path/talos.db      the embedded default ("sqlite:///" + an absolute path;
     sqlite:///relative/talos.db       a path after three slashes is relative to the cwd)
     sqlite:///:memory:                a private in-memory store (tests, experiments)
+    redis://host:6379/0               Redis or Valkey, shared by daemons on several machines
+    rediss://user@host:6380/0         the same over TLS; the password comes from
+                                      TALOS_REDIS_PASSWORD, never from the command line
 
-Query parameters: `mode=ro` opens read-only (inspection never writes); `timeout=SECONDS` bounds
-how long an atomic step waits for another writer (default 2).
+Query parameters: `timeout=SECONDS` bounds how long an atomic step waits (SQLite: for another
+writer; Redis: for the server), default 2; SQLite also takes `mode=ro` (read-only: inspection
+never writes).
 
 With no URL: `TALOS_STORE_URL`, else `talos.db` in the user state directory.
 """
@@ -22,7 +26,7 @@ from .base import Store, StoreError, redact_url
 from .sqlite import DEFAULT_TIMEOUT_S, SQLiteStore
 
 ENV_URL = "TALOS_STORE_URL"
-SCHEMES = ("sqlite",)
+SCHEMES = ("sqlite", "redis", "rediss")
 
 
 def default_store_url() -> str:
@@ -57,7 +61,34 @@ def open_store(url: str | None = None) -> Store:
         raise StoreError(
             f"store URL {shown!r}: unsupported scheme {scheme!r} (supported: {', '.join(SCHEMES)})"
         )
-    return _open_sqlite(shown, rest)
+    if scheme == "sqlite":
+        return _open_sqlite(shown, rest)
+    return _open_redis(shown, url)
+
+
+def _timeout(shown: str, value: str) -> float:
+    try:
+        timeout = float(value)
+    except ValueError:
+        timeout = -1.0
+    if not timeout >= 0:
+        raise StoreError(
+            f"store URL {shown!r}: timeout must be a number of seconds >= 0, got {value!r}"
+        )
+    return timeout
+
+
+def _open_redis(shown: str, url: str) -> Store:
+    from .redis import RedisStore  # the redis package is an optional extra
+
+    base, _, query = url.partition("?")
+    timeout, rest = DEFAULT_TIMEOUT_S, []
+    for name, value in parse_qsl(query, keep_blank_values=True):
+        if name == "timeout":
+            timeout = _timeout(shown, value)
+        else:
+            rest.append(f"{name}={value}")
+    return RedisStore(shown, base + ("?" + "&".join(rest) if rest else ""), timeout=timeout)
 
 
 def _open_sqlite(shown: str, rest: str) -> SQLiteStore:

@@ -1,0 +1,425 @@
+"""Redis (or Valkey) backend: one store shared by daemons on several machines.
+
+Every atomic step is ONE Lua script (`store/lua/*.lua`, each prefixed with `_lib.lua`), and
+every key a script touches is prefixed `talos:{<agent>}:`, so Redis Cluster keeps one agent's
+keys on one slot. Two small locator keys per record (`talos:cand:{<id>}` and
+`talos:fact:{<key>}`) name the owning agent, so a candidate or fact can be found by id alone.
+
+redis-py 8 retries a failed call up to ten times by default; after a server restart that can
+run a script twice. Here retries are off and timeouts explicit: a call either ran once or failed,
+and a failure makes the queue fail closed.
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import json
+import os
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from importlib import resources
+from typing import Any, TypeVar
+
+from .base import CANDIDATE_FIELDS, FACT_FIELDS, Store, StoreError
+
+try:
+    import redis
+    from redis.backoff import NoBackoff
+    from redis.retry import Retry
+except ImportError:  # pragma: no cover - exercised only without the extra installed
+    redis = None  # type: ignore[assignment]
+
+SCHEMA_KEY = "talos:schema"
+SCHEMA_VERSION = 1
+PASSWORD_ENV = "TALOS_REDIS_PASSWORD"
+_INT_FIELDS = frozenset(
+    (
+        "ask_count",
+        "created_turn",
+        "expires_turn",
+        "last_seen_turn",
+        "cooldown_until",
+        "answer_option",
+        "resolved_turn",
+        "delivered_turn",
+    )
+)
+_JSON_FIELDS = frozenset(("target_keys", "options", "cue_tokens"))
+_FACT_FLOATS = frozenset(("confidence", "valid_from", "invalid_at"))
+_FACT_INTS = frozenset(("evidence_count", "corroborations", "contradictions"))
+_SCRIPTS = (
+    "propose",
+    "note_use",
+    "sweep",
+    "select",
+    "deliver",
+    "claim",
+    "prune",
+    "fact_insert",
+    "fact_observe",
+    "fact_supersede",
+)
+
+T = TypeVar("T")
+
+
+def _prefix(agent_id: str) -> str:
+    return "talos:{" + agent_id + "}:"
+
+
+def _cand_locator(candidate_id: str) -> str:
+    return "talos:cand:{" + candidate_id + "}"
+
+
+def _fact_locator(key: str) -> str:
+    return "talos:fact:{" + key + "}"
+
+
+def _encode(value: Any) -> str | None:
+    if value is None:
+        return None
+    if isinstance(value, list | dict):
+        return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+    if isinstance(value, float):
+        return repr(value)
+    return str(value)
+
+
+def _pairs(flat: Sequence[str]) -> dict[str, str]:
+    return dict(zip(flat[::2], flat[1::2], strict=True))
+
+
+def _candidate(flat: Sequence[str] | Mapping[str, str]) -> dict[str, Any]:
+    raw = flat if isinstance(flat, Mapping) else _pairs(flat)
+    out: dict[str, Any] = {}
+    for name in CANDIDATE_FIELDS:
+        value = raw.get(name)
+        if value is None:
+            out[name] = None
+        elif name in _INT_FIELDS:
+            out[name] = int(value)
+        elif name in _JSON_FIELDS:
+            out[name] = json.loads(value)
+        else:
+            out[name] = value
+    return out
+
+
+def _fact(raw: Mapping[str, str]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for name in FACT_FIELDS:
+        value = raw.get(name)
+        if value is None:
+            out[name] = None
+        elif name in _FACT_FLOATS:
+            out[name] = float(value)
+        elif name in _FACT_INTS:
+            out[name] = int(value)
+        else:
+            out[name] = value
+    return out
+
+
+def _guarded(method: Callable[..., T]) -> Callable[..., T]:
+    """Every failure of the server or the network becomes a StoreError naming the store."""
+
+    @functools.wraps(method)
+    def wrapper(self: RedisStore, *args: Any, **kwargs: Any) -> T:
+        if self._client is None:
+            raise StoreError(f"store {self.url} is closed")
+        try:
+            return method(self, *args, **kwargs)
+        except redis.RedisError as exc:
+            raise StoreError(f"store {self.url}: {exc}") from None
+
+    return wrapper
+
+
+class RedisStore(Store):
+    """A Talos store in a Redis or Valkey database."""
+
+    def __init__(self, url: str, raw_url: str, *, timeout: float) -> None:
+        if redis is None:
+            raise StoreError(
+                f"store {url}: the Redis backend needs the redis package: "
+                "pip install 'talos-ls[redis]'"
+            )
+        self.url = url
+        options: dict[str, Any] = {
+            "socket_timeout": timeout,
+            "socket_connect_timeout": timeout,
+            "retry": Retry(NoBackoff(), 0),
+            "decode_responses": True,
+        }
+        password = os.environ.get(PASSWORD_ENV)
+        if password:
+            options["password"] = password
+        try:
+            client = redis.Redis.from_url(raw_url, **options)
+        except (ValueError, redis.RedisError) as exc:
+            raise StoreError(f"store URL {url!r}: {exc}") from None
+        self._client: Any = client
+        try:
+            client.ping()
+            version = client.get(SCHEMA_KEY)
+            if version is None:
+                client.setnx(SCHEMA_KEY, SCHEMA_VERSION)
+            elif not version.isdigit() or int(version) > SCHEMA_VERSION:
+                raise StoreError(
+                    f"store {url}: key {SCHEMA_KEY} holds {version!r}: written by a newer "
+                    f"Talos or another program (this one knows schema {SCHEMA_VERSION})"
+                )
+        except redis.RedisError as exc:
+            self.close()
+            raise StoreError(f"cannot reach store {url}: {exc}") from None
+        except StoreError:
+            self.close()
+            raise
+        lib = resources.files(__package__).joinpath("lua/_lib.lua").read_text()
+        self._scripts = {
+            name: client.register_script(
+                lib + "\n" + resources.files(__package__).joinpath(f"lua/{name}.lua").read_text()
+            )
+            for name in _SCRIPTS
+        }
+
+    def close(self) -> None:
+        client, self._client = self._client, None
+        if client is not None:
+            client.close()
+
+    def _run(self, name: str, agent_id: str, *args: Any) -> Any:
+        prefix = _prefix(agent_id)
+        return self._scripts[name](keys=[prefix + "ids"], args=[prefix, *args])
+
+    def _agents_with(self, suffix: str) -> list[str]:
+        agents = set()
+        for key in self._client.scan_iter(match="talos:{*}:" + suffix, count=1000):
+            agents.add(key[len("talos:{") : -len("}:" + suffix)])
+        return sorted(agents)
+
+    # ---------------------------------------------------------------- facts
+    @_guarded
+    def fact_insert(self, row: Mapping[str, Any]) -> None:
+        self._client.set(_fact_locator(row["key"]), row["agent_id"])
+        fields = {k: _encode(v) for k, v in row.items()}
+        self._run("fact_insert", row["agent_id"], row["key"], json.dumps(fields))
+
+    def _fact_agent(self, key: str) -> str | None:
+        return self._client.get(_fact_locator(key))
+
+    @_guarded
+    def fact_get(self, key: str) -> dict[str, Any] | None:
+        agent = self._fact_agent(key)
+        if agent is None:
+            return None
+        raw = self._client.hgetall(_prefix(agent) + "f:" + key)
+        return _fact(raw) if raw else None
+
+    @_guarded
+    def fact_list(self, agent_id: str | None = None) -> list[dict[str, Any]]:
+        agents = [agent_id] if agent_id is not None else self._agents_with("facts")
+        out = []
+        for agent in agents:
+            keys = self._client.zrange(_prefix(agent) + "facts", 0, -1)
+            pipe = self._client.pipeline(transaction=False)
+            for key in keys:
+                pipe.hgetall(_prefix(agent) + "f:" + key)
+            out.extend(_fact(raw) for raw in pipe.execute() if raw)
+        return out
+
+    @_guarded
+    def fact_observe(
+        self, observations: Mapping[str, Sequence[float]], cap: int
+    ) -> dict[str, dict[str, Any]]:
+        keys = list(observations)
+        if not keys:
+            return {}
+        by_agent: dict[str, dict[str, list[float]]] = {}
+        for key, agent in zip(keys, self._client.mget([_fact_locator(k) for k in keys]),
+                              strict=True):  # fmt: skip
+            if agent is not None:
+                by_agent.setdefault(agent, {})[key] = [float(s) for s in observations[key]]
+        out: dict[str, dict[str, Any]] = {}
+        for agent, obs in by_agent.items():
+            flat = self._run("fact_observe", agent, int(cap), json.dumps(obs))
+            for key, fields in zip(flat[::2], flat[1::2], strict=True):
+                out[key] = _fact(_pairs(fields))
+        return out
+
+    @_guarded
+    def fact_supersede(self, old_key: str, new_key: str, at: float) -> bool:
+        agent = self._fact_agent(old_key)
+        if agent is None:
+            return False
+        return self._run("fact_supersede", agent, old_key, new_key, repr(float(at))) == 1
+
+    # -------------------------------------------------------- question queue
+    @_guarded
+    def qq_propose(
+        self,
+        row: Mapping[str, Any],
+        norm_text: str,
+        *,
+        retention_turns: int,
+        cooldown_turns: int,
+    ) -> tuple[dict[str, Any], bool]:
+        agent = row["agent_id"]
+        encoded = {k: _encode(v) for k, v in row.items()}
+        sha = hashlib.sha1(norm_text.encode()).hexdigest()
+        created, flat = self._run(
+            "propose",
+            agent,
+            json.dumps(encoded, ensure_ascii=False),
+            sha,
+            int(row["created_turn"]),
+            int(cooldown_turns),
+            int(retention_turns),
+        )
+        found = _candidate(flat)
+        if created:
+            self._client.set(_cand_locator(found["candidate_id"]), agent)
+        return found, bool(created)
+
+    @_guarded
+    def qq_note_use(
+        self, agent_id: str, keys: Iterable[str], turn: int, *, cooldown_turns: int
+    ) -> int:
+        return int(
+            self._run("note_use", agent_id, json.dumps(list(keys)), int(turn), int(cooldown_turns))
+        )
+
+    @_guarded
+    def qq_sweep(self, agent_id: str, turn: int, *, cooldown_turns: int) -> int:
+        return int(self._run("sweep", agent_id, int(turn), int(cooldown_turns)))
+
+    @_guarded
+    def qq_select(
+        self,
+        agent_id: str,
+        turn: int,
+        *,
+        budget_turns: int,
+        cooldown_turns: int,
+        recent_use_turns: int,
+        signals: Sequence[str],
+        cues: Sequence[str] | None,
+        limit: int,
+        checked_kinds: Sequence[str],
+    ) -> tuple[str, list[dict[str, Any]]]:
+        reply = self._run(
+            "select",
+            agent_id,
+            int(turn),
+            int(budget_turns),
+            int(cooldown_turns),
+            int(recent_use_turns),
+            json.dumps(list(signals)),
+            "" if cues is None else json.dumps(list(cues), ensure_ascii=False),
+            int(limit),
+            json.dumps(list(checked_kinds)),
+        )
+        return reply[0], [_candidate(flat) for flat in reply[1:]]
+
+    @_guarded
+    def qq_deliver(
+        self,
+        agent_id: str,
+        turn: int,
+        budget_turns: int,
+        candidate_ids: Sequence[str],
+        expire: Sequence[tuple[str, str]] = (),
+    ) -> dict[str, Any] | None:
+        flat = self._run(
+            "deliver",
+            agent_id,
+            int(turn),
+            int(budget_turns),
+            json.dumps(list(candidate_ids)),
+            json.dumps([list(pair) for pair in expire]),
+        )
+        return _candidate(flat) if flat else None
+
+    _CLAIMABLE = frozenset(
+        ("status", "cooldown_until", "answer_option", "resolved_turn", "delivered_turn")
+    )
+
+    @_guarded
+    def qq_claim(
+        self,
+        agent_id: str,
+        candidate_id: str,
+        from_statuses: Sequence[str],
+        updates: Mapping[str, Any],
+        guard: Mapping[str, Any] | None = None,
+    ) -> bool:
+        fields = set(updates) | set(guard or {})
+        if not fields <= self._CLAIMABLE:
+            raise ValueError(f"fields not claimable: {sorted(fields - self._CLAIMABLE)}")
+        return (
+            self._run(
+                "claim",
+                agent_id,
+                candidate_id,
+                json.dumps(list(from_statuses)),
+                json.dumps({k: _encode(v) for k, v in updates.items()}),
+                json.dumps({k: _encode(v) for k, v in (guard or {}).items()}),
+            )
+            == 1
+        )
+
+    def _load(self, agent_id: str, ids: Sequence[str]) -> list[dict[str, Any]]:
+        pipe = self._client.pipeline(transaction=False)
+        for cid in ids:
+            pipe.hgetall(_prefix(agent_id) + "c:" + cid)
+        return [_candidate(raw) for raw in pipe.execute() if raw]
+
+    @_guarded
+    def qq_open(self, agent_id: str) -> list[dict[str, Any]]:
+        prefix = _prefix(agent_id)
+        ids = self._client.zrange(prefix + "exp", 0, -1) + self._client.zrange(
+            prefix + "dlv", 0, -1
+        )
+        rows = self._load(agent_id, ids)
+        rows.sort(
+            key=lambda r: (
+                -r["last_seen_turn"],
+                r["ask_count"],
+                r["created_turn"],
+                r["candidate_id"],
+            )
+        )
+        return rows
+
+    @_guarded
+    def qq_get(self, candidate_id: str) -> dict[str, Any] | None:
+        agent = self._client.get(_cand_locator(candidate_id))
+        if agent is None:
+            return None
+        rows = self._load(agent, [candidate_id])
+        return rows[0] if rows else None
+
+    @_guarded
+    def qq_list(self, agent_id: str | None = None) -> list[dict[str, Any]]:
+        agents = [agent_id] if agent_id is not None else self._agents_with("ids")
+        out = []
+        for agent in agents:
+            out.extend(self._load(agent, self._client.zrange(_prefix(agent) + "ids", 0, -1)))
+        return out
+
+    @_guarded
+    def qq_prune(self, agent_id: str, current_turn: int, retention_turns: int) -> int:
+        deleted = self._run("prune", agent_id, int(current_turn), int(retention_turns))
+        pipe = self._client.pipeline(transaction=False)  # one slot per locator: no multi-key DEL
+        for cid in deleted:
+            pipe.delete(_cand_locator(cid))
+        pipe.execute()
+        return len(deleted)
+
+    @_guarded
+    def qq_agents(self) -> dict[str, int | None]:
+        agents: dict[str, int | None] = dict.fromkeys(self._agents_with("ids"))
+        for agent in self._agents_with("bucket"):
+            last = self._client.get(_prefix(agent) + "bucket")
+            agents[agent] = None if last is None else int(last)
+        return dict(sorted(agents.items()))
