@@ -140,6 +140,10 @@ class AnswerResult:
 StalenessCheck = Callable[[QuestionCandidate, int], bool]
 
 
+def _new_candidate_id() -> str:
+    return uuid.uuid4().hex
+
+
 # ------------------------------------------------------------------ text
 def normalize_text(text: str) -> str:
     """NFKC, casefold, drop Unicode punctuation and ASCII punctuation, collapse whitespace.
@@ -386,7 +390,7 @@ class QuestionQueue:
         if not queue_enabled():
             return None
         row = {
-            "candidate_id": uuid.uuid4().hex,
+            "candidate_id": _new_candidate_id(),
             "agent_id": agent_id,
             "question_text": str(question_text),
             "kind": kind,

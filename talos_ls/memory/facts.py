@@ -22,6 +22,10 @@ _SIGNALS = {"acted": ACTED_SIGNAL, "contradicted": CONTRADICTED_SIGNAL}
 _ATTRS = ("valid_from",)
 
 
+def _new_key() -> str:
+    return "fact:" + uuid.uuid4().hex
+
+
 @dataclass(frozen=True)
 class Fact:
     key: str
@@ -67,7 +71,7 @@ class FactStore:
             valid_from = time.time()
         elif isinstance(valid_from, bool) or not isinstance(valid_from, int | float):
             raise ValueError(f"valid_from must be epoch seconds, got {valid_from!r}")
-        key = "fact:" + uuid.uuid4().hex
+        key = _new_key()
         self.store.fact_insert(
             {
                 "key": key,

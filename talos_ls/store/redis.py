@@ -182,6 +182,14 @@ class RedisStore(Store):
             )
             for name in _SCRIPTS
         }
+        try:  # loaded up front, so even a first call is one round trip
+            pipe = client.pipeline(transaction=False)
+            for script in self._scripts.values():
+                pipe.script_load(script.script)
+            pipe.execute()
+        except redis.RedisError as exc:
+            self.close()
+            raise StoreError(f"cannot load scripts into store {url}: {exc}") from None
 
     def close(self) -> None:
         client, self._client = self._client, None
