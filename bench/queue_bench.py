@@ -7,6 +7,7 @@ microseconds. Seeding goes through the public API, so any backend can be measure
 
     python bench/queue_bench.py                        # SQLite, N = 100 .. 100,000
     python bench/queue_bench.py --sizes 1000 --calls 50
+    python bench/queue_bench.py --backend redis --redis-url redis://127.0.0.1:6390/15
 """
 
 from __future__ import annotations
@@ -36,7 +37,7 @@ def reset_budget(store, backend: str) -> None:
     if backend == "sqlite":
         store._conn.execute("DELETE FROM question_budget")
     else:
-        raise SystemExit(f"no budget reset for backend {backend}")
+        store._client.delete("talos:{" + AGENT + "}:bucket")
 
 
 def seed(qq: QuestionQueue, n: int) -> list[str]:
@@ -75,9 +76,11 @@ def timed(fn: Callable[[int], object], calls: int, before: Callable[[int], None]
     }
 
 
-def bench_size(backend: str, n: int, calls: int, workdir: Path) -> dict[str, dict]:
-    url = "sqlite:///" + str(workdir / f"bench-{n}.db")
+def bench_size(backend: str, n: int, calls: int, workdir: Path, redis_url: str) -> dict:
+    url = "sqlite:///" + str(workdir / f"bench-{n}.db") if backend == "sqlite" else redis_url
     store = open_store(url)
+    if backend == "redis":
+        store._client.flushdb()
     qq = QuestionQueue(store)
     facts = qq.facts
     t0 = time.perf_counter()
@@ -146,7 +149,12 @@ def bench_size(backend: str, n: int, calls: int, workdir: Path) -> dict[str, dic
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--backend", default="sqlite", choices=["sqlite"])
+    parser.add_argument("--backend", default="sqlite", choices=["sqlite", "redis"])
+    parser.add_argument(
+        "--redis-url",
+        default="redis://127.0.0.1:6379/15",
+        help="with --backend redis: a server whose database is FLUSHED for each N",
+    )
     parser.add_argument("--sizes", default="100,1000,10000,100000")
     parser.add_argument("--calls", type=int, default=200)
     parser.add_argument("--json", metavar="FILE", help="also write the results as JSON")
@@ -156,7 +164,7 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         for n in sizes:
             print(f"N = {n:,}: seeding and timing ...", file=sys.stderr, flush=True)
-            all_results[n] = bench_size(args.backend, n, args.calls, Path(tmp))
+            all_results[n] = bench_size(args.backend, n, args.calls, Path(tmp), args.redis_url)
     ops = [op for op in all_results[sizes[0]] if not op.startswith("_")]
     print(f"\nbackend {args.backend}, {args.calls} calls per cell, {platform.python_version()}, "
           f"{platform.machine()}; median / p95 in microseconds\n")  # fmt: skip

@@ -173,3 +173,29 @@ def test_closed_store_fails_closed(rstore):
     assert_fail_closed_within(qq, cand, a, seconds=1.0)
     with pytest.raises(StoreError, match="closed"):
         qq.facts.get(a)
+
+
+def test_unknown_url_parameter_is_a_clear_error(redis_server):
+    with pytest.raises(StoreError, match="unknown parameter"):
+        open_store(redis_server.url + "?colour=blue")
+    with pytest.raises(StoreError, match="timeout must be"):
+        open_store(redis_server.url + "?timeout=soon")
+
+
+def test_acl_user_from_the_url_password_from_the_environment(tmp_path, monkeypatch):
+    server = RedisServer(tmp_path)
+    try:
+        admin = redis.Redis(port=server.port)
+        admin.execute_command(
+            "ACL", "SETUSER", "talos", "on", ">pw-from-env", "~talos:*",
+            "+@read", "+@write", "+@scripting", "+ping",
+        )  # fmt: skip
+        monkeypatch.setenv("TALOS_REDIS_PASSWORD", "pw-from-env")
+        store = open_store(f"redis://talos@127.0.0.1:{server.port}/0")
+        qq = QuestionQueue(store)
+        cand, _, _ = disjunction(qq, qq.facts, turn=0)
+        assert qq.next_question("a1", 0).candidate_id == cand.candidate_id
+        assert qq.record_answer(cand, "morning", 1).applied
+        store.close()
+    finally:
+        server.kill()

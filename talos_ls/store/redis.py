@@ -172,6 +172,9 @@ class RedisStore(Store):
         except redis.RedisError as exc:
             self.close()
             raise StoreError(f"cannot reach store {url}: {exc}") from None
+        except TypeError as exc:  # connections are made lazily: a bad parameter shows here
+            self.close()
+            raise StoreError(f"store URL {url!r}: unknown parameter ({exc})") from None
         except StoreError:
             self.close()
             raise

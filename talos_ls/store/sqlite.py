@@ -198,16 +198,14 @@ class SQLiteStore(Store):
     def _prepare(self, readonly: bool) -> None:
         conn = self._conn
         assert conn is not None
-        # One snapshot: another daemon's migration must not commit between these reads.
-        conn.execute("BEGIN")
-        try:
-            app_id = conn.execute("PRAGMA application_id").fetchone()[0]
-            version = conn.execute("PRAGMA user_version").fetchone()[0]
-            tables = [
-                r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")
-            ]
-        finally:
-            conn.execute("COMMIT")
+        # One statement, so one snapshot: another daemon's migration must not commit between
+        # these reads. (An explicit BEGIN here left the connection measurably slower after.)
+        app_id, version, names = conn.execute(
+            """SELECT (SELECT application_id FROM pragma_application_id()),
+                      (SELECT user_version FROM pragma_user_version()),
+                      (SELECT json_group_array(name) FROM sqlite_master WHERE type = 'table')"""
+        ).fetchone()
+        tables = json.loads(names)
         if app_id != APPLICATION_ID and (app_id != 0 or version != 0 or tables):
             raise StoreError(
                 f"store {self.url}: the file is an SQLite database but not a Talos one"
