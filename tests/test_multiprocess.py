@@ -19,6 +19,23 @@ PROCS, TURNS, K = 8, 300, 5
 pytestmark = pytest.mark.slow
 
 
+def run_processes(target, url):
+    """PROCS spawned processes running target(url, barrier, results); their results, which must
+    not be exceptions."""
+    ctx = mp.get_context("spawn")
+    barrier, results = ctx.Barrier(PROCS), ctx.Queue()
+    procs = [ctx.Process(target=target, args=(url, barrier, results)) for _ in range(PROCS)]
+    for p in procs:
+        p.start()
+    outcomes = [results.get(timeout=300) for _ in procs]
+    for p in procs:
+        p.join(timeout=60)
+        assert p.exitcode == 0
+    errors = [o for o in outcomes if isinstance(o, Exception)]
+    assert not errors, errors
+    return outcomes
+
+
 def worker(url, barrier, results):
     store = open_store(url)
     qq = QuestionQueue(store)
@@ -48,17 +65,7 @@ def worker(url, barrier, results):
 def test_eight_processes_share_one_budget(store_url):
     url = store_url
     open_store(url).close()  # create the schema once, as a daemon would on first start
-    ctx = mp.get_context("spawn")
-    barrier, results = ctx.Barrier(PROCS), ctx.Queue()
-    procs = [ctx.Process(target=worker, args=(url, barrier, results)) for _ in range(PROCS)]
-    for p in procs:
-        p.start()
-    outcomes = [results.get(timeout=300) for _ in procs]
-    for p in procs:
-        p.join(timeout=60)
-        assert p.exitcode == 0
-    errors = [o for o in outcomes if isinstance(o, Exception)]
-    assert not errors, errors
+    outcomes = run_processes(worker, url)
 
     burst_ids = {cid for ids, _ in outcomes for cid in ids}
     assert len(burst_ids) == 1 and None not in burst_ids
@@ -100,15 +107,7 @@ def cold_start(url, barrier, results):
 
 def test_eight_daemons_open_a_new_store_at_once(store_url):
     url = store_url
-    ctx = mp.get_context("spawn")
-    barrier, results = ctx.Barrier(PROCS), ctx.Queue()
-    procs = [ctx.Process(target=cold_start, args=(url, barrier, results)) for _ in range(PROCS)]
-    for p in procs:
-        p.start()
-    outcomes = [results.get(timeout=120) for _ in procs]
-    for p in procs:
-        p.join(timeout=60)
-    assert not [o for o in outcomes if isinstance(o, Exception)], outcomes
+    outcomes = run_processes(cold_start, url)
     store = open_store(url)
     assert sorted(f.key for f in FactStore(store).list("a1")) == sorted(outcomes)
     store.close()

@@ -106,14 +106,7 @@ def _open_sqlite(shown: str, rest: str) -> SQLiteStore:
         if name == "mode" and value in ("ro", "rw"):
             readonly = value == "ro"
         elif name == "timeout":
-            try:
-                timeout = float(value)
-            except ValueError:
-                timeout = -1.0
-            if not timeout >= 0:
-                raise StoreError(
-                    f"store URL {shown!r}: timeout must be a number of seconds >= 0, got {value!r}"
-                )
+            timeout = _timeout(shown, value)
         else:
             raise StoreError(
                 f"store URL {shown!r}: unknown parameter {name}={value!r} "

@@ -52,6 +52,11 @@ CANDIDATE_FIELDS = (
     "disjunction_id",
 )
 
+# The candidate fields a compare-and-set (`Store.qq_claim`) may write or guard on.
+CLAIMABLE_FIELDS = frozenset(
+    ("status", "cooldown_until", "answer_option", "resolved_turn", "delivered_turn")
+)
+
 OPEN_STATUSES = ("pending", "delivered", "cooled")
 DELIVERABLE_STATUSES = ("pending", "cooled")
 ANSWERABLE_STATUSES = ("delivered", "pending")
@@ -61,6 +66,13 @@ class StoreError(Exception):
     """A store could not be opened or an atomic step failed. The message names the store URL
     (with any password removed) and says what was wrong; it never carries a traceback's worth
     of internals to the person."""
+
+
+def check_claimable(updates: Mapping[str, Any], guard: Mapping[str, Any] | None) -> None:
+    """A claim may only touch CLAIMABLE_FIELDS: the rest of a candidate never changes by CAS."""
+    fields = set(updates) | set(guard or {})
+    if not fields <= CLAIMABLE_FIELDS:
+        raise ValueError(f"fields not claimable: {sorted(fields - CLAIMABLE_FIELDS)}")
 
 
 def redact_url(url: str) -> str:

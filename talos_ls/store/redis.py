@@ -20,7 +20,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from importlib import resources
 from typing import Any, TypeVar
 
-from .base import CANDIDATE_FIELDS, FACT_FIELDS, Store, StoreError
+from .base import CANDIDATE_FIELDS, FACT_FIELDS, Store, StoreError, check_claimable
 
 try:
     import redis
@@ -89,35 +89,31 @@ def _pairs(flat: Sequence[str]) -> dict[str, str]:
     return dict(zip(flat[::2], flat[1::2], strict=True))
 
 
+def _decode(raw: Mapping[str, str], fields: Sequence[str], parsers: Mapping[str, Callable]) -> dict:
+    """Hash strings back to typed values; an absent field is None."""
+    return {
+        name: None if raw.get(name) is None else parsers.get(name, str)(raw[name])
+        for name in fields
+    }
+
+
+_CANDIDATE_PARSERS: dict[str, Callable] = {
+    **dict.fromkeys(_INT_FIELDS, int),
+    **dict.fromkeys(_JSON_FIELDS, json.loads),
+}
+_FACT_PARSERS: dict[str, Callable] = {
+    **dict.fromkeys(_FACT_FLOATS, float),
+    **dict.fromkeys(_FACT_INTS, int),
+}
+
+
 def _candidate(flat: Sequence[str] | Mapping[str, str]) -> dict[str, Any]:
     raw = flat if isinstance(flat, Mapping) else _pairs(flat)
-    out: dict[str, Any] = {}
-    for name in CANDIDATE_FIELDS:
-        value = raw.get(name)
-        if value is None:
-            out[name] = None
-        elif name in _INT_FIELDS:
-            out[name] = int(value)
-        elif name in _JSON_FIELDS:
-            out[name] = json.loads(value)
-        else:
-            out[name] = value
-    return out
+    return _decode(raw, CANDIDATE_FIELDS, _CANDIDATE_PARSERS)
 
 
 def _fact(raw: Mapping[str, str]) -> dict[str, Any]:
-    out: dict[str, Any] = {}
-    for name in FACT_FIELDS:
-        value = raw.get(name)
-        if value is None:
-            out[name] = None
-        elif name in _FACT_FLOATS:
-            out[name] = float(value)
-        elif name in _FACT_INTS:
-            out[name] = int(value)
-        else:
-            out[name] = value
-    return out
+    return _decode(raw, FACT_FIELDS, _FACT_PARSERS)
 
 
 def _guarded(method: Callable[..., T]) -> Callable[..., T]:
@@ -351,10 +347,6 @@ class RedisStore(Store):
         )
         return _candidate(flat) if flat else None
 
-    _CLAIMABLE = frozenset(
-        ("status", "cooldown_until", "answer_option", "resolved_turn", "delivered_turn")
-    )
-
     @_guarded
     def qq_claim(
         self,
@@ -364,9 +356,7 @@ class RedisStore(Store):
         updates: Mapping[str, Any],
         guard: Mapping[str, Any] | None = None,
     ) -> bool:
-        fields = set(updates) | set(guard or {})
-        if not fields <= self._CLAIMABLE:
-            raise ValueError(f"fields not claimable: {sorted(fields - self._CLAIMABLE)}")
+        check_claimable(updates, guard)
         return (
             self._run(
                 "claim",

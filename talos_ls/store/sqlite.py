@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
-from .base import CANDIDATE_FIELDS, FACT_FIELDS, Store, StoreError
+from .base import CANDIDATE_FIELDS, FACT_FIELDS, Store, StoreError, check_claimable
 
 APPLICATION_ID = 0x54414C53  # "TALS"
 DEFAULT_TIMEOUT_S = 2.0
@@ -575,10 +575,6 @@ class SQLiteStore(Store):
         )
         return claimed
 
-    _CLAIMABLE = frozenset(
-        ("status", "cooldown_until", "answer_option", "resolved_turn", "delivered_turn")
-    )
-
     def qq_claim(
         self,
         agent_id: str,
@@ -587,9 +583,7 @@ class SQLiteStore(Store):
         updates: Mapping[str, Any],
         guard: Mapping[str, Any] | None = None,
     ) -> bool:
-        fields = set(updates) | set(guard or {})
-        if not fields <= self._CLAIMABLE:
-            raise ValueError(f"fields not claimable: {sorted(fields - self._CLAIMABLE)}")
+        check_claimable(updates, guard)
         sets = ", ".join(f"{f} = :u_{f}" for f in updates)
         guards = "".join(f" AND {f} IS :g_{f}" for f in guard or {})
         args: dict[str, Any] = {
