@@ -24,9 +24,6 @@ from __future__ import annotations
 import json
 import logging
 import os
-import re
-import string
-import unicodedata
 import uuid
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -35,6 +32,7 @@ from typing import Any
 from ..memory.facts import FactStore
 from ..store import Store
 from ..store.base import ANSWERABLE_STATUSES
+from ..text import cue_tokens_for, normalize_text
 
 logger = logging.getLogger(__name__)
 
@@ -63,36 +61,11 @@ DEFLECTION_PHRASES = frozenset(
     }
 )  # fmt: skip
 
-_CUE_STOPWORDS = frozenset(
-    (
-        "about all and any are but can could did does for from had has have here how into its "
-        "not one our prefer should still than that the their them then there they this true was "
-        "were what when where which who whom why will with would yes you your"
-    ).split(" ")
-)
-
 DISABLE_ENV = "TALOS_QUESTION_QUEUE_DISABLE"
 
 # How many eligible candidates one next_question pass looks at, by impact order. Staleness checks
 # run on those ahead of the first candidate of a kind without checks; the rest wait their turn.
 _ELIGIBLE_LIMIT = 16
-
-_ASCII_PUNCT = frozenset(string.punctuation)
-_WORD_RUN = re.compile(r"[^\W_]+")
-# Ideographs, kana and hangul: no spaces between words, so timed by character bigrams.
-_CJK_RANGES = (
-    (0x1100, 0x11FF),  # Hangul Jamo
-    (0x3005, 0x3007),  # ideographic iteration mark, closing mark, number zero
-    (0x3040, 0x30FF),  # Hiragana, Katakana
-    (0x3130, 0x318F),  # Hangul Compatibility Jamo
-    (0x31F0, 0x31FF),  # Katakana Phonetic Extensions
-    (0x3400, 0x4DBF),  # CJK Extension A
-    (0x4E00, 0x9FFF),  # CJK Unified Ideographs
-    (0xA960, 0xA97F),  # Hangul Jamo Extended-A
-    (0xAC00, 0xD7FF),  # Hangul Syllables, Jamo Extended-B
-    (0xF900, 0xFAFF),  # CJK Compatibility Ideographs
-    (0x20000, 0x3FFFF),  # CJK Extensions B and later
-)
 
 
 def queue_enabled() -> bool:
@@ -142,52 +115,6 @@ StalenessCheck = Callable[[QuestionCandidate, int], bool]
 
 def _new_candidate_id() -> str:
     return uuid.uuid4().hex
-
-
-# ------------------------------------------------------------------ text
-def normalize_text(text: str) -> str:
-    """NFKC, casefold, drop Unicode punctuation and ASCII punctuation, collapse whitespace.
-
-    The one normalization behind dedup, option matching and deflections, so "I don’t know" (curly
-    apostrophe) is the deflection "i dont know"."""
-    folded = unicodedata.normalize("NFKC", str(text)).casefold()
-    kept = "".join(
-        ch
-        for ch in folded
-        if ch not in _ASCII_PUNCT and not unicodedata.category(ch).startswith("P")
-    )
-    return " ".join(kept.split())
-
-
-def _is_cjk(ch: str) -> bool:
-    cp = ord(ch)
-    return any(lo <= cp <= hi for lo, hi in _CJK_RANGES)
-
-
-def _tokens(text: str, out: set[str]) -> None:
-    folded = unicodedata.normalize("NFKC", str(text)).casefold()
-    for run in _WORD_RUN.findall(folded):
-        start = 0
-        while start < len(run):
-            cjk = _is_cjk(run[start])
-            end = start + 1
-            while end < len(run) and _is_cjk(run[end]) == cjk:
-                end += 1
-            part = run[start:end]
-            if cjk:
-                out.update(part[i : i + 2] for i in range(len(part) - 1))
-            elif len(part) >= 3 and part not in _CUE_STOPWORDS:
-                out.add(part)
-            start = end
-
-
-def cue_tokens_for(*texts: str) -> list[str]:
-    """Relevance-timing tokens, sorted: letter-and-digit words of 3+ characters that are not
-    stopwords, plus character bigrams of ideograph, kana and hangul runs."""
-    out: set[str] = set()
-    for text in texts:
-        _tokens(text, out)
-    return sorted(out)
 
 
 def _query_tokens(query_cues: str | Iterable[Any]) -> list[str]:
