@@ -1,25 +1,37 @@
 """`FactStore`: the facts the agent holds, and the evidence that moves them.
 
 A fact's confidence only changes through observations (`observe`), never by assignment, and its
-validity interval only closes through `supersede`. So an answer to a question can strengthen or
-weaken a fact but never silently replace it, and what replaced what stays on record.
+validity interval only closes through `supersede` (a successor replaces it) or `retract` (its
+source withdrew it, as when a rule is deleted from a rules file). So an answer to a question can
+strengthen or weaken a fact but never silently replace it, and what replaced what stays on record.
+
+A fact may fill a *slot* (`subject`, `attribute`) with a `value`: "tests" / "use" / "pytest".
+Two live facts in one slot with different values are a conflict for the reconciler. Every fact
+has a `source`, and sources have a precedence: person > rules file > workspace scan > model.
 """
 
 from __future__ import annotations
 
+import math
 import time
 import uuid
-from collections.abc import Mapping
+from collections import Counter
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from ..store import Store
+from ..text import word_tokens
 from .confidence import ACTED_SIGNAL, CONTRADICTED_SIGNAL, EVIDENCE_CAP, PRIOR
 
 OUTCOMES = ("acted", "contradicted", "dismissed", "deferred", "used")
 # Only these outcomes are evidence about the fact; the others leave it bit-identical.
 _SIGNALS = {"acted": ACTED_SIGNAL, "contradicted": CONTRADICTED_SIGNAL}
-_ATTRS = ("valid_from",)
+SOURCES = ("person", "rules file", "workspace scan", "model")
+PRECEDENCE = {"person": 3, "rules file": 2, "workspace scan": 1, "model": 0}
+_ATTRS = ("subject", "attribute", "value", "source", "origin", "valid_from")
+# BM25 parameters: the usual defaults for short documents.
+_K1, _B = 1.2, 0.75
 
 
 def _new_key() -> str:
@@ -31,6 +43,11 @@ class Fact:
     key: str
     agent_id: str
     statement: str
+    subject: str | None
+    attribute: str | None
+    value: str | None
+    source: str
+    origin: str | None
     confidence: float
     evidence_count: int
     corroborations: int
@@ -41,8 +58,25 @@ class Fact:
 
     @property
     def live(self) -> bool:
-        """Still valid: its interval has not been closed by a successor."""
+        """Still valid: its interval has not been closed."""
         return self.invalid_at is None
+
+    @property
+    def precedence(self) -> int:
+        return PRECEDENCE.get(self.source, 0)
+
+
+def _fact(row: Mapping[str, Any]) -> Fact:
+    return Fact(**{**row, "source": row.get("source") or "model"})
+
+
+def _optional_text(attrs: Mapping[str, Any], name: str) -> str | None:
+    value = attrs.get(name)
+    if value is None:
+        return None
+    if not isinstance(value, str) or not value.strip():
+        raise ValueError(f"{name} must be a non-empty string, got {value!r}")
+    return value.strip()
 
 
 class FactStore:
@@ -58,7 +92,9 @@ class FactStore:
     def add(self, agent_id: str, statement: str, **attrs: Any) -> str:
         """Store a new fact (confidence 0.5, no evidence) and return its key.
 
-        attrs: `valid_from` (epoch seconds; default now)."""
+        attrs: `subject` and `attribute` (a slot: both or neither) with its `value`; `source`
+        (one of SOURCES, default "model"); `origin` (where it came from, e.g. a rules file's
+        path); `valid_from` (epoch seconds; default now)."""
         if not isinstance(agent_id, str) or not agent_id.strip():
             raise ValueError(f"agent_id must be a non-empty string, got {agent_id!r}")
         if not isinstance(statement, str) or not statement.strip():
@@ -66,6 +102,18 @@ class FactStore:
         unknown = sorted(set(attrs) - set(_ATTRS))
         if unknown:
             raise ValueError(f"unknown fact attribute(s) {unknown}; known: {list(_ATTRS)}")
+        subject, attribute = _optional_text(attrs, "subject"), _optional_text(attrs, "attribute")
+        value, origin = _optional_text(attrs, "value"), _optional_text(attrs, "origin")
+        if (subject is None) != (attribute is None):
+            missing = "attribute" if attribute is None else "subject"
+            raise ValueError(f"a slot needs both subject and attribute; {missing} is missing")
+        if subject is not None and value is None:
+            raise ValueError("a fact with a slot needs a value")
+        if subject is None and value is not None:
+            raise ValueError("value needs a slot: give subject and attribute too")
+        source = attrs.get("source", "model")
+        if source not in SOURCES:
+            raise ValueError(f"unknown source {source!r}; expected one of {SOURCES}")
         valid_from = attrs.get("valid_from")
         if valid_from is None:
             valid_from = time.time()
@@ -77,6 +125,11 @@ class FactStore:
                 "key": key,
                 "agent_id": agent_id,
                 "statement": statement.strip(),
+                "subject": subject,
+                "attribute": attribute,
+                "value": value,
+                "source": source,
+                "origin": origin,
                 "confidence": PRIOR,
                 "evidence_count": 0,
                 "corroborations": 0,
@@ -90,11 +143,38 @@ class FactStore:
 
     def get(self, key: str) -> Fact | None:
         row = self.store.fact_get(str(key))
-        return None if row is None else Fact(**row)
+        return None if row is None else _fact(row)
 
     def list(self, agent_id: str | None = None, *, include_closed: bool = True) -> list[Fact]:
-        facts = [Fact(**row) for row in self.store.fact_list(agent_id)]
+        facts = [_fact(row) for row in self.store.fact_list(agent_id)]
         return facts if include_closed else [f for f in facts if f.live]
+
+    def search(self, agent_id: str, cues: str | Iterable[str], limit: int = 20) -> list[Fact]:
+        """Live facts relevant to `cues`, best first: BM25 over statements, weighted by
+        confidence (x 0.5 for a fact at 0, x 1.5 at 1), then the more recent first. Facts that
+        share no token with the cues are not returned."""
+        query = word_tokens(cues if isinstance(cues, str) else " ".join(map(str, cues)))
+        if not query:
+            return []
+        facts = self.list(agent_id, include_closed=False)
+        docs = [Counter(word_tokens(f.statement)) for f in facts]
+        if not docs:
+            return []
+        avg_len = sum(sum(d.values()) for d in docs) / len(docs) or 1.0
+        df = Counter(tok for d in docs for tok in d)
+        scored = []
+        for fact, doc in zip(facts, docs, strict=True):
+            length = sum(doc.values())
+            bm25 = 0.0
+            for tok in set(query):
+                tf = doc.get(tok, 0)
+                if tf:
+                    idf = math.log(1 + (len(docs) - df[tok] + 0.5) / (df[tok] + 0.5))
+                    bm25 += idf * tf * (_K1 + 1) / (tf + _K1 * (1 - _B + _B * length / avg_len))
+            if bm25 > 0:
+                scored.append((bm25 * (0.5 + fact.confidence), fact.valid_from, fact.key, fact))
+        scored.sort(key=lambda s: (-s[0], -s[1], s[2]))
+        return [s[3] for s in scored[:limit]]
 
     def observe(self, outcomes: Mapping[str, str], weight: int = 1) -> dict[str, Fact]:
         """Record how facts fared: each `acted` or `contradicted` outcome is `weight`
@@ -112,11 +192,11 @@ class FactStore:
         if not signals:
             return {}
         rows = self.store.fact_observe(signals, self.evidence_cap)
-        return {k: Fact(**row) for k, row in rows.items()}
+        return {k: _fact(row) for k, row in rows.items()}
 
     def supersede(self, old: str, new: str) -> bool:
-        """Close `old`'s validity interval now, naming `new` as its successor: the only way a
-        fact stops being valid. Returns False when `old` was already closed."""
+        """Close `old`'s validity interval now, naming `new` as its successor. Returns False
+        when `old` was already closed."""
         if str(old) == str(new):
             raise ValueError("a fact cannot supersede itself")
         old_fact, new_fact = self.get(old), self.get(new)
@@ -126,4 +206,11 @@ class FactStore:
             raise ValueError(f"unknown fact {new!r}")
         if old_fact.agent_id != new_fact.agent_id:
             raise ValueError("a fact can only be superseded by a fact of the same agent")
-        return self.store.fact_supersede(old_fact.key, new_fact.key, time.time())
+        return self.store.fact_close(old_fact.key, time.time(), new_fact.key)
+
+    def retract(self, key: str) -> bool:
+        """Close a fact's interval with no successor: its source withdrew it (a rule deleted
+        from its file, a person's "forget"). Returns False when it was already closed."""
+        if self.get(key) is None:
+            raise ValueError(f"unknown fact {key!r}")
+        return self.store.fact_close(str(key), time.time(), None)

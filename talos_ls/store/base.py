@@ -21,6 +21,11 @@ FACT_FIELDS = (
     "key",
     "agent_id",
     "statement",
+    "subject",
+    "attribute",
+    "value",
+    "source",
+    "origin",
     "confidence",
     "evidence_count",
     "corroborations",
@@ -29,6 +34,8 @@ FACT_FIELDS = (
     "invalid_at",
     "superseded_by",
 )
+
+JOURNAL_FIELDS = ("id", "agent_id", "kind", "target", "payload", "captured_at", "invalid_at")
 
 CANDIDATE_FIELDS = (
     "candidate_id",
@@ -121,9 +128,22 @@ class Store(ABC):
         Unknown keys are skipped. Returns the updated rows by key."""
 
     @abstractmethod
-    def fact_supersede(self, old_key: str, new_key: str, at: float) -> bool:
-        """Close `old_key`'s validity interval (`invalid_at = at`, `superseded_by = new_key`) if
+    def fact_close(self, key: str, at: float, successor: str | None) -> bool:
+        """Close `key`'s validity interval (`invalid_at = at`, `superseded_by = successor`) if
         it is still open. Returns whether it was closed by this call."""
+
+    # -------------------------------------------------------------- journal
+    @abstractmethod
+    def journal_add(self, row: Mapping[str, Any]) -> None:
+        """Append an annotation (all JOURNAL_FIELDS; `payload` a dict), live."""
+
+    @abstractmethod
+    def journal_live(self, agent_id: str) -> list[dict[str, Any]]:
+        """The agent's live annotations, oldest first."""
+
+    @abstractmethod
+    def journal_close(self, agent_id: str, entry_id: str, at: float) -> bool:
+        """Close a live annotation (`invalid_at = at`). Returns whether this call closed it."""
 
     # -------------------------------------------------------- question queue
     @abstractmethod

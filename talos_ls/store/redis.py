@@ -20,7 +20,14 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from importlib import resources
 from typing import Any, TypeVar
 
-from .base import CANDIDATE_FIELDS, FACT_FIELDS, Store, StoreError, check_claimable
+from .base import (
+    CANDIDATE_FIELDS,
+    FACT_FIELDS,
+    JOURNAL_FIELDS,
+    Store,
+    StoreError,
+    check_claimable,
+)
 
 try:
     import redis
@@ -57,7 +64,9 @@ _SCRIPTS = (
     "prune",
     "fact_insert",
     "fact_observe",
-    "fact_supersede",
+    "fact_close",
+    "journal_add",
+    "journal_close",
 )
 
 T = TypeVar("T")
@@ -104,6 +113,11 @@ _CANDIDATE_PARSERS: dict[str, Callable] = {
 _FACT_PARSERS: dict[str, Callable] = {
     **dict.fromkeys(_FACT_FLOATS, float),
     **dict.fromkeys(_FACT_INTS, int),
+}
+_JOURNAL_PARSERS: dict[str, Callable] = {
+    "payload": json.loads,
+    "captured_at": float,
+    "invalid_at": float,
 }
 
 
@@ -255,11 +269,29 @@ class RedisStore(Store):
         return out
 
     @_guarded
-    def fact_supersede(self, old_key: str, new_key: str, at: float) -> bool:
-        agent = self._fact_agent(old_key)
+    def fact_close(self, key: str, at: float, successor: str | None) -> bool:
+        agent = self._fact_agent(key)
         if agent is None:
             return False
-        return self._run("fact_supersede", agent, old_key, new_key, repr(float(at))) == 1
+        return self._run("fact_close", agent, key, repr(float(at)), successor or "") == 1
+
+    # -------------------------------------------------------------- journal
+    @_guarded
+    def journal_add(self, row: Mapping[str, Any]) -> None:
+        fields = {k: _encode(v) for k, v in row.items()}
+        self._run("journal_add", row["agent_id"], row["id"], json.dumps(fields, ensure_ascii=False))
+
+    @_guarded
+    def journal_live(self, agent_id: str) -> list[dict[str, Any]]:
+        prefix = _prefix(agent_id)
+        pipe = self._client.pipeline(transaction=False)
+        for entry_id in self._client.zrange(prefix + "journal", 0, -1):
+            pipe.hgetall(prefix + "j:" + entry_id)
+        return [_decode(raw, JOURNAL_FIELDS, _JOURNAL_PARSERS) for raw in pipe.execute() if raw]
+
+    @_guarded
+    def journal_close(self, agent_id: str, entry_id: str, at: float) -> bool:
+        return self._run("journal_close", agent_id, entry_id, repr(float(at))) == 1
 
     # -------------------------------------------------------- question queue
     @_guarded

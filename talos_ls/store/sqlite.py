@@ -22,7 +22,14 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
-from .base import CANDIDATE_FIELDS, FACT_FIELDS, Store, StoreError, check_claimable
+from .base import (
+    CANDIDATE_FIELDS,
+    FACT_FIELDS,
+    JOURNAL_FIELDS,
+    Store,
+    StoreError,
+    check_claimable,
+)
 
 APPLICATION_ID = 0x54414C53  # "TALS"
 DEFAULT_TIMEOUT_S = 2.0
@@ -95,6 +102,23 @@ MIGRATIONS: tuple[tuple[str, ...], ...] = (
             END""",
         """CREATE TABLE question_budget (
             agent_id TEXT PRIMARY KEY, last_delivery_turn INTEGER NOT NULL)""",
+    ),
+    (  # v2: facts get a slot, a source and an origin; the reconciliation journal
+        "ALTER TABLE facts ADD COLUMN subject TEXT",
+        "ALTER TABLE facts ADD COLUMN attribute TEXT",
+        "ALTER TABLE facts ADD COLUMN value TEXT",
+        "ALTER TABLE facts ADD COLUMN source TEXT NOT NULL DEFAULT 'model'",
+        "ALTER TABLE facts ADD COLUMN origin TEXT",
+        """CREATE TABLE journal (
+            id TEXT PRIMARY KEY,
+            agent_id TEXT NOT NULL,
+            kind TEXT NOT NULL,
+            target TEXT NOT NULL,
+            payload TEXT NOT NULL,
+            captured_at REAL NOT NULL,
+            invalid_at REAL
+        )""",
+        "CREATE INDEX journal_live ON journal(agent_id) WHERE invalid_at IS NULL",
     ),
 )
 SCHEMA_VERSION = len(MIGRATIONS)
@@ -325,12 +349,39 @@ class SQLiteStore(Store):
                     out[key] = _fact(row)
         return out
 
-    def fact_supersede(self, old_key: str, new_key: str, at: float) -> bool:
+    def fact_close(self, key: str, at: float, successor: str | None) -> bool:
         with self._write() as conn:
             cur = conn.execute(
                 "UPDATE facts SET invalid_at = ?, superseded_by = ? "
                 "WHERE key = ? AND invalid_at IS NULL",
-                (at, new_key, old_key),
+                (at, successor, key),
+            )
+            return cur.rowcount == 1
+
+    # -------------------------------------------------------------- journal
+    def journal_add(self, row: Mapping[str, Any]) -> None:
+        values = dict(row, payload=_dumps(row["payload"]))
+        cols = ", ".join(JOURNAL_FIELDS)
+        marks = ", ".join(":" + c for c in JOURNAL_FIELDS)
+        with self._write() as conn:
+            conn.execute(f"INSERT INTO journal ({cols}) VALUES ({marks})", values)
+
+    def journal_live(self, agent_id: str) -> list[dict[str, Any]]:
+        with self._read() as conn:
+            rows = conn.execute(
+                "SELECT * FROM journal WHERE agent_id = ? AND invalid_at IS NULL ORDER BY rowid",
+                (agent_id,),
+            ).fetchall()
+        return [
+            dict({n: r[n] for n in JOURNAL_FIELDS}, payload=json.loads(r["payload"])) for r in rows
+        ]
+
+    def journal_close(self, agent_id: str, entry_id: str, at: float) -> bool:
+        with self._write() as conn:
+            cur = conn.execute(
+                "UPDATE journal SET invalid_at = ? "
+                "WHERE id = ? AND agent_id = ? AND invalid_at IS NULL",
+                (at, entry_id, agent_id),
             )
             return cur.rowcount == 1
 
