@@ -21,6 +21,7 @@ Question texts can echo workspace content, so they are not logged either.
 
 from __future__ import annotations
 
+import contextvars
 import json
 import logging
 import os
@@ -30,6 +31,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..memory.facts import FactStore
+from ..memory.reconcile import Reconciler
 from ..store import Store
 from ..store.base import ANSWERABLE_STATUSES
 from ..text import cue_tokens_for, normalize_text
@@ -115,6 +117,13 @@ StalenessCheck = Callable[[QuestionCandidate, int], bool]
 
 def _new_candidate_id() -> str:
     return uuid.uuid4().hex
+
+
+# One delivery or expiry pass's memo: staleness checks read their source once per pass, and a
+# failed read is remembered too, so a broken source is asked once, not once per candidate.
+_PASS_MEMO: contextvars.ContextVar[dict | None] = contextvars.ContextVar(
+    "talos_question_pass", default=None
+)
 
 
 def _query_tokens(query_cues: str | Iterable[Any]) -> list[str]:
@@ -243,7 +252,9 @@ class QuestionQueue:
         self.cooldown_turns = cooldown_turns
         self.answer_weight = answer_weight
         self.retention_turns = retention_turns
+        self.reconciler = Reconciler(self.facts)
         self._checks: dict[str, list[StalenessCheck]] = {}
+        self.register_staleness_check("disjunction", self._disjunction_is_stale)
 
     # ------------------------------------------------------- staleness
     def register_staleness_check(self, kind: str, check: StalenessCheck) -> None:
@@ -377,6 +388,7 @@ class QuestionQueue:
         if not queue_enabled():
             return None
         turn = _as_turn(turn)
+        memo = _PASS_MEMO.set({})
         try:
             outcome, rows = self.store.qq_select(
                 agent_id,
@@ -406,6 +418,8 @@ class QuestionQueue:
         except Exception:
             logger.exception("question_queue: next_question for agent %s failed", agent_id)
             return None
+        finally:
+            _PASS_MEMO.reset(memo)
         return None if claimed is None else QuestionCandidate(**claimed)
 
     def record_answer(
@@ -468,6 +482,7 @@ class QuestionQueue:
         if not queue_enabled():
             return 0
         turn = _as_turn(turn)
+        memo = _PASS_MEMO.set({})
         try:
             expired = self.store.qq_sweep(agent_id, turn, cooldown_turns=self.cooldown_turns)
             if any(self._checks.values()):
@@ -479,6 +494,8 @@ class QuestionQueue:
         except Exception:
             logger.exception("question_queue: expire_stale for agent %s failed", agent_id)
             return 0
+        finally:
+            _PASS_MEMO.reset(memo)
 
     def prune(self, agent_id: str, current_turn: int) -> int:
         """Delete non-pending candidates whose last activity is more than `retention_turns`
@@ -510,7 +527,84 @@ class QuestionQueue:
             return []
         return [QuestionCandidate(**row) for row in rows]
 
+    # ---------------------------------------------------- disjunctions
+    def _live_disjoins(self, agent_id: str) -> list[tuple[str, str, str]]:
+        """(disjunction_id, side A, side B) of every live disjoin in the journal."""
+        out = []
+        for entry in self.reconciler.merge_log_entries(agent_id):
+            if entry.kind != "disjoin" or not isinstance(entry.payload, dict):
+                continue
+            side_a, side_b = entry.target, str(entry.payload.get("other") or "")
+            if not side_a or not side_b or side_a == side_b:
+                continue
+            out.append((str(entry.payload.get("disjunction_id") or entry.id), side_a, side_b))
+        return out
+
+    def _live_disjoin_ids(self, agent_id: str) -> frozenset[str]:
+        memo = _PASS_MEMO.get()
+        slot = ("live_disjoin_ids", agent_id)
+        if memo is not None and slot in memo:
+            found = memo[slot]
+            if isinstance(found, Exception):
+                raise found
+            return found
+        try:
+            ids = frozenset(did for did, _, _ in self._live_disjoins(agent_id))
+        except Exception as exc:
+            if memo is not None:
+                memo[slot] = exc
+            raise
+        if memo is not None:
+            memo[slot] = ids
+        return ids
+
+    def _disjunction_is_stale(self, cand: QuestionCandidate, turn: int) -> bool:
+        """A disjunction question whose disjoin was retracted is stale. Raises when the
+        journal cannot be read: the candidate is then neither expired nor asked."""
+        if not cand.disjunction_id:
+            return False
+        return cand.disjunction_id not in self._live_disjoin_ids(cand.agent_id)
+
     # -------------------------------------------------------- producers
+    def propose_from_disjunctions(self, agent_id: str, turn: int) -> int:
+        """One disjunction question per live disjoin in the reconciliation journal, options
+        mirrored (A: acted A, contradicted B; B: the mirror), `disjunction_id` set so a
+        retracted disjoin expires it. Re-running touches instead of duplicating. Returns how
+        many were proposed or touched; 0 when the journal cannot be read. Never raises."""
+        if not queue_enabled():
+            return 0
+        try:
+            disjoins = self._live_disjoins(agent_id)
+        except Exception:
+            logger.exception("question_queue: reading the reconciliation journal failed")
+            return 0
+        proposed = 0
+        for disjunction_id, side_a, side_b in disjoins:
+            try:
+                facts = [self.facts.get(side_a), self.facts.get(side_b)]
+                label_a, label_b = _distinct_labels([f.statement if f else "" for f in facts])
+                candidate = self.propose(
+                    agent_id=agent_id,
+                    question_text=(
+                        f"Two things I hold conflict: {label_a!r} or {label_b!r}. Which is right?"
+                    ),
+                    kind="disjunction",
+                    source_module="reconciliation",
+                    target_keys=[side_a, side_b],
+                    ambiguity_signal="disjunction",
+                    turn=turn,
+                    options=[
+                        {"label": label_a, "acted": [side_a], "contradicted": [side_b]},
+                        {"label": label_b, "acted": [side_b], "contradicted": [side_a]},
+                    ],
+                    disjunction_id=disjunction_id,
+                )
+            except Exception:
+                logger.exception("question_queue: disjunction proposal failed")
+                continue
+            proposed += candidate is not None
+        return proposed
+
     def propose_from_gate(
         self, agent_id: str, metadata: Any, turn: int, query_text: str
     ) -> QuestionCandidate | None:

@@ -1,0 +1,152 @@
+"""Reconciliation: what happens when a new fact meets a live fact in the same slot.
+
+- Same value: the claims corroborate. The fact of higher precedence (the older one on a tie)
+  stays live and gets one "acted" observation; the other is superseded by it.
+- Different value, different precedence: the higher source wins; the loser is superseded.
+- Different value, same precedence: nobody can tell, so neither is dropped. A *disjoin*
+  annotation is written to the journal, and the question queue turns it into one question.
+
+An answer to that question is only evidence (confidence moves). The next `reconcile_pass` sees
+when the evidence has separated the sides (winner >= 0.7, loser <= 0.3), retracts the disjoin
+and supersedes the loser. A later contradiction of the winner, or the loser's claim made again,
+reopens the conflict the same way.
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..store import Store
+from ..text import normalize_text
+from .facts import Fact, FactStore
+
+WINNER_AT_LEAST = 0.7
+LOSER_AT_MOST = 0.3
+
+
+@dataclass(frozen=True)
+class JournalEntry:
+    """An annotation in the reconciliation journal. A disjoin's `target` is side A; its
+    payload names side B (`other`), the `disjunction_id` and the slot."""
+
+    id: str
+    agent_id: str
+    kind: str
+    target: str
+    payload: dict[str, Any] = field(default_factory=dict)
+    captured_at: float = 0.0
+    invalid_at: float | None = None
+
+
+def _slot(fact: Fact) -> tuple[str, str] | None:
+    if fact.subject is None or fact.attribute is None:
+        return None
+    return normalize_text(fact.subject), normalize_text(fact.attribute)
+
+
+class Reconciler:
+    """Keeps an agent's facts consistent, and its unresolved conflicts on record."""
+
+    def __init__(self, facts: FactStore) -> None:
+        self.facts = facts
+        self.store: Store = facts.store
+
+    # -------------------------------------------------------------- journal
+    def merge_log_entries(self, agent_id: str) -> list[JournalEntry]:
+        """Live annotations, oldest first."""
+        return [JournalEntry(**row) for row in self.store.journal_live(agent_id)]
+
+    def retract(self, annotation: JournalEntry) -> bool:
+        """Close an annotation: the conflict it recorded is over."""
+        return self.store.journal_close(annotation.agent_id, annotation.id, time.time())
+
+    def conflicts(self, agent_id: str) -> list[tuple[JournalEntry, Fact | None, Fact | None]]:
+        """Live disjoins with both sides."""
+        return [
+            (entry, self.facts.get(entry.target), self.facts.get(entry.payload.get("other", "")))
+            for entry in self.merge_log_entries(agent_id)
+            if entry.kind == "disjoin"
+        ]
+
+    def _disjoin(self, a: Fact, b: Fact) -> None:
+        for entry in self.merge_log_entries(a.agent_id):
+            if entry.kind == "disjoin" and {entry.target, entry.payload.get("other")} == {
+                a.key,
+                b.key,
+            }:
+                return  # already on record
+        self.store.journal_add(
+            {
+                "id": "j:" + uuid.uuid4().hex,
+                "agent_id": a.agent_id,
+                "kind": "disjoin",
+                "target": a.key,
+                "payload": {
+                    "disjunction_id": uuid.uuid4().hex,
+                    "other": b.key,
+                    "slot": [a.subject, a.attribute],
+                    "rationale": "same precedence, different values",
+                },
+                "captured_at": time.time(),
+                "invalid_at": None,
+            }
+        )
+
+    # ------------------------------------------------------------ reconcile
+    def reconcile(self, key: str) -> str:
+        """Compare a (new) fact with the live facts in its slot. Returns what happened:
+        "no slot", "alone", "corroborated", "superseded", "won" or "disjoined"."""
+        fact = self.facts.get(key)
+        if fact is None or not fact.live:
+            return "gone"
+        slot = _slot(fact)
+        if slot is None:
+            return "no slot"
+        others = [
+            f
+            for f in self.facts.list(fact.agent_id, include_closed=False)
+            if f.key != fact.key and _slot(f) == slot
+        ]
+        if not others:
+            return "alone"
+        outcome = "alone"
+        for other in others:
+            if not (fact := self.facts.get(key)) or not fact.live:
+                break
+            if normalize_text(other.value or "") == normalize_text(fact.value or ""):
+                keep, drop = (fact, other) if fact.precedence > other.precedence else (other, fact)
+                self.facts.observe({keep.key: "acted"})
+                self.facts.supersede(drop.key, keep.key)
+                outcome = "corroborated"
+            elif fact.precedence != other.precedence:
+                winner, loser = (
+                    (fact, other) if fact.precedence > other.precedence else (other, fact)
+                )
+                self.facts.supersede(loser.key, winner.key)
+                outcome = "won" if winner.key == fact.key else "superseded"
+            else:
+                self._disjoin(fact, other)
+                outcome = "disjoined"
+        return outcome
+
+    def reconcile_pass(self, agent_id: str) -> int:
+        """Resolve every live disjoin the evidence has separated: retract it and supersede the
+        loser. Disjoins with a side already closed are retracted too. Returns how many."""
+        resolved = 0
+        for entry in self.merge_log_entries(agent_id):
+            if entry.kind != "disjoin":
+                continue
+            a, b = self.facts.get(entry.target), self.facts.get(entry.payload.get("other", ""))
+            if a is None or b is None or not a.live or not b.live:
+                resolved += self.retract(entry)
+                continue
+            for winner, loser in ((a, b), (b, a)):
+                if winner.confidence >= WINNER_AT_LEAST and loser.confidence <= LOSER_AT_MOST:
+                    self.retract(entry)
+                    self.facts.supersede(loser.key, winner.key)
+                    resolved += 1
+                    break
+        return resolved
