@@ -1,0 +1,124 @@
+"""Rules files: what the person wrote down for agents, held as facts.
+
+`AGENTS.md`, `CLAUDE.md` and `.talos/rules.md` in the workspace root are read line by line: each
+list item or plain sentence outside code blocks and headings is a rule, stored as a fact with
+source "rules file" and the file as its origin. A rule of a recognisable shape gets a slot, so
+it can conflict with other facts: "<subject> use(s) <value>", "<subject> is/are <value>",
+"<subject>: <value>". `sync` is cheap when nothing changed (a stat per file); when a file
+changed, new rules are added and reconciled, and rules no longer in the file are retracted.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from ..text import normalize_text
+from .facts import FactStore
+from .reconcile import Reconciler
+
+RULES_FILES = ("AGENTS.md", "CLAUDE.md", ".talos/rules.md")
+_BULLET = re.compile(r"^\s*(?:[-*+]|\d+[.)])\s+")
+_SUBJECT = r"^(?P<s>[\w .'/-]{1,40}?)"
+_SLOT_PATTERNS = (
+    (re.compile(_SUBJECT + r"\s+(?:uses?|should use|must use)\s+(?P<v>.+)$", re.I), "use"),
+    (re.compile(_SUBJECT + r"\s+(?:is|are)\s+(?P<v>.+)$", re.I), "is"),
+    (re.compile(_SUBJECT + r"\s*:\s+(?P<v>.+)$"), "is"),
+)
+# A rule starting with these is an instruction, not a statement about a subject.
+_IMPERATIVE = frozenset(
+    {"always", "never", "please", "do", "dont", "don't", "use", "avoid", "prefer"}
+)
+
+
+def parse_rules(text: str) -> list[str]:
+    """The rules in a rules file: list items and sentences, not headings or code."""
+    rules, in_code = [], False
+    for line in text.splitlines():
+        stripped = line.strip()
+        if stripped.startswith(("```", "~~~")):
+            in_code = not in_code
+            continue
+        if in_code or not stripped or stripped.startswith(("#", ">", "<!--", "|")):
+            continue
+        rule = _BULLET.sub("", stripped).strip()
+        if normalize_text(rule):
+            rules.append(rule)
+    return list(dict.fromkeys(rules))
+
+
+def parse_slot(rule: str) -> tuple[str, str, str] | None:
+    """(subject, attribute, value) for rules shaped like "tests use pytest", else None."""
+    text = rule.strip().rstrip(".!").strip("*_` ")
+    for pattern, attribute in _SLOT_PATTERNS:
+        match = pattern.match(text)
+        if match:
+            subject, value = match.group("s").strip(), match.group("v").strip().strip("*_`")
+            first = normalize_text(subject).split(" ")[0] if normalize_text(subject) else ""
+            if first in _IMPERATIVE or not normalize_text(value):
+                return None
+            return subject, attribute, value
+    return None
+
+
+@dataclass
+class SyncResult:
+    added: list[str] = field(default_factory=list)
+    retracted: list[str] = field(default_factory=list)
+
+
+class RulesFiles:
+    """Keeps an agent's "rules file" facts in step with the files in a workspace."""
+
+    def __init__(self, facts: FactStore, reconciler: Reconciler | None = None) -> None:
+        self.facts = facts
+        self.reconciler = reconciler or Reconciler(facts)
+        self._seen: dict[tuple[str, Path], tuple] = {}
+
+    def _stamp(self, root: Path) -> tuple:
+        stamp = []
+        for name in RULES_FILES:
+            try:
+                st = (root / name).stat()
+                stamp.append((name, st.st_mtime_ns, st.st_size))
+            except OSError:
+                stamp.append((name, None, None))
+        return tuple(stamp)
+
+    def sync(self, agent_id: str, root: str | os.PathLike[str]) -> SyncResult:
+        """Bring the facts in line with the files; nothing to do when no file changed."""
+        root = Path(root).resolve()
+        stamp = self._stamp(root)
+        if self._seen.get((agent_id, root)) == stamp:
+            return SyncResult()
+        wanted: dict[tuple[str, str], str] = {}
+        for name in RULES_FILES:
+            try:
+                text = (root / name).read_text(encoding="utf-8", errors="replace")
+            except OSError:
+                continue
+            for rule in parse_rules(text):
+                wanted.setdefault((name, normalize_text(rule)), rule)
+        result = SyncResult()
+        held = {
+            (f.origin, normalize_text(f.statement)): f
+            for f in self.facts.list(agent_id, include_closed=False)
+            if f.source == "rules file" and f.origin in RULES_FILES
+        }
+        for ident, fact in held.items():
+            if ident not in wanted and self.facts.retract(fact.key):
+                result.retracted.append(fact.key)
+        for (origin, norm), rule in wanted.items():
+            if (origin, norm) in held:
+                continue
+            slot = parse_slot(rule)
+            attrs = {}
+            if slot:
+                attrs = dict(zip(("subject", "attribute", "value"), slot, strict=True))
+            key = self.facts.add(agent_id, rule, source="rules file", origin=origin, **attrs)
+            self.reconciler.reconcile(key)
+            result.added.append(key)
+        self._seen[(agent_id, root)] = stamp
+        return result
