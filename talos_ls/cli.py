@@ -16,10 +16,13 @@ import shutil
 import sys
 from collections.abc import Sequence
 from dataclasses import asdict
+from pathlib import Path
 
 from . import __version__
 from .gates.question_queue import QUESTION_BUDGET_TURNS, QuestionCandidate
-from .memory.facts import Fact, FactStore
+from .memory.facts import SOURCES, Fact, FactStore
+from .memory.reconcile import Reconciler
+from .memory.rules import parse_slot
 from .store import ENV_URL, Store, StoreError, open_store
 
 OPEN = ("pending", "delivered", "cooled")
@@ -53,12 +56,42 @@ def _parser() -> argparse.ArgumentParser:
     q.add_argument("--all", action="store_true", help="include answered and expired ones")
     q.add_argument("--budget-turns", type=int, default=QUESTION_BUDGET_TURNS, metavar="K",
                    help=f"the K the agents run with (default {QUESTION_BUDGET_TURNS})")  # fmt: skip
-    sub.add_parser(
+    m = sub.add_parser(
         "memory",
         parents=[listing],
-        help="list stored facts with confidence and evidence",
-        description="List facts: confidence, evidence counts (corroborations and "
-        "contradictions) and whether each is still valid or was superseded.",
+        help="list, add and forget facts; show conflicts",
+        description="Without an action: list facts with confidence, evidence counts "
+        "(corroborations and contradictions), source, and whether each is still valid.",
+    )
+    actions = m.add_subparsers(dest="action", metavar="ACTION")
+    # Sub-actions leave --agent/--json alone unless given, so `talos memory --agent A` works.
+    late = argparse.ArgumentParser(add_help=False)
+    late.add_argument("--agent", metavar="A", default=argparse.SUPPRESS,
+                      help="the agent (default for add: this directory's workspace)")  # fmt: skip
+    late.add_argument("--json", action="store_true", default=argparse.SUPPRESS,
+                      help="print JSON instead of text")  # fmt: skip
+    add = actions.add_parser(
+        "add",
+        parents=[late],
+        help="tell Talos a fact (source: person)",
+        description="Store a fact and reconcile it with what is held. A sentence like "
+        "'tests use pytest' gets its slot (subject, attribute, value) by itself.",
+    )
+    add.add_argument("statement")
+    add.add_argument("--subject")
+    add.add_argument("--attribute")
+    add.add_argument("--value")
+    add.add_argument("--source", default="person", choices=SOURCES)
+    forget = actions.add_parser(
+        "forget", help="retract a fact", description="Retract a fact (its key, or the "
+        "shortened key `talos memory` shows, if unambiguous)."
+    )  # fmt: skip
+    forget.add_argument("key")
+    actions.add_parser(
+        "conflicts",
+        parents=[late],
+        help="show unresolved conflicts",
+        description="Live conflicts between facts of equal precedence, with both sides.",
     )
     return parser
 
@@ -155,10 +188,17 @@ def _questions(store: Store, args: argparse.Namespace) -> int:
 
 
 def _fact_state(f: Fact) -> str:
-    return "live" if f.live else f"superseded by {(f.superseded_by or '?')[:13]}"
+    if f.live:
+        return "live"
+    if f.superseded_by:
+        return f"superseded by {f.superseded_by[:13]}"
+    return "retracted"
 
 
 def _memory(store: Store, args: argparse.Namespace) -> int:
+    action = {"add": _memory_add, "forget": _memory_forget, "conflicts": _memory_conflicts}
+    if args.action in action:
+        return action[args.action](store, args)
     facts = FactStore(store).list(args.agent)
     if args.json:
         print(json.dumps([asdict(f) for f in facts], ensure_ascii=False, indent=2))
@@ -176,12 +216,92 @@ def _memory(store: Store, args: argparse.Namespace) -> int:
                 f.key[:13],
                 f"{f.confidence:.2f}",
                 f"{f.evidence_count} (+{f.corroborations}/-{f.contradictions})",
+                f.source,
                 _fact_state(f),
                 f.statement,
             )
             for f in group
         ]
-        print(_table(("KEY", "CONF", "EVIDENCE", "STATE", "STATEMENT"), rows))
+        print(_table(("KEY", "CONF", "EVIDENCE", "SOURCE", "STATE", "STATEMENT"), rows))
+    return 0
+
+
+def workspace_agent() -> str:
+    """The agent of the workspace Talos is run in: its directory, resolved."""
+    return str(Path.cwd().resolve())
+
+
+_OUTCOMES = {
+    "no slot": "it has no slot (subject, attribute), so nothing can conflict with it",
+    "alone": "nothing else is held about {slot}",
+    "corroborated": "it agrees with what was already held about {slot}; the two are merged",
+    "won": "it replaces what a lower-precedence source said about {slot}",
+    "superseded": "a higher-precedence source says otherwise about {slot}; it is kept as history",
+    "disjoined": "it conflicts with another fact about {slot} of the same precedence; Talos will "
+    "ask which is right when it is relevant (talos memory conflicts)",
+}
+
+
+def _memory_add(store: Store, args: argparse.Namespace) -> int:
+    facts = FactStore(store)
+    agent = getattr(args, "agent", None) or workspace_agent()
+    slot = {k: getattr(args, k) for k in ("subject", "attribute", "value") if getattr(args, k)}
+    if not slot and (parsed := parse_slot(args.statement)):
+        slot = dict(zip(("subject", "attribute", "value"), parsed, strict=True))
+    try:
+        key = facts.add(agent, args.statement, source=args.source, **slot)
+    except ValueError as exc:
+        print(f"talos: error: {exc}", file=sys.stderr)
+        return 2
+    outcome = Reconciler(facts).reconcile(key)
+    where = f"'{slot['subject']} {slot['attribute']}'" if slot else ""
+    print(f"stored {key} for agent {agent}: " + _OUTCOMES.get(outcome, outcome).format(slot=where))
+    return 0
+
+
+def _memory_forget(store: Store, args: argparse.Namespace) -> int:
+    facts = FactStore(store)
+    matches = [f for f in facts.list() if f.key == args.key or f.key.startswith(args.key)]
+    exact = [f for f in matches if f.key == args.key]
+    if exact:
+        matches = exact
+    if len(matches) != 1:
+        problem = "no fact has" if not matches else f"{len(matches)} facts have"
+        print(f"talos: error: {problem} the key {args.key!r}", file=sys.stderr)
+        return 1
+    fact = matches[0]
+    if facts.retract(fact.key):
+        print(f"retracted {fact.key}: {fact.statement}")
+    else:
+        print(f"{fact.key} was already closed ({_fact_state(fact)})")
+    return 0
+
+
+def _memory_conflicts(store: Store, args: argparse.Namespace) -> int:
+    facts = FactStore(store)
+    reconciler = Reconciler(facts)
+    agent = getattr(args, "agent", None)
+    agents = [agent] if agent else sorted({f.agent_id for f in facts.list()})
+    found = [(a, entry, x, y) for a in agents for entry, x, y in reconciler.conflicts(a)]
+    if getattr(args, "json", False):
+        out = [
+            {
+                "agent": a,
+                "disjunction_id": entry.payload.get("disjunction_id"),
+                "sides": [asdict(x) if x else None, asdict(y) if y else None],
+            }
+            for a, entry, x, y in found
+        ]
+        print(json.dumps(out, ensure_ascii=False, indent=2))
+        return 0
+    if not found:
+        print("No unresolved conflicts.")
+        return 0
+    for a, entry, x, y in found:
+        print(f"agent {a}: conflict {entry.payload.get('disjunction_id', entry.id)[:8]}")
+        for side in (x, y):
+            if side is not None:
+                print(f"  {side.confidence:.2f}  {side.key[:13]}  ({side.source}) {side.statement}")
     return 0
 
 

@@ -112,25 +112,34 @@ class Reconciler:
         ]
         if not others:
             return "alone"
-        outcome = "alone"
+        outcomes = set()
         for other in others:
             if not (fact := self.facts.get(key)) or not fact.live:
                 break
             if normalize_text(other.value or "") == normalize_text(fact.value or ""):
                 keep, drop = (fact, other) if fact.precedence > other.precedence else (other, fact)
                 self.facts.observe({keep.key: "acted"})
-                self.facts.supersede(drop.key, keep.key)
-                outcome = "corroborated"
+                self._supersede(drop, keep)
+                outcomes.add("corroborated")
             elif fact.precedence != other.precedence:
                 winner, loser = (
                     (fact, other) if fact.precedence > other.precedence else (other, fact)
                 )
-                self.facts.supersede(loser.key, winner.key)
-                outcome = "won" if winner.key == fact.key else "superseded"
+                self._supersede(loser, winner)
+                outcomes.add("won" if winner.key == fact.key else "superseded")
             else:
                 self._disjoin(fact, other)
-                outcome = "disjoined"
-        return outcome
+                outcomes.add("disjoined")
+        # The most telling outcome when the new fact met several others.
+        telling = ("superseded", "disjoined", "won", "corroborated")
+        return next((o for o in telling if o in outcomes), "gone")
+
+    def _supersede(self, loser: Fact, winner: Fact) -> None:
+        """Supersede, and retract the disjoins the loser was part of: that conflict is over."""
+        self.facts.supersede(loser.key, winner.key)
+        for entry in self.merge_log_entries(loser.agent_id):
+            if entry.kind == "disjoin" and loser.key in (entry.target, entry.payload.get("other")):
+                self.retract(entry)
 
     def reconcile_pass(self, agent_id: str) -> int:
         """Resolve every live disjoin the evidence has separated: retract it and supersede the
@@ -145,8 +154,7 @@ class Reconciler:
                 continue
             for winner, loser in ((a, b), (b, a)):
                 if winner.confidence >= WINNER_AT_LEAST and loser.confidence <= LOSER_AT_MOST:
-                    self.retract(entry)
-                    self.facts.supersede(loser.key, winner.key)
+                    self._supersede(loser, winner)  # retracts this disjoin too
                     resolved += 1
                     break
         return resolved
