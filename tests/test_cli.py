@@ -70,8 +70,8 @@ def test_memory_table_and_json(populated):
     r = run("memory", url=populated)
     assert r.returncode == 0, r.stderr
     assert "agent /work/proj: 2 facts" in r.stdout
-    assert "0.20  3 (+0/-3)  superseded by fact:" in r.stdout
-    assert "0.80  3 (+3/-0)  live" in r.stdout
+    assert "0.20  3 (+0/-3)  model   superseded by fact:" in r.stdout
+    assert "0.80  3 (+3/-0)  model   live" in r.stdout
     facts = json.loads(run("memory", "--json", "--agent", "/work/proj", url=populated).stdout)
     assert sorted(round(f["confidence"], 2) for f in facts) == [0.2, 0.8]
     assert "No facts" in run("memory", "--agent", "nobody", url=populated).stdout
