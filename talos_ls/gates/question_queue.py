@@ -203,6 +203,15 @@ def _validate_options(options: Sequence[Any] | None) -> list[dict[str, Any]]:
     return cleaned
 
 
+def _disjunction_labels(a: Any, b: Any) -> list[str]:
+    """Two facts in one slot are told apart by their values ("pytest", "unittest"), which is
+    also what a person answers; otherwise by their statements."""
+    values = [getattr(a, "value", None), getattr(b, "value", None)]
+    if all(values) and normalize_text(values[0]) != normalize_text(values[1]):
+        return values
+    return [a.statement if a else "", b.statement if b else ""]
+
+
 def _distinct_labels(texts: list[str]) -> list[str]:
     """The texts as option labels, unless one is empty, two normalize alike, or one is a
     deflection phrase (a referent named "Next" could never be chosen by name): then
@@ -581,12 +590,16 @@ class QuestionQueue:
         proposed = 0
         for disjunction_id, side_a, side_b in disjoins:
             try:
-                facts = [self.facts.get(side_a), self.facts.get(side_b)]
-                label_a, label_b = _distinct_labels([f.statement if f else "" for f in facts])
+                fact_a, fact_b = self.facts.get(side_a), self.facts.get(side_b)
+                label_a, label_b = _distinct_labels(_disjunction_labels(fact_a, fact_b))
+                topic = ""
+                if fact_a and fact_b and fact_a.subject and label_a == fact_a.value:
+                    topic = f" about {fact_a.subject} {fact_a.attribute}"
                 candidate = self.propose(
                     agent_id=agent_id,
                     question_text=(
-                        f"Two things I hold conflict: {label_a!r} or {label_b!r}. Which is right?"
+                        f"Two things I hold{topic} conflict: {label_a!r} or {label_b!r}. "
+                        "Which is right?"
                     ),
                     kind="disjunction",
                     source_module="reconciliation",
