@@ -34,6 +34,19 @@ _ATTRS = ("subject", "attribute", "value", "source", "origin", "valid_from")
 _K1, _B = 1.2, 0.75
 
 
+def _stem(token: str) -> str:
+    """Light English suffix folding, so "deploys", "deployed" and "deploying" find "deploy".
+    Deliberately crude: it only has to make the same word meet itself."""
+    for suffix, keep in (("ies", "y"), ("ing", ""), ("ed", ""), ("es", ""), ("s", "")):
+        if token.endswith(suffix) and len(token) - len(suffix) >= 3 and not token.endswith("ss"):
+            return token[: len(token) - len(suffix)] + keep
+    return token
+
+
+def _terms(text: str) -> list[str]:
+    return [_stem(t) for t in word_tokens(text)]
+
+
 def _new_key() -> str:
     return "fact:" + uuid.uuid4().hex
 
@@ -150,14 +163,15 @@ class FactStore:
         return facts if include_closed else [f for f in facts if f.live]
 
     def search(self, agent_id: str, cues: str | Iterable[str], limit: int = 20) -> list[Fact]:
-        """Live facts relevant to `cues`, best first: BM25 over statements, weighted by
+        """Live facts relevant to `cues`, best first: BM25 over statements (words folded by
+        `_stem`), weighted by
         confidence (x 0.5 for a fact at 0, x 1.5 at 1), then the more recent first. Facts that
         share no token with the cues are not returned."""
-        query = word_tokens(cues if isinstance(cues, str) else " ".join(map(str, cues)))
+        query = _terms(cues if isinstance(cues, str) else " ".join(map(str, cues)))
         if not query:
             return []
         facts = self.list(agent_id, include_closed=False)
-        docs = [Counter(word_tokens(f.statement)) for f in facts]
+        docs = [Counter(_terms(f.statement)) for f in facts]
         if not docs:
             return []
         avg_len = sum(sum(d.values()) for d in docs) / len(docs) or 1.0

@@ -1,0 +1,361 @@
+"""The memory layer on every backend: slotted facts and search, reconciliation and the disjoin
+journal, the assembler's confidence gate, the disjunction producer, rules files, and the
+acceptance scenarios end to end."""
+
+from __future__ import annotations
+
+import pytest
+
+from talos_ls.memory.assembler import ContextAssembler
+from talos_ls.memory.reconcile import Reconciler
+from talos_ls.memory.resolve import WorkspaceIndex, resolve
+from talos_ls.memory.rules import RulesFiles
+
+K = 5
+
+
+@pytest.fixture
+def rec(facts) -> Reconciler:
+    return Reconciler(facts)
+
+
+def slot_fact(facts, value, source="rules file", agent="a1", subject="tests", attribute="use"):
+    return facts.add(agent, f"{subject} {attribute} {value}", subject=subject,
+                     attribute=attribute, value=value, source=source)  # fmt: skip
+
+
+# ----------------------------------------------------------------- facts
+@pytest.mark.parametrize(
+    "kwargs, match",
+    [
+        ({"statement": ""}, "statement"),
+        ({"source": "hearsay"}, "unknown source 'hearsay'"),
+        ({"subject": "tests", "value": "pytest"}, "attribute is missing"),
+        ({"attribute": "use", "value": "pytest"}, "subject is missing"),
+        ({"subject": "tests", "attribute": "use"}, "needs a value"),
+        ({"value": "pytest"}, "value needs a slot"),
+        ({"subject": "  ", "attribute": "use", "value": "x"}, "subject must be"),
+    ],
+)
+def test_bad_facts_name_the_field(facts, kwargs, match):
+    args = {"statement": "tests use pytest", **kwargs}
+    with pytest.raises(ValueError, match=match):
+        facts.add("a1", args.pop("statement"), **args)
+    assert facts.list() == []
+
+
+def test_slot_source_and_origin_are_stored(facts):
+    key = facts.add("a1", "Tests use pytest", subject="tests", attribute="use", value="pytest",
+                    source="rules file", origin="AGENTS.md")  # fmt: skip
+    f = facts.get(key)
+    assert (f.subject, f.attribute, f.value, f.source, f.origin) == (
+        "tests", "use", "pytest", "rules file", "AGENTS.md"
+    )  # fmt: skip
+    assert f.precedence == 2 and facts.get(facts.add("a1", "x")).source == "model"
+
+
+def test_search_ranks_by_relevance_then_confidence(facts):
+    deploy = facts.add("a1", "deploys go through make release")
+    deploy_strong = facts.add("a1", "deploys need the staging cluster first")
+    facts.add("a1", "Dana prefers morning meetings")
+    closed = facts.add("a1", "deploys used to run on Fridays")
+    facts.retract(closed)
+    facts.observe({deploy_strong: "acted"}, weight=3)
+    found = facts.search("a1", "how do deploys work")
+    assert [f.key for f in found] == [deploy_strong, deploy]  # no meeting, no retracted fact
+    assert facts.search("a1", "lunch") == [] and facts.search("a1", "") == []
+    assert facts.search("a2", "deploys") == []
+
+
+def test_retract_closes_without_a_successor(facts):
+    key = facts.add("a1", "x")
+    assert facts.retract(key) is True and facts.retract(key) is False
+    f = facts.get(key)
+    assert not f.live and f.superseded_by is None
+    with pytest.raises(ValueError, match="unknown fact"):
+        facts.retract("fact:nope")
+
+
+# --------------------------------------------------------- reconciliation
+def test_same_value_corroborates(facts, rec):
+    first = slot_fact(facts, "pytest")
+    second = slot_fact(facts, "PyTest")
+    assert rec.reconcile(second) == "corroborated"
+    assert facts.get(first).live and facts.get(first).corroborations == 1
+    assert facts.get(second).superseded_by == first
+    assert rec.merge_log_entries("a1") == []
+
+
+def test_higher_precedence_wins_either_way(facts, rec):
+    model = slot_fact(facts, "nose", source="model")
+    rules = slot_fact(facts, "unittest", source="rules file")
+    assert rec.reconcile(rules) == "won"
+    assert facts.get(model).superseded_by == rules
+    late_model = slot_fact(facts, "pytest", source="model")
+    assert rec.reconcile(late_model) == "superseded"
+    assert facts.get(late_model).superseded_by == rules and facts.get(rules).live
+
+
+def test_tie_writes_one_disjoin(facts, rec):
+    a = slot_fact(facts, "unittest")
+    b = slot_fact(facts, "pytest")
+    assert rec.reconcile(b) == "disjoined"
+    assert rec.reconcile(b) == "disjoined"  # already on record: not twice
+    (entry,) = rec.merge_log_entries("a1")
+    assert entry.kind == "disjoin" and {entry.target, entry.payload["other"]} == {a, b}
+    assert entry.payload["disjunction_id"] and facts.get(a).live and facts.get(b).live
+    (conflict,) = rec.conflicts("a1")
+    assert {conflict[1].key, conflict[2].key} == {a, b}
+    assert rec.reconcile_pass("a1") == 0  # the evidence has not separated them
+    assert rec.retract(entry) is True and rec.retract(entry) is False
+    assert rec.merge_log_entries("a1") == []
+
+
+def test_other_slots_and_agents_do_not_conflict(facts, rec):
+    slot_fact(facts, "unittest")
+    other_agent = slot_fact(facts, "pytest", agent="a2")
+    other_slot = slot_fact(facts, "pytest", subject="lint")
+    no_slot = facts.add("a1", "tests use pytest")
+    assert [rec.reconcile(k) for k in (other_agent, other_slot, no_slot)] == [
+        "alone", "alone", "no slot"
+    ]  # fmt: skip
+
+
+def test_evidence_settles_and_a_contradiction_reopens(facts, rec):
+    a, b = slot_fact(facts, "unittest"), slot_fact(facts, "pytest")
+    rec.reconcile(b)
+    facts.observe({b: "acted", a: "contradicted"}, weight=3)
+    assert rec.reconcile_pass("a1") == 1
+    assert facts.get(a).superseded_by == b and rec.merge_log_entries("a1") == []
+    again = slot_fact(facts, "unittest")  # the old claim made again, equal precedence
+    assert rec.reconcile(again) == "disjoined"
+    assert len(rec.merge_log_entries("a1")) == 1
+
+
+# -------------------------------------------------------------- assembler
+def test_assembler_without_threshold_has_no_gate(facts):
+    key = facts.add("a1", "deploys go through make release")
+    result = ContextAssembler(facts).assemble("a1", "deploy please")
+    assert result.keys == [key] and "gate" not in result.metadata
+
+
+def test_gate_shapes(facts):
+    weak = facts.add("a1", "deploys go through make release")
+    other = facts.add("a1", "deploys need approval")
+    facts.observe({other: "contradicted"})
+    refuse = ContextAssembler(facts, confidence_gate_threshold=0.6)
+    result = refuse.assemble("a1", "deploys")
+    assert result.records == []
+    assert result.metadata["gate"] == {"applied": True, "gate_score": 0.5, "threshold": 0.6,
+                                       "mode": "refuse", "gated": True,
+                                       "refused_keys": [weak, other]}  # fmt: skip
+    flag = ContextAssembler(facts, confidence_gate_threshold=0.6, confidence_gate_mode="flag")
+    flagged = flag.assemble("a1", "deploys")
+    assert flagged.keys == [weak, other] and flagged.metadata["gate"]["gated"] is True
+    assert "refused_keys" in flagged.metadata["gate"]
+    passing = ContextAssembler(facts, confidence_gate_threshold=0.4).assemble("a1", "deploys")
+    assert passing.keys == [weak, other]
+    assert (
+        passing.metadata["gate"]["gated"] is False
+        and "refused_keys" not in passing.metadata["gate"]
+    )
+    nothing = refuse.assemble("a1", "lunch")
+    assert nothing.metadata["gate"] == {"applied": False, "gate_score": None, "threshold": 0.6,
+                                        "mode": "refuse", "gated": False}  # fmt: skip
+    assert refuse.assemble("a1", None).metadata["gate"]["applied"] is False
+
+
+def test_assembler_bad_input_and_budget(facts):
+    with pytest.raises(ValueError, match="confidence_gate_mode"):
+        ContextAssembler(facts, confidence_gate_mode="warn")
+    with pytest.raises(ValueError, match="confidence_gate_threshold"):
+        ContextAssembler(facts, confidence_gate_threshold=1.5)
+    for i in range(5):
+        facts.add("a1", f"deploy rule number {i} " + "x" * 80)
+    # Each statement is about 26 tokens (4 characters a token): 60 fits two.
+    assert len(ContextAssembler(facts).assemble("a1", "deploy", token_budget=60).records) == 2
+    with pytest.raises(ValueError, match="token_budget"):
+        ContextAssembler(facts).assemble("a1", "deploy", token_budget=-1)
+
+
+# ------------------------------------------------------------ disjunctions
+def test_disjunction_producer(qq, facts, rec):
+    a, b = slot_fact(facts, "unittest"), slot_fact(facts, "pytest")
+    rec.reconcile(b)
+    (entry,) = rec.merge_log_entries("a1")
+    assert qq.propose_from_disjunctions("a1", 1) == 1
+    (cand,) = qq.candidates("a1")
+    assert cand.kind == "disjunction" and cand.disjunction_id == entry.payload["disjunction_id"]
+    assert cand.question_text == (
+        "Two things I hold about tests use conflict: 'pytest' or 'unittest'. Which is right?"
+    )
+    assert cand.options == [
+        {"label": "pytest", "acted": [b], "contradicted": [a]},
+        {"label": "unittest", "acted": [a], "contradicted": [b]},
+    ]
+    assert qq.propose_from_disjunctions("a1", 3) == 1  # re-observed: touched
+    assert len(qq.candidates("a1")) == 1 and qq.get(cand.candidate_id).last_seen_turn == 3
+
+
+def test_labels_fall_back_to_statements(qq, facts):
+    a, b = facts.add("a1", "Dana likes mornings"), facts.add("a1", "Dana likes evenings")
+    qq.store.journal_add({"id": "j:1", "agent_id": "a1", "kind": "disjoin", "target": a,
+                          "payload": {"disjunction_id": "dj-1", "other": b},
+                          "captured_at": 0.0, "invalid_at": None})  # fmt: skip
+    qq.propose_from_disjunctions("a1", 0)
+    assert [o["label"] for o in qq.candidates("a1")[0].options] == [
+        "Dana likes mornings", "Dana likes evenings"
+    ]  # fmt: skip
+
+
+def test_retracted_disjoin_expires_its_question(qq, facts, rec):
+    _a, b = slot_fact(facts, "unittest"), slot_fact(facts, "pytest")
+    rec.reconcile(b)
+    qq.propose_from_disjunctions("a1", 0)
+    rec.retract(rec.merge_log_entries("a1")[0])
+    assert qq.next_question("a1", 0) is None
+    (cand,) = qq.candidates("a1")
+    assert (cand.status, cand.ask_count) == ("expired", 0)
+    assert "a1" not in qq.store.qq_agents() or qq.store.qq_agents()["a1"] is None
+
+
+def test_live_disjoins_are_read_once_per_pass(qq, facts, monkeypatch):
+    sides = [facts.add("a1", f"side {i}") for i in range(6)]
+    for i in range(3):
+        payload = {"disjunction_id": f"dj-{i}", "other": sides[2 * i + 1]}
+        qq.store.journal_add({"id": f"j:{i}", "agent_id": "a1", "kind": "disjoin",
+                              "target": sides[2 * i], "captured_at": float(i), "invalid_at": None,
+                              "payload": payload})  # fmt: skip
+    assert qq.propose_from_disjunctions("a1", 0) == 3
+    for i in (1, 2):
+        qq.store.journal_close("a1", f"j:{i}", 1.0)
+    reads = []
+    original = qq.reconciler.merge_log_entries
+    monkeypatch.setattr(
+        qq.reconciler, "merge_log_entries", lambda a: reads.append(a) or original(a)
+    )
+    got = qq.next_question("a1", 0)
+    assert len(reads) == 1
+    assert got.disjunction_id == "dj-0"
+    statuses = {c.disjunction_id: c.status for c in qq.candidates("a1")}
+    assert statuses == {"dj-0": "delivered", "dj-1": "expired", "dj-2": "expired"}
+    reads.clear()
+    qq.expire_stale("a1", 1)
+    assert len(reads) == 1
+
+
+def test_unreadable_journal_neither_expires_nor_delivers(qq, facts, rec, backend, store):
+    _a, b = slot_fact(facts, "unittest"), slot_fact(facts, "pytest")
+    rec.reconcile(b)
+    qq.propose_from_disjunctions("a1", 0)
+    if backend == "sqlite":  # a real fault: the journal's table is gone
+        store._conn.execute("DROP TABLE journal")
+    else:  # a real fault: the journal's key holds the wrong type
+        store._client.delete("talos:{a1}:journal")
+        store._client.set("talos:{a1}:journal", "not a sorted set")
+    assert qq.next_question("a1", 0) is None
+    assert qq.expire_stale("a1", 0) == 0
+    assert qq.propose_from_disjunctions("a1", 1) == 0
+    (cand,) = qq.candidates("a1")
+    assert cand.status == "pending"
+
+
+# ----------------------------------------------------------------- rules
+def test_rules_files_sync(facts, tmp_path):
+    (tmp_path / ".talos").mkdir()
+    (tmp_path / "AGENTS.md").write_text("# Rules\n- Tests use unittest.\n- Always run ruff\n")
+    (tmp_path / ".talos" / "rules.md").write_text("Formatter: black\n")
+    rules = RulesFiles(facts)
+    first = rules.sync("a1", tmp_path)
+    assert len(first.added) == 3 and first.retracted == []
+    held = {f.statement: f for f in facts.list("a1", include_closed=False)}
+    assert held["Tests use unittest."].value == "unittest"
+    assert held["Tests use unittest."].origin == "AGENTS.md"
+    assert held["Formatter: black"].origin == ".talos/rules.md"
+    assert {f.source for f in held.values()} == {"rules file"}
+    assert rules.sync("a1", tmp_path).added == []  # nothing changed
+    (tmp_path / "AGENTS.md").write_text("# Rules\n- Tests use unittest.\n- Commit small\n")
+    second = rules.sync("a1", tmp_path)
+    assert second.retracted == [held["Always run ruff"].key] and len(second.added) == 1
+    assert not facts.get(held["Always run ruff"].key).live
+    assert facts.get(held["Tests use unittest."].key).live  # untouched rules stay as they are
+
+
+# ------------------------------------------------------ acceptance scenarios
+def test_scenario_conflicting_rules_become_one_question(qq, facts, tmp_path):
+    (tmp_path / "AGENTS.md").write_text("- Tests use unittest\n")
+    (tmp_path / "CLAUDE.md").write_text("- Tests use pytest\n")  # equal precedence
+    RulesFiles(facts, qq.reconciler).sync("a1", tmp_path)
+    by_value = {f.value: f.key for f in facts.list("a1", include_closed=False)}
+    # Other candidates compete for the budget meanwhile.
+    qq.propose("a1", "Which deploy target?", "referent", "t", ["deploy#1"], "evidence_gap", 1,
+               options=[{"label": "staging"}, {"label": "prod"}])  # fmt: skip
+    assert qq.propose_from_disjunctions("a1", 1) == 1
+    assert qq.next_question("a1", 1, "add tests for the parser").disjunction_id  # the one
+    assert all(qq.next_question("a1", t, "add tests for the deploy") is None for t in (2, 3, 4))
+    (q,) = [c for c in qq.candidates("a1") if c.status == "delivered"]
+    assert qq.record_answer(q, "pytest", 4).applied
+    pytest_fact, unittest_fact = facts.get(by_value["pytest"]), facts.get(by_value["unittest"])
+    assert pytest_fact.confidence == pytest.approx(0.8)
+    assert unittest_fact.confidence == pytest.approx(0.2)
+    assert qq.reconciler.reconcile_pass("a1") == 1
+    assert qq.reconciler.merge_log_entries("a1") == []
+    assert facts.get(by_value["unittest"]).superseded_by == by_value["pytest"]
+    injected = ContextAssembler(facts).assemble("a1", "how do the tests run").keys
+    assert injected == [by_value["pytest"]]
+
+
+def test_scenario_fix_the_parser(qq, tmp_path):
+    for rel in ("src/parser.py", "tools/parser.py"):
+        (tmp_path / rel).parent.mkdir(exist_ok=True)
+        (tmp_path / rel).write_text("def parse(text):\n    return text\n")
+    record = resolve("a1", 7, "fix the parser", WorkspaceIndex.build(tmp_path))
+    (ref,) = record.references
+    assert (ref["surface"], ref["start"], ref["end"], ref["status"]) == (
+        "the parser", 4, 14, "evidence_gap"
+    )  # fmt: skip
+    assert ref["candidates"] == ["src/parser.py", "tools/parser.py"]
+    assert qq.propose_from_resolution(record, 7) == 1
+    (cand,) = qq.candidates("a1")
+    assert [o["label"] for o in cand.options] == ["src/parser.py", "tools/parser.py"]
+    assert "src/parser.py" in cand.question_text and "tools/parser.py" in cand.question_text
+    assert qq.next_question("a1", 7, "fix the parser").candidate_id == cand.candidate_id
+    assert qq.record_answer(cand, "2", 8).option_index == 1
+
+
+def test_scenario_gate_refusal_then_yes(qq, facts):
+    key = facts.add("a1", "deploys go through make release")
+    assembler = ContextAssembler(facts, confidence_gate_threshold=0.6)
+    first = assembler.assemble("a1", "deploy the app")
+    assert first.records == [] and first.metadata["gate"]["refused_keys"] == [key]
+    cand = qq.propose_from_gate("a1", first.metadata, 1, "deploy the app")
+    assert cand.target_keys == [key]
+    assert qq.next_question("a1", 1, "deploy the app").candidate_id == cand.candidate_id
+    assert qq.record_answer(cand, "yes", 2).applied
+    assert facts.get(key).confidence > 0.6
+    assert assembler.assemble("a1", "deploy the app").keys == [key]
+
+
+def test_all_three_producers_one_delivery_per_k_turns(qq, facts, tmp_path):
+    (tmp_path / "src").mkdir()
+    (tmp_path / "tools").mkdir()
+    for rel in ("src/parser.py", "tools/parser.py"):
+        (tmp_path / rel).write_text("x = 1\n")
+    index = WorkspaceIndex.build(tmp_path)
+    _a, b = slot_fact(facts, "unittest"), slot_fact(facts, "pytest")
+    qq.reconciler.reconcile(b)
+    facts.add("a1", "the parser deploys through make")  # too weak to use: the gate refuses it
+    assembler = ContextAssembler(facts, confidence_gate_threshold=0.6)
+    deliveries = []
+    for turn in range(3 * K):
+        request = "fix the parser and its tests"
+        assembled = assembler.assemble("a1", request)
+        qq.note_use("a1", assembled.keys, turn)
+        qq.propose_from_gate("a1", assembled.metadata, turn, request)
+        qq.propose_from_resolution(resolve("a1", turn, request, index), turn)
+        qq.propose_from_disjunctions("a1", turn)
+        got = qq.next_question("a1", turn, request)
+        if got:
+            deliveries.append((turn, got.kind))
+    assert [t for t, _ in deliveries] == [0, K, 2 * K]
+    assert {k for _, k in deliveries} == {"disjunction", "confirmation", "referent"}
