@@ -95,3 +95,41 @@ def test_errors_are_one_line_with_exit_codes(tmp_path):
     assert run().returncode == 2
     assert run("questions", "--bogus").returncode == 2
     assert run("--version").stdout.startswith("talos ")
+
+
+def test_memory_add_conflicts_and_forget(tmp_path):
+    url = "sqlite:///" + str(tmp_path / "t.db")
+    first = run("memory", "add", "Tests use unittest", "--source", "rules file", "--agent", "w",
+                url=url)  # fmt: skip
+    assert first.returncode == 0 and "nothing else is held about 'Tests use'" in first.stdout
+    second = run("memory", "add", "tests use pytest", "--source", "rules file", "--agent", "w",
+                 url=url)  # fmt: skip
+    assert "conflicts with another fact about 'tests use'" in second.stdout
+    conflicts = run("memory", "conflicts", url=url)
+    assert "agent w: conflict" in conflicts.stdout
+    assert "Tests use unittest" in conflicts.stdout and "tests use pytest" in conflicts.stdout
+    data = json.loads(run("memory", "conflicts", "--json", "--agent", "w", url=url).stdout)
+    assert len(data) == 1 and len(data[0]["sides"]) == 2
+    person = run("memory", "add", "tests use pytest", "--agent", "w", url=url)
+    assert "replaces what a lower-precedence source said" in person.stdout
+    assert run("memory", "conflicts", url=url).stdout.strip() == "No unresolved conflicts."
+    facts = json.loads(run("memory", "--json", "--agent", "w", url=url).stdout)
+    live = [f for f in facts if f["invalid_at"] is None]
+    assert [(f["source"], f["value"]) for f in live] == [("person", "pytest")]
+    short = live[0]["key"][:13]
+    forgot = run("memory", "forget", short, url=url)
+    assert forgot.returncode == 0 and forgot.stdout.startswith("retracted " + live[0]["key"])
+    assert "retracted" in run("memory", "--agent", "w", url=url).stdout
+    ambiguous = run("memory", "forget", "fact:", url=url)
+    assert ambiguous.returncode == 1 and "3 facts have the key 'fact:'" in ambiguous.stderr
+    bad = run("memory", "add", "x", "--subject", "tests", url=url)
+    assert bad.returncode == 2 and "attribute is missing" in bad.stderr
+
+
+def test_memory_add_defaults_to_this_workspace(tmp_path):
+    url = "sqlite:///" + str(tmp_path / "t.db")
+    env = {k: v for k, v in os.environ.items() if k != "TALOS_STORE_URL"}
+    env["TALOS_STORE_URL"] = url
+    r = subprocess.run([*TALOS, "memory", "add", "deploys need approval"], cwd=tmp_path,
+                       capture_output=True, text=True, env=env, timeout=60)  # fmt: skip
+    assert r.returncode == 0 and f"for agent {tmp_path.resolve()}:" in r.stdout

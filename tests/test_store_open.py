@@ -137,3 +137,30 @@ def test_default_location(tmp_path, monkeypatch):
     assert default_store_url() == "sqlite:///" + str(tmp_path / "state" / "talos" / "talos.db")
     open_store().close()  # the default directory is created
     assert (tmp_path / "state" / "talos" / "talos.db").exists()
+
+
+def test_a_version_1_file_is_migrated_and_keeps_its_facts(tmp_path):
+    from talos_ls.store.sqlite import MIGRATIONS
+
+    path = tmp_path / "v1.db"
+    conn = sqlite3.connect(path)
+    for statement in MIGRATIONS[0]:
+        conn.execute(statement)
+    conn.execute(f"PRAGMA application_id = {APPLICATION_ID}")
+    conn.execute("PRAGMA user_version = 1")
+    conn.execute(
+        "INSERT INTO facts VALUES ('fact:old', 'a1', 'tests use unittest', 0.8, 3, 3, 0, 1.0, "
+        "NULL, NULL)"
+    )
+    conn.commit()
+    conn.close()
+    store = open_store("sqlite:///" + str(path))
+    fact = FactStore(store).get("fact:old")
+    assert (fact.statement, fact.confidence, fact.source, fact.subject) == (
+        "tests use unittest", 0.8, "model", None
+    )  # fmt: skip
+    assert store.journal_live("a1") == []
+    store.close()
+    conn = sqlite3.connect(path)
+    assert conn.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION == 2
+    conn.close()
