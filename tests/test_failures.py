@@ -176,3 +176,34 @@ def test_failing_delivery_step_spends_nothing(db):
     store._conn.execute("DROP TRIGGER boom")
     assert qq.next_question("a1", 0).candidate_id == cand.candidate_id
     store.close()
+
+
+def test_rules_sync_interrupted_by_a_full_disk_loses_nothing_acknowledged(db, tmp_path):
+    from talos_ls.memory.rules import RulesFiles
+
+    store = open_store("sqlite:///" + str(db))
+    facts = FactStore(store)
+    rules = "\n".join(f"- rule number {i}: " + "word " * 60 for i in range(200))
+    (tmp_path / "AGENTS.md").write_text(rules)
+    conn = store._conn
+    conn.execute(f"PRAGMA max_page_count = {conn.execute('PRAGMA page_count').fetchone()[0] + 3}")
+    sync = RulesFiles(facts)
+    with pytest.raises(StoreError, match="full"):
+        sync.sync("a1", tmp_path)
+    stored_before = {f.key for f in facts.list("a1")}
+    assert 0 < len(stored_before) < 200
+    conn.execute("PRAGMA max_page_count = 1000000")
+    sync.sync("a1", tmp_path)  # the failed sync is retried in full
+    held = facts.list("a1", include_closed=False)
+    assert stored_before <= {f.key for f in held}  # nothing acknowledged was lost
+    assert sorted(f.statement.split(":")[0] for f in held) == sorted(
+        f"rule number {i}" for i in range(200)
+    )  # and nothing is there twice
+    store.close()
+
+
+def test_disjunction_producer_fails_closed(db):
+    store = open_store("sqlite:///" + str(db))
+    qq = QuestionQueue(store)
+    store.close()
+    assert qq.propose_from_disjunctions("a1", 0) == 0

@@ -582,6 +582,9 @@ def test_kill_switch(qq, facts, monkeypatch, value):
     res = qq.record_answer(cand, "morning", 1)
     assert (res.applied, res.reason) == (False, "disabled")
     assert qq.propose_from_resolution(object(), 0) == 0
+    assert qq.propose_from_disjunctions("a1", 0) == 0
+    assert qq.propose_from_gate("a1", {"gate": {"gated": True, "mode": "refuse",
+                                                "refused_keys": [a]}}, 0, "x") is None  # fmt: skip
     assert len(qq.candidates("a1")) == 1 and qq.get(cand.candidate_id).status == "pending"
     monkeypatch.setenv("TALOS_QUESTION_QUEUE_DISABLE", "0")
     assert qq.next_question("a1", 0).candidate_id == cand.candidate_id
