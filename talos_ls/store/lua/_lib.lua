@@ -29,6 +29,18 @@ local function load(id)
   return c
 end
 
+-- JSON {field: string or null} -> HSET arguments, nulls left out.
+local function hset_args(json)
+  local fields = {}
+  for k, v in pairs(cjson.decode(json)) do
+    if v ~= cjson.null then
+      fields[#fields + 1] = k
+      fields[#fields + 1] = v
+    end
+  end
+  return fields
+end
+
 local function flatten(c)
   local out = {}
   for k, v in pairs(c) do

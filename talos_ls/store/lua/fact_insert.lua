@@ -1,12 +1,6 @@
 -- ARGV: prefix, fact key, fields (JSON of strings or null). Insertion order is kept in "facts".
 local key = ARGV[2]
-local fields = {}
-for k, v in pairs(cjson.decode(ARGV[3])) do
-  if v ~= cjson.null then
-    fields[#fields + 1] = k
-    fields[#fields + 1] = v
-  end
-end
+local fields = hset_args(ARGV[3])
 if redis.call('EXISTS', P .. 'f:' .. key) == 1 then
   return redis.error_reply('fact ' .. key .. ' already exists')
 end
