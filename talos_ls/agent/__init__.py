@@ -1,0 +1,1 @@
+"""The agent: the model client, its tools, the sandboxed workspace, tasks, cost, the loop."""

@@ -1,0 +1,1 @@
+"""Proposed edits: what the agent wants to change, until the person says yes."""

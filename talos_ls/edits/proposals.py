@@ -1,0 +1,197 @@
+"""Proposed edits: the agent never writes a file; it proposes, and the person applies.
+
+A proposal holds the file's base content (and its hash, and the editor's document version when
+known), the proposed content, and the hunks between them. It can be applied whole or hunk by
+hunk, rejected, marked stale when its base changes underneath it (a stale proposal is never
+applied: the person's edits would be lost), and undone while the file is still exactly as the
+proposal left it. Proposals compute text; writing it is the caller's business (through the
+workspace sandbox, or the editor's `workspace/applyEdit`).
+"""
+
+from __future__ import annotations
+
+import difflib
+import hashlib
+import threading
+import uuid
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+STATUSES = ("pending", "applied", "rejected", "stale", "undone")
+
+
+class ProposalError(ValueError):
+    """A proposal that cannot be made or used; the message says why (and goes to the model
+    when the model made it)."""
+
+
+def content_hash(text: str) -> str:
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+@dataclass(frozen=True)
+class Hunk:
+    index: int
+    base_start: int  # 0-based line index in the base
+    base_end: int  # exclusive
+    old_lines: tuple[str, ...]
+    new_lines: tuple[str, ...]
+
+
+@dataclass
+class Proposal:
+    id: str
+    path: str
+    base_text: str
+    new_text: str
+    base_hash: str
+    hunks: list[Hunk]
+    version: int | None = None
+    task_id: str | None = None
+    status: str = "pending"
+    applied_hunks: tuple[int, ...] = ()
+    applied_hash: str | None = None
+
+    def text_with(self, hunks: Sequence[int] | None = None) -> str:
+        """The base with the chosen hunks applied (all when None)."""
+        chosen = set(range(len(self.hunks)) if hunks is None else hunks)
+        unknown = chosen - set(range(len(self.hunks)))
+        if unknown:
+            raise ProposalError(f"proposal {self.id} has no hunk(s) {sorted(unknown)}")
+        lines = self.base_text.splitlines(keepends=True)
+        for hunk in sorted(self.hunks, key=lambda h: h.base_start, reverse=True):
+            if hunk.index in chosen:
+                lines[hunk.base_start : hunk.base_end] = hunk.new_lines
+        return "".join(lines)
+
+    def diff(self) -> str:
+        return "".join(
+            difflib.unified_diff(
+                self.base_text.splitlines(keepends=True),
+                self.new_text.splitlines(keepends=True),
+                fromfile=f"a/{self.path}",
+                tofile=f"b/{self.path}",
+            )
+        )
+
+
+def _hunks(base: str, new: str) -> list[Hunk]:
+    a, b = base.splitlines(keepends=True), new.splitlines(keepends=True)
+    matcher = difflib.SequenceMatcher(a=a, b=b, autojunk=False)
+    hunks = []
+    for tag, i1, i2, j1, j2 in matcher.get_opcodes():
+        if tag != "equal":
+            hunks.append(Hunk(len(hunks), i1, i2, tuple(a[i1:i2]), tuple(b[j1:j2])))
+    return hunks
+
+
+def apply_blocks(text: str, blocks: Sequence[tuple[str, str]], path: str = "the file") -> str:
+    """Search/replace blocks, in order; each search text must occur exactly once."""
+    for n, (search, replace) in enumerate(blocks, 1):
+        if not search:
+            raise ProposalError(f"block {n}: the search text is empty")
+        count = text.count(search)
+        if count != 1:
+            where = "does not occur" if count == 0 else f"occurs {count} times"
+            raise ProposalError(
+                f"block {n}: the search text {where} in {path}; it must match exactly once "
+                "(copy it from the file, with enough context to be unique)"
+            )
+        text = text.replace(search, replace, 1)
+    return text
+
+
+@dataclass
+class ProposalBook:
+    """Every proposal of a session, by id. Safe to share between threads."""
+
+    _items: dict[str, Proposal] = field(default_factory=dict)
+    _lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def create(
+        self,
+        path: str,
+        base_text: str,
+        new_text: str,
+        *,
+        version: int | None = None,
+        task_id: str | None = None,
+    ) -> Proposal:
+        if base_text == new_text:
+            raise ProposalError(f"the proposed content of {path} is the same as the file")
+        proposal = Proposal(
+            id="p" + uuid.uuid4().hex[:12],
+            path=path,
+            base_text=base_text,
+            new_text=new_text,
+            base_hash=content_hash(base_text),
+            hunks=_hunks(base_text, new_text),
+            version=version,
+            task_id=task_id,
+        )
+        with self._lock:
+            self._items[proposal.id] = proposal
+        return proposal
+
+    def get(self, proposal_id: str) -> Proposal:
+        with self._lock:
+            proposal = self._items.get(proposal_id)
+        if proposal is None:
+            raise ProposalError(f"no proposal {proposal_id!r}")
+        return proposal
+
+    def list(self, path: str | None = None) -> list[Proposal]:
+        with self._lock:
+            items = list(self._items.values())
+        return [p for p in items if path is None or p.path == path]
+
+    def base_changed(self, path: str, current_text: str) -> list[Proposal]:
+        """The file changed (an edit in the editor, a write on disk): pending proposals whose
+        base it no longer is become stale. Returns them."""
+        current = content_hash(current_text)
+        stale = []
+        with self._lock:
+            for p in self._items.values():
+                if p.path == path and p.status == "pending" and p.base_hash != current:
+                    p.status = "stale"
+                    stale.append(p)
+        return stale
+
+    def apply(self, proposal_id: str, current_text: str, hunks: Sequence[int] | None = None) -> str:
+        """The file's new content. Refused unless the proposal is pending and the file is
+        still its base; the caller writes it and then calls `applied`."""
+        proposal = self.get(proposal_id)
+        if proposal.status != "pending":
+            raise ProposalError(f"proposal {proposal_id} is {proposal.status}, not pending")
+        if content_hash(current_text) != proposal.base_hash:
+            proposal.status = "stale"
+            raise ProposalError(
+                f"{proposal.path} changed since proposal {proposal_id} was made; it is stale"
+            )
+        return proposal.text_with(hunks)
+
+    def applied(self, proposal_id: str, written_text: str, hunks: Sequence[int] | None) -> None:
+        proposal = self.get(proposal_id)
+        proposal.status = "applied"
+        proposal.applied_hunks = tuple(range(len(proposal.hunks)) if hunks is None else hunks)
+        proposal.applied_hash = content_hash(written_text)
+
+    def reject(self, proposal_id: str) -> Proposal:
+        proposal = self.get(proposal_id)
+        if proposal.status not in ("pending", "stale"):
+            raise ProposalError(f"proposal {proposal_id} is {proposal.status}; nothing to reject")
+        proposal.status = "rejected"
+        return proposal
+
+    def undo(self, proposal_id: str, current_text: str) -> str:
+        """The base content back, if the file is still exactly as the proposal left it."""
+        proposal = self.get(proposal_id)
+        if proposal.status != "applied":
+            raise ProposalError(f"proposal {proposal_id} is {proposal.status}, not applied")
+        if content_hash(current_text) != proposal.applied_hash:
+            raise ProposalError(
+                f"{proposal.path} changed after proposal {proposal_id} was applied; undoing "
+                "would lose those changes"
+            )
+        proposal.status = "undone"
+        return proposal.base_text

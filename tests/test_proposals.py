@@ -1,0 +1,71 @@
+"""Proposals: hunks, apply whole or by hunk, stale bases, reject, undo."""
+
+from __future__ import annotations
+
+import pytest
+
+from talos_ls.edits.proposals import ProposalBook, ProposalError, apply_blocks
+
+BASE = "a\nb\nc\nd\ne\n"
+NEW = "a\nB\nc\nd\nE\nf\n"
+
+
+def test_hunks_and_partial_apply():
+    book = ProposalBook()
+    p = book.create("x.py", BASE, NEW, version=3, task_id="t1")
+    assert [(h.base_start, h.old_lines, h.new_lines) for h in p.hunks] == [
+        (1, ("b\n",), ("B\n",)),
+        (4, ("e\n",), ("E\n", "f\n")),
+    ]
+    assert p.text_with([1]) == "a\nb\nc\nd\nE\nf\n"
+    assert p.text_with() == NEW and "+B" in p.diff() and p.version == 3
+    with pytest.raises(ProposalError, match="no hunk"):
+        p.text_with([5])
+    text = book.apply(p.id, BASE, hunks=[0])
+    assert text == "a\nB\nc\nd\ne\n"
+    book.applied(p.id, text, [0])
+    assert p.status == "applied" and p.applied_hunks == (0,)
+
+
+def test_stale_base_is_never_applied():
+    book = ProposalBook()
+    p = book.create("x.py", BASE, NEW)
+    q = book.create("y.py", "1\n", "2\n")
+    assert book.base_changed("x.py", BASE) == []  # unchanged
+    assert book.base_changed("x.py", BASE + "person's line\n") == [p]
+    assert p.status == "stale" and q.status == "pending"
+    with pytest.raises(ProposalError, match="stale"):
+        book.apply(p.id, BASE + "person's line\n")
+    r = book.create("x.py", BASE, NEW)
+    with pytest.raises(ProposalError, match="changed since"):
+        book.apply(r.id, "something else\n")
+    assert r.status == "stale"
+
+
+def test_reject_and_undo():
+    book = ProposalBook()
+    p = book.create("x.py", BASE, NEW)
+    assert book.reject(p.id).status == "rejected"
+    with pytest.raises(ProposalError, match="rejected"):
+        book.apply(p.id, BASE)
+    q = book.create("x.py", BASE, NEW)
+    book.applied(q.id, book.apply(q.id, BASE), None)
+    with pytest.raises(ProposalError, match="changed after"):
+        book.undo(q.id, NEW + "edited later\n")
+    assert book.undo(q.id, NEW) == BASE and q.status == "undone"
+    with pytest.raises(ProposalError, match="undone"):
+        book.undo(q.id, NEW)
+    with pytest.raises(ProposalError, match="no proposal"):
+        book.get("p-nope")
+    with pytest.raises(ProposalError, match="the same as the file"):
+        book.create("x.py", BASE, BASE)
+
+
+def test_search_replace_blocks():
+    assert apply_blocks(BASE, [("b\n", "B\n"), ("e\n", "E\nf\n")]) == NEW
+    with pytest.raises(ProposalError, match="block 1: the search text does not occur"):
+        apply_blocks(BASE, [("zz", "y")], "x.py")
+    with pytest.raises(ProposalError, match="occurs 2 times"):
+        apply_blocks("x\nx\n", [("x", "y")])
+    with pytest.raises(ProposalError, match="empty"):
+        apply_blocks(BASE, [("", "y")])
