@@ -1,0 +1,117 @@
+"""The model client against a real local server speaking the OpenAI streaming API."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+
+import pytest
+
+from talos_ls.agent.cost import Usage
+from talos_ls.agent.model import ModelClient, ModelConfig, ModelError
+
+from .fake_openai import FakeOpenAI, error, hang, reply
+
+KEY = "sk-test-0123456789abcdef"
+
+
+@pytest.fixture
+def server():
+    s = FakeOpenAI()
+    yield s
+    s.close()
+
+
+@pytest.fixture
+def client(server, monkeypatch):
+    monkeypatch.setenv("TALOS_TEST_KEY", KEY)
+    return ModelClient(ModelConfig("fake-model", base_url=server.url, api_key_env="TALOS_TEST_KEY",
+                                   max_backoff=0.05))  # fmt: skip
+
+
+async def test_text_tool_calls_and_usage(server, client):
+    server.script.append(reply("Let me look.", tool_calls=[
+        ("call_1", "read_file", '{"path": "src/app.py"}'),
+        ("call_2", "search", '{"pattern": "def main"}'),
+    ], usage=(120, 30, 64)))  # fmt: skip
+    pieces = []
+    result = await client.complete([{"role": "user", "content": "hi"}],
+                                   tools=[{"type": "function", "function": {"name": "read_file"}}],
+                                   on_text=pieces.append)  # fmt: skip
+    assert result.text == "Let me look." and "".join(pieces) == "Let me look."
+    assert [(c.id, c.name, c.arguments) for c in result.tool_calls] == [
+        ("call_1", "read_file", '{"path": "src/app.py"}'),
+        ("call_2", "search", '{"pattern": "def main"}'),
+    ]
+    assert result.usage == Usage(prompt_tokens=120, completion_tokens=30, cached_tokens=64)
+    assert result.finish_reason == "tool_calls"
+    sent = server.requests[0]
+    assert sent["body"]["stream"] is True and sent["body"]["stream_options"] == {
+        "include_usage": True
+    }
+    assert sent["body"]["model"] == "fake-model" and sent["body"]["tools"]
+    assert sent["headers"]["authorization"] == f"Bearer {KEY}"
+    assert result.message()["tool_calls"][1]["function"]["name"] == "search"
+
+
+async def test_429_then_success_honours_retry_after(server, client):
+    server.script += [error(429, "slow down", headers={"Retry-After": "0"}),
+                      error(503, "overloaded"), reply("ok")]  # fmt: skip
+    assert (await client.complete([{"role": "user", "content": "x"}])).text == "ok"
+    assert len(server.requests) == 3
+
+
+async def test_retries_are_bounded(server, client):
+    server.script += [error(500, "boom")] * 10
+    with pytest.raises(ModelError, match=r"500 from .*, 4 attempts; giving up"):
+        await client.complete([{"role": "user", "content": "x"}])
+    assert len(server.requests) == 4
+
+
+@pytest.mark.parametrize(
+    "step, words",
+    [
+        (error(401, f"Incorrect API key provided: {KEY}", "invalid_api_key"),
+         "rejected the API key (401): check $TALOS_TEST_KEY"),
+        (error(404, "The model `fake-model` does not exist", "model_not_found"),
+         "does not know model 'fake-model'"),
+        (error(400, f"bad request echoing {KEY}"), "bad request echoing ***"),
+    ],
+)  # fmt: skip
+async def test_clear_errors_never_show_the_key(server, client, caplog, step, words):
+    caplog.set_level(logging.DEBUG)
+    server.script.append(step)
+    with pytest.raises(ModelError) as err:
+        await client.complete([{"role": "user", "content": "x"}])
+    assert words in str(err.value)
+    assert KEY not in str(err.value) and KEY not in caplog.text
+    assert len(server.requests) == 1  # not retried
+
+
+async def test_unreachable_endpoint(monkeypatch):
+    from .redis_server import free_port
+
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    client = ModelClient(ModelConfig("m", base_url=f"http://127.0.0.1:{free_port()}/v1",
+                                     max_retries=1, max_backoff=0.01))  # fmt: skip
+    with pytest.raises(
+        ModelError, match=r"no connection to http://127\.0\.0\.1:\d+/v1, 2 attempts"
+    ):
+        await client.complete([{"role": "user", "content": "x"}])
+
+
+async def test_local_server_without_a_key(server, monkeypatch):
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    server.script.append(reply("fine"))
+    client = ModelClient(ModelConfig("m", base_url=server.url))
+    assert (await client.complete([{"role": "user", "content": "x"}])).text == "fine"
+
+
+async def test_cancellation_closes_the_stream(server, client):
+    server.script.append(hang())
+    task = asyncio.ensure_future(client.complete([{"role": "user", "content": "x"}]))
+    await asyncio.sleep(0.3)
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    assert await asyncio.to_thread(server.disconnected.wait, 5)
