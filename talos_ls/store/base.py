@@ -35,6 +35,9 @@ FACT_FIELDS = (
     "superseded_by",
 )
 
+TASK_FIELDS = ("id", "agent_id", "state", "title", "created_at", "updated_at", "cost", "error",
+               "transcript")  # fmt: skip
+
 JOURNAL_FIELDS = ("id", "agent_id", "kind", "target", "payload", "captured_at", "invalid_at")
 
 CANDIDATE_FIELDS = (
@@ -144,6 +147,18 @@ class Store(ABC):
     @abstractmethod
     def journal_close(self, agent_id: str, entry_id: str, at: float) -> bool:
         """Close a live annotation (`invalid_at = at`). Returns whether this call closed it."""
+
+    # ---------------------------------------------------------------- tasks
+    @abstractmethod
+    def task_put(self, row: Mapping[str, Any]) -> None:
+        """Create or replace a task record (all TASK_FIELDS; `transcript` a list of messages)."""
+
+    @abstractmethod
+    def task_get(self, task_id: str) -> dict[str, Any] | None: ...
+
+    @abstractmethod
+    def task_list(self, agent_id: str) -> list[dict[str, Any]]:
+        """The agent's tasks, oldest first."""
 
     # -------------------------------------------------------- question queue
     @abstractmethod

@@ -24,6 +24,7 @@ from .base import (
     CANDIDATE_FIELDS,
     FACT_FIELDS,
     JOURNAL_FIELDS,
+    TASK_FIELDS,
     Store,
     StoreError,
     check_claimable,
@@ -67,6 +68,7 @@ _SCRIPTS = (
     "fact_close",
     "journal_add",
     "journal_close",
+    "task_put",
 )
 
 T = TypeVar("T")
@@ -78,6 +80,10 @@ def _prefix(agent_id: str) -> str:
 
 def _cand_locator(candidate_id: str) -> str:
     return "talos:cand:{" + candidate_id + "}"
+
+
+def _task_locator(task_id: str) -> str:
+    return "talos:task:{" + task_id + "}"
 
 
 def _fact_locator(key: str) -> str:
@@ -113,6 +119,11 @@ _CANDIDATE_PARSERS: dict[str, Callable] = {
 _FACT_PARSERS: dict[str, Callable] = {
     **dict.fromkeys(_FACT_FLOATS, float),
     **dict.fromkeys(_FACT_INTS, int),
+}
+_TASK_PARSERS: dict[str, Callable] = {
+    "created_at": float,
+    "updated_at": float,
+    "transcript": json.loads,
 }
 _JOURNAL_PARSERS: dict[str, Callable] = {
     "payload": json.loads,
@@ -292,6 +303,30 @@ class RedisStore(Store):
     @_guarded
     def journal_close(self, agent_id: str, entry_id: str, at: float) -> bool:
         return self._run("journal_close", agent_id, entry_id, repr(float(at))) == 1
+
+    # ---------------------------------------------------------------- tasks
+    @_guarded
+    def task_put(self, row: Mapping[str, Any]) -> None:
+        self._client.set(_task_locator(row["id"]), row["agent_id"])
+        fields = {k: _encode(v) for k, v in row.items()}
+        self._run("task_put", row["agent_id"], row["id"], repr(float(row["created_at"])),
+                  json.dumps(fields, ensure_ascii=False))  # fmt: skip
+
+    @_guarded
+    def task_get(self, task_id: str) -> dict[str, Any] | None:
+        agent = self._client.get(_task_locator(task_id))
+        if agent is None:
+            return None
+        raw = self._client.hgetall(_prefix(agent) + "t:" + task_id)
+        return _decode(raw, TASK_FIELDS, _TASK_PARSERS) if raw else None
+
+    @_guarded
+    def task_list(self, agent_id: str) -> list[dict[str, Any]]:
+        prefix = _prefix(agent_id)
+        pipe = self._client.pipeline(transaction=False)
+        for task_id in self._client.zrange(prefix + "tasks", 0, -1):
+            pipe.hgetall(prefix + "t:" + task_id)
+        return [_decode(raw, TASK_FIELDS, _TASK_PARSERS) for raw in pipe.execute() if raw]
 
     # -------------------------------------------------------- question queue
     @_guarded

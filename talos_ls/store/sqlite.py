@@ -26,6 +26,7 @@ from .base import (
     CANDIDATE_FIELDS,
     FACT_FIELDS,
     JOURNAL_FIELDS,
+    TASK_FIELDS,
     Store,
     StoreError,
     check_claimable,
@@ -119,6 +120,20 @@ MIGRATIONS: tuple[tuple[str, ...], ...] = (
             invalid_at REAL
         )""",
         "CREATE INDEX journal_live ON journal(agent_id) WHERE invalid_at IS NULL",
+    ),
+    (  # v3: tasks and their transcripts
+        """CREATE TABLE tasks (
+            id TEXT PRIMARY KEY,
+            agent_id TEXT NOT NULL,
+            state TEXT NOT NULL,
+            title TEXT NOT NULL,
+            created_at REAL NOT NULL,
+            updated_at REAL NOT NULL,
+            cost TEXT NOT NULL,
+            error TEXT,
+            transcript TEXT NOT NULL
+        )""",
+        "CREATE INDEX tasks_agent ON tasks(agent_id, created_at)",
     ),
 )
 SCHEMA_VERSION = len(MIGRATIONS)
@@ -384,6 +399,30 @@ class SQLiteStore(Store):
                 (at, entry_id, agent_id),
             )
             return cur.rowcount == 1
+
+    # ---------------------------------------------------------------- tasks
+    def task_put(self, row: Mapping[str, Any]) -> None:
+        values = dict(row, transcript=_dumps(row["transcript"]))
+        cols = ", ".join(TASK_FIELDS)
+        marks = ", ".join(":" + c for c in TASK_FIELDS)
+        with self._write() as conn:
+            conn.execute(f"INSERT OR REPLACE INTO tasks ({cols}) VALUES ({marks})", values)
+
+    @staticmethod
+    def _task(row: sqlite3.Row) -> dict[str, Any]:
+        return dict({n: row[n] for n in TASK_FIELDS}, transcript=json.loads(row["transcript"]))
+
+    def task_get(self, task_id: str) -> dict[str, Any] | None:
+        with self._read() as conn:
+            row = conn.execute("SELECT * FROM tasks WHERE id = ?", (task_id,)).fetchone()
+        return None if row is None else self._task(row)
+
+    def task_list(self, agent_id: str) -> list[dict[str, Any]]:
+        with self._read() as conn:
+            rows = conn.execute(
+                "SELECT * FROM tasks WHERE agent_id = ? ORDER BY created_at, id", (agent_id,)
+            ).fetchall()
+        return [self._task(r) for r in rows]
 
     # -------------------------------------------------------- question queue
     def qq_propose(

@@ -1,0 +1,331 @@
+"""The agent's tools. Each takes JSON arguments (validated against its schema) and returns text
+for the model; a mistake (bad arguments, a path outside the workspace, a block that does not
+match) comes back to the model as an error it can correct, never as a crash of the loop.
+
+- list_files, read_file, search: read the workspace through the sandbox.
+- propose_edit: makes a proposal; it never writes to disk.
+- run_command: through the permission gate; in the workspace; timed out; output truncated;
+  environment scrubbed of keys, tokens and passwords.
+- remember: a fact (source "model"), reconciled with what is held.
+- ask: a question candidate for the rationed queue, never a prompt: the tool answers that the
+  question is queued and the agent must proceed on a stated assumption.
+- load_skill: a skill's instructions, loaded when the model decides it needs them.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import hashlib
+import json
+import os
+import re
+import signal
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..edits.proposals import Proposal, ProposalBook, ProposalError, apply_blocks
+from ..gates.permissions import Policy, Prompter
+from ..gates.question_queue import QuestionQueue
+from ..memory.facts import FactStore
+from ..memory.reconcile import Reconciler
+from ..text import normalize_text
+from .workspace import SandboxError, Workspace, grep
+
+MAX_OUTPUT = 8000
+_SECRET_NAME = re.compile(r"KEY|TOKEN|SECRET|PASSW|CREDENTIAL|AUTH", re.IGNORECASE)
+
+
+@dataclass
+class ToolContext:
+    """What a tool may touch, for one task."""
+
+    agent_id: str
+    task_id: str
+    turn: int
+    workspace: Workspace
+    policy: Policy
+    proposals: ProposalBook
+    facts: FactStore
+    queue: QuestionQueue
+    prompter: Prompter | None = None
+    skills: Mapping[str, str] = field(default_factory=dict)  # name -> instructions
+    on_proposal: Callable[[Proposal], None] | None = None
+    # The editor's copy of an open document (text, version), when it has one.
+    read_document: Callable[[str], tuple[str, int | None] | None] | None = None
+    command_timeout: float = 120.0
+
+    @property
+    def reconciler(self) -> Reconciler:
+        return self.queue.reconciler
+
+
+@dataclass(frozen=True)
+class ToolResult:
+    text: str
+    failed: bool = False
+
+
+class ToolError(Exception):
+    """Returned to the model as `error: <message>`."""
+
+
+Handler = Callable[[ToolContext, dict[str, Any]], Awaitable[str]]
+
+
+@dataclass(frozen=True)
+class Tool:
+    name: str
+    description: str
+    parameters: dict[str, Any]
+    handler: Handler
+
+    def schema(self) -> dict[str, Any]:
+        return {"type": "function", "function": {"name": self.name,
+                "description": self.description, "parameters": self.parameters}}  # fmt: skip
+
+
+_TYPES = {"string": str, "integer": int, "array": list, "object": dict, "boolean": bool}
+
+
+def _validate(tool: Tool, raw: str) -> dict[str, Any]:
+    try:
+        args = json.loads(raw or "{}")
+    except json.JSONDecodeError as exc:
+        raise ToolError(f"the arguments of {tool.name} are not valid JSON ({exc.msg})") from None
+    if not isinstance(args, dict):
+        raise ToolError(f"the arguments of {tool.name} must be a JSON object")
+    props = tool.parameters.get("properties", {})
+    unknown = sorted(set(args) - set(props))
+    if unknown:
+        raise ToolError(f"{tool.name} has no argument(s) {unknown}; it takes {sorted(props)}")
+    for name in tool.parameters.get("required", []):
+        if name not in args:
+            raise ToolError(f"{tool.name} needs the argument {name!r}")
+    for name, value in args.items():
+        expected = _TYPES[props[name]["type"]]
+        if not isinstance(value, expected) or (expected is int and isinstance(value, bool)):
+            raise ToolError(f"{tool.name}: {name!r} must be a {props[name]['type']}")
+    return args
+
+
+def _truncate(text: str, limit: int = MAX_OUTPUT) -> str:
+    if len(text) <= limit:
+        return text
+    half = limit // 2
+    return f"{text[:half]}\n[... {len(text) - limit} characters cut ...]\n{text[-half:]}"
+
+
+# ------------------------------------------------------------------ handlers
+async def _list_files(ctx: ToolContext, args: dict[str, Any]) -> str:
+    limit = args.get("limit", 200)
+    files = []
+    for rel in ctx.workspace.walk(args.get("path", ".")):
+        files.append(rel)
+        if len(files) > limit:
+            return "\n".join(files[:limit]) + f"\n[... more than {limit} files; narrow the path]"
+    return "\n".join(files) or "(no files)"
+
+
+async def _read_file(ctx: ToolContext, args: dict[str, Any]) -> str:
+    path, start, end = args["path"], args.get("start_line"), args.get("end_line")
+    if start is not None or end is not None:
+        start, end = start or 1, end or (start or 1) + 199
+        if start < 1 or end < start:
+            raise ToolError(f"bad line range {start}..{end}")
+        lines = ctx.workspace.read_lines(path, start, end)
+        return "".join(f"{n:>5}  {line}" for n, line in enumerate(lines, start)) or "(no lines)"
+    return _truncate(ctx.workspace.read_text(path))
+
+
+async def _search(ctx: ToolContext, args: dict[str, Any]) -> str:
+    hits = grep(ctx.workspace, args["pattern"], args.get("path", "."), args.get("limit", 50))
+    return "\n".join(hits) or "(no matches)"
+
+
+def _base(ctx: ToolContext, rel: str) -> tuple[str, int | None]:
+    if ctx.read_document:
+        open_doc = ctx.read_document(rel)
+        if open_doc is not None:
+            return open_doc
+    real = ctx.workspace.resolve(rel, write=True)
+    return (ctx.workspace.read_text(rel), None) if real.exists() else ("", None)
+
+
+async def _propose_edit(ctx: ToolContext, args: dict[str, Any]) -> str:
+    real = ctx.workspace.resolve(args["path"], write=True)
+    rel = ctx.workspace.relative(real)
+    decision = ctx.policy.check_write(rel)
+    if decision.verdict == "deny":
+        raise ToolError(decision.reason)
+    base, version = _base(ctx, rel)
+    if "content" in args and "blocks" in args:
+        raise ToolError("give either content (a whole file) or blocks (search/replace), not both")
+    if "content" in args:
+        new = args["content"]
+    elif "blocks" in args:
+        blocks = []
+        for i, block in enumerate(args["blocks"], 1):
+            if (
+                not isinstance(block, dict)
+                or not isinstance(block.get("search"), str)
+                or not (isinstance(block.get("replace"), str))
+            ):
+                raise ToolError(f"block {i} needs 'search' and 'replace' strings")
+            blocks.append((block["search"], block["replace"]))
+        new = apply_blocks(base, blocks, rel)
+    else:
+        raise ToolError("give content (a whole file) or blocks (search/replace)")
+    proposal = ctx.proposals.create(rel, base, new, version=version, task_id=ctx.task_id)
+    if ctx.on_proposal:
+        ctx.on_proposal(proposal)
+    return (
+        f"proposal {proposal.id}: {len(proposal.hunks)} change(s) to {rel}, waiting for the "
+        "person to review it. Nothing is written until they apply it."
+    )
+
+
+def scrubbed_env() -> dict[str, str]:
+    """The environment without anything that looks like a credential."""
+    return {k: v for k, v in os.environ.items() if not _SECRET_NAME.search(k)}
+
+
+async def _run_command(ctx: ToolContext, args: dict[str, Any]) -> str:
+    command = args["command"]
+    decision = await ctx.policy.authorize_command(command, ctx.prompter)
+    if decision.verdict != "allow":
+        raise ToolError(f"not run: {decision.reason}")
+    proc = await asyncio.create_subprocess_shell(
+        command,
+        cwd=ctx.workspace.root,
+        env=scrubbed_env(),
+        stdin=asyncio.subprocess.DEVNULL,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.STDOUT,
+        start_new_session=True,  # its own process group: a timeout kills all of it
+    )
+    timeout = min(float(args.get("timeout", ctx.command_timeout)), ctx.command_timeout)
+    try:
+        out, _ = await asyncio.wait_for(proc.communicate(), timeout)
+    except TimeoutError:
+        await _kill(proc)
+        raise ToolError(f"`{command}` timed out after {timeout:.0f} s and was killed") from None
+    except asyncio.CancelledError:  # the task was cancelled: take the command down with it
+        await _kill(proc)
+        raise
+    text = out.decode("utf-8", errors="replace")
+    return f"exit code {proc.returncode}\n{_truncate(text)}"
+
+
+async def _kill(proc: asyncio.subprocess.Process) -> None:
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(proc.pid, signal.SIGKILL)
+    await proc.wait()
+
+
+async def _remember(ctx: ToolContext, args: dict[str, Any]) -> str:
+    slot = {k: args[k] for k in ("subject", "attribute", "value") if k in args}
+    try:
+        key = ctx.facts.add(ctx.agent_id, args["statement"], source="model", **slot)
+    except ValueError as exc:
+        raise ToolError(str(exc)) from None
+    outcome = ctx.reconciler.reconcile(key)
+    return f"remembered as {key} ({outcome})"
+
+
+async def _ask(ctx: ToolContext, args: dict[str, Any]) -> str:
+    question, options = args["question"], args["options"]
+    if not 2 <= len(options) <= 6 or not all(isinstance(o, str) and o.strip() for o in options):
+        raise ToolError("ask needs 2 to 6 non-empty options the person can choose from")
+    ident = hashlib.sha1(normalize_text(question).encode()).hexdigest()[:12]
+    try:
+        cand = ctx.queue.propose(
+            agent_id=ctx.agent_id,
+            question_text=question,
+            kind="referent",
+            source_module="agent.ask",
+            target_keys=[f"ask:{ident}"],
+            ambiguity_signal="evidence_gap",
+            turn=ctx.turn,
+            options=[{"label": o} for o in options],
+        )
+    except ValueError as exc:
+        raise ToolError(str(exc)) from None
+    state = "queued" if cand is not None else "not queued (questions are off or unavailable)"
+    return (
+        f"The question is {state}. The person is asked at most one question every few turns, "
+        "when it is relevant; do not wait for an answer. Proceed now on the most reasonable "
+        "assumption, and say in your reply which assumption you made."
+    )
+
+
+async def _load_skill(ctx: ToolContext, args: dict[str, Any]) -> str:
+    body = ctx.skills.get(args["name"])
+    if body is None:
+        raise ToolError(f"no skill {args['name']!r}; available: {sorted(ctx.skills) or 'none'}")
+    return body
+
+
+def _params(required: list[str], **props: tuple[str, str]) -> dict[str, Any]:
+    return {
+        "type": "object",
+        "properties": {n: {"type": t, "description": d} for n, (t, d) in props.items()},
+        "required": required,
+    }
+
+
+TOOLS: dict[str, Tool] = {
+    t.name: t
+    for t in (
+        Tool("list_files", "List the workspace's files (respecting .gitignore).",
+             _params([], path=("string", "directory, relative to the workspace"),
+                     limit=("integer", "at most this many (default 200)")), _list_files),
+        Tool("read_file", "Read a file, or a range of its lines (1-based, inclusive).",
+             _params(["path"], path=("string", "file path"), start_line=("integer", "first line"),
+                     end_line=("integer", "last line")), _read_file),
+        Tool("search", "Search the workspace's files with a regular expression.",
+             _params(["pattern"], pattern=("string", "Python regex"),
+                     path=("string", "directory to search"),
+                     limit=("integer", "at most this many matches (default 50)")), _search),
+        Tool("propose_edit", "Propose a change to one file: search/replace blocks (each search "
+             "text must match exactly once) or the whole new content. Nothing is written until "
+             "the person applies it.",
+             _params(["path"], path=("string", "file path"),
+                     blocks=("array", "[{search, replace}] applied in order"),
+                     content=("string", "the whole new file content")), _propose_edit),
+        Tool("run_command", "Run a shell command in the workspace (subject to the person's "
+             "permission rules).",
+             _params(["command"], command=("string", "the command"),
+                     timeout=("integer", "seconds (default and maximum: the configured limit)")),
+             _run_command),
+        Tool("remember", "Remember a fact about the workspace or the person's preferences. "
+             "Give subject/attribute/value when the fact fills a slot (tests / use / pytest).",
+             _params(["statement"], statement=("string", "the fact"),
+                     subject=("string", "what it is about"), attribute=("string", "which aspect"),
+                     value=("string", "the value")), _remember),
+        Tool("ask", "Queue a clarifying question with options. It is NOT asked now: continue on "
+             "a stated assumption.",
+             _params(["question", "options"], question=("string", "the question"),
+                     options=("array", "2 to 6 answers to choose from")), _ask),
+        Tool("load_skill", "Load a skill's instructions by name.",
+             _params(["name"], name=("string", "the skill")), _load_skill),
+    )
+}  # fmt: skip
+
+
+def schemas() -> list[dict[str, Any]]:
+    return [t.schema() for t in TOOLS.values()]
+
+
+async def call(ctx: ToolContext, name: str, arguments: str) -> ToolResult:
+    """Run a tool call from the model. Every mistake comes back as a failed result."""
+    tool = TOOLS.get(name)
+    if tool is None:
+        return ToolResult(f"error: there is no tool {name!r}; tools: {sorted(TOOLS)}", True)
+    try:
+        return ToolResult(await tool.handler(ctx, _validate(tool, arguments)))
+    except (ToolError, SandboxError, ProposalError) as exc:
+        return ToolResult(f"error: {exc}", True)
+    except OSError as exc:
+        return ToolResult(f"error: {exc.strerror or exc}", True)
