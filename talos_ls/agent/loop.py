@@ -1,0 +1,88 @@
+"""The agent loop: the model and its tools, until the model answers without a tool call.
+
+Each step: the caps are checked, notes from the person are added, the model is called with the
+conversation and the tools, its usage is metered (and the caps checked again at once, so a cost
+cap stops the task before another tool runs), and each tool call is run and its result added.
+The loop guard stops a task that keeps repeating the same failing call.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+
+from ..memory.facts import Fact
+from . import tools
+from .cost import Caps, CostMeter, LoopGuard
+from .model import ModelClient
+from .tasks import Task, TaskRegistry
+
+INSTRUCTIONS = """You are Talos, a coding agent working in the person's workspace through tools.
+- Read before you change: list_files, read_file and search show you the code.
+- You never write files. propose_edit makes a proposal the person reviews in their editor;
+  describe what each proposal does.
+- run_command runs in the workspace under the person's permission rules; a refusal is final.
+- When something is ambiguous, make the most reasonable assumption, say which, and carry on.
+  If the answer matters later, queue a question with ask; it is not answered now.
+- remember facts worth keeping (conventions, commands, preferences), with a slot when one fits.
+- Finish with a short summary: what you found, what you proposed, what you assumed."""
+
+
+def system_prompt(
+    rules: Sequence[Fact] = (), facts: Sequence[Fact] = (), skills: Mapping[str, str] = {}
+) -> str:
+    """The instructions, the workspace's rules, what is known, and the skills on offer
+    (names and descriptions only: a skill's body is loaded with load_skill when needed)."""
+    parts = [INSTRUCTIONS]
+    if rules:
+        parts.append("Rules from the workspace's rules files:\n" +
+                     "\n".join(f"- {f.statement}" for f in rules))  # fmt: skip
+    if facts:
+        parts.append("What you know that may be relevant (confidence in brackets):\n" +
+                     "\n".join(f"- {f.statement} [{f.confidence:.2f}]" for f in facts))  # fmt: skip
+    if skills:
+        listed = "\n".join(f"- {name}: {desc}" for name, desc in sorted(skills.items()))
+        parts.append("Skills you can load with load_skill:\n" + listed)
+    return "\n\n".join(parts)
+
+
+class AgentLoop:
+    def __init__(
+        self, model: ModelClient, meter: CostMeter, caps: Caps, registry: TaskRegistry
+    ) -> None:
+        self.model = model
+        self.meter = meter
+        self.caps = caps
+        self.registry = registry
+
+    async def run(
+        self,
+        ctx: tools.ToolContext,
+        task: Task,
+        prompt: str,
+        system: str,
+        on_text: Callable[[str], None] | None = None,
+    ) -> str:
+        """Run until the model answers; returns its final text. Raises CapReached when a cap or
+        the guard stops it, ModelError when the model cannot be used."""
+        task.transcript = [{"role": "system", "content": system},
+                           {"role": "user", "content": prompt}]  # fmt: skip
+        guard = LoopGuard(self.caps.repeat_limit)
+        schemas = tools.schemas()
+        while True:
+            self.caps.check(self.meter.task(task.id))
+            while task.notes:
+                task.transcript.append({"role": "user", "content": task.notes.pop(0)})
+            completion = await self.model.complete(task.transcript, schemas, on_text)
+            self.meter.add(task.id, self.model.config.model, completion.usage)
+            task.transcript.append(completion.message())
+            self.registry.save(task)
+            if not completion.tool_calls:
+                return completion.text
+            self.caps.check(self.meter.task(task.id))  # a cap reached stops before any tool
+            for call in completion.tool_calls:
+                result = await tools.call(ctx, call.name, call.arguments)
+                task.transcript.append(
+                    {"role": "tool", "tool_call_id": call.id, "content": result.text}
+                )
+                guard.record(call.name, call.arguments, result.failed)
+            self.registry.save(task)

@@ -1,0 +1,290 @@
+"""The agent loop end to end: the real loop, tools, sandbox, permission gate, task registry and
+cost meter, against a real local HTTP server speaking the OpenAI streaming API."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from decimal import Decimal
+
+import pytest
+
+from talos_ls.agent import tools
+from talos_ls.agent.cost import Caps, CostMeter, Price, Usage, cost_of
+from talos_ls.agent.loop import AgentLoop, system_prompt
+from talos_ls.agent.model import ModelClient, ModelConfig
+from talos_ls.agent.tasks import TaskRegistry
+from talos_ls.agent.workspace import Workspace
+from talos_ls.edits.proposals import ProposalBook
+from talos_ls.gates.permissions import Policy
+from talos_ls.gates.question_queue import QuestionQueue
+from talos_ls.memory.facts import FactStore
+from talos_ls.store import open_store
+
+from .fake_openai import FakeOpenAI, error, hang, reply
+
+PRICE = Price(Decimal("2.50"), Decimal("1.25"), Decimal("10.00"))
+
+
+class Env:
+    """One workspace, one store, one session's registry and meter, one fake model."""
+
+    def __init__(self, tmp_path, server, caps=None, mode="ask", commands=None):
+        root = tmp_path / "proj"
+        (root / "src").mkdir(parents=True)
+        (root / "src" / "app.py").write_text("def main():\n    return 1\n")
+        (root / ".talos").mkdir()
+        (root / ".talos" / "permissions.json").write_text(json.dumps({"commands": commands or {}}))
+        self.workspace = Workspace(root)
+        self.store = open_store("sqlite:///" + str(tmp_path / "talos.db"))
+        self.facts = FactStore(self.store)
+        self.queue = QuestionQueue(self.store, facts=self.facts)
+        self.proposals = ProposalBook()
+        self.meter = CostMeter(prices={"fake-model": PRICE})
+        self.registry = TaskRegistry(self.store, self.meter)
+        model = ModelClient(ModelConfig("fake-model", base_url=server.url, max_backoff=0.01))
+        self.loop = AgentLoop(model, self.meter, caps or Caps(max_steps=10), self.registry)
+        self.policy = Policy.load(root, mode)
+        self.shown = []
+
+    def context(self, task, prompter=None, skills=None):
+        return tools.ToolContext(
+            agent_id="ws", task_id=task.id, turn=1, workspace=self.workspace, policy=self.policy,
+            proposals=self.proposals, facts=self.facts, queue=self.queue, prompter=prompter,
+            skills=skills or {}, on_proposal=self.shown.append, command_timeout=5,
+        )  # fmt: skip
+
+    async def run(self, prompt="fix main", prompter=None, skills=None):
+        async def runner(task):
+            ctx = self.context(task, prompter, skills)
+            return await self.loop.run(ctx, task, prompt, system_prompt(skills={"x": "y"}))
+
+        task = self.registry.start("ws", prompt, runner)
+        return await self.registry.wait(task.id)
+
+
+@pytest.fixture
+def server():
+    s = FakeOpenAI()
+    yield s
+    s.close()
+
+
+def tool_messages(server, request_index):
+    return [m for m in server.requests[request_index]["body"]["messages"] if m["role"] == "tool"]
+
+
+async def test_reads_searches_and_proposes(tmp_path, server):
+    env = Env(tmp_path, server)
+    edit = json.dumps(
+        {"path": "src/app.py", "blocks": [{"search": "return 1", "replace": "return 2"}]}
+    )
+    server.script += [
+        reply("Looking.", [("c1", "read_file", '{"path": "src/app.py"}'),
+                           ("c2", "search", '{"pattern": "def main"}')], usage=(100, 20, 0)),
+        reply(None, [("c3", "propose_edit", edit)], usage=(300, 40, 100)),
+        reply("Proposed changing main to return 2.", usage=(400, 15, 300)),
+    ]  # fmt: skip
+    task = await env.run()
+    assert (task.state, task.result) == ("done", "Proposed changing main to return 2.")
+    results = tool_messages(server, 1)
+    assert "def main():" in results[0]["content"] and results[1]["content"] == (
+        "src/app.py:1: def main():"
+    )
+    (proposal,) = env.proposals.list("src/app.py")
+    assert proposal.status == "pending" and proposal.new_text == "def main():\n    return 2\n"
+    assert env.shown == [proposal] and proposal.task_id == task.id
+    assert (env.workspace.root / "src" / "app.py").read_text() == "def main():\n    return 1\n"
+    expected = sum((cost_of(PRICE, Usage(*u)) for u in [(100, 20, 0), (300, 40, 100),
+                                                        (400, 15, 300)]), Decimal(0))  # fmt: skip
+    # (100x2.50 + 20x10) + (200x2.50 + 100x1.25 + 40x10) + (100x2.50 + 300x1.25 + 15x10), per 1M
+    assert env.meter.task(task.id).cost == expected == Decimal("0.00225")
+    saved = env.store.task_get(task.id)
+    assert saved["state"] == "done" and Decimal(saved["cost"]) == expected
+    assert [m["role"] for m in saved["transcript"]] == [
+        "system", "user", "assistant", "tool", "tool", "assistant", "tool", "assistant"
+    ]  # fmt: skip
+
+
+async def test_429_then_success(tmp_path, server):
+    env = Env(tmp_path, server)
+    server.script += [error(429, "rate limited", headers={"Retry-After": "0"}), reply("ok")]
+    task = await env.run()
+    assert task.state == "done" and len(server.requests) == 2
+
+
+async def test_malformed_tool_arguments_go_back_to_the_model(tmp_path, server):
+    env = Env(tmp_path, server)
+    server.script += [
+        reply(None, [("c1", "read_file", '{"path": '), ("c2", "read_file", '{"file": "x"}'),
+                     ("c3", "read_file", '{"path": 7}'), ("c4", "teleport", "{}")]),
+        reply("Sorry, done."),
+    ]  # fmt: skip
+    task = await env.run()
+    assert task.state == "done"
+    errors = [m["content"] for m in tool_messages(server, 1)]
+    assert errors[0].startswith("error: the arguments of read_file are not valid JSON")
+    assert errors[1] == (
+        "error: read_file has no argument(s) ['file']; it takes ['end_line', 'path', 'start_line']"
+    )
+    assert errors[2] == "error: read_file: 'path' must be a string"
+    assert errors[3].startswith("error: there is no tool 'teleport'")
+
+
+async def test_runaway_loop_is_stopped_by_the_guard(tmp_path, server):
+    env = Env(tmp_path, server)
+    server.script += [
+        reply(None, [(f"c{i}", "read_file", '{"path": "nope.py"}')]) for i in range(5)
+    ]
+    task = await env.run()
+    assert task.state == "stopped" and "read_file failed 3 times" in task.error
+    assert len(server.requests) == 3
+    assert env.store.task_get(task.id)["state"] == "stopped"
+
+
+async def test_cost_cap_stops_mid_task_before_the_next_tool(tmp_path, server):
+    env = Env(tmp_path, server, caps=Caps(max_cost=Decimal("0.01")))
+    server.script += [
+        reply(None, [("c1", "read_file", '{"path": "src/app.py"}')], usage=(1000, 100, 0)),
+        reply(None, [("c2", "propose_edit", json.dumps({"path": "src/new.py", "content": "x"}))],
+              usage=(2000, 500, 0)),
+        reply("never reached"),
+    ]  # fmt: skip
+    task = await env.run()
+    assert task.state == "stopped" and "cost cap reached: $0.0135" in task.error
+    assert env.proposals.list() == []  # the capped step's tool did not run
+    assert len(server.requests) == 2
+    assert env.meter.task(task.id).cost == Decimal("0.0135")
+
+
+async def test_step_cap(tmp_path, server):
+    env = Env(tmp_path, server, caps=Caps(max_steps=2))
+    server.script += [reply(None, [(f"c{i}", "list_files", "{}")]) for i in range(4)]
+    task = await env.run()
+    assert task.state == "stopped" and "step cap reached: 2" in task.error
+
+
+async def test_cancellation_mid_stream(tmp_path, server):
+    env = Env(tmp_path, server)
+    server.script.append(hang())
+
+    async def runner(task):
+        return await env.loop.run(env.context(task), task, "x", "system")
+
+    task = env.registry.start("ws", "long", runner)
+    await asyncio.sleep(0.3)
+    assert task.state == "running" and env.registry.cancel(task.id)
+    await env.registry.wait(task.id)
+    assert task.state == "cancelled"
+    assert await asyncio.to_thread(server.disconnected.wait, 5)
+    assert env.store.task_get(task.id)["state"] == "cancelled"
+    assert env.registry.cancel(task.id) is False
+
+
+async def test_401_fails_the_task_clearly(tmp_path, server):
+    env = Env(tmp_path, server)
+    server.script.append(error(401, "Incorrect API key", "invalid_api_key"))
+    task = await env.run()
+    assert task.state == "failed" and "rejected the API key (401)" in task.error
+
+
+async def test_run_command_through_the_gate(tmp_path, server, monkeypatch):
+    monkeypatch.setenv("MY_SERVICE_TOKEN", "tok-123")
+    env = Env(tmp_path, server, commands={"allow": ["env", "sleep"]})
+    server.script += [
+        reply(None, [("c1", "run_command", '{"command": "env"}'),
+                     ("c2", "run_command", '{"command": "npm install"}'),
+                     ("c3", "run_command", '{"command": "ls && sudo ls"}'),
+                     ("c4", "run_command", '{"command": "sleep 30", "timeout": 1}')]),
+        reply("done"),
+    ]  # fmt: skip
+    task = await env.run()  # headless: no prompter
+    assert task.state == "done"
+    out = [m["content"] for m in tool_messages(server, 1)]
+    assert out[0].startswith("exit code 0") and "PATH=" in out[0]
+    assert "tok-123" not in out[0] and "MY_SERVICE_TOKEN" not in out[0]  # scrubbed
+    assert "not run:" in out[1] and "headless" in out[1]
+    assert "not run: `sudo ls` is denied by a rule" in out[2]
+    assert "timed out after 1 s and was killed" in out[3]
+
+
+async def test_prompted_permission(tmp_path, server):
+    env = Env(tmp_path, server)
+    asked = []
+
+    async def prompter(message, options):
+        asked.append(options)
+        return options[1]  # Always allow `echo hello`
+
+    server.script += [
+        reply(None, [("c1", "run_command", '{"command": "echo hello"}')]),
+        reply("ok"),
+    ]
+    task = await env.run(prompter=prompter)
+    assert task.state == "done" and asked == [["Allow once", "Always allow `echo hello`", "Deny"]]
+    assert tool_messages(server, 1)[0]["content"] == "exit code 0\nhello\n"
+    saved = json.loads((env.workspace.root / ".talos" / "permissions.json").read_text())
+    assert saved["commands"]["allow"] == ["echo hello"]
+
+
+async def test_remember_ask_and_skills(tmp_path, server):
+    env = Env(tmp_path, server)
+    server.script += [
+        reply(None, [
+            ("c1", "remember", json.dumps({"statement": "tests use pytest", "subject": "tests",
+                                            "attribute": "use", "value": "pytest"})),
+            ("c2", "ask", json.dumps({"question": "Should main return 2 or 3?",
+                                       "options": ["2", "3"]})),
+            ("c3", "ask", json.dumps({"question": "Anything?", "options": ["only one"]})),
+            ("c4", "load_skill", '{"name": "write-tests"}'),
+            ("c5", "load_skill", '{"name": "nope"}'),
+        ]),
+        reply("ok"),
+    ]  # fmt: skip
+    task = await env.run(skills={"write-tests": "Write the test first."})
+    assert task.state == "done"
+    out = [m["content"] for m in tool_messages(server, 1)]
+    assert out[0].startswith("remembered as fact:") and out[0].endswith("(alone)")
+    (fact,) = env.facts.list("ws")
+    assert (fact.source, fact.value) == ("model", "pytest")
+    assert "queued" in out[1] and "Proceed now on the most reasonable assumption" in out[1]
+    (cand,) = env.queue.candidates("ws")
+    assert (cand.kind, cand.source_module, cand.status) == ("referent", "agent.ask", "pending")
+    assert [o["label"] for o in cand.options] == ["2", "3"]
+    assert out[2] == "error: ask needs 2 to 6 non-empty options the person can choose from"
+    assert out[3] == "Write the test first."
+    assert out[4] == "error: no skill 'nope'; available: ['write-tests']"
+
+
+async def test_sandbox_errors_reach_the_model(tmp_path, server):
+    env = Env(tmp_path, server)
+    server.script += [
+        reply(None, [("c1", "read_file", '{"path": "../../etc/passwd"}'),
+                     ("c2", "propose_edit", '{"path": ".git/config", "content": "x"}'),
+                     ("c3", "propose_edit", json.dumps({"path": "src/app.py",
+                      "blocks": [{"search": "missing", "replace": "x"}]}))]),
+        reply("ok"),
+    ]  # fmt: skip
+    await env.run()
+    out = [m["content"] for m in tool_messages(server, 1)]
+    assert "outside the workspace" in out[0] and "protected" in out[1]
+    assert "block 1: the search text does not occur in src/app.py" in out[2]
+
+
+async def test_concurrency_limit_queues_tasks(tmp_path, server):
+    env = Env(tmp_path, server)
+    env.registry = TaskRegistry(env.store, env.meter, concurrency=1)
+    gate = asyncio.Event()
+
+    async def slow(task):
+        await gate.wait()
+        return "done"
+
+    first = env.registry.start("ws", "one", slow)
+    second = env.registry.start("ws", "two", slow)
+    await asyncio.sleep(0.05)
+    assert (first.state, second.state) == ("running", "queued")
+    gate.set()
+    await env.registry.wait(second.id)
+    assert (first.state, second.state) == ("done", "done")
+    assert [t["state"] for t in env.store.task_list("ws")] == ["done", "done"]
