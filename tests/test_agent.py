@@ -288,3 +288,27 @@ async def test_concurrency_limit_queues_tasks(tmp_path, server):
     await env.registry.wait(second.id)
     assert (first.state, second.state) == ("done", "done")
     assert [t["state"] for t in env.store.task_list("ws")] == ["done", "done"]
+
+
+async def test_the_key_reaches_no_transcript(tmp_path, server, monkeypatch):
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-live-SECRET-987")
+    env = Env(tmp_path, server, commands={"allow": ["env"]})
+    server.script += [reply(None, [("c1", "run_command", '{"command": "env"}')]), reply("ok")]
+    task = await env.run()
+    assert server.requests[0]["headers"]["authorization"] == "Bearer sk-live-SECRET-987"
+    stored = json.dumps(env.store.task_get(task.id))
+    assert "sk-live-SECRET-987" not in stored and "sk-live-SECRET-987" not in json.dumps(
+        server.requests[1]["body"]
+    )
+
+
+def test_system_prompt_lists_skills_without_their_bodies(tmp_path):
+    store = open_store("sqlite:///" + str(tmp_path / "t.db"))
+    facts = FactStore(store)
+    rule = facts.get(facts.add("ws", "Tests use pytest", source="rules file"))
+    known = facts.get(facts.add("ws", "deploys go through make release"))
+    text = system_prompt([rule], [known], {"write-tests": "Write tests first."})
+    assert "- Tests use pytest" in text and "- deploys go through make release [0.50]" in text
+    assert "- write-tests: Write tests first." in text
+    assert "never write files" in text and "ask" in text
+    store.close()
