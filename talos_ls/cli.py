@@ -12,13 +12,16 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import os
 import shutil
 import sys
 from collections.abc import Sequence
 from dataclasses import asdict
+from decimal import Decimal
 from pathlib import Path
 
 from . import __version__
+from .gates.permissions import MODES
 from .gates.question_queue import QUESTION_BUDGET_TURNS, QuestionCandidate
 from .memory.facts import SOURCES, Fact, FactStore
 from .memory.reconcile import Reconciler
@@ -93,6 +96,40 @@ def _parser() -> argparse.ArgumentParser:
         help="show unresolved conflicts",
         description="Live conflicts between facts of equal precedence, with both sides.",
     )
+    r = sub.add_parser(
+        "run",
+        help="run one request in a workspace, in the terminal",
+        description="Run one request through Talos in the terminal: questions and permission "
+        "prompts are asked here when this is a terminal (without one nothing prompts and "
+        "nothing waits); proposals are shown as diffs and applied on confirmation or with "
+        "--apply. Exit codes: 0 done, 1 the task failed or was stopped, 2 a usage error.",
+    )
+    r.add_argument("request", help="what to do, in your words")
+    r.add_argument("--workspace", default=".", metavar="DIR", help="default: this directory")
+    r.add_argument("--model", default=os.environ.get("TALOS_MODEL", "gpt-4.1-mini"),
+                   help="model name (default: $TALOS_MODEL, else gpt-4.1-mini)")  # fmt: skip
+    r.add_argument("--base-url", help="an OpenAI-compatible endpoint, e.g. http://localhost:"
+                   "11434/v1 for Ollama (default: $OPENAI_BASE_URL, else OpenAI)")  # fmt: skip
+    r.add_argument("--api-key-env", default="OPENAI_API_KEY", metavar="VAR",
+                   help="the variable holding the key (default OPENAI_API_KEY)")  # fmt: skip
+    r.add_argument("--mode", default="ask", choices=MODES, help="permission mode (default ask)")
+    r.add_argument("--apply", action="store_true", help="apply proposals without asking")
+    r.add_argument("--max-cost", type=Decimal, metavar="USD", help="stop the task at this cost")
+    r.add_argument("--max-steps", type=int, default=50, help="stop after this many model calls")
+    r.add_argument("--json", action="store_true", help="print the result as JSON on stdout")
+    sk = sub.add_parser("skills", help="list the skills the agent can load",
+                        description="Skills from the package, the user config directory and "
+                        "the workspace's .talos/skills/ (a later one of a name wins).")  # fmt: skip
+    sk.add_argument("--workspace", default=".", metavar="DIR")
+    doc = sub.add_parser("doctor", help="check the configuration and say what to fix",
+                         description="Check the store, the model endpoint and key, and the "
+                         "editor clients. Exit code 1 when something needs fixing.")  # fmt: skip
+    doc.add_argument("--workspace", default=".", metavar="DIR")
+    doc.add_argument("--base-url")
+    doc.add_argument("--api-key-env", default="OPENAI_API_KEY", metavar="VAR")
+    sub.add_parser("demo", help="a complete scripted session: no API key, no network",
+                   description="Two turns of a real Talos session in a temporary workspace, "
+                   "with a scripted model and scripted replies, labelled as such.")  # fmt: skip
     return parser
 
 
@@ -312,6 +349,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.print_help(sys.stderr)
         return 2
     logging.basicConfig(level=logging.WARNING, format="talos: %(levelname)s: %(message)s")
+    if args.command in ("run", "skills", "doctor", "demo"):
+        from . import commands  # the agent and the terminal load only when needed
+
+        return getattr(commands, args.command)(args)
     try:
         store = open_store(args.store)
     except StoreError as exc:

@@ -639,3 +639,13 @@ def test_thread_hammer_two_agents(qq):
         assert [t for t, _ in got] == list(range(0, turns, K)), agent
         assert all(qq.get(cid).ask_count == 1 for _, cid in got)
         assert budget_turn(qq, agent) == turns - K
+
+
+def test_turn_counter_is_stored_and_shared(store_url):
+    first, second = open_store(store_url), open_store(store_url)
+    assert first.turn_current("w") == 0
+    assert [first.turn_next("w"), second.turn_next("w"), first.turn_next("w")] == [1, 2, 3]
+    assert second.turn_current("w") == 3 and second.turn_current("other") == 0
+    first.close()
+    second.close()
+    assert open_store(store_url).turn_current("w") == 3  # survives a restart

@@ -97,6 +97,19 @@ class ModelClient:
             timeout=config.timeout,
         )
 
+    async def probe(self) -> None:
+        """One cheap request (the model list) to see that the endpoint answers and takes the
+        key. Raises ModelError saying what is wrong."""
+        endpoint = self.config.endpoint
+        try:
+            await self._client.models.list()
+        except openai.AuthenticationError:
+            raise ModelError(f"{endpoint} rejected the API key (401)") from None
+        except openai.APIConnectionError:
+            raise ModelError(f"no connection to {endpoint}") from None
+        except openai.APIStatusError as exc:
+            raise ModelError(f"{endpoint} answered {exc.status_code}") from None
+
     def _scrub(self, text: str) -> str:
         return text.replace(self._key, "***") if self._key else text
 

@@ -41,6 +41,7 @@ class ContextAssembler:
         facts: FactStore,
         confidence_gate_threshold: float | None = None,
         confidence_gate_mode: str = "refuse",
+        sources: Iterable[str] | None = None,
     ) -> None:
         if confidence_gate_mode not in MODES:
             raise ValueError(
@@ -58,6 +59,10 @@ class ContextAssembler:
         self.facts = facts
         self.threshold = confidence_gate_threshold
         self.mode = confidence_gate_mode
+        # Only facts from these sources are assembled (None: all). The host leaves out rules
+        # files: the system prompt carries them whole, and nobody should be asked to confirm
+        # what they wrote down themselves.
+        self.sources = None if sources is None else frozenset(sources)
 
     def assemble(
         self, agent_id: str, query_cues: str | Iterable[str] | None, token_budget: int = 2000
@@ -69,6 +74,8 @@ class ContextAssembler:
         if query_cues is not None:
             used = 0
             for fact in self.facts.search(agent_id, query_cues):
+                if self.sources is not None and fact.source not in self.sources:
+                    continue
                 cost = estimate_tokens(fact.statement)
                 if used + cost > token_budget:
                     break

@@ -148,6 +148,15 @@ class Store(ABC):
     def journal_close(self, agent_id: str, entry_id: str, at: float) -> bool:
         """Close a live annotation (`invalid_at = at`). Returns whether this call closed it."""
 
+    # ---------------------------------------------------------------- turns
+    @abstractmethod
+    def turn_next(self, agent_id: str) -> int:
+        """Atomically advance the agent's turn counter and return the new turn (first: 1)."""
+
+    @abstractmethod
+    def turn_current(self, agent_id: str) -> int:
+        """The agent's current turn (0 before the first)."""
+
     # ---------------------------------------------------------------- tasks
     @abstractmethod
     def task_put(self, row: Mapping[str, Any]) -> None:

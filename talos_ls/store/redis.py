@@ -304,6 +304,15 @@ class RedisStore(Store):
     def journal_close(self, agent_id: str, entry_id: str, at: float) -> bool:
         return self._run("journal_close", agent_id, entry_id, repr(float(at))) == 1
 
+    # ---------------------------------------------------------------- turns
+    @_guarded
+    def turn_next(self, agent_id: str) -> int:
+        return int(self._client.incr(_prefix(agent_id) + "turn"))  # one atomic command
+
+    @_guarded
+    def turn_current(self, agent_id: str) -> int:
+        return int(self._client.get(_prefix(agent_id) + "turn") or 0)
+
     # ---------------------------------------------------------------- tasks
     @_guarded
     def task_put(self, row: Mapping[str, Any]) -> None:

@@ -134,6 +134,7 @@ MIGRATIONS: tuple[tuple[str, ...], ...] = (
             transcript TEXT NOT NULL
         )""",
         "CREATE INDEX tasks_agent ON tasks(agent_id, created_at)",
+        "CREATE TABLE turns (agent_id TEXT PRIMARY KEY, turn INTEGER NOT NULL)",
     ),
 )
 SCHEMA_VERSION = len(MIGRATIONS)
@@ -399,6 +400,20 @@ class SQLiteStore(Store):
                 (at, entry_id, agent_id),
             )
             return cur.rowcount == 1
+
+    # ---------------------------------------------------------------- turns
+    def turn_next(self, agent_id: str) -> int:
+        with self._write() as conn:
+            return conn.execute(
+                """INSERT INTO turns (agent_id, turn) VALUES (?, 1)
+                   ON CONFLICT (agent_id) DO UPDATE SET turn = turn + 1 RETURNING turn""",
+                (agent_id,),
+            ).fetchone()[0]
+
+    def turn_current(self, agent_id: str) -> int:
+        with self._read() as conn:
+            row = conn.execute("SELECT turn FROM turns WHERE agent_id = ?", (agent_id,)).fetchone()
+        return 0 if row is None else row[0]
 
     # ---------------------------------------------------------------- tasks
     def task_put(self, row: Mapping[str, Any]) -> None:

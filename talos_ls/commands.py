@@ -1,0 +1,147 @@
+"""`talos run`, `talos skills`, `talos doctor` and `talos demo`: the commands that need the
+agent, the host or the terminal."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import shutil
+import sys
+from pathlib import Path
+
+from rich.console import Console
+
+from .agent.cost import Caps
+from .agent.model import ModelClient, ModelConfig, ModelError
+from .agent.skills import discover
+from .agent.workspace import SandboxError, Workspace
+from .host import Host, HostConfig
+from .store import StoreError, default_store_url, open_store
+from .terminal import TerminalPort
+
+EDITOR_CLIENTS = {"VS Code": "code", "Neovim": "nvim"}
+
+
+def _error(message: str, code: int) -> int:
+    print(f"talos: error: {message}", file=sys.stderr)
+    return code
+
+
+def run(args: argparse.Namespace) -> int:
+    if not args.request.strip():
+        return _error("the request is empty", 2)
+    root = Path(args.workspace)
+    if not root.is_dir():
+        return _error(f"workspace {root} is not a directory", 2)
+    try:
+        store = open_store(args.store)
+    except StoreError as exc:
+        return _error(str(exc), 1)
+    try:
+        return asyncio.run(_run(args, store, root))
+    except (SandboxError, ValueError) as exc:
+        return _error(str(exc), 2)
+    finally:
+        store.close()
+
+
+async def _run(args: argparse.Namespace, store, root: Path) -> int:
+    interactive = sys.stdin.isatty() and sys.stdout.isatty() and not args.json
+    console = Console(stderr=args.json, highlight=False)  # with --json, stdout is the JSON
+    port = TerminalPort(console, Workspace(root), interactive=interactive)
+    model = ModelConfig(args.model, base_url=args.base_url, api_key_env=args.api_key_env)
+    config = HostConfig(workspace=root, model=model, mode=args.mode, auto_apply=args.apply,
+                        caps=Caps(max_cost=args.max_cost, max_steps=args.max_steps))  # fmt: skip
+    host = Host(store, config, port)
+    for problem in host.skill_problems:
+        console.print(f"[yellow]{problem}[/]")
+    try:
+        result = await host.turn(args.request)
+        task = await host.wait(result.task)
+    finally:
+        await host.close()
+    proposals = [p for p in host.proposals.list() if p.task_id == task.id]
+    spent = host.meter.task(task.id)
+    if args.json:
+        print(json.dumps({
+            "outcome": task.state,
+            "result": task.result,
+            "error": task.error,
+            "turn": result.turn,
+            "proposals": [{"id": p.id, "path": p.path, "status": p.status, "diff": p.diff()}
+                          for p in proposals],
+            "cost": str(spent.cost),
+            "tokens": {"in": spent.tokens_in, "out": spent.tokens_out,
+                       "cached": spent.tokens_cached},
+            "unpriced": spent.unpriced,
+            "questions": [{"question": host.phrase(q).question_text,
+                           "options": [o["label"] for o in q.options],
+                           "answered": r.applied,
+                           "answer": q.options[r.option_index]["label"] if r.applied else None}
+                          for q, r in host.answers],
+        }, indent=2, ensure_ascii=False))  # fmt: skip
+    else:
+        if task.result:
+            console.print(f"[bold]talos:[/] {task.result}")
+        for p in proposals:
+            if p.status == "pending":
+                console.print(f"[yellow]proposal {p.id} to {p.path} not applied[/] "
+                              "(run with --apply, or answer at a terminal)")  # fmt: skip
+        cost = "unpriced model" if spent.unpriced else f"${spent.cost:.4f}"
+        console.print(f"[dim]{task.state}: {spent.tokens_in} tokens in, {spent.tokens_out} out, "
+                      f"{cost}[/]")  # fmt: skip
+        if task.error:
+            console.print(f"[red]{task.error}[/]")
+    return 0 if task.state == "done" else 1
+
+
+def skills(args: argparse.Namespace) -> int:
+    found, problems = discover(Path(args.workspace))
+    for skill in found.values():
+        print(f"{skill.name:16}  {skill.description}\n{'':16}  [{skill.path.parent}]")
+    for problem in problems:
+        print(problem, file=sys.stderr)
+    return 0
+
+
+def doctor(args: argparse.Namespace) -> int:
+    checks: list[tuple[bool, str]] = []
+    try:
+        store = open_store(args.store)
+        store.turn_current("doctor")
+        store.close()
+        checks.append((True, f"store {args.store or default_store_url()} opens"))
+    except StoreError as exc:
+        checks.append((False, f"{exc} (set TALOS_STORE_URL or --store)"))
+    key = os.environ.get(args.api_key_env)
+    config = ModelConfig("doctor", base_url=args.base_url, api_key_env=args.api_key_env,
+                         max_retries=0, timeout=5)  # fmt: skip
+    local = config.endpoint.startswith(("http://localhost", "http://127.", "http://[::1]"))
+    checks.append((bool(key) or local, f"API key in ${args.api_key_env}" if key else
+                   f"no API key in ${args.api_key_env}" + (" (fine for a local server)" if local
+                   else ": export it, or use --base-url for a local server")))  # fmt: skip
+    try:
+        asyncio.run(ModelClient(config).probe())
+        checks.append((True, f"model endpoint {config.endpoint} answers"))
+    except ModelError as exc:
+        checks.append((False, f"{exc}: check the URL and the key, or start your local server"))
+    for name, command in EDITOR_CLIENTS.items():
+        path = shutil.which(command)
+        checks.append((True, f"{name}: {path}" if path else f"{name}: not found (optional)"))
+    root = Path(args.workspace)
+    found, problems = discover(root)
+    checks.append(
+        (not problems, f"{len(found)} skills" + (f"; {len(problems)} skipped" if problems else ""))
+    )
+    checks.extend((False, p) for p in problems)
+    for ok, message in checks:
+        print(("ok      " if ok else "problem ") + message)
+    return 0 if all(ok for ok, _ in checks) else 1
+
+
+def demo(args: argparse.Namespace) -> int:
+    from .demo.session import run as run_demo
+
+    return run_demo(Console(highlight=False))
