@@ -40,8 +40,15 @@ class TerminalPort:
                              "confirm": list(scripted_confirms or [])}  # fmt: skip
         self.interactive = interactive or self.scripted is not None
         self.last_status: Mapping[str, Any] = {}
+        # One prompt at a time: a question and a permission prompt must not both wait on
+        # the same keyboard, or an answer could land on the wrong one.
+        self._prompting = asyncio.Lock()
 
     async def _choose(self, title: str, options: Sequence[str], kind: str) -> str | None:
+        async with self._prompting:
+            return await self._prompt(title, options, kind)
+
+    async def _prompt(self, title: str, options: Sequence[str], kind: str) -> str | None:
         lines = "\n".join(f"  {i}. {o}" for i, o in enumerate(options, 1))
         self.console.print(Panel(f"{title}\n{lines}", title="Talos asks", border_style="cyan"))
         if self.scripted is not None:

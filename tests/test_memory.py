@@ -359,3 +359,17 @@ def test_all_three_producers_one_delivery_per_k_turns(qq, facts, tmp_path):
             deliveries.append((turn, got.kind))
     assert [t for t, _ in deliveries] == [0, K, 2 * K]
     assert {k for _, k in deliveries} == {"disjunction", "confirmation", "referent"}
+
+
+def test_two_daemons_syncing_the_same_rules_store_each_rule_once(facts, tmp_path):
+    (tmp_path / "AGENTS.md").write_text("- Tests use unittest\n- Keep functions small\n")
+    (tmp_path / "CLAUDE.md").write_text("- Tests use pytest\n")
+    first, second = RulesFiles(facts), RulesFiles(facts)  # two daemons, one store
+    added = first.sync("a1", tmp_path).added
+    assert second.sync("a1", tmp_path).added == []  # the same keys: nothing added twice
+    live = facts.list("a1", include_closed=False)
+    assert sorted(f.statement for f in live) == [
+        "Keep functions small", "Tests use pytest", "Tests use unittest"
+    ]  # fmt: skip
+    assert {f.key for f in live} == set(added)
+    assert len(Reconciler(facts).merge_log_entries("a1")) == 1

@@ -79,6 +79,13 @@ class ScriptedModelServer:
             def log_message(self, *args: Any) -> None:  # keep test output clean
                 pass
 
+            def do_GET(self) -> None:  # the model list: what `talos doctor` asks
+                if self.path.rstrip("/").endswith("/models"):
+                    model = {"id": "fake-model", "object": "model", "created": 0, "owned_by": "t"}
+                    self._json(200, {"object": "list", "data": [model]})
+                else:
+                    self._json(404, {"error": {"message": "not found"}})
+
             def do_POST(self) -> None:
                 length = int(self.headers.get("Content-Length", 0))
                 body = json.loads(self.rfile.read(length) or b"{}")

@@ -29,7 +29,7 @@ OUTCOMES = ("acted", "contradicted", "dismissed", "deferred", "used")
 _SIGNALS = {"acted": ACTED_SIGNAL, "contradicted": CONTRADICTED_SIGNAL}
 SOURCES = ("person", "rules file", "workspace scan", "model")
 PRECEDENCE = {"person": 3, "rules file": 2, "workspace scan": 1, "model": 0}
-_ATTRS = ("subject", "attribute", "value", "source", "origin", "valid_from")
+_ATTRS = ("subject", "attribute", "value", "source", "origin", "valid_from", "key")
 # BM25 parameters: the usual defaults for short documents.
 _K1, _B = 1.2, 0.75
 
@@ -107,7 +107,8 @@ class FactStore:
 
         attrs: `subject` and `attribute` (a slot: both or neither) with its `value`; `source`
         (one of SOURCES, default "model"); `origin` (where it came from, e.g. a rules file's
-        path); `valid_from` (epoch seconds; default now)."""
+        path); `valid_from` (epoch seconds; default now); `key` (a deterministic key, so that
+        two processes adding the same fact store it once: the second insert fails)."""
         if not isinstance(agent_id, str) or not agent_id.strip():
             raise ValueError(f"agent_id must be a non-empty string, got {agent_id!r}")
         if not isinstance(statement, str) or not statement.strip():
@@ -132,7 +133,9 @@ class FactStore:
             valid_from = time.time()
         elif isinstance(valid_from, bool) or not isinstance(valid_from, int | float):
             raise ValueError(f"valid_from must be epoch seconds, got {valid_from!r}")
-        key = _new_key()
+        key = attrs.get("key") or _new_key()
+        if not isinstance(key, str) or not key.startswith("fact:") or any(c.isspace() for c in key):
+            raise ValueError(f"key must be a 'fact:...' string without spaces, got {key!r}")
         self.store.fact_insert(
             {
                 "key": key,

@@ -10,11 +10,14 @@ changed, new rules are added and reconciled, and rules no longer in the file are
 
 from __future__ import annotations
 
+import hashlib
 import os
 import re
+import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from ..store import StoreError
 from ..text import normalize_text
 from .facts import FactStore
 from .reconcile import Reconciler
@@ -117,7 +120,22 @@ class RulesFiles:
             attrs = {}
             if slot:
                 attrs = dict(zip(("subject", "attribute", "value"), slot, strict=True))
-            key = self.facts.add(agent_id, rule, source="rules file", origin=origin, **attrs)
+            # The same key in every daemon syncing this workspace: one insert wins.
+            key = (
+                "fact:rule-"
+                + hashlib.sha1(f"{agent_id}\0{origin}\0{norm}".encode()).hexdigest()[:24]
+            )
+            existing = self.facts.get(key)
+            if existing is not None and existing.live:
+                continue  # another daemon added it a moment ago
+            if existing is not None:  # the rule was removed once and is back
+                key = f"{key}-{uuid.uuid4().hex[:8]}"
+            try:
+                self.facts.add(agent_id, rule, source="rules file", origin=origin, key=key, **attrs)
+            except StoreError:
+                if self.facts.get(key) is not None:
+                    continue  # lost the race to another daemon: its fact stands
+                raise
             self.reconciler.reconcile(key)
             result.added.append(key)
         self._seen[(agent_id, root)] = stamp

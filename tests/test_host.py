@@ -1,0 +1,211 @@
+"""The host, one turn after another: a scripted EditorPort, a real store, the real agent loop,
+and the local OpenAI-speaking server as the model."""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import multiprocessing as mp
+
+import pytest
+
+from talos_ls.agent.model import ModelConfig
+from talos_ls.agent.workspace import Workspace
+from talos_ls.host import Host, HostConfig
+from talos_ls.store import open_store
+
+from .fake_openai import FakeOpenAI, reply
+
+K = 5
+AMBIGUOUS = {
+    "src/parser.py": "x = 1\n", "tools/parser.py": "x = 1\n",
+    "app/config.py": "x = 1\n", "lib/config.py": "x = 1\n",
+    "a/util.py": "x = 1\n", "b/util.py": "x = 1\n",
+}  # fmt: skip
+
+
+class ScriptedPort:
+    """An editor whose person answers from a script (None: dismisses)."""
+
+    interactive = True
+
+    def __init__(self, root, replies=(), confirms=(), reply_delay=0.0):
+        self.workspace = Workspace(root)
+        self.replies, self.confirms = list(replies), list(confirms)
+        self.reply_delay = reply_delay
+        self.asked, self.shown, self.statuses = [], [], []
+
+    async def ask(self, question):
+        self.asked.append(question)
+        await asyncio.sleep(self.reply_delay)
+        return self.replies.pop(0) if self.replies else None
+
+    async def confirm(self, message, options):
+        return self.confirms.pop(0) if self.confirms else None
+
+    async def show_proposal(self, proposal):
+        self.shown.append(proposal)
+
+    async def apply(self, proposal, new_text):
+        self.workspace.write_text(proposal.path, new_text)
+        return True
+
+    def progress(self, task, message):
+        pass
+
+    def status(self, status):
+        self.statuses.append(status)
+
+
+def workspace(tmp_path, files):
+    root = tmp_path / "ws"
+    for rel, text in files.items():
+        (root / rel).parent.mkdir(parents=True, exist_ok=True)
+        (root / rel).write_text(text)
+    return root
+
+
+def host_for(tmp_path, server, root, port, url=None):
+    store = open_store(url or "sqlite:///" + str(tmp_path / "talos.db"))
+    config = HostConfig(workspace=root, model=ModelConfig("m", base_url=server.url))
+    return Host(store, config, port), store
+
+
+@pytest.fixture
+def server():
+    s = FakeOpenAI()
+    yield s
+    s.close()
+
+
+async def test_thirty_turns_one_question_per_k(tmp_path, server):
+    root = workspace(tmp_path, {**AMBIGUOUS, "AGENTS.md": "- Tests use unittest\n",
+                                "CLAUDE.md": "- Tests use pytest\n"})  # fmt: skip
+    port = ScriptedPort(root, replies=["skip"] * 30)  # deflects every time: nothing settles
+    host, store = host_for(tmp_path, server, root, port)
+    requests = itertools.cycle(["fix the parser and its tests", "check the config and its tests",
+                                "tidy the util and its tests"])  # fmt: skip
+    asked_at = []
+    for _ in range(30):
+        server.script.append(reply("done"))
+        result = await host.turn(next(requests))
+        await host.wait(result.task)
+        if result.question is not None:
+            asked_at.append(result.turn)
+    assert asked_at == [1, 6, 11, 16, 21, 26]
+    assert len(port.asked) == 6
+    kinds = {q.kind for q in port.asked}
+    assert kinds == {"disjunction", "referent"}  # several sources competed for the budget
+    assert len(host.queue.candidates(host.agent_id)) >= 4
+    assert port.statuses[-1]["budget_opens_at_turn"] == 31
+    await host.close()
+    store.close()
+
+
+async def test_dismissal_is_never_an_answer(tmp_path, server):
+    root = workspace(tmp_path, {"AGENTS.md": "- Tests use unittest\n",
+                                "CLAUDE.md": "- Tests use pytest\n"})  # fmt: skip
+    port = ScriptedPort(root, replies=[None])
+    host, store = host_for(tmp_path, server, root, port)
+    server.script.append(reply("done"))
+    result = await host.turn("write the tests")
+    await host.wait(result.task)
+    assert result.question is not None and result.question.kind == "disjunction"
+    ((question, answer),) = host.answers
+    assert (answer.applied, answer.reason, answer.classification) == (
+        False,
+        "cooled",
+        "unrecognized",
+    )
+    assert {f.confidence for f in host.facts.list(host.agent_id)} == {0.5}
+    assert host.queue.get(question.candidate_id).status == "cooled"
+    assert host.queue.reconciler.merge_log_entries(host.agent_id)  # the conflict stays open
+    await host.close()
+    store.close()
+
+
+async def test_a_reply_during_the_task_reaches_the_agent(tmp_path, server):
+    rules = {"AGENTS.md": "- Tests use unittest\n", "CLAUDE.md": "- Tests use pytest\n"}
+    root = workspace(tmp_path, {**rules, "src/app.py": "x = 1\n"})
+    port = ScriptedPort(root, replies=["pytest"], reply_delay=0.2)
+    host, store = host_for(tmp_path, server, root, port)
+    server.script += [reply("Listing.", [("c1", "list_files", "{}")], delay=0.1),  # ~0.5 s
+                      reply("Writing pytest tests.")]  # fmt: skip
+    result = await host.turn("write the tests")
+    task = await host.wait(result.task)
+    assert task.state == "done"
+    second = server.requests[1]["body"]["messages"]
+    note = [m["content"] for m in second if m["role"] == "user"][-1]
+    assert note.endswith(": pytest.") and "answered the question" in note
+    assert "The person answered" not in str(server.requests[0]["body"]["messages"])
+    facts = {f.value: f for f in host.facts.list(host.agent_id)}
+    assert facts["pytest"].confidence > 0.5 > facts["unittest"].confidence
+    await host.close()
+    store.close()
+
+
+async def test_headless_asks_nothing_and_proposals_wait(tmp_path, server):
+    rules = {"AGENTS.md": "- Tests use unittest\n", "CLAUDE.md": "- Tests use pytest\n"}
+    root = workspace(tmp_path, {**rules, "src/app.py": "x = 1\n"})
+    port = ScriptedPort(root)
+    port.interactive = False
+    host, store = host_for(tmp_path, server, root, port)
+    server.script += [reply(None, [("c1", "propose_edit",
+                                    '{"path": "src/app.py", "content": "x = 2\\n"}')]),
+                      reply("proposed")]  # fmt: skip
+    result = await host.turn("write the tests")
+    await host.wait(result.task)
+    assert result.question is None and port.asked == []
+    assert store.qq_agents().get(host.agent_id) is None  # no budget spent on nobody
+    (proposal,) = host.proposals.list()
+    assert proposal.status == "pending" and (root / "src" / "app.py").read_text() == "x = 1\n"
+    assert await host.apply_proposal(proposal.id)
+    assert (root / "src" / "app.py").read_text() == "x = 2\n"
+    await host.close()
+    store.close()
+
+
+def _host_process(url, root, barrier, results, turns):
+    async def main():
+        server = FakeOpenAI()
+        server.script = [reply("done") for _ in range(turns)]
+        port = ScriptedPort(root, replies=["skip"] * turns)
+        store = open_store(url)
+        host = Host(store, HostConfig(workspace=root, model=ModelConfig("m", base_url=server.url)),
+                    port)  # fmt: skip
+        asked = []
+        for i in range(turns):
+            await asyncio.to_thread(barrier.wait, 60)
+            request = ["fix the parser and its tests", "check the config and its tests"][i % 2]
+            result = await host.turn(request)
+            await host.wait(result.task)
+            if result.question is not None:
+                asked.append(result.turn)
+        await host.close()
+        store.close()
+        server.close()
+        return asked
+
+    try:
+        results.put(asyncio.run(main()))
+    except Exception as exc:
+        results.put(exc)
+
+
+def test_two_hosts_in_two_processes_share_one_budget(tmp_path, store_url):
+    root = workspace(tmp_path, {**AMBIGUOUS, "AGENTS.md": "- Tests use unittest\n",
+                                "CLAUDE.md": "- Tests use pytest\n"})  # fmt: skip
+    ctx = mp.get_context("spawn")
+    barrier, results = ctx.Barrier(2), ctx.Queue()
+    procs = [ctx.Process(target=_host_process, args=(store_url, root, barrier, results, 12))
+             for _ in range(2)]  # fmt: skip
+    for p in procs:
+        p.start()
+    outcomes = [results.get(timeout=180) for _ in procs]
+    for p in procs:
+        p.join(timeout=60)
+    assert not [o for o in outcomes if isinstance(o, Exception)], outcomes
+    asked = sorted(t for o in outcomes for t in o)
+    assert asked, "no question was asked at all"
+    assert all(b - a >= K for a, b in itertools.pairwise(asked)), asked
+    assert open_store(store_url).turn_current(str(root.resolve())) == 24  # one shared counter

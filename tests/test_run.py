@@ -1,0 +1,196 @@
+"""`talos run`, `talos demo`, `talos skills` and `talos doctor` as real processes: in a
+pseudo-terminal, without one, and with --json."""
+
+from __future__ import annotations
+
+import json
+import os
+import pty
+import re
+import select
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from talos_ls.store import open_store
+
+from .fake_openai import FakeOpenAI, error, reply
+
+TALOS = str(Path(sys.executable).with_name("talos"))
+ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
+EDIT = json.dumps({"path": "src/app.py", "blocks": [{"search": "return 1", "replace": "return 2"}]})
+
+
+@pytest.fixture
+def server():
+    s = FakeOpenAI()
+    yield s
+    s.close()
+
+
+@pytest.fixture
+def ws(tmp_path):
+    root = tmp_path / "ws"
+    (root / "src").mkdir(parents=True)
+    (root / "src" / "app.py").write_text("def main():\n    return 1\n")
+    (root / "AGENTS.md").write_text("- Tests use unittest\n")
+    (root / "CLAUDE.md").write_text("- Tests use pytest\n")
+    return root
+
+
+def env_for(tmp_path, **extra):
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("TALOS_", "OPENAI_"))}
+    env.update(TALOS_STORE_URL="sqlite:///" + str(tmp_path / "talos.db"), COLUMNS="200",
+               XDG_CONFIG_HOME=str(tmp_path / "config"), **extra)  # fmt: skip
+    return env
+
+
+def run(args, tmp_path, **kw):
+    return subprocess.run([TALOS, *args], capture_output=True, text=True, timeout=60,
+                          stdin=subprocess.DEVNULL, env=env_for(tmp_path), **kw)  # fmt: skip
+
+
+def script_edit(server):
+    server.script += [reply("Reading.", [("c1", "read_file", '{"path": "src/app.py"}')]),
+                      reply(None, [("c2", "propose_edit", EDIT)]),
+                      reply("main now returns 2.")]  # fmt: skip
+
+
+def test_without_a_tty_nothing_prompts_and_nothing_is_applied(tmp_path, server, ws):
+    script_edit(server)
+    r = run(["run", "make main return 2 and add tests", "--workspace", str(ws),
+             "--base-url", server.url, "--model", "fake-model"], tmp_path)  # fmt: skip
+    assert r.returncode == 0, r.stderr
+    out = ANSI.sub("", r.stdout)
+    assert "talos: main now returns 2." in out and "not applied" in out
+    assert "Talos asks" not in out  # no question, no prompt
+    assert (ws / "src" / "app.py").read_text() == "def main():\n    return 1\n"
+    store = open_store("sqlite:///" + str(tmp_path / "talos.db"))
+    assert store.qq_agents().get(str(ws.resolve())) is None  # no budget spent
+    store.close()
+
+
+def test_apply_and_json(tmp_path, server, ws):
+    script_edit(server)
+    r = run(["run", "make main return 2", "--workspace", str(ws), "--base-url", server.url,
+             "--model", "fake-model", "--apply", "--json"], tmp_path)  # fmt: skip
+    assert r.returncode == 0, r.stderr
+    data = json.loads(r.stdout)
+    assert data["outcome"] == "done" and data["result"] == "main now returns 2."
+    (proposal,) = data["proposals"]
+    assert proposal["status"] == "applied" and "+    return 2" in proposal["diff"]
+    assert data["tokens"] == {"in": 30, "out": 15, "cached": 0}
+    assert data["unpriced"] is True and data["cost"] == "0" and data["questions"] == []
+    assert (ws / "src" / "app.py").read_text() == "def main():\n    return 2\n"
+
+
+def test_exit_codes(tmp_path, server, ws):
+    server.script.append(error(401, "bad key", "invalid_api_key"))
+    failed = run(["run", "x", "--workspace", str(ws), "--base-url", server.url], tmp_path)
+    assert failed.returncode == 1 and "rejected the API key (401)" in failed.stdout
+    usage = run(["run", "x", "--workspace", str(tmp_path / "nope")], tmp_path)
+    assert usage.returncode == 2 and "is not a directory" in usage.stderr
+    assert run(["run", "  ", "--workspace", str(ws)], tmp_path).returncode == 2
+    assert run(["run"], tmp_path).returncode == 2
+
+
+def test_in_a_pseudo_terminal(tmp_path, server, ws):
+    server.script += [reply("Reading.", [("c1", "read_file", '{"path": "src/app.py"}')],
+                            delay=0.05),
+                      reply(None, [("c2", "propose_edit", EDIT)], delay=0.05),
+                      reply("main now returns 2; tests will use pytest.")]  # fmt: skip
+    master, slave = pty.openpty()
+    proc = subprocess.Popen([TALOS, "run", "make main return 2 and add tests", "--workspace",
+                             str(ws), "--base-url", server.url, "--model", "fake-model"],
+                            stdin=slave, stdout=slave, stderr=slave, env=env_for(tmp_path),
+                            close_fds=True)  # fmt: skip
+    os.close(slave)
+    seen = ""
+
+    def until(text, timeout=30):
+        nonlocal seen
+        deadline = time.monotonic() + timeout
+        while text not in ANSI.sub("", seen):
+            if time.monotonic() > deadline:
+                raise AssertionError(f"never saw {text!r}; output:\n{ANSI.sub('', seen)}")
+            ready, _, _ = select.select([master], [], [], 0.1)
+            if ready:
+                try:
+                    seen += os.read(master, 4096).decode(errors="replace")
+                except OSError:
+                    break
+
+    until("Which is right?")
+    assert "1. pytest" in ANSI.sub("", seen)
+    os.write(master, b"1\n")  # answer the question: pytest
+    until("Apply proposal")
+    os.write(master, b"1\n")  # Apply
+    until("main now returns 2")
+    assert proc.wait(timeout=30) == 0
+    os.close(master)
+    assert (ws / "src" / "app.py").read_text() == "def main():\n    return 2\n"
+    store = open_store("sqlite:///" + str(tmp_path / "talos.db"))
+    facts = {f["value"]: f for f in store.fact_list(str(ws.resolve()))}
+    assert facts["pytest"]["confidence"] == pytest.approx(0.8)
+    assert facts["unittest"]["confidence"] == pytest.approx(0.2)
+    store.close()
+
+
+def test_demo(tmp_path):
+    started = time.monotonic()
+    r = run(["demo"], tmp_path)
+    elapsed = time.monotonic() - started
+    print(f"talos demo took {elapsed:.1f} s")  # measured for the record; not a limit here
+    assert r.returncode == 0, r.stderr
+    plain = re.sub(r"[│╭╮╰╯─]", " ", ANSI.sub("", r.stdout))  # panel borders out
+    out = " ".join(plain.split())
+    for expected in (
+        "SCRIPTED DEMO: no model is called",
+        "Two things I hold about Tests use conflict: 'pytest' or 'unittest'. Which is right?",
+        "> pytest (scripted reply)",
+        "needs your approval. 1. Allow once 2. Always allow",
+        "- return a - b",
+        "+ return a + b",
+        "applied",
+        "0.80 +3/-0 rules file live Tests use pytest",
+        "0.20 +0/-3 rules file superseded Tests use unittest",
+        "question waiting for the budget (one per 5 turns; next at turn 6): Which do you mean "
+        "by 'the parser': src/parser.py or tools/parser.py?",
+        "10700 tokens in, 385 out: $0.0168",
+        "src/calc.py now says: return a + b",
+    ):
+        assert expected in out, expected
+
+
+def test_skills(tmp_path, ws):
+    good = ws / ".talos" / "skills" / "explain"
+    good.mkdir(parents=True)
+    (good / "SKILL.md").write_text("---\nname: explain\ndescription: 'Our own way'\n---\nDo it.\n")
+    bad = ws / ".talos" / "skills" / "broken"
+    bad.mkdir()
+    (bad / "SKILL.md").write_text("no front matter here\n")
+    r = run(["skills", "--workspace", str(ws)], tmp_path)
+    assert r.returncode == 0
+    assert "explain           Our own way" in r.stdout  # the workspace's replaces the built-in
+    for name in ("fix-diagnostic", "write-tests", "refactor"):
+        assert name in r.stdout
+    assert "skill broken" in r.stderr and "no front matter" in r.stderr
+
+
+def test_doctor(tmp_path, server, ws):
+    env = env_for(tmp_path, TALOS_TEST_KEY="k")
+    ok = subprocess.run([TALOS, "doctor", "--workspace", str(ws), "--base-url", server.url,
+                         "--api-key-env", "TALOS_TEST_KEY"], capture_output=True, text=True,
+                        env=env, timeout=60)  # fmt: skip
+    assert ok.returncode == 0, ok.stdout
+    assert (
+        "ok      model endpoint" in ok.stdout and "ok      API key in $TALOS_TEST_KEY" in ok.stdout
+    )
+    bad = run(["doctor", "--workspace", str(ws), "--base-url", "https://example.invalid/v1"],
+              tmp_path)  # fmt: skip
+    assert bad.returncode == 1
+    assert "problem no API key in $OPENAI_API_KEY: export it" in bad.stdout
+    assert "problem no connection to https://example.invalid/v1" in bad.stdout
