@@ -27,6 +27,16 @@ def redis_server(tmp_path_factory):
     server.stop()
 
 
+@pytest.fixture
+def server():
+    """A local HTTP server speaking the OpenAI streaming API, scripted by the test."""
+    from talos_ls.demo.scripted_model import ScriptedModelServer
+
+    s = ScriptedModelServer()
+    yield s
+    s.close()
+
+
 @pytest.fixture(params=BACKENDS)
 def backend(request) -> str:
     return request.param

@@ -7,8 +7,6 @@ import asyncio
 import json
 from decimal import Decimal
 
-import pytest
-
 from talos_ls.agent import tools
 from talos_ls.agent.cost import Caps, CostMeter, Price, Usage, cost_of
 from talos_ls.agent.loop import AgentLoop, system_prompt
@@ -21,7 +19,7 @@ from talos_ls.gates.question_queue import QuestionQueue
 from talos_ls.memory.facts import FactStore
 from talos_ls.store import open_store
 
-from .fake_openai import FakeOpenAI, error, hang, reply
+from .fake_openai import error, hang, reply
 
 PRICE = Price(Decimal("2.50"), Decimal("1.25"), Decimal("10.00"))
 
@@ -61,13 +59,6 @@ class Env:
 
         task = self.registry.start("ws", prompt, runner)
         return await self.registry.wait(task.id)
-
-
-@pytest.fixture
-def server():
-    s = FakeOpenAI()
-    yield s
-    s.close()
 
 
 def tool_messages(server, request_index):

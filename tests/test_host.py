@@ -7,8 +7,6 @@ import asyncio
 import itertools
 import multiprocessing as mp
 
-import pytest
-
 from talos_ls.agent.model import ModelConfig
 from talos_ls.agent.workspace import Workspace
 from talos_ls.host import Host, HostConfig
@@ -69,13 +67,6 @@ def host_for(tmp_path, server, root, port, url=None):
     store = open_store(url or "sqlite:///" + str(tmp_path / "talos.db"))
     config = HostConfig(workspace=root, model=ModelConfig("m", base_url=server.url))
     return Host(store, config, port), store
-
-
-@pytest.fixture
-def server():
-    s = FakeOpenAI()
-    yield s
-    s.close()
 
 
 async def test_thirty_turns_one_question_per_k(tmp_path, server):

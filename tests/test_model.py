@@ -10,16 +10,9 @@ import pytest
 from talos_ls.agent.cost import Usage
 from talos_ls.agent.model import ModelClient, ModelConfig, ModelError
 
-from .fake_openai import FakeOpenAI, error, hang, reply
+from .fake_openai import error, hang, reply
 
 KEY = "sk-test-0123456789abcdef"
-
-
-@pytest.fixture
-def server():
-    s = FakeOpenAI()
-    yield s
-    s.close()
 
 
 @pytest.fixture

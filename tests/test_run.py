@@ -17,18 +17,11 @@ import pytest
 
 from talos_ls.store import open_store
 
-from .fake_openai import FakeOpenAI, error, reply
+from .fake_openai import error, reply
 
 TALOS = str(Path(sys.executable).with_name("talos"))
 ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
 EDIT = json.dumps({"path": "src/app.py", "blocks": [{"search": "return 1", "replace": "return 2"}]})
-
-
-@pytest.fixture
-def server():
-    s = FakeOpenAI()
-    yield s
-    s.close()
 
 
 @pytest.fixture

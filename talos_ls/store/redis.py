@@ -251,14 +251,7 @@ class RedisStore(Store):
     @_guarded
     def fact_list(self, agent_id: str | None = None) -> list[dict[str, Any]]:
         agents = [agent_id] if agent_id is not None else self._agents_with("facts")
-        out = []
-        for agent in agents:
-            keys = self._client.zrange(_prefix(agent) + "facts", 0, -1)
-            pipe = self._client.pipeline(transaction=False)
-            for key in keys:
-                pipe.hgetall(_prefix(agent) + "f:" + key)
-            out.extend(_fact(raw) for raw in pipe.execute() if raw)
-        return out
+        return [_fact(raw) for agent in agents for raw in self._indexed(agent, "facts", "f:")]
 
     @_guarded
     def fact_observe(
@@ -294,11 +287,8 @@ class RedisStore(Store):
 
     @_guarded
     def journal_live(self, agent_id: str) -> list[dict[str, Any]]:
-        prefix = _prefix(agent_id)
-        pipe = self._client.pipeline(transaction=False)
-        for entry_id in self._client.zrange(prefix + "journal", 0, -1):
-            pipe.hgetall(prefix + "j:" + entry_id)
-        return [_decode(raw, JOURNAL_FIELDS, _JOURNAL_PARSERS) for raw in pipe.execute() if raw]
+        rows = self._indexed(agent_id, "journal", "j:")
+        return [_decode(raw, JOURNAL_FIELDS, _JOURNAL_PARSERS) for raw in rows]
 
     @_guarded
     def journal_close(self, agent_id: str, entry_id: str, at: float) -> bool:
@@ -331,11 +321,8 @@ class RedisStore(Store):
 
     @_guarded
     def task_list(self, agent_id: str) -> list[dict[str, Any]]:
-        prefix = _prefix(agent_id)
-        pipe = self._client.pipeline(transaction=False)
-        for task_id in self._client.zrange(prefix + "tasks", 0, -1):
-            pipe.hgetall(prefix + "t:" + task_id)
-        return [_decode(raw, TASK_FIELDS, _TASK_PARSERS) for raw in pipe.execute() if raw]
+        rows = self._indexed(agent_id, "tasks", "t:")
+        return [_decode(raw, TASK_FIELDS, _TASK_PARSERS) for raw in rows]
 
     # -------------------------------------------------------- question queue
     @_guarded
@@ -445,11 +432,19 @@ class RedisStore(Store):
             == 1
         )
 
-    def _load(self, agent_id: str, ids: Sequence[str]) -> list[dict[str, Any]]:
+    def _hashes(self, agent_id: str, kind: str, ids: Sequence[str]) -> list[dict[str, str]]:
+        """The hashes `<kind><id>` of an agent, in the order of `ids`; missing ones left out."""
         pipe = self._client.pipeline(transaction=False)
-        for cid in ids:
-            pipe.hgetall(_prefix(agent_id) + "c:" + cid)
-        return [_candidate(raw) for raw in pipe.execute() if raw]
+        for item in ids:
+            pipe.hgetall(_prefix(agent_id) + kind + item)
+        return [raw for raw in pipe.execute() if raw]
+
+    def _indexed(self, agent_id: str, index: str, kind: str) -> list[dict[str, str]]:
+        """The hashes whose ids the sorted set `index` holds, in its order."""
+        return self._hashes(agent_id, kind, self._client.zrange(_prefix(agent_id) + index, 0, -1))
+
+    def _load(self, agent_id: str, ids: Sequence[str]) -> list[dict[str, Any]]:
+        return [_candidate(raw) for raw in self._hashes(agent_id, "c:", ids)]
 
     @_guarded
     def qq_open(self, agent_id: str) -> list[dict[str, Any]]:
@@ -481,7 +476,7 @@ class RedisStore(Store):
         agents = [agent_id] if agent_id is not None else self._agents_with("ids")
         out = []
         for agent in agents:
-            out.extend(self._load(agent, self._client.zrange(_prefix(agent) + "ids", 0, -1)))
+            out.extend(_candidate(raw) for raw in self._indexed(agent, "ids", "c:"))
         return out
 
     @_guarded
