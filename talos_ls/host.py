@@ -112,6 +112,7 @@ class Host:
         self.model = ModelClient(config.model)
         self.loop = AgentLoop(self.model, self.meter, config.caps, self.registry)
         self.skills, self.skill_problems = discover(self.workspace.root)
+        self.index = WorkspaceIndex.build(self.workspace.root)
         self.answers: list[tuple[QuestionCandidate, AnswerResult]] = []
         self._background: set[asyncio.Task] = set()
 
@@ -127,8 +128,8 @@ class Host:
         assembled = self.assembler.assemble(agent, request)
         self.queue.note_use(agent, assembled.keys, turn)
         self.queue.propose_from_gate(agent, assembled.metadata, turn, request)
-        index = WorkspaceIndex.build(self.workspace.root)
-        self.queue.propose_from_resolution(resolve(agent, turn, request, index), turn)
+        self.index.refresh()  # re-reads only files that changed
+        self.queue.propose_from_resolution(resolve(agent, turn, request, self.index), turn)
         self.queue.propose_from_disjunctions(agent, turn)
         question = None
         if self.port.interactive:  # nobody to ask: spend no budget on a question
@@ -232,12 +233,8 @@ class Host:
     def status(self) -> dict[str, Any]:
         agent = self.agent_id
         running = [t for t in self.registry.list(agent) if t.state in ("queued", "running")]
-        last = self.store.qq_agents().get(agent)
-        open_questions = [
-            c
-            for c in self.queue.candidates(agent)
-            if c.status in ("pending", "delivered", "cooled")
-        ]
+        last = self.store.qq_last_delivery(agent)
+        open_questions = self.store.qq_open(agent)  # open ones only, not the whole history
         spent = [self.meter.task(t.id) for t in self.registry.list(agent)]
         return {
             "turn": self.store.turn_current(agent),

@@ -21,7 +21,9 @@ K, C = 5, 10
 
 
 def budget_turn(qq: QuestionQueue, agent: str = "a1"):
-    return qq.store.qq_agents().get(agent)
+    last = qq.store.qq_last_delivery(agent)
+    assert qq.store.qq_agents().get(agent) == last  # the listing agrees with the one read
+    return last
 
 
 # ------------------------------------------------------------ propose, dedup

@@ -81,3 +81,17 @@ def test_record_shape(workspace):
                         "resolved_text", "resolved_epoch", "assumption", "candidates",
                         "question"}  # fmt: skip
     assert resolve("a1", 4, "rename the Parser class", workspace).status == "resolved"
+
+
+def test_refresh_rereads_only_what_changed(tmp_path):
+    (tmp_path / "a.py").write_text("def alpha():\n    pass\n")
+    (tmp_path / "b.py").write_text("def beta():\n    pass\n")
+    index = WorkspaceIndex.build(tmp_path)
+    assert set(index.symbols) == {"alpha", "beta"}
+    (tmp_path / "a.py").write_text("def alpha():\n    pass\n\n\ndef gamma():\n    pass\n")
+    (tmp_path / "b.py").unlink()
+    (tmp_path / "c.ts").write_text("export function delta() {}\n")
+    index.refresh()
+    assert set(index.symbols) == {"alpha", "gamma", "delta"}
+    assert index.files == ["a.py", "c.ts"]
+    assert refs(index, "call gamma()") == [("gamma()", "resolved", ["gamma in a.py"])]

@@ -71,35 +71,58 @@ def _symbols_python(source: str) -> list[str]:
 
 @dataclass
 class WorkspaceIndex:
-    """File paths (relative, with "/") and top-level symbols -> the files defining them."""
+    """File paths (relative, with "/") and top-level symbols -> the files defining them.
+    `refresh` re-reads only files whose size or modification time changed, so a host can keep
+    one index and refresh it every turn."""
 
     root: Path
     files: list[str] = field(default_factory=list)
     symbols: dict[str, list[str]] = field(default_factory=dict)
+    _stamps: dict[str, tuple[int, int]] = field(default_factory=dict, repr=False)
+    _file_symbols: dict[str, list[str]] = field(default_factory=dict, repr=False)
 
     @classmethod
     def build(cls, root: str | os.PathLike[str]) -> WorkspaceIndex:
         index = cls(Path(root).resolve())
-        for dirpath, dirnames, filenames in os.walk(index.root):
+        index.refresh()
+        return index
+
+    def refresh(self) -> None:
+        files: list[str] = []
+        stamps: dict[str, tuple[int, int]] = {}
+        for dirpath, dirnames, filenames in os.walk(self.root):
             dirnames[:] = sorted(d for d in dirnames if d not in SKIP_DIRS)
             for name in sorted(filenames):
                 path = Path(dirpath) / name
-                rel = path.relative_to(index.root).as_posix()
-                index.files.append(rel)
+                rel = path.relative_to(self.root).as_posix()
+                files.append(rel)
                 if path.suffix in SOURCE_SUFFIXES:
-                    index._index_symbols(path, rel)
-                if len(index.files) >= MAX_FILES:
-                    return index
-        return index
+                    try:
+                        st = path.stat()
+                    except OSError:
+                        continue
+                    stamps[rel] = (st.st_mtime_ns, st.st_size)
+                    if self._stamps.get(rel) != stamps[rel]:
+                        self._file_symbols[rel] = self._read_symbols(path)
+                if len(files) >= MAX_FILES:
+                    break
+            if len(files) >= MAX_FILES:
+                break
+        self._file_symbols = {rel: self._file_symbols.get(rel, []) for rel in stamps}
+        self._stamps, self.files = stamps, files
+        self.symbols = {}
+        for rel, names in self._file_symbols.items():
+            for name in names:
+                self.symbols.setdefault(name, []).append(rel)
 
-    def _index_symbols(self, path: Path, rel: str) -> None:
+    @staticmethod
+    def _read_symbols(path: Path) -> list[str]:
         try:
             source = path.read_text(encoding="utf-8", errors="replace")
         except OSError:
-            return
+            return []
         names = _symbols_python(source) if path.suffix == ".py" else _FALLBACK_DEF.findall(source)
-        for name in dict.fromkeys(names):
-            self.symbols.setdefault(name, []).append(rel)
+        return list(dict.fromkeys(names))
 
     def match_noun(self, noun: str, hint: str | None) -> list[str]:
         """What "the <noun> [<hint>]" can mean. A class or function hint: symbols of that name

@@ -281,5 +281,9 @@ class Store(ABC):
         last_seen_turn, created_turn) > retention_turns`. Returns how many."""
 
     @abstractmethod
+    def qq_last_delivery(self, agent_id: str) -> int | None:
+        """One read: the agent's last delivery turn, None before its first question."""
+
+    @abstractmethod
     def qq_agents(self) -> dict[str, int | None]:
         """Every agent with candidates or a budget, with its last delivery turn."""

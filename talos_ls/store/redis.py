@@ -489,6 +489,11 @@ class RedisStore(Store):
         return len(deleted)
 
     @_guarded
+    def qq_last_delivery(self, agent_id: str) -> int | None:
+        last = self._client.get(_prefix(agent_id) + "bucket")
+        return None if last is None else int(last)
+
+    @_guarded
     def qq_agents(self) -> dict[str, int | None]:
         agents: dict[str, int | None] = dict.fromkeys(self._agents_with("ids"))
         for agent in self._agents_with("bucket"):

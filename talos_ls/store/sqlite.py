@@ -147,6 +147,7 @@ _LIVE_OPEN = """(
         expires_turn < :t AND COALESCE(delivered_turn, created_turn) + :c <= :t)))"""
 
 _IMPACT_ORDER = "last_seen_turn DESC, ask_count, created_turn, candidate_id"
+_LAST_DELIVERY = "SELECT last_delivery_turn FROM question_budget WHERE agent_id = ?"
 
 
 def _dumps(value: Any) -> str:
@@ -558,11 +559,8 @@ class SQLiteStore(Store):
         limit: int,
         checked_kinds: Sequence[str],
     ) -> tuple[str, list[dict[str, Any]]]:
-        with self._read() as conn:
-            bucket = conn.execute(
-                "SELECT last_delivery_turn FROM question_budget WHERE agent_id = ?", (agent_id,)
-            ).fetchone()
-        if bucket is not None and turn < bucket[0] + budget_turns:
+        last = self.qq_last_delivery(agent_id)
+        if last is not None and turn < last + budget_turns:
             return "closed", []
         self.qq_sweep(agent_id, turn, cooldown_turns=cooldown_turns)
         eligible = self._eligible(agent_id, turn, recent_use_turns, signals, cues, limit)
@@ -643,9 +641,7 @@ class SQLiteStore(Store):
                         WHERE candidate_id = ? AND agent_id = ? AND status = ?""",
                     (turn, candidate_id, agent_id, status),
                 )
-            bucket = conn.execute(
-                "SELECT last_delivery_turn FROM question_budget WHERE agent_id = ?", (agent_id,)
-            ).fetchone()
+            bucket = conn.execute(_LAST_DELIVERY, (agent_id,)).fetchone()
             if bucket is not None and turn < bucket[0] + budget_turns:
                 return None
             row = conn.execute(
@@ -744,6 +740,11 @@ class SQLiteStore(Store):
                 (agent_id, current_turn, retention_turns),
             )
             return cur.rowcount
+
+    def qq_last_delivery(self, agent_id: str) -> int | None:
+        with self._read() as conn:
+            row = conn.execute(_LAST_DELIVERY, (agent_id,)).fetchone()
+        return None if row is None else row[0]
 
     def qq_agents(self) -> dict[str, int | None]:
         with self._read() as conn:
