@@ -199,3 +199,12 @@ def test_acl_user_from_the_url_password_from_the_environment(tmp_path, monkeypat
         store.close()
     finally:
         server.kill()
+
+
+def test_without_a_server_binary_the_tests_fail_with_install_instructions(monkeypatch, tmp_path):
+    from . import redis_server
+
+    monkeypatch.setattr(redis_server.shutil, "which", lambda name: None)
+    monkeypatch.setattr(redis_server.sys, "executable", str(tmp_path / "bin" / "python"))
+    with pytest.raises(pytest.fail.Exception, match="apt-get install -y redis-server"):
+        redis_server.find_binary()
