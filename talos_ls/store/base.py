@@ -67,8 +67,6 @@ CLAIMABLE_FIELDS = frozenset(
     ("status", "cooldown_until", "answer_option", "resolved_turn", "delivered_turn")
 )
 
-OPEN_STATUSES = ("pending", "delivered", "cooled")
-DELIVERABLE_STATUSES = ("pending", "cooled")
 ANSWERABLE_STATUSES = ("delivered", "pending")
 
 
