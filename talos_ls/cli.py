@@ -114,8 +114,12 @@ def _parser() -> argparse.ArgumentParser:
                    help="the variable holding the key (default OPENAI_API_KEY)")  # fmt: skip
     r.add_argument("--mode", default="ask", choices=MODES, help="permission mode (default ask)")
     r.add_argument("--apply", action="store_true", help="apply proposals without asking")
-    r.add_argument("--max-cost", type=Decimal, metavar="USD", help="stop the task at this cost")
-    r.add_argument("--max-steps", type=int, default=50, help="stop after this many model calls")
+    r.add_argument("--max-cost", type=_usd, metavar="USD", help="stop the task at this cost "
+                   "(a model without a price needs --max-tokens instead)")  # fmt: skip
+    r.add_argument("--max-tokens", type=_count, metavar="N",
+                   help="stop the task after this many tokens in and out")  # fmt: skip
+    r.add_argument("--max-steps", type=_count, default=50,
+                   help="stop after this many model calls")  # fmt: skip
     r.add_argument("--json", action="store_true", help="print the result as JSON on stdout")
     sk = sub.add_parser("skills", help="list the skills the agent can load",
                         description="Skills from the package, the user config directory and "
@@ -127,10 +131,39 @@ def _parser() -> argparse.ArgumentParser:
     doc.add_argument("--workspace", default=".", metavar="DIR")
     doc.add_argument("--base-url")
     doc.add_argument("--api-key-env", default="OPENAI_API_KEY", metavar="VAR")
+    perm = sub.add_parser("permissions", help="where the permission rules come from; trust the "
+                          "workspace's own rules file",
+                          description="Show the permission rules in force and where each comes "
+                          "from. A workspace's .talos/permissions.json came with the repository: "
+                          "until you trust its exact content, only its deny and ask rules "
+                          "apply.")  # fmt: skip
+    perm.add_argument("--workspace", default=".", metavar="DIR")
+    perm.add_argument("--trust", action="store_true",
+                      help="trust the workspace's .talos/permissions.json as it is now")  # fmt: skip
     sub.add_parser("demo", help="a complete scripted session: no API key, no network",
                    description="Two turns of a real Talos session in a temporary workspace, "
                    "with a scripted model and scripted replies, labelled as such.")  # fmt: skip
     return parser
+
+
+def _usd(text: str) -> Decimal:
+    try:
+        value = Decimal(text)
+    except ArithmeticError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not an amount in USD") from None
+    if not value.is_finite() or value <= 0:
+        raise argparse.ArgumentTypeError(f"{text!r}: the cap must be a positive amount")
+    return value
+
+
+def _count(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"{text!r}: must be at least 1")
+    return value
 
 
 def _clip(text: str, width: int) -> str:
@@ -349,7 +382,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.print_help(sys.stderr)
         return 2
     logging.basicConfig(level=logging.WARNING, format="talos: %(levelname)s: %(message)s")
-    if args.command in ("run", "skills", "doctor", "demo"):
+    if args.command in ("run", "skills", "doctor", "demo", "permissions"):
         from . import commands  # the agent and the terminal load only when needed
 
         return getattr(commands, args.command)(args)

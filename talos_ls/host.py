@@ -32,10 +32,12 @@ from .agent import tools
 from .agent.cost import Caps, CostMeter, load_prices
 from .agent.loop import AgentLoop, system_prompt
 from .agent.model import ModelClient, ModelConfig
+from .agent.sandbox import Sandbox
 from .agent.skills import discover
 from .agent.tasks import FINAL, Task, TaskRegistry
-from .agent.workspace import Workspace
+from .agent.workspace import MAX_READ_BYTES, Workspace
 from .edits.proposals import Proposal, ProposalBook, ProposalError
+from .files import read_regular
 from .gates.permissions import Policy
 from .gates.question_queue import AnswerResult, QuestionCandidate, QuestionQueue
 from .memory.assembler import ContextAssembler
@@ -67,6 +69,9 @@ class EditorPort(Protocol):
     def progress(self, task: Task, message: str) -> None: ...
 
     def status(self, status: Mapping[str, Any]) -> None: ...
+
+    def notice(self, message: str) -> None:
+        """Something the person should know once (the sandbox is unavailable, say)."""
 
 
 @dataclass
@@ -105,9 +110,17 @@ class Host:
         self.assembler = ContextAssembler(
             self.facts, confidence_gate_threshold=config.confidence_gate
         )
-        self.policy = Policy.load(self.workspace.root, config.mode)
+        self.sandbox = Sandbox(self.workspace.root, hidden=store.local_files())
+        self.sandbox_state = self.sandbox.probe()
+        if not self.sandbox_state.available:
+            port.notice(f"Commands run without a sandbox: {self.sandbox_state.detail}. Each "
+                        "command will be asked before it runs.")  # fmt: skip
+        self.policy = Policy.load(self.workspace.root, config.mode,
+                                  sandboxed=self.sandbox_state.available)  # fmt: skip
+        self._rules_reviewed = False
         self.proposals = ProposalBook()
         self.meter = CostMeter(prices=dict(config.prices or load_prices()))
+        config.caps.require_enforceable(config.model.model, self.meter.prices)
         self.registry = TaskRegistry(store, self.meter, config.concurrency)
         self.model = ModelClient(config.model)
         self.loop = AgentLoop(self.model, self.meter, config.caps, self.registry)
@@ -121,6 +134,7 @@ class Host:
         """One request: questions considered, the task started. Returns at once."""
         if not isinstance(request, str) or not request.strip():
             raise ValueError("the request is empty")
+        await self._review_rules()
         agent = self.agent_id
         turn = self.store.turn_next(agent)
         self.rules.sync(agent, self.workspace.root)
@@ -150,6 +164,7 @@ class Host:
                 prompter=self.port.confirm if self.port.interactive else None,
                 skills={name: s.body for name, s in self.skills.items()},
                 on_proposal=lambda p: self._spawn(self.port.show_proposal(p)),
+                sandbox=self.sandbox,
             )  # fmt: skip
             self.port.progress(task, "working")
             text = await self.loop.run(ctx, task, request, system)
@@ -161,6 +176,19 @@ class Host:
             self._spawn(self._deliver(question, task))
         self.port.status(self.status())
         return TurnResult(turn, task, question)
+
+    async def _review_rules(self) -> None:
+        """Once per host: a workspace's own permissions file that would allow something is
+        offered for trust (it came with the repository); until then it only restricts."""
+        if self._rules_reviewed:
+            return
+        self._rules_reviewed = True
+        prompter = self.port.confirm if self.port.interactive else None
+        if await self.policy.review_workspace_file(prompter) is False:
+            grants = ", ".join(self.policy.untrusted_grants[:5])
+            self.port.notice(f"Not trusted: the workspace's .talos/permissions.json would allow "
+                             f"{grants}; only its deny and ask rules apply (talos permissions "
+                             "--trust to trust it).")  # fmt: skip
 
     def phrase(self, question: QuestionCandidate) -> QuestionCandidate:
         """The question as the person should see it: a confirmation names the fact's statement
@@ -218,10 +246,10 @@ class Host:
         """Apply a proposal through the port, refusing a stale one. True when it landed."""
         proposal = self.proposals.get(proposal_id)
         real = self.workspace.resolve(proposal.path, write=True)
-        current = real.read_text(encoding="utf-8") if real.exists() else ""
         try:
+            current = read_regular(real, MAX_READ_BYTES).decode() if real.exists() else ""
             new_text = self.proposals.apply(proposal_id, current, hunks)
-        except ProposalError as exc:
+        except (ProposalError, OSError, UnicodeDecodeError) as exc:
             logger.info("proposal %s not applied: %s", proposal_id, exc)
             return False
         if not await self.port.apply(proposal, new_text):
@@ -244,7 +272,9 @@ class Host:
             "cost_session": str(self.meter.session_cost),
             "open_questions": len(open_questions),
             "budget_opens_at_turn": None if last is None else last + self.config.budget_turns,
-        }
+            "sandbox": {"available": self.sandbox_state.available,
+                        "detail": self.sandbox_state.detail},
+        }  # fmt: skip
 
     async def close(self) -> None:
         await self.registry.shutdown()

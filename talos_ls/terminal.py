@@ -4,6 +4,10 @@ Questions and permission prompts are asked at the terminal when it is one (a num
 an empty line or end of input is a dismissal, never an answer); without a terminal nothing is
 asked and nothing waits. Proposals are shown as coloured diffs. The demo passes scripted
 replies, which are printed as such.
+
+Everything from the model or the workspace (questions, commands, paths, diffs, answers) is
+printed as plain text with control characters made visible (`display.visible`): Rich markup in
+it is never interpreted, so it can neither hide part of a prompt nor crash the output.
 """
 
 from __future__ import annotations
@@ -14,10 +18,11 @@ from typing import Any
 
 from rich.console import Console
 from rich.panel import Panel
-from rich.syntax import Syntax
+from rich.text import Text
 
 from .agent.tasks import Task
 from .agent.workspace import Workspace
+from .display import visible
 from .edits.proposals import Proposal
 from .gates.question_queue import QuestionCandidate
 
@@ -49,13 +54,15 @@ class TerminalPort:
             return await self._prompt(title, options, kind)
 
     async def _prompt(self, title: str, options: Sequence[str], kind: str) -> str | None:
-        lines = "\n".join(f"  {i}. {o}" for i, o in enumerate(options, 1))
-        self.console.print(Panel(f"{title}\n{lines}", title="Talos asks", border_style="cyan"))
+        lines = "\n".join(f"  {i}. {visible(o, single_line=True)}" for i, o in enumerate(options, 1))
+        body = Text(f"{visible(title)}\n{lines}")
+        self.console.print(Panel(body, title="Talos asks", border_style="cyan"))
         if self.scripted is not None:
             queue = self.scripted[kind]
             reply = queue.pop(0) if queue else None
-            shown = "(no reply: dismissed)" if reply is None else reply
-            self.console.print(f"[cyan]> {shown}[/]  [dim](scripted reply)[/]")
+            shown = "(no reply: dismissed)" if reply is None else visible(reply)
+            self.console.print(Text.assemble((f"> {shown}", "cyan"), "  ",
+                                             ("(scripted reply)", "dim")))  # fmt: skip
             return reply
         if not self.interactive:
             return None
@@ -76,18 +83,37 @@ class TerminalPort:
         return await self._choose(message, options, "confirm")
 
     async def show_proposal(self, proposal: Proposal) -> None:
-        self.console.print(
-            f"[bold]proposal {proposal.id}[/]: {len(proposal.hunks)} change(s) to {proposal.path}"
-        )
-        self.console.print(Syntax(proposal.diff(), "diff", theme="ansi_dark"))
+        path = visible(proposal.path, single_line=True)
+        self.console.print(Text.assemble((f"proposal {proposal.id}", "bold"),
+                                         f": {len(proposal.hunks)} change(s) to {path}"))  # fmt: skip
+        self.console.print(diff_text(proposal.diff()))
 
     async def apply(self, proposal: Proposal, new_text: str) -> bool:
         self.workspace.write_text(proposal.path, new_text)
-        self.console.print(f"[green]applied {proposal.id} to {proposal.path}[/]")
+        path = visible(proposal.path, single_line=True)
+        self.console.print(Text(f"applied {proposal.id} to {path}", style="green"))
         return True
 
     def progress(self, task: Task, message: str) -> None:
-        self.console.print(f"[dim]task {task.id}: {message}[/]")
+        self.console.print(Text(f"task {task.id}: {visible(message)}", style="dim"))
 
     def status(self, status: Mapping[str, Any]) -> None:
         self.last_status = status
+
+    def notice(self, message: str) -> None:
+        self.console.print(Text(visible(message), style="yellow"))
+
+
+def labelled(label: str, text: str, style: str = "bold") -> Text:
+    """`label: text`, the label styled, the text shown as it is (model text, a path)."""
+    return Text.assemble((label, style), " ", visible(text))
+
+
+def diff_text(diff: str) -> Text:
+    """A unified diff, coloured by line, every character shown as it is."""
+    out = Text()
+    for line in diff.splitlines(keepends=True):
+        style = ("bold" if line.startswith(("+++", "---")) else "green" if line.startswith("+")
+                 else "red" if line.startswith("-") else "cyan" if line.startswith("@@") else "")
+        out.append(visible(line), style=style)  # fmt: skip
+    return out

@@ -11,15 +11,17 @@ from talos_ls.agent import tools
 from talos_ls.agent.cost import Caps, CostMeter, Price, Usage, cost_of
 from talos_ls.agent.loop import AgentLoop, system_prompt
 from talos_ls.agent.model import ModelClient, ModelConfig
+from talos_ls.agent.sandbox import Sandbox
 from talos_ls.agent.tasks import TaskRegistry
 from talos_ls.agent.workspace import Workspace
 from talos_ls.edits.proposals import ProposalBook
-from talos_ls.gates.permissions import Policy
+from talos_ls.gates.permissions import Policy, workspace_settings_path
 from talos_ls.gates.question_queue import QuestionQueue
 from talos_ls.memory.facts import FactStore
 from talos_ls.store import open_store
 
 from .fake_openai import error, hang, reply
+from .system import require_sandbox
 
 PRICE = Price(Decimal("2.50"), Decimal("1.25"), Decimal("10.00"))
 
@@ -27,13 +29,16 @@ PRICE = Price(Decimal("2.50"), Decimal("1.25"), Decimal("10.00"))
 class Env:
     """One workspace, one store, one session's registry and meter, one fake model."""
 
-    def __init__(self, tmp_path, server, caps=None, mode="ask", commands=None):
+    def __init__(self, tmp_path, server, caps=None, mode="ask", commands=None, sandboxed=False):
         root = tmp_path / "proj"
         (root / "src").mkdir(parents=True)
         (root / "src" / "app.py").write_text("def main():\n    return 1\n")
-        (root / ".talos").mkdir()
-        (root / ".talos" / "permissions.json").write_text(json.dumps({"commands": commands or {}}))
+        config = tmp_path / "config"
+        self.settings = workspace_settings_path(root.resolve(), config)
+        self.settings.parent.mkdir(parents=True)
+        self.settings.write_text(json.dumps({"commands": commands or {}}))  # the person's rules
         self.workspace = Workspace(root)
+        self.sandbox = Sandbox(root, bwrap=require_sandbox() if sandboxed else "")
         self.store = open_store("sqlite:///" + str(tmp_path / "talos.db"))
         self.facts = FactStore(self.store)
         self.queue = QuestionQueue(self.store, facts=self.facts)
@@ -42,7 +47,7 @@ class Env:
         self.registry = TaskRegistry(self.store, self.meter)
         model = ModelClient(ModelConfig("fake-model", base_url=server.url, max_backoff=0.01))
         self.loop = AgentLoop(model, self.meter, caps or Caps(max_steps=10), self.registry)
-        self.policy = Policy.load(root, mode)
+        self.policy = Policy.load(root, mode, sandboxed=sandboxed, config=config)
         self.shown = []
 
     def context(self, task, prompter=None, skills=None):
@@ -50,6 +55,7 @@ class Env:
             agent_id="ws", task_id=task.id, turn=1, workspace=self.workspace, policy=self.policy,
             proposals=self.proposals, facts=self.facts, queue=self.queue, prompter=prompter,
             skills=skills or {}, on_proposal=self.shown.append, command_timeout=5,
+            sandbox=self.sandbox,
         )  # fmt: skip
 
     async def run(self, prompt="fix main", prompter=None, skills=None):
@@ -181,7 +187,7 @@ async def test_401_fails_the_task_clearly(tmp_path, server):
 
 async def test_run_command_through_the_gate(tmp_path, server, monkeypatch):
     monkeypatch.setenv("MY_SERVICE_TOKEN", "tok-123")
-    env = Env(tmp_path, server, commands={"allow": ["env", "sleep"]})
+    env = Env(tmp_path, server, commands={"allow": ["env", "sleep"]}, sandboxed=True)
     server.script += [
         reply(None, [("c1", "run_command", '{"command": "env"}'),
                      ("c2", "run_command", '{"command": "npm install"}'),
@@ -193,29 +199,49 @@ async def test_run_command_through_the_gate(tmp_path, server, monkeypatch):
     assert task.state == "done"
     out = [m["content"] for m in tool_messages(server, 1)]
     assert out[0].startswith("exit code 0") and "PATH=" in out[0]
-    assert "tok-123" not in out[0] and "MY_SERVICE_TOKEN" not in out[0]  # scrubbed
+    assert "tok-123" not in out[0] and "MY_SERVICE_TOKEN" not in out[0]  # an allow-list env
     assert "not run:" in out[1] and "headless" in out[1]
-    assert "not run: `sudo ls` is denied by a rule" in out[2]
-    assert "timed out after 1 s and was killed" in out[3]
+    assert "not run: `sudo ls` is denied by built in" in out[2]
+    assert out[3].startswith("killed") and "no result after 1 s" in out[3]
 
 
 async def test_prompted_permission(tmp_path, server):
-    env = Env(tmp_path, server)
+    env = Env(tmp_path, server, sandboxed=True)
     asked = []
 
     async def prompter(message, options):
         asked.append(options)
-        return options[1]  # Always allow `echo hello`
+        return options[1]  # Always allow `printf hello`
 
     server.script += [
-        reply(None, [("c1", "run_command", '{"command": "echo hello"}')]),
+        reply(None, [("c1", "run_command", '{"command": "printf hello"}')]),
         reply("ok"),
     ]
     task = await env.run(prompter=prompter)
-    assert task.state == "done" and asked == [["Allow once", "Always allow `echo hello`", "Deny"]]
-    assert tool_messages(server, 1)[0]["content"] == "exit code 0\nhello\n"
-    saved = json.loads((env.workspace.root / ".talos" / "permissions.json").read_text())
-    assert saved["commands"]["allow"] == ["echo hello"]
+    assert task.state == "done"
+    assert asked == [["Allow once", "Always allow `printf hello`", "Deny"]]
+    assert tool_messages(server, 1)[0]["content"] == "exit code 0\nhello"
+    saved = json.loads(env.settings.read_text())
+    assert saved["commands"]["allow"] == ["printf hello"]
+
+
+async def test_without_a_sandbox_commands_are_asked_and_run_with_a_clean_environment(
+    tmp_path, server, monkeypatch
+):
+    monkeypatch.setenv("MY_SERVICE_TOKEN", "tok-123")
+    env = Env(tmp_path, server, commands={"allow": ["env"]}, sandboxed=False)
+    asked = []
+
+    async def prompter(message, options):
+        asked.append((message, options))
+        return "Allow once"
+
+    server.script += [reply(None, [("c1", "run_command", '{"command": "env"}')]), reply("ok")]
+    await env.run(prompter=prompter)
+    ((message, options),) = asked  # allowed by a rule, and still asked
+    assert "WITHOUT a sandbox" in message and options == ["Allow once", "Deny"]
+    out = tool_messages(server, 1)[0]["content"]
+    assert out.startswith("exit code 0") and "tok-123" not in out and "HOME=" in out
 
 
 async def test_remember_ask_and_skills(tmp_path, server):
@@ -283,7 +309,7 @@ async def test_concurrency_limit_queues_tasks(tmp_path, server):
 
 async def test_the_key_reaches_no_transcript(tmp_path, server, monkeypatch):
     monkeypatch.setenv("OPENAI_API_KEY", "sk-live-SECRET-987")
-    env = Env(tmp_path, server, commands={"allow": ["env"]})
+    env = Env(tmp_path, server, commands={"allow": ["env"]}, sandboxed=True)
     server.script += [reply(None, [("c1", "run_command", '{"command": "env"}')]), reply("ok")]
     task = await env.run()
     assert server.requests[0]["headers"]["authorization"] == "Bearer sk-live-SECRET-987"

@@ -3,11 +3,14 @@
 Prices are per million tokens (input, cached input, output) per model; users override or add
 models in a JSON file (`TALOS_PRICES`, or `prices.json` in the user config directory). Costs are
 `Decimal`, so a task's total is exactly the sum of the usage its model reported, and the session
-total exactly the sum of its tasks. A model without a price (a local one) costs nothing, and the
-cost cap then cannot bite, which the meter says.
+total exactly the sum of its tasks. Usage is checked before it is counted: negative, fractional
+or impossible counts are refused (`Usage.checked`), so a cost can never go down. A model without
+a price (a local one) costs nothing: a cost cap cannot be enforced on it, so a task with one
+refuses to start unless a token cap is set (`Caps.require_enforceable`).
 
-Caps stop the loop the moment they are reached: a per-task cost cap, a per-task step cap, and a
-loop guard that stops a task repeating the same failing tool call three times.
+Caps stop the loop the moment they are reached: a per-task cost cap, a per-task token cap, a
+per-task step cap, and a loop guard that stops a task repeating the same failing tool call three
+times.
 """
 
 from __future__ import annotations
@@ -35,9 +38,12 @@ class Price:
 
 def _price(values: Mapping[str, object]) -> Price:
     try:
-        return Price(*(Decimal(str(values[k])) for k in ("input", "cached_input", "output")))
+        price = Price(*(Decimal(str(values[k])) for k in ("input", "cached_input", "output")))
     except (KeyError, ArithmeticError, ValueError) as exc:
         raise ValueError(f"a price needs input, cached_input and output numbers ({exc})") from None
+    if not all(p.is_finite() and p >= 0 for p in (price.input, price.cached_input, price.output)):
+        raise ValueError(f"prices must be finite and not negative, got {dict(values)}")
+    return price
 
 
 # USD per million tokens, as published by OpenAI; override or extend with TALOS_PRICES.
@@ -80,6 +86,20 @@ class Usage:
     prompt_tokens: int = 0
     completion_tokens: int = 0
     cached_tokens: int = 0
+    estimated: bool = False  # the endpoint reported none; counted from the text's length
+
+    @classmethod
+    def checked(cls, prompt: object, completion: object, cached: object) -> Usage:
+        """Usage as an endpoint reported it, refused unless every count is a non-negative
+        integer and the cached tokens are part of the prompt's."""
+        counts = {"prompt_tokens": prompt, "completion_tokens": completion,
+                  "cached_tokens": cached}  # fmt: skip
+        for name, value in counts.items():
+            if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+                raise ValueError(f"{name}={value!r} is not a count of tokens")
+        if cached > prompt:  # type: ignore[operator]
+            raise ValueError(f"cached_tokens={cached} exceeds prompt_tokens={prompt}")
+        return cls(prompt, completion, cached)  # type: ignore[arg-type]
 
 
 def cost_of(price: Price | None, usage: Usage) -> Decimal:
@@ -104,6 +124,7 @@ class TaskCost:
     cost: Decimal = Decimal(0)
     steps: int = 0
     unpriced: bool = False
+    estimated: bool = False  # some usage was estimated (the endpoint reported none)
 
 
 @dataclass
@@ -126,6 +147,7 @@ class CostMeter:
             t.cost += cost
             t.steps += 1
             t.unpriced = t.unpriced or price is None
+            t.estimated = t.estimated or usage.estimated
         return cost
 
     def task(self, task_id: str) -> TaskCost:
@@ -142,13 +164,35 @@ class CostMeter:
 class Caps:
     max_cost: Decimal | None = None  # USD per task
     max_steps: int | None = 50  # model calls per task
+    max_tokens: int | None = None  # tokens in and out per task
     repeat_limit: int = 3  # the same failing tool call this many times stops the task
+
+    def __post_init__(self) -> None:
+        if self.max_cost is not None and (not self.max_cost.is_finite() or self.max_cost <= 0):
+            raise ValueError(f"the cost cap must be a positive amount, got {self.max_cost}")
+        for name in ("max_steps", "max_tokens"):
+            value = getattr(self, name)
+            if value is not None and (isinstance(value, bool) or value < 1):
+                raise ValueError(f"{name} must be at least 1, got {value}")
+
+    def require_enforceable(self, model: str, prices: Mapping[str, Price]) -> None:
+        """A cost cap on a model without a price would never fire: refuse to start, unless a
+        token cap bounds the task instead."""
+        if self.max_cost is not None and model not in prices and self.max_tokens is None:
+            raise ValueError(
+                f"model {model!r} has no price, so a cost cap cannot be enforced: add its price "
+                f"(${PRICES_ENV} or prices.json in the user config directory) or cap tokens "
+                "instead (--max-tokens)"
+            )
 
     def check(self, spent: TaskCost) -> None:
         if self.max_cost is not None and spent.cost >= self.max_cost:
             raise CapReached(
-                f"cost cap reached: ${spent.cost:.4f} of ${self.max_cost:.2f} for this task"
+                f"cost cap reached: ${spent.cost:.4f} of ${self.max_cost} for this task"
             )
+        used = spent.tokens_in + spent.tokens_out
+        if self.max_tokens is not None and used >= self.max_tokens:
+            raise CapReached(f"token cap reached: {used} of {self.max_tokens} tokens")
         if self.max_steps is not None and spent.steps >= self.max_steps:
             raise CapReached(f"step cap reached: {spent.steps} model calls")
 

@@ -3,7 +3,9 @@
 Each step: the caps are checked, notes from the person are added, the model is called with the
 conversation and the tools, its usage is metered (and the caps checked again at once, so a cost
 cap stops the task before another tool runs), and each tool call is run and its result added.
-The loop guard stops a task that keeps repeating the same failing call.
+The loop guard stops a task that keeps repeating the same failing call. A response may ask for
+at most MAX_CALLS_PER_RESPONSE tool calls: the rest are dropped from the conversation and the
+model is told, so one response cannot do the work of a thousand steps.
 """
 
 from __future__ import annotations
@@ -15,6 +17,8 @@ from . import tools
 from .cost import Caps, CostMeter, LoopGuard
 from .model import ModelClient
 from .tasks import Task, TaskRegistry
+
+MAX_CALLS_PER_RESPONSE = 16
 
 INSTRUCTIONS = """You are Talos, a coding agent working in the person's workspace through tools.
 - Read before you change: list_files, read_file and search show you the code.
@@ -74,15 +78,19 @@ class AgentLoop:
                 task.transcript.append({"role": "user", "content": task.notes.pop(0)})
             completion = await self.model.complete(task.transcript, schemas, on_text)
             self.meter.add(task.id, self.model.config.model, completion.usage)
+            dropped = len(completion.tool_calls) - MAX_CALLS_PER_RESPONSE
+            del completion.tool_calls[MAX_CALLS_PER_RESPONSE:]
             task.transcript.append(completion.message())
             self.registry.save(task)
             if not completion.tool_calls:
                 return completion.text
             self.caps.check(self.meter.task(task.id))  # a cap reached stops before any tool
-            for call in completion.tool_calls:
+            for n, call in enumerate(completion.tool_calls, 1):
                 result = await tools.call(ctx, call.name, call.arguments)
-                task.transcript.append(
-                    {"role": "tool", "tool_call_id": call.id, "content": result.text}
-                )
+                text = result.text
+                if dropped > 0 and n == len(completion.tool_calls):
+                    text += (f"\n[{dropped} more tool calls in that response were not run: too "
+                             f"many calls; at most {MAX_CALLS_PER_RESPONSE} run per response]")  # fmt: skip
+                task.transcript.append({"role": "tool", "tool_call_id": call.id, "content": text})
                 guard.record(call.name, call.arguments, result.failed)
             self.registry.save(task)

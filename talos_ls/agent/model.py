@@ -8,13 +8,17 @@ after partial output would repeat it). A bad key, an unknown model or an unreach
 is a `ModelError` that says what to fix. Cancelling the task closes the HTTP stream.
 
 The API key is read from an environment variable and never appears in a log, an error message
-or a transcript: a local server without a key works.
+or a transcript (it is registered with `redact`); a password in the base URL is shown as `***`.
+A local server without a key works. Usage the endpoint reports is checked (`Usage.checked`):
+impossible counts fail the step rather than corrupt the cost; when an endpoint reports none,
+it is estimated from the text (about four characters a token), so caps still bite.
 """
 
 from __future__ import annotations
 
 import asyncio
 import email.utils
+import json
 import logging
 import os
 import random
@@ -25,6 +29,7 @@ from typing import Any
 
 import openai
 
+from ..redact import add_secret, redact, redact_url
 from .cost import Usage
 
 logger = logging.getLogger(__name__)
@@ -47,6 +52,11 @@ class ModelConfig:
     @property
     def endpoint(self) -> str:
         return self.base_url or os.environ.get("OPENAI_BASE_URL") or DEFAULT_BASE_URL
+
+    @property
+    def shown_endpoint(self) -> str:
+        """The endpoint as messages show it: without a password."""
+        return redact_url(self.endpoint)
 
 
 @dataclass
@@ -90,6 +100,7 @@ class ModelClient:
     def __init__(self, config: ModelConfig) -> None:
         self.config = config
         self._key = os.environ.get(config.api_key_env) or ""
+        add_secret(self._key)
         self._client = openai.AsyncOpenAI(
             api_key=self._key or "no-key",  # local servers need none; the SDK wants something
             base_url=config.endpoint,
@@ -100,7 +111,7 @@ class ModelClient:
     async def probe(self) -> None:
         """One cheap request (the model list) to see that the endpoint answers and takes the
         key. Raises ModelError saying what is wrong."""
-        endpoint = self.config.endpoint
+        endpoint = self.config.shown_endpoint
         try:
             await self._client.models.list()
         except openai.AuthenticationError:
@@ -111,7 +122,7 @@ class ModelClient:
             raise ModelError(f"{endpoint} answered {exc.status_code}") from None
 
     def _scrub(self, text: str) -> str:
-        return text.replace(self._key, "***") if self._key else text
+        return redact(text.replace(self._key, "***") if self._key else text)
 
     async def complete(
         self,
@@ -121,33 +132,37 @@ class ModelClient:
     ) -> Completion:
         """One model turn, streamed; `on_text` gets each piece of text as it arrives."""
         cfg = self.config
+        endpoint = cfg.shown_endpoint
         for attempt in range(cfg.max_retries + 1):
             try:
                 return await self._stream(messages, tools, on_text)
             except (openai.RateLimitError, openai.InternalServerError) as exc:
                 wait = _retry_after(exc)
-                what = f"{exc.status_code} from {cfg.endpoint}"
+                what = f"{exc.status_code} from {endpoint}"
             except openai.APIConnectionError:
-                wait, what = None, f"no connection to {cfg.endpoint}"
+                wait, what = None, f"no connection to {endpoint}"
             except _PartialOutput as exc:
                 raise ModelError(
-                    f"the stream from {cfg.endpoint} broke after output began: {exc}"
+                    f"the stream from {endpoint} broke after output began: {exc}"
                 ) from None
+            except _BadUsage as exc:
+                raise ModelError(f"{endpoint} reported impossible usage ({exc}); the step is "
+                                 "not counted and the task stops") from None  # fmt: skip
             except openai.AuthenticationError:
                 raise ModelError(
-                    f"{cfg.endpoint} rejected the API key (401): check ${cfg.api_key_env}"
+                    f"{endpoint} rejected the API key (401): check ${cfg.api_key_env}"
                 ) from None
             except openai.PermissionDeniedError:
                 raise ModelError(
-                    f"{cfg.endpoint} refused access to model {cfg.model!r} (403)"
+                    f"{endpoint} refused access to model {cfg.model!r} (403)"
                 ) from None
             except openai.NotFoundError:
                 raise ModelError(
-                    f"{cfg.endpoint} does not know model {cfg.model!r} (404): check the name"
+                    f"{endpoint} does not know model {cfg.model!r} (404): check the name"
                 ) from None
             except openai.APIStatusError as exc:
                 raise ModelError(
-                    f"{cfg.endpoint} answered {exc.status_code}: {self._scrub(exc.message)}"
+                    f"{endpoint} answered {exc.status_code}: {self._scrub(exc.message)}"
                 ) from None
             if attempt == cfg.max_retries:
                 raise ModelError(f"{what}, {attempt + 1} attempts; giving up")
@@ -175,16 +190,19 @@ class ModelClient:
         result = Completion()
         calls: dict[int, ToolCall] = {}
         texts: list[str] = []
-        started = False
+        started = reported = False
         try:
             async for chunk in stream:
                 if chunk.usage is not None:
                     details = chunk.usage.prompt_tokens_details
-                    result.usage = Usage(
-                        prompt_tokens=chunk.usage.prompt_tokens or 0,
-                        completion_tokens=chunk.usage.completion_tokens or 0,
-                        cached_tokens=(details.cached_tokens or 0) if details else 0,
-                    )
+                    cached = details.cached_tokens if details else 0
+                    try:
+                        usage = Usage.checked(chunk.usage.prompt_tokens,
+                                              chunk.usage.completion_tokens, cached or 0)  # fmt: skip
+                    except ValueError as exc:
+                        raise _BadUsage(str(exc)) from None
+                    reported = True
+                    result.usage = usage
                 for choice in chunk.choices:  # empty on the usage chunk
                     delta = choice.delta
                     if delta.content:
@@ -211,8 +229,22 @@ class ModelClient:
             await stream.close()  # also on cancellation: the server sees the stream end
         result.text = "".join(texts)
         result.tool_calls = [calls[i] for i in sorted(calls)]
+        if not reported:
+            result.usage = _estimate(messages, result)
         return result
 
 
+def _estimate(messages: Sequence[dict[str, Any]], result: Completion) -> Usage:
+    """About four characters a token: enough for a cap to bite when an endpoint reports no
+    usage, and marked as estimated."""
+    sent = len(json.dumps(list(messages), ensure_ascii=False))
+    got = len(result.text) + sum(len(c.name) + len(c.arguments) for c in result.tool_calls)
+    return Usage(-(-sent // 4), -(-got // 4), 0, estimated=True)
+
+
 class _PartialOutput(Exception):
+    pass
+
+
+class _BadUsage(Exception):
     pass

@@ -2,25 +2,25 @@
 for the model; a mistake (bad arguments, a path outside the workspace, a block that does not
 match) comes back to the model as an error it can correct, never as a crash of the loop.
 
-- list_files, read_file, search: read the workspace through the sandbox.
+- list_files, read_file, search: read the workspace through the sandbox, bounded in bytes;
+  search cannot hang (ripgrep or RE2, never a backtracking regex).
 - propose_edit: makes a proposal; it never writes to disk.
-- run_command: through the permission gate; in the workspace; timed out; output truncated;
-  environment scrubbed of keys, tokens and passwords.
-- remember: a fact (source "model"), reconciled with what is held.
+- run_command: through the permission gate, then under the OS sandbox (`sandbox.py`); timed
+  out; output streamed with a byte cap.
+- remember: a fact (source "model"), reconciled with what is held; saying it again adds
+  nothing (the model repeating itself is not corroboration).
 - ask: a question candidate for the rationed queue, never a prompt: the tool answers that the
   question is queued and the agent must proceed on a stated assumption.
 - load_skill: a skill's instructions, loaded when the model decides it needs them.
+
+Every result is cut to MAX_OUTPUT characters and passed through secret redaction before it
+reaches the model, the transcript or a log.
 """
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 import hashlib
 import json
-import os
-import re
-import signal
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -30,11 +30,13 @@ from ..gates.permissions import Policy, Prompter
 from ..gates.question_queue import QuestionQueue
 from ..memory.facts import FactStore
 from ..memory.reconcile import Reconciler
+from ..redact import redact
 from ..text import normalize_text
-from .workspace import SandboxError, Workspace, grep
+from .sandbox import Sandbox
+from .search import search
+from .workspace import SandboxError, Workspace
 
 MAX_OUTPUT = 8000
-_SECRET_NAME = re.compile(r"KEY|TOKEN|SECRET|PASSW|CREDENTIAL|AUTH", re.IGNORECASE)
 
 
 @dataclass
@@ -55,6 +57,7 @@ class ToolContext:
     # The editor's copy of an open document (text, version), when it has one.
     read_document: Callable[[str], tuple[str, int | None] | None] | None = None
     command_timeout: float = 120.0
+    sandbox: Sandbox | None = None  # None: commands cannot run at all
 
     @property
     def reconciler(self) -> Reconciler:
@@ -134,13 +137,15 @@ async def _read_file(ctx: ToolContext, args: dict[str, Any]) -> str:
         start, end = start or 1, end or (start or 1) + 199
         if start < 1 or end < start:
             raise ToolError(f"bad line range {start}..{end}")
-        lines = ctx.workspace.read_lines(path, start, end)
-        return "".join(f"{n:>5}  {line}" for n, line in enumerate(lines, start)) or "(no lines)"
-    return _truncate(ctx.workspace.read_text(path))
+        lines, cut = ctx.workspace.read_lines(path, start, end)
+        text = "".join(f"{n:>5}  {line}" for n, line in enumerate(lines, start)) or "(no lines)"
+        return text + (f"\n[{cut}]" if cut else "")
+    return ctx.workspace.read_text(path)
 
 
 async def _search(ctx: ToolContext, args: dict[str, Any]) -> str:
-    hits = grep(ctx.workspace, args["pattern"], args.get("path", "."), args.get("limit", 50))
+    hits = await search(ctx.workspace, args["pattern"], args.get("path", "."),
+                        args.get("limit", 50))  # fmt: skip
     return "\n".join(hits) or "(no matches)"
 
 
@@ -186,52 +191,48 @@ async def _propose_edit(ctx: ToolContext, args: dict[str, Any]) -> str:
     )
 
 
-def scrubbed_env() -> dict[str, str]:
-    """The environment without anything that looks like a credential."""
-    return {k: v for k, v in os.environ.items() if not _SECRET_NAME.search(k)}
-
-
 async def _run_command(ctx: ToolContext, args: dict[str, Any]) -> str:
     command = args["command"]
+    if ctx.sandbox is None:
+        raise ToolError("not run: commands cannot run in this session")
     decision = await ctx.policy.authorize_command(command, ctx.prompter)
     if decision.verdict != "allow":
         raise ToolError(f"not run: {decision.reason}")
-    proc = await asyncio.create_subprocess_shell(
-        command,
-        cwd=ctx.workspace.root,
-        env=scrubbed_env(),
-        stdin=asyncio.subprocess.DEVNULL,
-        stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.STDOUT,
-        start_new_session=True,  # its own process group: a timeout kills all of it
-    )
     timeout = min(float(args.get("timeout", ctx.command_timeout)), ctx.command_timeout)
-    try:
-        out, _ = await asyncio.wait_for(proc.communicate(), timeout)
-    except TimeoutError:
-        await _kill(proc)
-        raise ToolError(f"`{command}` timed out after {timeout:.0f} s and was killed") from None
-    except asyncio.CancelledError:  # the task was cancelled: take the command down with it
-        await _kill(proc)
-        raise
-    text = out.decode("utf-8", errors="replace")
-    return f"exit code {proc.returncode}\n{_truncate(text)}"
-
-
-async def _kill(proc: asyncio.subprocess.Process) -> None:
-    with contextlib.suppress(ProcessLookupError):
-        os.killpg(proc.pid, signal.SIGKILL)
-    await proc.wait()
+    if timeout <= 0:
+        raise ToolError("timeout must be a positive number of seconds")
+    result = await ctx.sandbox.run(
+        command, sandboxed=ctx.policy.sandboxed, writable=decision.writable,
+        network=decision.network, timeout=timeout,
+    )  # fmt: skip
+    return result.text()
 
 
 async def _remember(ctx: ToolContext, args: dict[str, Any]) -> str:
     slot = {k: args[k] for k in ("subject", "attribute", "value") if k in args}
+    known = _already_known(ctx, args["statement"], slot)
+    if known is not None:
+        return f"already remembered as {known}; saying it again adds no evidence"
     try:
         key = ctx.facts.add(ctx.agent_id, args["statement"], source="model", **slot)
     except ValueError as exc:
         raise ToolError(str(exc)) from None
     outcome = ctx.reconciler.reconcile(key)
     return f"remembered as {key} ({outcome})"
+
+
+def _already_known(ctx: ToolContext, statement: str, slot: dict[str, str]) -> str | None:
+    """A live fact that says the same thing: the same statement, or the same slot and value.
+    The model restating what is held (or what it said itself) is not independent evidence."""
+    wanted = normalize_text(statement)
+    triple = tuple(normalize_text(str(slot.get(k, ""))) for k in ("subject", "attribute", "value"))
+    for fact in ctx.facts.list(ctx.agent_id, include_closed=False):
+        if normalize_text(fact.statement) == wanted:
+            return fact.key
+        held = tuple(normalize_text(x or "") for x in (fact.subject, fact.attribute, fact.value))
+        if all(triple) and held == triple:
+            return fact.key
+    return None
 
 
 async def _ask(ctx: ToolContext, args: dict[str, Any]) -> str:
@@ -285,7 +286,8 @@ TOOLS: dict[str, Tool] = {
              _params(["path"], path=("string", "file path"), start_line=("integer", "first line"),
                      end_line=("integer", "last line")), _read_file),
         Tool("search", "Search the workspace's files with a regular expression.",
-             _params(["pattern"], pattern=("string", "Python regex"),
+             _params(["pattern"], pattern=("string", "regex in RE2/ripgrep syntax (no "
+                                                      "backreferences or lookaround)"),
                      path=("string", "directory to search"),
                      limit=("integer", "at most this many matches (default 50)")), _search),
         Tool("propose_edit", "Propose a change to one file: search/replace blocks (each search "
@@ -294,8 +296,8 @@ TOOLS: dict[str, Tool] = {
              _params(["path"], path=("string", "file path"),
                      blocks=("array", "[{search, replace}] applied in order"),
                      content=("string", "the whole new file content")), _propose_edit),
-        Tool("run_command", "Run a shell command in the workspace (subject to the person's "
-             "permission rules).",
+        Tool("run_command", "Run a shell command in the workspace, in a sandbox with no network "
+             "and no secrets (subject to the person's permission rules).",
              _params(["command"], command=("string", "the command"),
                      timeout=("integer", "seconds (default and maximum: the configured limit)")),
              _run_command),
@@ -324,8 +326,8 @@ async def call(ctx: ToolContext, name: str, arguments: str) -> ToolResult:
     if tool is None:
         return ToolResult(f"error: there is no tool {name!r}; tools: {sorted(TOOLS)}", True)
     try:
-        return ToolResult(await tool.handler(ctx, _validate(tool, arguments)))
+        return ToolResult(redact(_truncate(await tool.handler(ctx, _validate(tool, arguments)))))
     except (ToolError, SandboxError, ProposalError) as exc:
-        return ToolResult(f"error: {exc}", True)
+        return ToolResult(redact(_truncate(f"error: {exc}")), True)
     except OSError as exc:
-        return ToolResult(f"error: {exc.strerror or exc}", True)
+        return ToolResult(redact(f"error: {exc.strerror or exc}"), True)

@@ -2,22 +2,29 @@
 
 Refused, with an error naming the path: anything that leaves the root (`..`, an absolute path
 elsewhere, a symlink pointing out); writes to `.git/`, `.talos/` and `.env*`; and reads of
-`.env*`, which hold secrets the model has no business seeing. `.gitignore` is honoured when
-listing and searching, so build output and dependencies do not flood the model's context.
+`.env*`, which hold secrets the model has no business seeing. Only regular files are read (a
+FIFO or a device is refused, never waited on), and never more than MAX_READ_BYTES of one.
+Listing yields regular files only, symlinks excluded, as ripgrep does. `.gitignore` is
+honoured when listing and searching, so build output and dependencies do not flood the model's
+context. Writes are atomic and never follow a symlink (`files.atomic_write`).
 """
 
 from __future__ import annotations
 
 import os
-import re
+import stat
 from collections.abc import Iterator
 from pathlib import Path
 
 import pathspec
 
+from ..files import FileTooLarge, NotRegularFile, atomic_write, open_regular, read_regular
+
 PROTECTED_DIRS = frozenset({".git", ".talos"})
 ALWAYS_SKIPPED = frozenset({".git", "node_modules", "__pycache__", ".venv", "venv"})
 MAX_READ_BYTES = 256 * 1024
+MAX_LINE_CHARS = 2000  # bytes; longer lines are cut when read by range
+MAX_SCAN_BYTES = 64 * 1024 * 1024  # read from disk to find a line range
 
 
 class SandboxError(ValueError):
@@ -65,7 +72,11 @@ class Workspace:
         except OSError:
             stamp = None
         if stamp != self._ignore_stamp:
-            lines = gitignore.read_text(errors="replace").splitlines() if stamp else []
+            try:
+                text = read_regular(gitignore, MAX_READ_BYTES).decode("utf-8", "replace")
+            except OSError:
+                text = ""
+            lines = text.splitlines()
             self._ignore = pathspec.GitIgnoreSpec.from_lines(lines)
             self._ignore_stamp = stamp
         return self._ignore
@@ -77,8 +88,12 @@ class Workspace:
         return self._spec().match_file(rel + "/" if is_dir else rel)
 
     def walk(self, start: str = ".") -> Iterator[str]:
-        """Files under `start`, relative to the root, sorted, not ignored."""
+        """Regular files under `start`, relative to the root, sorted, not ignored. Symlinks,
+        FIFOs, sockets and devices are left out."""
         base = self.resolve(start)
+        if base.is_file():
+            yield self.relative(base)
+            return
         for dirpath, dirnames, filenames in os.walk(base):
             here = Path(dirpath)
             dirnames[:] = sorted(
@@ -86,62 +101,63 @@ class Workspace:
             )
             for name in sorted(filenames):
                 rel = self.relative(here / name)
-                if not self.ignored(rel):
-                    yield rel
+                if self.ignored(rel):
+                    continue
+                try:
+                    if stat.S_ISREG(os.lstat(here / name).st_mode):
+                        yield rel
+                except OSError:
+                    continue
 
     # ---------------------------------------------------------------- files
     def read_text(self, path: str) -> str:
+        """A whole file, if it is a regular file of at most MAX_READ_BYTES."""
         real = self.resolve(path)
-        if not real.is_file():
-            raise SandboxError(f"{path!r} is not a file")
-        if real.stat().st_size > MAX_READ_BYTES:
+        try:
+            data = read_regular(real, MAX_READ_BYTES)
+        except FileTooLarge:
             raise SandboxError(
-                f"{path!r} is {real.stat().st_size} bytes; read a line range instead "
-                f"(files over {MAX_READ_BYTES} bytes are not read whole)"
-            )
-        return real.read_text(encoding="utf-8", errors="replace")
+                f"{path!r} is over {MAX_READ_BYTES} bytes; read a line range instead"
+            ) from None
+        except (NotRegularFile, IsADirectoryError):
+            raise SandboxError(f"{path!r} is not a regular file") from None
+        return data.decode("utf-8", errors="replace")
 
-    def read_lines(self, path: str, start: int, end: int) -> list[str]:
-        """Lines start..end (1-based, inclusive) of a file of any size."""
+    def read_lines(self, path: str, start: int, end: int) -> tuple[list[str], str | None]:
+        """Lines start..end (1-based, inclusive) of a file of any size, each cut at
+        MAX_LINE_CHARS. At most MAX_READ_BYTES are returned and MAX_SCAN_BYTES read from disk;
+        the second value says why the range was cut short, if it was."""
         real = self.resolve(path)
-        if not real.is_file():
-            raise SandboxError(f"{path!r} is not a file")
-        out = []
-        with real.open(encoding="utf-8", errors="replace") as fh:
-            for number, line in enumerate(fh, 1):
-                if number > end:
+        try:
+            fh = open_regular(real)
+        except (NotRegularFile, IsADirectoryError):
+            raise SandboxError(f"{path!r} is not a regular file") from None
+        out: list[str] = []
+        kept = scanned = number = 0
+        with fh:
+            while number < end:
+                raw = fh.readline(MAX_LINE_CHARS + 1)
+                if not raw:
                     break
-                if number >= start:
-                    out.append(line)
-        return out
+                scanned += len(raw)
+                while not raw.endswith(b"\n") and len(raw) > MAX_LINE_CHARS:
+                    rest = fh.readline(1 << 16)  # the rest of an over-long line: skipped
+                    scanned += len(rest)
+                    if not rest or rest.endswith(b"\n") or scanned > MAX_SCAN_BYTES:
+                        raw = raw[:MAX_LINE_CHARS] + b" [line cut]\n"
+                if scanned > MAX_SCAN_BYTES:
+                    return out, f"stopped after reading {MAX_SCAN_BYTES} bytes of the file"
+                number += 1
+                if number < start:
+                    continue
+                kept += len(raw)
+                if kept > MAX_READ_BYTES:
+                    return out, f"cut at {MAX_READ_BYTES} bytes; read a smaller range"
+                out.append(raw.decode("utf-8", errors="replace"))
+        return out, None
 
     def write_text(self, path: str, text: str) -> Path:
-        """Write through the sandbox, atomically: a crash leaves the old file or the new one."""
+        """Write through the sandbox: the target is resolved again just before the write, and
+        written atomically without following a symlink (`files.atomic_write`)."""
         real = self.resolve(path, write=True)
-        real.parent.mkdir(parents=True, exist_ok=True)
-        tmp = real.with_name(f".{real.name}.talos-tmp")
-        tmp.write_text(text, encoding="utf-8")
-        os.replace(tmp, real)
-        return real
-
-
-def grep(workspace: Workspace, pattern: str, start: str = ".", limit: int = 100) -> list[str]:
-    """`path:line: text` for lines matching a regex, at most `limit`."""
-    try:
-        regex = re.compile(pattern)
-    except re.error as exc:
-        raise SandboxError(f"invalid regex {pattern!r}: {exc}") from None
-    hits: list[str] = []
-    for rel in workspace.walk(start):
-        if _is_env_file(Path(rel).name):
-            continue
-        try:
-            with (workspace.root / rel).open(encoding="utf-8", errors="strict") as fh:
-                for number, line in enumerate(fh, 1):
-                    if regex.search(line):
-                        hits.append(f"{rel}:{number}: {line.rstrip()[:200]}")
-                        if len(hits) >= limit:
-                            return hits
-        except (UnicodeDecodeError, OSError):
-            continue  # binary or unreadable: not searched
-    return hits
+        return atomic_write(self.root, self.relative(real), text.encode("utf-8"))

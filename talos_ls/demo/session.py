@@ -23,13 +23,15 @@ from pathlib import Path
 from rich.console import Console
 from rich.panel import Panel
 from rich.table import Table
+from rich.text import Text
 
 from ..agent.cost import Price
 from ..agent.model import ModelConfig
 from ..agent.workspace import Workspace
+from ..display import visible
 from ..host import Host, HostConfig
 from ..store import open_store
-from ..terminal import TerminalPort
+from ..terminal import TerminalPort, labelled
 from .scripted_model import ScriptedModelServer, reply
 
 DEMO_MODEL = "talos-demo-model"
@@ -86,7 +88,7 @@ def _facts_table(host: Host) -> Table:
             continue
         state = "live" if f.live else ("superseded" if f.superseded_by else "retracted")
         table.add_row(f"{f.confidence:.2f}", f"+{f.corroborations}/-{f.contradictions}",
-                      f.source, state, f.statement)  # fmt: skip
+                      f.source, state, Text(visible(f.statement)))  # fmt: skip
     return table
 
 
@@ -105,22 +107,21 @@ async def _session(
     try:
         for n, request in enumerate(TURNS, 1):
             console.rule(f"turn {n}")
-            console.print(f"[bold]you:[/] {request}")
+            console.print(labelled("you:", request))
             result = await host.turn(request)
             task = await host.wait(result.task)
-            console.print(f"[bold]talos:[/] {task.result}")
+            console.print(labelled("talos:", task.result or ""))
             if result.question is None:
                 console.print("[dim]no question this turn[/]")
             waiting = [c for c in host.queue.candidates(host.agent_id) if c.status == "pending"]
             status = host.status()
             for cand in waiting:
-                console.print(
-                    f"[yellow]question waiting for the budget[/] (one per 5 turns; next "
-                    f"at turn {status['budget_opens_at_turn']}): {cand.question_text}"
-                )
+                console.print(labelled(
+                    f"question waiting for the budget (one per 5 turns; next at turn "
+                    f"{status['budget_opens_at_turn']}):", cand.question_text, "yellow"))  # fmt: skip
             console.print(_facts_table(host))
             if task.state != "done":
-                console.print(f"[red]task {task.state}: {task.error}[/]")
+                console.print(labelled(f"task {task.state}:", task.error or "", "red"))
                 return 1
         spent = host.meter.task
         tasks = host.registry.list(host.agent_id)

@@ -1,40 +1,62 @@
 """The permission gate: may the agent run this command, or write this file?
 
-Rules say allow, ask or deny, for commands (a prefix of words: `git log` matches `git log -5`)
-and for paths (globs: `src/**`). Deny wins over everything. A compound command (`&&`, `||`,
-`;`, `|`, newlines, `$(...)`, backticks, `sh -c '...'`) is split and every part must be allowed
-on its own, so `git status && rm -rf ~` is not `git status`.
+Rules say allow, ask or deny, for commands (`git log` covers `git log -5`; see `shell.matches`)
+and for paths (globs: `src/**`). Deny wins over everything, in every mode, and is checked on
+every program the command line runs, at every wrapper layer (`env sudo x` is `sudo`). What a
+command runs is read with a real shell grammar (`shell.analyze`); a command runs unasked only
+when every program in it is allowed by a rule and nothing in it is risky (a redirection, an
+`exec`-style flag, an expansion, a path outside the workspace or a `.env*` file, a construct
+the grammar does not model).
+
+Where rules come from, and what each may do:
+- built in: a few read-only commands (`ls`, `cat`, `git status`...) and a deny list. What they
+  allow runs in the sandbox with the workspace read-only.
+- the person's own settings, in the user config directory: `permissions.json` (every
+  workspace) and `workspaces/<id>.json` (this workspace; "Always allow" saves there, never in
+  the repository). What they allow runs with the workspace writable; `network` grants network.
+- the workspace's `.talos/permissions.json`, which came with the repository: it may only
+  restrict (deny, ask) until the person trusts that exact content once; the trusted sha256 is
+  kept in the workspace's settings, so an edited file is untrusted again.
 
 Modes: `read-only` (no writes; commands only when allowed by a rule), `ask` (the default: what
 no rule allows is asked), `auto-edit` (edits go through without asking; commands as in ask),
-`full-auto` (everything not denied). A prompt offers Allow once, Always allow `<rule>` (the
-exact rule that will be saved to `.talos/permissions.json`) and Deny. A dismissal is a denial;
-with nobody there to ask (headless), ask means deny, so nothing ever waits forever.
+`full-auto` (everything not denied, except a command whose program cannot be known before it
+runs). Without an OS sandbox every command is asked, whatever the mode and the rules. A prompt
+offers Allow once, Always allow `<rule>` (when a rule could cover it) and Deny; a dismissal is a
+denial; with nobody there to ask (headless), ask means deny, so nothing ever waits for ever.
 """
 
 from __future__ import annotations
 
 import asyncio
 import fnmatch
+import hashlib
 import json
-import re
-import shlex
+import os
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import platformdirs
+
+from ..display import visible
+from ..files import FileTooLarge, NotRegularFile, atomic_write, read_regular
+from .shell import Analysis, SimpleCommand, analyze, matches, path_risks
+
 MODES = ("read-only", "ask", "auto-edit", "full-auto")
 DECISIONS = ("allow", "ask", "deny")
 ALLOW_ONCE, DENY = "Allow once", "Deny"
+TRUST, NOT_NOW = "Trust this file", "Not now"
 PERMISSIONS_FILE = ".talos/permissions.json"
+MAX_RULES_BYTES = 256 * 1024
 
-# Read-only commands nobody should have to approve; and what is never run.
-DEFAULT_ALLOW = ("ls", "pwd", "cat", "head", "tail", "wc", "grep", "rg", "find", "git status",
-                 "git log", "git diff", "git show", "git branch", "python --version")  # fmt: skip
-DEFAULT_DENY = ("sudo", "su", "rm -rf /", "mkfs", "dd", "shutdown", "reboot")
-
-_SUBSTITUTION = re.compile(r"\$\(([^()]*)\)|`([^`]*)`")
-_SHELLS = frozenset({"sh", "bash", "zsh", "dash"})
+# Read-only commands nobody should have to approve (run with the workspace read-only); and what
+# is never run.
+DEFAULT_ALLOW = ("ls", "pwd", "cat", "head", "tail", "wc", "grep", "rg", "find", "echo", "which",
+                 "file", "stat", "du", "sort", "uniq", "diff", "tree", "basename", "dirname",
+                 "true", "date", "git status", "git log", "git diff", "git show", "git branch",
+                 "git rev-parse", "git ls-files", "git blame", "python --version")  # fmt: skip
+DEFAULT_DENY = ("sudo", "su", "doas", "rm -rf /", "rm -rf ~", "mkfs", "dd", "shutdown", "reboot")
 
 Prompter = Callable[[str, Sequence[str]], Awaitable[str | None]]
 
@@ -44,71 +66,98 @@ class Decision:
     verdict: str  # allow | ask | deny
     reason: str
     suggested_rule: str | None = None  # what "always allow" would save
+    writable: bool = False  # the workspace is writable for the command
+    network: bool = False  # the command may use the network
+    shown: str = ""  # the programs the command runs, as the person should see them
 
 
-def split_command(command: str) -> list[str]:
-    """Every simple command inside `command`, substitutions and `sh -c` bodies included.
-    Quote-aware: `sh -c "a; b"` is the two commands a and b."""
-    parts: list[str] = []
-    pending = [command]
-    while pending:
-        text = pending.pop()
-        for match in _SUBSTITUTION.finditer(text):
-            pending.append(match.group(1) or match.group(2) or "")
-        text = _SUBSTITUTION.sub(" SUBST ", text).replace("\n", " ; ")
-        lexer = shlex.shlex(text, posix=True, punctuation_chars="|&;")
-        lexer.whitespace_split = True
-        try:
-            tokens = list(lexer)
-        except ValueError:  # unbalanced quotes: judge the words as they stand
-            tokens = text.split()
-        words: list[str] = []
-        for token in [*tokens, ";"]:
-            if token and set(token) <= set("|&;"):
-                if len(words) >= 3 and Path(words[0]).name in _SHELLS and words[1] == "-c":
-                    pending.append(words[2])
-                elif words:
-                    parts.append(" ".join(words))
-                words = []
-            else:
-                words.append(token)
-    return parts
+@dataclass
+class Rules:
+    """One source's rules."""
+
+    source: str
+    commands: dict[str, list[str]] = field(default_factory=dict)  # decision -> patterns
+    paths: dict[str, list[str]] = field(default_factory=dict)
+    network: list[str] = field(default_factory=list)  # commands granted the network
+    writable: bool = True  # what it allows may write the workspace
+
+    @classmethod
+    def parse(cls, source: str, data: object, where: str) -> Rules:
+        if not isinstance(data, dict):
+            raise ValueError(f"{where}: expected an object with 'commands' and 'paths'")
+        rules = cls(source)
+        for name, target in (("commands", rules.commands), ("paths", rules.paths)):
+            section = data.get(name, {})
+            if not isinstance(section, dict):
+                raise ValueError(f"{where}: {name!r} must map allow/ask/deny to lists")
+            for decision, patterns in section.items():
+                if decision not in DECISIONS or not isinstance(patterns, list):
+                    raise ValueError(f"{where}: {name}.{decision} is not a list of patterns")
+                target[decision] = [str(p) for p in patterns]
+        network = data.get("network", [])
+        if not isinstance(network, list):
+            raise ValueError(f"{where}: 'network' must be a list of command patterns")
+        rules.network = [str(p) for p in network]
+        return rules
+
+    def restricting(self) -> Rules:
+        """Only what narrows: deny and ask (an untrusted file)."""
+        keep = ("ask", "deny")
+        return Rules(self.source,
+                     {k: v for k, v in self.commands.items() if k in keep},
+                     {k: v for k, v in self.paths.items() if k in keep})  # fmt: skip
+
+    @property
+    def grants(self) -> list[str]:
+        """What this source would let run without asking."""
+        return [*self.commands.get("allow", []), *(f"{p} (network)" for p in self.network),
+                *(f"writing {p}" for p in self.paths.get("allow", []))]  # fmt: skip
 
 
-def _words(command: str) -> list[str]:
+def config_dir() -> Path:
+    return platformdirs.user_config_path("talos")
+
+
+def workspace_settings_path(root: Path, base: Path | None = None) -> Path:
+    """The person's own settings for one workspace, outside the repository."""
+    ident = hashlib.sha256(str(root).encode()).hexdigest()[:16]
+    return (base or config_dir()) / "workspaces" / f"{ident}.json"
+
+
+def _read_json(path: Path) -> object | None:
     try:
-        return shlex.split(command)
-    except ValueError:
-        return command.split()
+        raw = read_regular(path, MAX_RULES_BYTES)
+    except FileNotFoundError:
+        return None
+    except (FileTooLarge, NotRegularFile, OSError) as exc:
+        raise ValueError(f"{path}: cannot be read ({exc})") from None
+    try:
+        return json.loads(raw)
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        raise ValueError(f"{path}: not valid JSON ({exc})") from None
 
 
-def command_matches(pattern: str, command: str) -> bool:
-    """A rule matches a simple command when its words are the command's first words
-    (`*` matches any one word; a rule of just `*` matches everything)."""
-    rule, words = _words(pattern), _words(command)
-    if rule == ["*"]:
-        return True
-    if not rule or len(rule) > len(words):
-        return False
-    return all(r == "*" or fnmatch.fnmatchcase(w, r) if "*" in r else r == w
-               for r, w in zip(rule, words, strict=False))  # fmt: skip
+@dataclass
+class WorkspaceFile:
+    """The repository's own `.talos/permissions.json`: its rules and whether it is trusted."""
 
-
-def suggest_rule(command: str) -> str:
-    """The rule "always allow" offers: the program and its subcommand (`npm test`,
-    `git commit`), or the program alone when there is no subcommand."""
-    words = _words(command)
-    if len(words) >= 2 and not words[1].startswith("-") and "/" not in words[1]:
-        return " ".join(words[:2])
-    return words[0] if words else command
+    path: Path
+    sha256: str
+    rules: Rules
+    trusted: bool
 
 
 @dataclass
 class Policy:
     mode: str = "ask"
-    commands: dict[str, list[str]] = field(default_factory=dict)  # decision -> patterns
+    commands: dict[str, list[str]] = field(default_factory=dict)  # the person's own rules
     paths: dict[str, list[str]] = field(default_factory=dict)
-    persist_to: Path | None = None
+    network: list[str] = field(default_factory=list)
+    root: Path | None = None  # the workspace: paths outside it are risky
+    sandboxed: bool = False  # commands run under an OS sandbox; without one, all are asked
+    settings_path: Path | None = None  # where "always allow" saves
+    workspace_file: WorkspaceFile | None = None
+    user: Rules | None = None
 
     def __post_init__(self) -> None:
         if self.mode not in MODES:
@@ -119,57 +168,140 @@ class Policy:
                 raise ValueError(f"unknown decision(s) {sorted(bad)}; expected {DECISIONS}")
 
     @classmethod
-    def load(cls, workspace_root: str | Path, mode: str = "ask") -> Policy:
-        """Defaults, then `.talos/permissions.json` of the workspace:
-        {"commands": {"allow": [...], "ask": [...], "deny": [...]}, "paths": {...}}."""
-        path = Path(workspace_root) / PERMISSIONS_FILE
-        commands = {"allow": list(DEFAULT_ALLOW), "deny": list(DEFAULT_DENY)}
-        paths: dict[str, list[str]] = {}
-        if path.exists():
-            try:
-                data = json.loads(path.read_text())
-            except (OSError, json.JSONDecodeError) as exc:
-                raise ValueError(f"{path}: not valid JSON ({exc})") from None
-            if not isinstance(data, dict):
-                raise ValueError(f"{path}: expected an object with 'commands' and 'paths'")
-            for name, target in (("commands", commands), ("paths", paths)):
-                section = data.get(name, {})
-                if not isinstance(section, dict):
-                    raise ValueError(f"{path}: {name!r} must map allow/ask/deny to lists")
-                for decision, patterns in section.items():
-                    if decision not in DECISIONS or not isinstance(patterns, list):
-                        raise ValueError(f"{path}: {name}.{decision} is not a list of patterns")
-                    target.setdefault(decision, []).extend(str(p) for p in patterns)
-        return cls(mode=mode, commands=commands, paths=paths, persist_to=path)
+    def load(
+        cls,
+        workspace_root: str | Path,
+        mode: str = "ask",
+        *,
+        sandboxed: bool = False,
+        config: Path | None = None,
+    ) -> Policy:
+        """The built-in rules, the person's settings (`config`, default the user config
+        directory) and the workspace's own file (restricting only, unless trusted)."""
+        root = Path(workspace_root).resolve()
+        base = config or config_dir()
+        user_data = _read_json(base / "permissions.json")
+        user = Rules.parse("your settings", user_data, str(base / "permissions.json")) \
+            if user_data is not None else None  # fmt: skip
+        settings_path = workspace_settings_path(root, base)
+        settings = _read_json(settings_path)
+        mine = Rules.parse("this workspace's settings", settings or {}, str(settings_path))
+        trusted_hash = settings.get("trusted_permissions_sha256") \
+            if isinstance(settings, dict) else None  # fmt: skip
+        policy = cls(mode=mode, commands=mine.commands, paths=mine.paths, network=mine.network,
+                     root=root, sandboxed=sandboxed, settings_path=settings_path,
+                     user=user)  # fmt: skip
+        path = root / PERMISSIONS_FILE
+        data = _read_json(path)
+        if data is not None:
+            sha = hashlib.sha256(read_regular(path, MAX_RULES_BYTES)).hexdigest()
+            policy.workspace_file = WorkspaceFile(
+                path, sha, Rules.parse("the workspace's .talos/permissions.json", data, str(path)),
+                trusted=sha == trusted_hash,
+            )  # fmt: skip
+        return policy
+
+    # ------------------------------------------------------------ sources
+    def sources(self) -> list[Rules]:
+        out = [Rules("built in", {"allow": list(DEFAULT_ALLOW), "deny": list(DEFAULT_DENY)},
+                     writable=False)]  # fmt: skip
+        if self.user is not None:
+            out.append(self.user)
+        out.append(Rules("your settings", self.commands, self.paths, self.network))
+        wf = self.workspace_file
+        if wf is not None:
+            out.append(wf.rules if wf.trusted else wf.rules.restricting())
+        return out
+
+    @property
+    def untrusted_grants(self) -> list[str]:
+        """What the workspace's own file would allow, were it trusted."""
+        wf = self.workspace_file
+        return [] if wf is None or wf.trusted else wf.rules.grants
+
+    def trust_workspace_file(self) -> None:
+        """The person trusts the workspace file exactly as it is now."""
+        if self.workspace_file is None:
+            return
+        self._save_setting(lambda data: data.__setitem__(
+            "trusted_permissions_sha256", self.workspace_file.sha256))  # type: ignore[union-attr]  # fmt: skip
+        self.workspace_file.trusted = True
 
     # ----------------------------------------------------------- decisions
-    def _rule_for(self, table: dict[str, list[str]], match: Callable[[str], bool]) -> str | None:
-        for decision in ("deny", "allow", "ask"):  # deny wins
-            if any(match(p) for p in table.get(decision, [])):
-                return decision
+    def _command_rule(self, decision: str, cmd: SimpleCommand) -> Rules | None:
+        for rules in self.sources():
+            patterns = rules.commands.get(decision, [])
+            if decision == "deny":
+                if any(matches(p, layer, loose=True) for p in patterns for layer in cmd.layers):
+                    return rules
+            elif cmd.known and any(matches(p, cmd.words) for p in patterns):
+                return rules
         return None
 
+    def _network(self, cmd: SimpleCommand) -> bool:
+        return cmd.known and any(matches(p, cmd.words) for r in self.sources() for p in r.network)
+
     def check_command(self, command: str) -> Decision:
-        parts = split_command(command)
-        if not parts:
+        analysis = analyze(command)
+        shown = "; ".join(visible(c.shown(), single_line=True) for c in analysis.commands)
+        if not analysis.commands:
+            if analysis.all_risks:
+                return Decision("ask", f"it {visible(analysis.all_risks[0])}", shown=shown)
             return Decision("deny", "empty command")
-        verdicts = []
-        for part in parts:
-            ruled = self._rule_for(self.commands, lambda p, part=part: command_matches(p, part))
-            if ruled == "deny":
-                return Decision("deny", f"`{part}` is denied by a rule")
-            if ruled is None:
-                ruled = "allow" if self.mode == "full-auto" else "ask"
-            if ruled == "ask" and self.mode == "read-only":
-                return Decision("deny", f"`{part}` is not allowed in read-only mode")
-            verdicts.append((ruled, part))
-        asked = [part for verdict, part in verdicts if verdict == "ask"]
+        for cmd in analysis.commands:
+            if (rules := self._command_rule("deny", cmd)) is not None:
+                what = visible(" ".join(cmd.layers[0]), single_line=True)
+                return Decision("deny", f"`{what}` is denied by {rules.source}", shown=shown)
+        return self._judge(analysis, shown)
+
+    def _judge(self, analysis: Analysis, shown: str) -> Decision:
+        if self.mode == "full-auto" and self.sandboxed and not analysis.opaque:
+            network = all(self._network(c) for c in analysis.commands)
+            return Decision("allow", "full-auto mode", writable=True, network=network, shown=shown)
+        asked: list[tuple[SimpleCommand, str]] = []
+        grants: list[Rules] = []
+        for cmd in analysis.commands:
+            risks = [*cmd.risks, *(path_risks(cmd, self.root) if self.root else [])]
+            rules = self._command_rule("allow", cmd)
+            if self._command_rule("ask", cmd) is not None:
+                asked.append((cmd, "a rule says to ask"))
+            elif risks:
+                asked.append((cmd, risks[0]))
+            elif rules is None:
+                asked.append((cmd, "no rule allows it"))
+            else:
+                grants.append(rules)
+        if analysis.risks and not asked:
+            asked.append((analysis.commands[0], analysis.risks[0]))
+        if not self.sandboxed:
+            if self.mode == "read-only":
+                return Decision("deny", "commands cannot run in read-only mode without a sandbox")
+            return Decision("ask", "commands run without an OS sandbox here, so each needs your "
+                            "approval", _suggest(asked), shown=shown)  # fmt: skip
         if asked:
-            return Decision("ask", f"`{asked[0]}` needs your approval", suggest_rule(asked[0]))
-        return Decision("allow", "allowed by rules")
+            # What most needs the person's eye first: risks, then programs no rule allows.
+            asked.sort(key=lambda item: item[1] == "no rule allows it")
+            why = "; ".join(dict.fromkeys(
+                f"`{visible(c.shown(), single_line=True)}`: {visible(w, single_line=True)}"
+                for c, w in asked[:3]))  # fmt: skip
+            if self.mode == "read-only":
+                return Decision("deny", f"not allowed in read-only mode: {why}")
+            return Decision("ask", why, _suggest(asked), shown=shown)
+        network = any(self._network(c) for c in analysis.commands) and all(
+            self._network(c) or not r.writable
+            for c, r in zip(analysis.commands, grants, strict=True)
+        )
+        writable = self.mode != "read-only" and any(r.writable for r in grants)
+        return Decision("allow", "allowed by rules", writable=writable, network=network,
+                        shown=shown)  # fmt: skip
 
     def check_write(self, rel_path: str) -> Decision:
-        ruled = self._rule_for(self.paths, lambda p: fnmatch.fnmatchcase(rel_path, p))
+        ruled = None
+        for decision in ("deny", "allow", "ask"):  # deny wins
+            if any(fnmatch.fnmatchcase(rel_path, p)
+                   for rules in self.sources() for p in rules.paths.get(decision, [])):  # fmt: skip
+                ruled = decision
+                break
         if ruled == "deny":
             return Decision("deny", f"writing {rel_path} is denied by a rule")
         if self.mode == "read-only":
@@ -179,19 +311,29 @@ class Policy:
         return Decision("ask", f"writing {rel_path} needs your approval", rel_path)
 
     # -------------------------------------------------------------- asking
-    def always_allow(self, rule: str) -> None:
-        """Save exactly `rule` as an allowed command, in memory and in the workspace file."""
-        self.commands.setdefault("allow", []).append(rule)
-        if self.persist_to is None:
+    def _save_setting(self, change: Callable[[dict], None]) -> None:
+        if self.settings_path is None:
             return
-        data: dict = {}
-        if self.persist_to.exists():
-            data = json.loads(self.persist_to.read_text())
-        allowed = data.setdefault("commands", {}).setdefault("allow", [])
-        if rule not in allowed:
-            allowed.append(rule)
-        self.persist_to.parent.mkdir(parents=True, exist_ok=True)
-        self.persist_to.write_text(json.dumps(data, indent=2) + "\n")
+        data = _read_json(self.settings_path)
+        data = data if isinstance(data, dict) else {}
+        data.setdefault("workspace", str(self.root))
+        change(data)
+        self.settings_path.parent.mkdir(parents=True, exist_ok=True)
+        atomic_write(self.settings_path.parent, self.settings_path.name,
+                     (json.dumps(data, indent=2) + "\n").encode())  # fmt: skip
+
+    def always_allow(self, rule: str) -> None:
+        """Save exactly `rule` as an allowed command, in memory and in the person's settings
+        for this workspace (never in the repository)."""
+        if rule not in self.commands.setdefault("allow", []):
+            self.commands["allow"].append(rule)
+
+        def add(data: dict) -> None:
+            allowed = data.setdefault("commands", {}).setdefault("allow", [])
+            if rule not in allowed:
+                allowed.append(rule)
+
+        self._save_setting(add)
 
     async def authorize_command(
         self, command: str, prompter: Prompter | None, timeout: float | None = None
@@ -202,18 +344,70 @@ class Policy:
         if decision.verdict != "ask":
             return decision
         if prompter is None:
-            return Decision("deny", f"{decision.reason}, and nobody is there to ask (headless)")
-        always = f"Always allow `{decision.suggested_rule}`"
+            return Decision("deny", f"{decision.reason}; nobody is there to ask (headless)")
+        options = [ALLOW_ONCE]
+        always = None
+        if decision.suggested_rule and self.sandboxed:
+            always = f"Always allow `{visible(decision.suggested_rule, single_line=True)}`"
+            options.append(always)
+        options.append(DENY)
+        where = ("in the sandbox: workspace writable, no network" if self.sandboxed
+                 else "WITHOUT a sandbox: it can do anything you can")  # fmt: skip
+        message = (
+            f"Run this command? ({where})\n  $ {visible(command, single_line=True)}\n"
+            f"It runs: {decision.shown}\nWhy you are asked: {decision.reason}."
+        )
         try:
-            choice = await asyncio.wait_for(
-                prompter(f"Run `{command}`? {decision.reason}.", [ALLOW_ONCE, always, DENY]),
-                timeout,
-            )
+            choice = await asyncio.wait_for(prompter(message, options), timeout)
         except TimeoutError:
             return Decision("deny", "no reply to the permission prompt: denied")
+        network = decision.network
         if choice == ALLOW_ONCE:
-            return Decision("allow", "allowed once by you")
-        if choice == always and decision.suggested_rule:
+            return Decision("allow", "allowed once by you", writable=True, network=network,
+                            shown=decision.shown)  # fmt: skip
+        if always is not None and choice == always and decision.suggested_rule:
             self.always_allow(decision.suggested_rule)
-            return Decision("allow", f"allowed; `{decision.suggested_rule}` is now always allowed")
+            return Decision("allow", f"allowed; `{decision.suggested_rule}` is now always "
+                            "allowed in this workspace", writable=True, network=network,
+                            shown=decision.shown)  # fmt: skip
         return Decision("deny", "denied by you" if choice == DENY else "dismissed: denied")
+
+    async def review_workspace_file(self, prompter: Prompter | None) -> bool | None:
+        """Offer to trust the workspace's own permissions file when it would allow something.
+        True: trusted now; False: declined or nobody to ask; None: nothing to review."""
+        grants = self.untrusted_grants
+        if not grants or self.workspace_file is None:
+            return None
+        if prompter is None:
+            return False
+        listed = ", ".join(f"`{visible(g, single_line=True)}`" for g in grants[:12])
+        more = f" and {len(grants) - 12} more" if len(grants) > 12 else ""
+        message = (
+            f"This workspace's {PERMISSIONS_FILE} (sha256 {self.workspace_file.sha256[:12]}) "
+            f"would let these run without asking: {listed}{more}. It came with the workspace, "
+            "so until you trust it only its deny and ask rules apply. Trust this exact file?"
+        )
+        if await prompter(message, [TRUST, NOT_NOW]) == TRUST:
+            self.trust_workspace_file()
+            return True
+        return False
+
+
+def _suggest(asked: list[tuple[SimpleCommand, str]]) -> str | None:
+    """The rule "always allow" offers, when one rule would let the asked command run: only
+    for a known program whose only problem is that no rule allows it."""
+    if len(asked) != 1:
+        return None
+    cmd, why = asked[0]
+    if why != "no rule allows it" or not cmd.known or cmd.risks:
+        return None
+    return suggest_rule(cmd.words)
+
+
+def suggest_rule(words: Sequence[str] | str) -> str:
+    """The program and its subcommand (`npm test`, `git commit`), or the program alone."""
+    if isinstance(words, str):
+        words = words.split()
+    if len(words) >= 2 and not words[1].startswith("-") and "/" not in words[1]:
+        return " ".join(words[:2])
+    return words[0] if words else ""

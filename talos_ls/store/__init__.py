@@ -22,7 +22,8 @@ from urllib.parse import parse_qsl, unquote
 
 import platformdirs
 
-from .base import Store, StoreError, redact_url
+from ..redact import redact_url
+from .base import Store, StoreError
 from .sqlite import DEFAULT_TIMEOUT_S, SQLiteStore
 
 ENV_URL = "TALOS_STORE_URL"

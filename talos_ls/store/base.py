@@ -14,8 +14,9 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from collections.abc import Iterable, Mapping, Sequence
+from pathlib import Path
 from typing import Any
-from urllib.parse import urlsplit, urlunsplit
+
 
 FACT_FIELDS = (
     "key",
@@ -83,21 +84,6 @@ def check_claimable(updates: Mapping[str, Any], guard: Mapping[str, Any] | None)
         raise ValueError(f"fields not claimable: {sorted(fields - CLAIMABLE_FIELDS)}")
 
 
-def redact_url(url: str) -> str:
-    """The URL with any password replaced by `***`, for messages and logs."""
-    try:
-        parts = urlsplit(url)
-    except ValueError:
-        return "<unparseable store URL>"
-    if parts.password is None:
-        return url
-    user = parts.username or ""
-    host = parts.hostname or ""
-    if parts.port is not None:
-        host = f"{host}:{parts.port}"
-    return urlunsplit(parts._replace(netloc=f"{user}:***@{host}"))
-
-
 class Store(ABC):
     """One open connection to a Talos store. Safe to share between the threads of a process."""
 
@@ -106,6 +92,10 @@ class Store(ABC):
     @abstractmethod
     def close(self) -> None:
         """Release the connection. Every later call raises StoreError."""
+
+    def local_files(self) -> list[Path]:
+        """Files on this machine that hold the store, if any: the command sandbox hides them."""
+        return []
 
     # ---------------------------------------------------------------- facts
     @abstractmethod

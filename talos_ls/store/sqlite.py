@@ -170,6 +170,7 @@ class SQLiteStore(Store):
 
     def __init__(self, url: str, path: str, *, readonly: bool, timeout: float) -> None:
         self.url = url
+        self._path = None if path == ":memory:" else Path(path).absolute()
         self._lock = threading.RLock()
         self._conn: sqlite3.Connection | None = None
         self._check_file(path, readonly)
@@ -281,6 +282,11 @@ class SQLiteStore(Store):
                     conn.execute(statement)
             conn.execute(f"PRAGMA application_id = {APPLICATION_ID}")
             conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
+
+    def local_files(self) -> list[Path]:
+        if self._path is None:
+            return []
+        return [self._path.with_name(self._path.name + s) for s in ("", "-wal", "-shm", "-journal")]
 
     def close(self) -> None:
         with self._lock:

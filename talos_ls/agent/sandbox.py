@@ -1,0 +1,328 @@
+"""Commands under an OS sandbox: bubblewrap (`bwrap`) on Linux.
+
+Every command the agent runs is spawned as `bwrap ... -- bash -c COMMAND`:
+- new user, PID, IPC, UTS, cgroup and network namespaces (`--unshare-all`; the network comes
+  back only when a rule grants it), `--die-with-parent`, `--new-session` (no typing into the
+  person's terminal), every capability dropped (no unmounting what hides a secret);
+- the environment is an allow-list (PATH, LANG, TERM...; HOME is a private empty directory),
+  and bwrap itself is spawned with that same environment: no process the command can see holds
+  a secret, and the daemon is outside its PID namespace, so no `/proc/<pid>/environ` leaks;
+- the system is read-only; every home directory is an empty tmpfs, except the toolchains on
+  PATH (`~/.pyenv`, `~/.cargo/bin`...) bound read-only; the person's credential stores and
+  Talos's own config, state and store are hidden even where a bound directory contains them;
+- the workspace is read-only for what rules allow unasked and writable for approved commands,
+  with `.git/hooks`, `.git/config`, `.git/modules` and `.talos/` always read-only and every
+  `.env*` file hidden (an empty file in its place).
+
+Where `bwrap` is missing or cannot create namespaces (some containers, Ubuntu's AppArmor
+restriction of user namespaces), `probe` says so once, and the permission gate asks before
+every command; an approved command then runs with the same clean environment, but unconfined.
+Output is streamed with a byte cap (the command is killed past it) and a timeout.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import platformdirs
+
+logger = logging.getLogger(__name__)
+
+INSTALL_HINT = "apt-get install bubblewrap (Debian, Ubuntu), dnf install bubblewrap (Fedora)"
+PASS_ENV = ("PATH", "LANG", "LANGUAGE", "LC_ALL", "LC_CTYPE", "LC_MESSAGES", "TERM", "TZ",
+            "USER", "LOGNAME")  # fmt: skip
+SANDBOX_HOME = "/tmp/home"
+MAX_OUTPUT_BYTES = 1024 * 1024  # read from a command before it is killed
+KEEP_HEAD, KEEP_TAIL = 6000, 6000  # bytes of output kept from its start and its end
+MAX_SCANNED_DIRS = 20_000  # directories searched for .env* files to hide
+# Under a home directory: never visible, even inside a bound toolchain or workspace.
+CREDENTIAL_STORES = (".ssh", ".aws", ".azure", ".config/gh", ".config/hub", ".config/gcloud",
+                     ".config/git/credentials", ".git-credentials", ".netrc", ".docker", ".kube",
+                     ".gnupg", ".password-store", ".npmrc", ".pypirc", ".terraformrc",
+                     ".terraform.d/credentials.tfrc.json", ".cargo/credentials",
+                     ".cargo/credentials.toml", ".local/share/keyrings",
+                     ".config/talos", ".local/share/talos", ".local/state/talos",
+                     ".cache/talos")  # fmt: skip
+PROTECTED_IN_WORKSPACE = (".git/hooks", ".git/config", ".git/modules", ".talos")
+_SKIP_SCAN = frozenset({".git", "node_modules", "__pycache__", ".venv", "venv", ".tox"})
+
+
+@dataclass(frozen=True)
+class SandboxState:
+    available: bool
+    detail: str  # what is used, or what is wrong and how to fix it
+
+    def describe(self) -> str:
+        return self.detail
+
+
+@dataclass
+class CommandResult:
+    exit_code: int | None
+    output: str
+    total_bytes: int
+    killed: str | None = None  # why it was killed: "timeout" or "output"
+
+    def text(self) -> str:
+        head = f"exit code {self.exit_code}" if self.killed is None else "killed"
+        return f"{head}\n{self.output}"
+
+
+def _allowed_env(home: str) -> dict[str, str]:
+    env = {k: os.environ[k] for k in PASS_ENV if k in os.environ}
+    env.update(HOME=home, TMPDIR="/tmp")
+    env.setdefault("PATH", "/usr/local/bin:/usr/bin:/bin")
+    env.setdefault("LANG", "C.UTF-8")
+    return env
+
+
+def _homes() -> list[Path]:
+    """What is blanked with a tmpfs: /root, /home, and the person's home wherever it is."""
+    found = [Path(p) for p in ("/root", "/home") if os.path.isdir(p)]
+    home = Path.home()
+    if home.is_dir() and not any(home.is_relative_to(h) for h in found):
+        found.append(home)
+    return found
+
+
+def _user_homes() -> list[Path]:
+    """Each person's home: /root, every /home/<name>, and $HOME."""
+    homes = {Path.home()} | ({Path("/root")} if os.path.isdir("/root") else set())
+    with contextlib.suppress(OSError):
+        homes |= {p for p in Path("/home").iterdir() if p.is_dir()}
+    return sorted(homes)
+
+
+def talos_paths() -> list[Path]:
+    """Talos's own config (rules, trusted hashes, prices), state and store, wherever
+    platformdirs puts them for this person."""
+    return [platformdirs.user_config_path("talos"), platformdirs.user_state_path("talos"),
+            platformdirs.user_data_path("talos"), platformdirs.user_cache_path("talos")]  # fmt: skip
+
+
+class Sandbox:
+    """Runs commands for one workspace. `hidden`: more paths no command may see (the store)."""
+
+    _probed: dict[str, SandboxState] = {}  # by bwrap path: probe once per process
+
+    def __init__(self, root: Path, *, hidden: Iterable[Path] = (), bwrap: str | None = None):
+        self.root = Path(root).resolve()
+        self.bwrap = bwrap if bwrap is not None else shutil.which("bwrap")
+        self.shell = shutil.which("bash") or "/bin/sh"
+        self.extra_hidden = [Path(p) for p in hidden]
+
+    # ---------------------------------------------------------------- state
+    def probe(self) -> SandboxState:
+        """Can bwrap create its namespaces here? Asked once per process, then remembered."""
+        if not self.bwrap:
+            return SandboxState(False, f"bubblewrap (bwrap) is not installed: {INSTALL_HINT}")
+        cached = Sandbox._probed.get(self.bwrap)
+        if cached is not None:
+            return cached
+        argv = [self.bwrap, "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc",
+                "--tmpfs", "/tmp", "--unshare-all", "--die-with-parent", "--new-session",
+                "--cap-drop", "ALL", "--clearenv", "--", "true"]  # fmt: skip
+        try:
+            done = subprocess.run(argv, env=_allowed_env(SANDBOX_HOME), capture_output=True,
+                                  timeout=10, stdin=subprocess.DEVNULL)  # fmt: skip
+            ok, why = done.returncode == 0, done.stderr.decode(errors="replace").strip()
+        except (OSError, subprocess.TimeoutExpired) as exc:
+            ok, why = False, str(exc)
+        if ok:
+            state = SandboxState(True, f"bubblewrap ({self.bwrap})")
+        else:
+            first = why.splitlines()[0] if why else "it failed"
+            state = SandboxState(False, f"bubblewrap cannot create a sandbox here ({first}); "
+                                 "on Ubuntu 24.04+ allow unprivileged user namespaces for bwrap "
+                                 "(an AppArmor profile), in a container run it with "
+                                 "--privileged or user namespaces enabled")  # fmt: skip
+            logger.warning("sandbox unavailable: %s", state.detail)
+        Sandbox._probed[self.bwrap] = state
+        return state
+
+    # --------------------------------------------------------------- layout
+    @staticmethod
+    def _toolchains() -> list[Path]:
+        """Directories in a home that hold the programs on PATH (and Python itself): the home's
+        first level (`~/.pyenv`, `~/.cargo`), or the PATH entry itself in the shared `~/.local`
+        and `~/.config`."""
+        wanted = [Path(p) for p in os.environ.get("PATH", "").split(os.pathsep) if p]
+        wanted += [Path(sys.base_prefix), Path(sys.prefix), Path(sys.executable).resolve().parent]
+        out: list[Path] = []
+        for path in wanted:
+            home = next((h for h in _user_homes() if path.is_relative_to(h) and path != h), None)
+            if home is None or not path.is_dir():
+                continue
+            first = path.relative_to(home).parts[0]
+            top = path if first in (".local", ".config") else home / first
+            if top not in out:
+                out.append(top)
+        return out
+
+    def _hidden(self) -> list[Path]:
+        paths = [u / rel for u in _user_homes() for rel in CREDENTIAL_STORES]
+        return [*paths, *talos_paths(), *self.extra_hidden]
+
+    def _env_files(self) -> list[Path]:
+        found, dirs, pending = [], 0, [self.root]
+        while pending and dirs < MAX_SCANNED_DIRS:
+            here = pending.pop()
+            dirs += 1
+            try:
+                entries = list(os.scandir(here))
+            except OSError:
+                continue
+            for entry in entries:
+                if entry.name == ".env" or entry.name.startswith(".env."):
+                    found.append(Path(entry.path))
+                elif entry.is_dir(follow_symlinks=False) and entry.name not in _SKIP_SCAN:
+                    pending.append(Path(entry.path))
+        return found
+
+    def argv(self, command: str, *, writable: bool, network: bool) -> list[str]:
+        """The bwrap command line that runs `command` (with `bash -c`)."""
+        assert self.bwrap, "no bwrap"
+        homes = _homes()
+        args = [self.bwrap, "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc",
+                "--tmpfs", "/tmp", "--tmpfs", "/var/tmp"]  # fmt: skip
+        if os.path.isdir("/run"):
+            args += ["--tmpfs", "/run"]
+            resolv = os.path.realpath("/etc/resolv.conf")
+            if network and resolv.startswith("/run/") and os.path.exists(resolv):
+                args += ["--ro-bind", resolv, resolv]
+        for home in homes:
+            args += ["--tmpfs", str(home)]
+        tools = self._toolchains()
+        for tool in tools:
+            args += ["--ro-bind", str(tool), str(tool)]
+        root = str(self.root)
+        args += ["--bind" if writable else "--ro-bind", root, root]
+        for rel in PROTECTED_IN_WORKSPACE:
+            path = self.root / rel
+            if path.exists() and not path.is_symlink():
+                args += ["--ro-bind", str(path), str(path)]
+        shown = [*tools, self.root]  # what is visible inside the blanked homes
+        for path in [*self._hidden(), *self._env_files()]:
+            inside_home = any(path.is_relative_to(h) for h in homes)
+            if inside_home and not any(path.is_relative_to(s) for s in shown):
+                continue  # already out of sight
+            if path.is_symlink() or not path.exists():
+                continue
+            if path.is_dir():
+                args += ["--tmpfs", str(path), "--remount-ro", str(path)]
+            else:
+                args += ["--ro-bind", "/dev/null", str(path)]
+        args += ["--dir", SANDBOX_HOME, "--chdir", root, "--unshare-all"]
+        if network:
+            args.append("--share-net")
+        args += ["--die-with-parent", "--new-session", "--cap-drop", "ALL", "--clearenv"]
+        for key, value in _allowed_env(SANDBOX_HOME).items():
+            args += ["--setenv", key, value]
+        return [*args, "--", self.shell, "-c", command]
+
+    # ------------------------------------------------------------------ run
+    async def run(
+        self,
+        command: str,
+        *,
+        sandboxed: bool,
+        writable: bool,
+        network: bool,
+        timeout: float,
+        max_bytes: int = MAX_OUTPUT_BYTES,
+    ) -> CommandResult:
+        """Run `command` in the workspace; stdout and stderr together, streamed and capped.
+        Unsandboxed (only ever after the person approved it): the same clean environment,
+        with a private temporary HOME."""
+        with tempfile.TemporaryDirectory(prefix="talos-home-") as private_home:
+            if sandboxed:
+                argv, env = self.argv(command, writable=writable, network=network), \
+                    _allowed_env(SANDBOX_HOME)  # fmt: skip
+            else:
+                argv, env = [self.shell, "-c", command], _allowed_env(private_home)
+            proc = await asyncio.create_subprocess_exec(
+                *argv, cwd=self.root, env=env, stdin=asyncio.subprocess.DEVNULL,
+                stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT,
+                start_new_session=True,  # its own process group: a kill takes all of it
+            )  # fmt: skip
+            try:
+                return await _collect(proc, timeout, max_bytes)
+            except asyncio.CancelledError:  # the task was cancelled: the command goes too
+                await kill_process(proc)
+                raise
+
+
+async def _collect(proc: asyncio.subprocess.Process, timeout: float, cap: int) -> CommandResult:
+    assert proc.stdout is not None
+    head, tail, total, killed = bytearray(), bytearray(), 0, None
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + timeout
+    while True:
+        left = deadline - loop.time()
+        if left <= 0:
+            killed = "timeout"
+            break
+        try:
+            chunk = await asyncio.wait_for(proc.stdout.read(65536), left)
+        except TimeoutError:
+            killed = "timeout"
+            break
+        if not chunk:
+            break
+        total += len(chunk)
+        room = KEEP_HEAD - len(head)
+        if room > 0:
+            head += chunk[:room]
+            chunk = chunk[room:]
+        tail = (tail + chunk)[-KEEP_TAIL:]
+        if total > cap:
+            killed = "output"
+            break
+    if killed:
+        await kill_process(proc)
+    else:
+        try:
+            await asyncio.wait_for(proc.wait(), max(deadline - loop.time(), 0.1))
+        except TimeoutError:
+            killed = "timeout"
+            await kill_process(proc)
+    cut = total - len(head) - len(tail)
+    text = head.decode("utf-8", errors="replace")
+    if cut > 0:
+        text += f"\n[... {cut} bytes cut ...]\n"
+    text += tail.decode("utf-8", errors="replace")
+    if killed == "timeout":
+        text += f"\n[killed: no result after {timeout:.0f} s]"
+    elif killed == "output":
+        text += f"\n[killed: the output passed {cap} bytes; narrow the command]"
+    return CommandResult(None if killed else proc.returncode, text, total, killed)
+
+
+async def kill_process(proc: asyncio.subprocess.Process) -> None:
+    """SIGKILL the process group, then read the pipe to its end: asyncio sees a process as
+    finished only once its pipes are closed, and a paused reader never sees the end."""
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(proc.pid, signal.SIGKILL)
+
+    async def drain() -> None:
+        while proc.stdout is not None and await proc.stdout.read(65536):
+            pass
+        await proc.wait()
+
+    try:
+        await asyncio.wait_for(drain(), 2.0)
+    except TimeoutError:  # a child that left the group still holds the pipe: stop listening
+        transport = getattr(proc, "_transport", None)
+        if transport is not None:
+            transport.close()

@@ -1,0 +1,126 @@
+"""`search`: a regular expression over the workspace's files, that cannot hang or escape.
+
+The pattern comes from the model, so it must not be able to stall the daemon: it never meets
+Python's backtracking `re`. With ripgrep (`rg`) installed, ripgrep searches (linear-time
+regex, `.gitignore`-aware, symlinks not followed, only regular files, no config file read);
+otherwise a bounded Python search over the workspace's own listing with RE2 (the `google-re2`
+wheel, also linear-time), in a worker thread, with a deadline. Either way `.env*` files and
+files over MAX_FILE_BYTES are never searched, and the model gets `path:line: text`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import shutil
+import time
+
+import re2
+
+from ..files import FileTooLarge, NotRegularFile, read_regular
+from .sandbox import kill_process
+from .workspace import ALWAYS_SKIPPED, SandboxError, Workspace
+
+MAX_FILE_BYTES = 2 * 1024 * 1024
+MAX_PATTERN = 1000
+LINE_CHARS = 200
+DEADLINE = 20.0  # seconds
+
+
+def _options() -> re2.Options:
+    options = re2.Options()
+    options.log_errors = False  # RE2 would print parse errors on stderr
+    return options
+
+
+def _hit(rel: str, number: int | str, line: str) -> str:
+    return f"{rel}:{number}: {line.rstrip()[:LINE_CHARS]}"
+
+
+def _check(workspace: Workspace, pattern: str, start: str) -> str:
+    if not pattern or len(pattern) > MAX_PATTERN:
+        raise SandboxError(f"the pattern must be 1 to {MAX_PATTERN} characters")
+    real = workspace.resolve(start)
+    if not (real.is_dir() or real.is_file()):
+        raise SandboxError(f"{start!r} is neither a directory nor a regular file")
+    try:
+        re2.compile(pattern, _options())
+    except re2.error as exc:
+        message = exc.args[0].decode() if exc.args and isinstance(exc.args[0], bytes) else exc
+        raise SandboxError(f"invalid regex {pattern!r}: {message} (RE2 syntax: no "
+                           "backreferences or lookaround)") from None  # fmt: skip
+    return workspace.relative(real)
+
+
+async def search(
+    workspace: Workspace,
+    pattern: str,
+    start: str = ".",
+    limit: int = 100,
+    *,
+    rg: str | None = "auto",
+    deadline: float = DEADLINE,
+) -> list[str]:
+    """`path:line: text` for lines matching `pattern`, at most `limit`."""
+    rel = _check(workspace, pattern, start)
+    limit = max(1, min(int(limit), 1000))
+    binary = shutil.which("rg") if rg == "auto" else rg
+    if binary:
+        return await _ripgrep(binary, workspace, pattern, rel, limit, deadline)
+    return await asyncio.to_thread(_python, workspace, pattern, rel, limit, deadline)
+
+
+async def _ripgrep(
+    binary: str, workspace: Workspace, pattern: str, rel: str, limit: int, deadline: float
+) -> list[str]:
+    globs = ["!.env", "!.env.*", *(f"!{d}/" for d in sorted(ALWAYS_SKIPPED))]
+    argv = [binary, "--no-config", "--no-require-git", "--hidden", "--line-number",
+            "--no-heading", "--null", "--color", "never", "--max-columns", str(LINE_CHARS),
+            "--max-columns-preview", "--max-filesize", str(MAX_FILE_BYTES),
+            *(arg for g in globs for arg in ("--glob", g)), "--regexp", pattern, "--", rel]  # fmt: skip
+    proc = await asyncio.create_subprocess_exec(
+        *argv, cwd=workspace.root, env={"PATH": "/usr/bin:/bin"},
+        stdin=asyncio.subprocess.DEVNULL, stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.DEVNULL, start_new_session=True,
+    )  # fmt: skip
+    assert proc.stdout is not None
+    hits: list[str] = []
+    try:
+        async with asyncio.timeout(deadline):
+            while len(hits) < limit:
+                raw = await proc.stdout.readline()
+                if not raw:
+                    break
+                path, _, rest = raw.decode("utf-8", errors="replace").partition("\0")
+                number, _, line = rest.partition(":")
+                hits.append(_hit(path.removeprefix("./"), number, line))
+    except TimeoutError:
+        hits.append(f"[search stopped after {deadline:.0f} s; narrow the pattern or the path]")
+    except asyncio.CancelledError:
+        await kill_process(proc)
+        raise
+    await kill_process(proc)  # enough hits, or done: either way rg has nothing more to say
+    return hits
+
+
+def _python(workspace: Workspace, pattern: str, rel: str, limit: int, deadline: float) -> list[str]:
+    regex = re2.compile(pattern, _options())
+    stop = time.monotonic() + deadline
+    hits: list[str] = []
+    for path in workspace.walk(rel):
+        name = path.rsplit("/", 1)[-1]
+        if name == ".env" or name.startswith(".env."):
+            continue
+        if time.monotonic() > stop:
+            hits.append(f"[search stopped after {deadline:.0f} s; narrow the pattern or the path]")
+            break
+        try:
+            text = read_regular(workspace.root / path, MAX_FILE_BYTES, follow_symlinks=False)
+            lines = text.decode("utf-8", errors="strict").splitlines()
+        except (FileTooLarge, NotRegularFile, UnicodeDecodeError, OSError):
+            continue  # too large, binary, or gone: not searched
+        for number, line in enumerate(lines, 1):
+            if regex.search(line):
+                hits.append(_hit(path, number, line))
+                if len(hits) >= limit:
+                    return hits
+    return hits

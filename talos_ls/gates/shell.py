@@ -1,0 +1,604 @@
+"""What a shell command will run, read with a real shell grammar (tree-sitter-bash).
+
+The permission gate decides on what this module finds, so it must not be fooled: every simple
+command anywhere in the text is found (in pipelines, lists, subshells, `$(...)` and backticks
+at any depth, loop bodies, `sh -c` bodies, `find -exec` and `xargs` targets); words are read
+as the shell will see them after quote removal (`r''m`, `\\rm` and `"r"m` are all `rm`;
+`$'\\x72m'` too); wrappers are looked through (`/usr/bin/env nice -n 5 command curl` runs
+`curl`), and every layer is kept so a rule on the wrapper (`sudo`) still holds.
+
+What it reports as a *risk* (a reason the command cannot run without the person's approval):
+redirections that write or read files, `exec`-style flags that run other programs or write
+files (`find -exec/-delete/-fprintf`, `git -c/--output`, `rg --pre`, `sed -i`), `xargs`,
+environment assignments, expansions whose value is only known when the command runs, and any
+construct the grammar finds but this module does not model (loops, functions, here-documents,
+syntax errors). A command whose program cannot be known without running it (`$X args`,
+`eval`, a non-literal `sh -c` body) is *opaque*: no rule can vouch for it.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import fnmatch
+import os
+import posixpath
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import tree_sitter
+import tree_sitter_bash
+
+_LANGUAGE = tree_sitter.Language(tree_sitter_bash.language())
+MAX_DEPTH = 8  # nested `sh -c` bodies; deeper is opaque
+
+SHELLS = frozenset({"sh", "bash", "dash", "zsh", "ksh", "mksh", "ash"})
+OPAQUE_PROGRAMS = frozenset({"eval", "source", ".", "trap", "alias", "fc", "coproc"})
+# Constructs that hold commands but whose effect this module does not model.
+_STRUCTURE = frozenset({"program", "list", "pipeline", "subshell", "compound_statement",
+                        "redirected_statement", "negated_command", "comment", "&&", "||",
+                        "|", "|&", ";", "&", ";;", "(", ")", "{", "}", "!", "\n"})  # fmt: skip
+_REDIRECTS = ("file_redirect", "heredoc_redirect", "herestring_redirect")
+_DYNAMIC = frozenset({"simple_expansion", "expansion", "command_substitution",
+                      "process_substitution", "arithmetic_expansion", "translated_string"})  # fmt: skip
+
+# Flags that make a program run another program, or write or delete files. Values: what the
+# person is told. A flag may be given as `--flag=value` or, for short ones, with the value
+# attached (`-i.bak`).
+RISKY_FLAGS: dict[str, dict[str, str]] = {
+    "find": {"-exec": "runs another command", "-execdir": "runs another command",
+             "-ok": "runs another command", "-okdir": "runs another command",
+             "-delete": "deletes files", "-fprint": "writes a file", "-fprint0": "writes a file",
+             "-fprintf": "writes a file", "-fls": "writes a file"},
+    "git": {"-c": "sets configuration that can run programs",
+            "--config-env": "sets configuration that can run programs",
+            "-C": "runs in another directory", "--git-dir": "uses another repository",
+            "--work-tree": "uses another work tree", "--exec-path": "runs other programs",
+            "--output": "writes a file", "--ext-diff": "runs an external diff program",
+            "--upload-pack": "runs another program", "--receive-pack": "runs another program",
+            "--exec": "runs another command", "--no-index": "reads files outside the repository",
+            "--textconv": "runs conversion programs"},
+    "rg": {"--pre": "runs a preprocessor program on every file",
+           "--pre-glob": "runs a preprocessor program"},
+    "sed": {"-i": "edits files in place", "--in-place": "edits files in place"},
+    "tar": {"--to-command": "runs another command", "--checkpoint-action": "runs commands",
+            "-I": "runs a compression program", "--use-compress-program": "runs a program",
+            "--info-script": "runs a script", "-F": "runs a script",
+            "--new-volume-script": "runs a script"},
+    "sort": {"-o": "writes a file", "--output": "writes a file",
+             "--compress-program": "runs a program"},
+    "tee": {"": "writes files"},  # tee writes whatever it is given
+}  # fmt: skip
+# Long spellings that mean the same as a short flag, for matching rules (`rm --force -r`).
+FLAG_ALIASES: dict[str, dict[str, str]] = {
+    "rm": {"--recursive": "-r", "-R": "-r", "--force": "-f"},
+    "cp": {"--recursive": "-r", "-R": "-r", "--force": "-f"},
+    "chmod": {"--recursive": "-R"},
+    "chown": {"--recursive": "-R"},
+    "git": {"--force": "-f"},
+}
+NO_CLUSTERS = frozenset({"find", "java", "gcc", "g++", "clang", "go", "tar"})  # `-exec` is one flag
+
+
+SYSTEM_BIN = ("/bin/", "/sbin/", "/usr/bin/", "/usr/sbin/", "/usr/local/bin/", "/usr/local/sbin/")
+
+
+def program_name(word: str) -> str:
+    """How a rule names a program: `/usr/bin/curl` is `curl`; `./run.sh` stays `./run.sh`, so a
+    rule for `run.sh` (or for `cat`) does not cover a script the workspace itself provides."""
+    if "/" not in word:
+        return word
+    normal = _norm_path(word)
+    if os.path.dirname(normal) + "/" in SYSTEM_BIN:
+        return os.path.basename(normal)
+    return normal if normal.startswith(("/", "./", "../")) else "./" + normal
+
+
+@dataclass(frozen=True)
+class Word:
+    text: str  # after quote removal; the source text when not static
+    static: bool = True  # no expansion or substitution: the shell passes exactly `text`
+    glob: bool = False  # unquoted *, ? or [: the shell replaces it with matching paths
+
+
+@dataclass(frozen=True)
+class SimpleCommand:
+    """One program the command line runs."""
+
+    words: tuple[str, ...]  # as it will run: the program's name (no directory), then arguments
+    layers: tuple[tuple[str, ...], ...]  # each wrapper level, outermost first (`sudo rm x`, ...)
+    args: tuple[Word, ...]  # the arguments of `words`, with what is known of each
+    source: str  # its text in the command line
+    risks: tuple[str, ...] = ()
+    known: bool = True  # False: the program cannot be known before it runs
+
+    @property
+    def program(self) -> str:
+        return self.words[0] if self.words else ""
+
+    def shown(self) -> str:
+        return " ".join(_quote(w) for w in self.words) if self.known else self.source
+
+
+@dataclass
+class Analysis:
+    source: str
+    commands: list[SimpleCommand] = field(default_factory=list)
+    risks: list[str] = field(default_factory=list)  # of the line as a whole
+    opaque: bool = False  # something runs that no rule can vouch for
+
+    @property
+    def all_risks(self) -> list[str]:
+        return list(dict.fromkeys([*self.risks, *(r for c in self.commands for r in c.risks)]))
+
+
+def _quote(word: str) -> str:
+    return word if word and re.fullmatch(r"[\w@%+=:,./\-]+", word) else repr(word)
+
+
+# ---------------------------------------------------------------- words
+_ANSI_C = re.compile(r"\\(x[0-9a-fA-F]{1,2}|u[0-9a-fA-F]{1,4}|U[0-9a-fA-F]{1,8}|[0-7]{1,3}|.)",
+                     re.DOTALL)  # fmt: skip
+_ANSI_SIMPLE = {"n": "\n", "t": "\t", "r": "\r", "a": "\a", "b": "\b", "e": "\x1b", "E": "\x1b",
+                "f": "\f", "v": "\v", "\\": "\\", "'": "'", '"': '"', "?": "?"}  # fmt: skip
+
+
+def _ansi_c(body: str) -> str | None:
+    def one(m: re.Match[str]) -> str:
+        esc = m.group(1)
+        if esc in _ANSI_SIMPLE:
+            return _ANSI_SIMPLE[esc]
+        if esc[0] in "xuU":
+            return chr(min(int(esc[1:], 16), 0x10FFFF))
+        if esc[0] in "01234567":
+            return chr(int(esc, 8))
+        raise ValueError(esc)
+
+    try:
+        return _ANSI_C.sub(one, body)
+    except ValueError:
+        return None
+
+
+def _unescape_word(raw: str) -> tuple[str, bool]:
+    """Quote removal of an unquoted word; also whether it holds an unescaped glob character."""
+    out, glob, i = [], False, 0
+    while i < len(raw):
+        ch = raw[i]
+        if ch == "\\" and i + 1 < len(raw):
+            if raw[i + 1] != "\n":
+                out.append(raw[i + 1])
+            i += 2
+            continue
+        if ch in "*?[":
+            glob = True
+        out.append(ch)
+        i += 1
+    return "".join(out), glob
+
+
+_BRACES = re.compile(r"(?<!\\)\{[^{}]*(,|\.\.)[^{}]*\}")
+
+
+def _word(node: tree_sitter.Node) -> Word:
+    text = _text(node)
+    kind = node.type
+    if kind == "word":
+        value, glob = _unescape_word(text)
+        return Word(value, static=not _BRACES.search(text), glob=glob)
+    if kind == "number":
+        return Word(text)
+    if kind == "raw_string":
+        return Word(text[1:-1])
+    if kind == "ansi_c_string":
+        decoded = _ansi_c(text[2:-1])
+        return Word(text, static=False) if decoded is None else Word(decoded)
+    if kind == "string":
+        parts, static = [], True
+        for child in node.named_children:
+            if child.type == "string_content":
+                parts.append(re.sub(r'\\([$`"\\\n])', lambda m: "" if m[1] == "\n" else m[1],
+                                    _text(child)))  # fmt: skip
+            else:
+                static = False
+                parts.append(_text(child))
+        return Word("".join(parts), static=static) if static else Word(text, static=False)
+    if kind == "concatenation":
+        pieces = [_word(c) for c in node.named_children]
+        if _BRACES.search(text):  # a brace expansion: {a,b} or {1..3}
+            return Word(text, static=False)
+        if all(p.static for p in pieces):
+            return Word("".join(p.text for p in pieces), glob=any(p.glob for p in pieces))
+        return Word(text, static=False)
+    return Word(text, static=False)  # expansions, substitutions and anything unmodelled
+
+
+def _text(node: tree_sitter.Node) -> str:
+    return (node.text or b"").decode("utf-8", errors="replace")
+
+
+# ------------------------------------------------------------- wrappers
+_TAKES_VALUE = {
+    "env": {"-u", "--unset", "-C", "--chdir"},
+    "nice": {"-n", "--adjustment"},
+    "timeout": {"-s", "--signal", "-k", "--kill-after"},
+    "stdbuf": {"-i", "-o", "-e", "--input", "--output", "--error"},
+    "ionice": {"-c", "--class", "-n", "--classdata"},
+    "exec": {"-a"},
+    "sudo": {"-u", "-g", "-C", "-h", "-p", "-U", "-r", "-t", "-T", "-D", "--user", "--group"},
+    "doas": {"-u", "-C"},
+    "xargs": {"-I", "-i", "-n", "-P", "-L", "-l", "-s", "-d", "-E", "-e", "-a",
+              "--max-args", "--max-procs", "--max-lines", "--max-chars", "--delimiter",
+              "--eof", "--arg-file", "--replace", "--process-slot-var"},
+}  # fmt: skip
+WRAPPERS = frozenset({"env", "command", "builtin", "exec", "nice", "nohup", "time", "timeout",
+                      "stdbuf", "ionice", "setsid", "sudo", "doas", "xargs", "busybox"})  # fmt: skip
+
+
+def _skip_options(program: str, words: list[Word]) -> tuple[int, list[str]]:
+    """Index of the first word after the wrapper's own options; risks found on the way."""
+    takes = _TAKES_VALUE.get(program, set())
+    risks, i = [], 1
+    while i < len(words):
+        w = words[i].text
+        if w == "--":
+            return i + 1, risks
+        if not w.startswith("-") or w == "-":
+            break
+        if program == "env" and w in ("-S", "--split-string") or w.startswith("--split-string"):
+            risks.append("env -S splits a string into a command")
+        if program == "env" and w in ("-C", "--chdir"):
+            risks.append("env -C runs in another directory")
+        i += 2 if (w in takes and "=" not in w) else 1
+    return i, risks
+
+
+def _unwrap(words: list[Word]) -> tuple[list[list[Word]], list[str], bool]:
+    """Each layer of wrappers down to the program that runs; risks; whether the program is
+    known. `xargs` adds arguments only known at run time."""
+    layers, risks, known = [words], [], True
+    while words and words[0].static:
+        program = os.path.basename(words[0].text)  # a wrapper anywhere is still a wrapper
+        if program not in WRAPPERS:
+            break
+        if program == "command" and any(w.text in ("-v", "-V") for w in words[1:2]):
+            break  # `command -v x` looks x up; it does not run it
+        if program == "busybox":
+            start = 1
+        else:
+            start, more = _skip_options(program, words)
+            risks += more
+        if program == "env":
+            assigned = 0
+            while start < len(words) and re.match(r"^[A-Za-z_][A-Za-z0-9_]*=", words[start].text):
+                start, assigned = start + 1, assigned + 1
+            if assigned:
+                risks.append("sets environment variables for the command")
+        if program == "timeout" and start < len(words):
+            start += 1  # the duration
+        if program == "xargs":
+            risks.append("xargs runs a command with arguments read from its input")
+            known = known and start < len(words)
+        words = words[start:]
+        if not words:
+            break
+        layers.append(words)
+    return layers, risks, known
+
+
+# -------------------------------------------------------------- analysis
+class _Analyzer:
+    def __init__(self, source: str, depth: int) -> None:
+        self.result = Analysis(source)
+        self.depth = depth
+
+    def risk(self, text: str) -> None:
+        if text not in self.result.risks:
+            self.result.risks.append(text)
+
+    def visit(self, node: tree_sitter.Node) -> None:
+        kind = node.type
+        if node.is_missing or kind == "ERROR":
+            self.risk("the shell syntax could not be fully parsed")
+            self.result.opaque = True
+        if kind == "command":
+            self.command(node)
+            return
+        if kind in _REDIRECTS:
+            self.redirect(node)
+            return
+        if kind == "variable_assignment":
+            self.risk("assigns a shell variable")
+        elif kind not in _STRUCTURE and kind not in _DYNAMIC and kind != "ERROR" and node.is_named:
+            self.risk(f"uses a construct that needs review ({kind.replace('_', ' ')})")
+            self.inside(node)
+            return
+        for child in node.children:
+            self.visit(child)
+
+    def inside(self, node: tree_sitter.Node) -> None:
+        """The commands, redirections and substitutions inside an unmodelled construct (a
+        loop, a function): a deny rule must still see them."""
+        for child in node.children:
+            if child.type in ("command", "ERROR", *_REDIRECTS, *_STRUCTURE, *_DYNAMIC):
+                self.visit(child)
+            else:
+                self.inside(child)
+
+    def redirect(self, node: tree_sitter.Node) -> None:
+        if node.type != "file_redirect":
+            self.risk("uses a here-document or here-string")
+        else:
+            operator = next((_text(c) for c in node.children if not c.is_named), "")
+            dest = node.child_by_field_name("destination")
+            target = _word(dest) if dest is not None else Word("", static=False)
+            harmless = (operator in (">&", "<&") and target.text.isdigit() or target.text == "-"
+                        or target.static and target.text == "/dev/null" and "<" not in operator)
+            if not harmless:
+                what = "reads input from" if operator.startswith("<") else "writes output to"
+                self.risk(f"{what} a file ({_text(node)})")
+        for child in node.children:  # substitutions in the target
+            if child.type in _DYNAMIC:
+                self.visit(child)
+
+    def command(self, node: tree_sitter.Node) -> None:
+        own_risks: list[str] = []
+        words: list[Word] = []
+        for child in node.children:
+            field_name = node.field_name_for_child(node.children.index(child))
+            if child.type == "variable_assignment":
+                own_risks.append("sets environment variables for the command")
+            elif child.type in _REDIRECTS:
+                self.redirect(child)
+            elif field_name == "name" or child.type == "command_name":
+                inner = child.named_children[0] if child.named_children else child
+                words.append(_word(inner))
+            elif field_name == "argument" or child.is_named:
+                words.append(_word(child))
+            for sub in _substitutions(child):
+                self.visit(sub)
+        if not words:
+            if own_risks:
+                self.risk("assigns a shell variable")
+            return
+        self.add(words, _text(node), own_risks)
+
+    def add(self, words: list[Word], source: str, risks: list[str]) -> None:
+        layers, more, known = _unwrap(words)
+        risks = [*risks, *more]
+        inner = layers[-1]
+        known = known and bool(inner) and inner[0].static
+        program = program_name(inner[0].text) if inner and inner[0].static else ""
+        args = inner[1:]
+        if program in OPAQUE_PROGRAMS:
+            risks.append(f"{program} runs code given as text")
+            known = False
+        if any(not a.static for a in args):
+            risks.append("uses an expansion whose value is known only when it runs")
+        if program in SHELLS:
+            known = self.shell(program, args, risks) and known
+        risks += _flag_risks(program, args)
+        if program == "find":
+            self.find_exec(args)
+        if program == "rg":
+            self.rg_pre(args)
+        self.result.commands.append(
+            SimpleCommand(
+                words=(program, *(a.text for a in args)) if known else (program,),
+                layers=tuple(
+                    (program_name(layer[0].text), *(w.text for w in layer[1:]))
+                    for layer in layers if layer
+                ),
+                args=tuple(args),
+                source=source,
+                risks=tuple(dict.fromkeys(risks)),
+                known=known,
+            )
+        )  # fmt: skip
+
+    def shell(self, program: str, args: list[Word], risks: list[str]) -> bool:
+        """`sh -c BODY`: the body is analysed as a command line of its own. Returns whether
+        what runs is known."""
+        for i, arg in enumerate(args):
+            flag = arg.text
+            if not flag.startswith("-") or flag.startswith("--"):
+                if flag.startswith("--"):
+                    continue
+                return True  # a script file: the shell program itself is what a rule judges
+            if "c" in flag[1:]:
+                if i + 1 >= len(args) or not args[i + 1].static:
+                    risks.append(f"{program} -c runs text that is known only when it runs")
+                    return False
+                if self.depth >= MAX_DEPTH:
+                    risks.append("shell commands nested too deeply")
+                    return False
+                nested = analyze(args[i + 1].text, _depth=self.depth + 1)
+                self.result.commands.extend(nested.commands)
+                for r in nested.risks:
+                    self.risk(r)
+                self.result.opaque = self.result.opaque or nested.opaque
+                return True
+        return True
+
+    def find_exec(self, args: list[Word]) -> None:
+        for i, arg in enumerate(args):
+            if arg.text in ("-exec", "-execdir", "-ok", "-okdir"):
+                end = next((j for j in range(i + 1, len(args)) if args[j].text in (";", "+")),
+                           len(args))  # fmt: skip
+                inner = [Word("{}", static=False) if a.text == "{}" else a for a in args[i + 1:end]]
+                if inner:
+                    self.add(inner, " ".join(a.text for a in inner), ["run by find -exec"])
+
+    def rg_pre(self, args: list[Word]) -> None:
+        for i, arg in enumerate(args):
+            value = None
+            if arg.text == "--pre" and i + 1 < len(args):
+                value = args[i + 1]
+            elif arg.text.startswith("--pre="):
+                value = Word(arg.text[len("--pre="):], arg.static)
+            if value is not None:
+                self.add([value], value.text, ["run by rg --pre"])
+
+
+def _substitutions(node: tree_sitter.Node) -> list[tree_sitter.Node]:
+    """The `$(...)`, backtick and `<(...)` nodes inside a word, outermost only."""
+    if node.type in ("command_substitution", "process_substitution"):
+        return [node]
+    found: list[tree_sitter.Node] = []
+    for child in node.children:
+        found += _substitutions(child)
+    return found
+
+
+def _flag_risks(program: str, args: list[Word]) -> list[str]:
+    table = RISKY_FLAGS.get(program)
+    if not table:
+        return []
+    if "" in table:
+        return [f"{program} {table['']}"]
+    risks = []
+    for arg in args:
+        text = arg.text
+        if text == "--":
+            break
+        name = text.split("=", 1)[0]
+        what = table.get(name)
+        if what is None and len(text) > 2 and text[:2] in table and not text.startswith("--"):
+            what = table[text[:2]]  # a short flag with its value attached: -i.bak
+        if what is not None:
+            risks.append(f"{program} {name if name in table else text[:2]} {what}")
+    return risks
+
+
+def analyze(command: str, *, _depth: int = 0) -> Analysis:
+    """Every program `command` runs, with the risks that stop it running unasked."""
+    if not isinstance(command, str):
+        raise TypeError("a command is a string")
+    analyzer = _Analyzer(command, _depth)
+    if "\0" in command:
+        analyzer.risk("contains a NUL character")
+        analyzer.result.opaque = True
+        return analyzer.result
+    tree = tree_sitter.Parser(_LANGUAGE).parse(command.encode("utf-8", errors="surrogatepass"))
+    analyzer.visit(tree.root_node)
+    if tree.root_node.has_error:
+        analyzer.risk("the shell syntax could not be fully parsed")
+        analyzer.result.opaque = True
+    if any(not c.known for c in analyzer.result.commands):
+        analyzer.result.opaque = True
+    return analyzer.result
+
+
+# ------------------------------------------------------------ matching
+@dataclass(frozen=True)
+class Canonical:
+    program: str
+    flags: frozenset[str]
+    positionals: tuple[str, ...]
+
+
+def canonical(words: tuple[str, ...] | list[str]) -> Canonical:
+    """Order-insensitive flags (`-fr` is `-r -f`, `--force` is `-f` for rm), normalised paths,
+    so that a rule matches however the command spells the same thing."""
+    if not words:
+        return Canonical("", frozenset(), ())
+    program = program_name(words[0])
+    aliases = FLAG_ALIASES.get(program, {})
+    flags: set[str] = set()
+    positionals: list[str] = []
+    options_done = False
+    for word in words[1:]:
+        if options_done or not word.startswith("-") or word == "-":
+            positionals.append(_norm_path(word) if "/" in word else word)
+        elif word == "--":
+            options_done = True
+        elif word.startswith("--") or program in NO_CLUSTERS:
+            name, sep, value = word.partition("=")
+            flags.add(aliases.get(name, name) + sep + value)
+        elif word[1:].isalpha():
+            flags.update(aliases.get(f"-{ch}", f"-{ch}") for ch in word[1:])
+        else:
+            flags.add(word)
+    return Canonical(program, frozenset(flags), tuple(positionals))
+
+
+def _norm_path(word: str) -> str:
+    lead = "/" if word.startswith("/") else ""
+    normal = posixpath.normpath(word)
+    return lead + normal.lstrip("/") if lead else normal
+
+
+def _fits(pattern: str, word: str) -> bool:
+    return fnmatch.fnmatchcase(word, pattern) if "*" in pattern else pattern == word
+
+
+def rule_words(rule: str) -> list[str]:
+    """A rule's words, as the shell would split them (`git log`, `npm run "build:prod"`)."""
+    analysis = analyze(rule)
+    if len(analysis.commands) == 1 and analysis.commands[0].known:
+        cmd = analysis.commands[0]
+        return [cmd.program, *(a.text for a in cmd.args)]
+    return rule.split()
+
+
+def matches(rule: str, words: tuple[str, ...], *, loose: bool = False) -> bool:
+    """Does a rule (`git log`, `npm test`, `rm -rf /`, `*`) cover this command?
+
+    The program must be the rule's; the rule's flags must all be present, in any order and
+    spelling; the rule's other words must start the command's (`git log` covers `git log -5`).
+    `loose` (for deny rules): the rule's other words need only appear in order, so `git push
+    --repo x origin main` is still `git push origin main`."""
+    pattern = rule_words(rule)
+    if pattern == ["*"]:
+        return True
+    if not pattern or not words:
+        return False
+    r, c = canonical(pattern), canonical(words)
+    if loose:  # a deny rule on `curl` holds for ./curl, /opt/x/curl and curl alike
+        r, c = (dataclasses.replace(x, program=os.path.basename(x.program)) for x in (r, c))
+    if not _fits(r.program, c.program):
+        return False
+    if not all(any(_fits(f, g) for g in c.flags) for f in r.flags):
+        return False
+    if not loose:
+        return len(r.positionals) <= len(c.positionals) and all(
+            _fits(p, w) for p, w in zip(r.positionals, c.positionals, strict=False)
+        )
+    it = iter(c.positionals)
+    return all(any(_fits(p, w) for w in it) for p in r.positionals)
+
+
+# ---------------------------------------------------------------- paths
+def _is_secret_name(name: str) -> bool:
+    """`.env`, `.env.local`, or a glob that matches them (`.e*`)."""
+    return any(fnmatch.fnmatchcase(probe, name) for probe in (".env", ".env.local"))
+
+
+def path_risks(command: SimpleCommand, root: Path) -> list[str]:
+    """Arguments that name a path outside `root` (through `..`, an absolute path, `~` or a
+    symlink) or a secrets file (`.env*`): a reader allowed by rule must not read those."""
+    risks = []
+    for arg in command.args:
+        if not arg.static:
+            continue
+        text = arg.text.split("=", 1)[1] if arg.text.startswith("-") and "=" in arg.text else arg.text
+        if not text or text.startswith("-"):
+            continue
+        if text.startswith("~"):
+            risks.append(f"names a path outside the workspace ({text})")
+            continue
+        parts = [p for p in text.split("/") if p]
+        if any(_is_secret_name(p) for p in parts):
+            risks.append(f"names a secrets file ({text})")
+            continue
+        literal = text
+        if arg.glob:
+            literal = re.split(r"[*?\[]", text, maxsplit=1)[0].rpartition("/")[0] or "."
+        full = Path(literal) if literal.startswith("/") else root / literal
+        try:
+            real = Path(os.path.realpath(full))
+        except (OSError, ValueError):
+            continue
+        if real != root and not real.is_relative_to(root):
+            risks.append(f"names a path outside the workspace ({text})")
+    return risks

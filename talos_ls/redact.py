@@ -1,0 +1,94 @@
+"""Secret redaction: credentials are replaced before text reaches the model, a transcript, a log
+or an error message.
+
+Two kinds of evidence: known values (the configured API key, and the values of the process's
+variables whose names say they hold a secret), and shapes that credentials have wherever they
+come from (`sk-...`, `ghp_...`, `github_pat_...`, `AKIA...`, `xoxb-...`, private-key blocks, the
+password in `scheme://user:password@host`). Redaction is a last line of defence, not the first:
+the sandbox keeps the key out of a command's reach, and `.env*` files are never read.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Iterable, Mapping
+
+# Variable names that say "this holds a secret"; their values are redacted wherever they show.
+SECRET_NAME = re.compile(r"KEY|TOKEN|SECRET|PASSW|CREDENTIAL|AUTH|PAT\b|_PAT_", re.IGNORECASE)
+MIN_KNOWN = 8  # shorter values would redact ordinary words
+
+_SHAPES: tuple[tuple[str, re.Pattern[str]], ...] = (
+    ("private key", re.compile(
+        r"-----BEGIN [A-Z0-9 ]*PRIVATE KEY( BLOCK)?-----.*?"
+        r"(?:-----END [A-Z0-9 ]*PRIVATE KEY( BLOCK)?-----|\Z)", re.DOTALL)),
+    ("api key", re.compile(r"\bsk-(?:proj-|ant-[a-z0-9]+-|live-|svcacct-)?[A-Za-z0-9_\-]{20,}")),
+    ("github token", re.compile(r"\bgh[pousr]_[A-Za-z0-9]{30,}")),
+    ("github token", re.compile(r"\bgithub_pat_[A-Za-z0-9_]{22,}")),
+    ("gitlab token", re.compile(r"\bglpat-[A-Za-z0-9_\-]{20,}")),
+    ("aws key", re.compile(r"\b(?:AKIA|ASIA)[0-9A-Z]{16}\b")),
+    ("slack token", re.compile(r"\bxox[abposr]-[A-Za-z0-9\-]{10,}")),
+    ("google key", re.compile(r"\bAIza[0-9A-Za-z_\-]{35}")),
+    ("stripe key", re.compile(r"\b[rs]k_live_[0-9a-zA-Z]{20,}")),
+)  # fmt: skip
+_URL_PASSWORD = re.compile(r"\b([a-z][a-z0-9+.\-]*://[^\s:/@]*):([^\s@/]+)@", re.IGNORECASE)
+
+
+def redact_url(text: str) -> str:
+    """`scheme://user:password@host` -> `scheme://user:***@host`, anywhere in `text`."""
+    return _URL_PASSWORD.sub(r"\1:***@", text)
+
+
+class Redactor:
+    """Replaces known secret values and credential shapes with `[redacted <kind>]`."""
+
+    def __init__(self, known: Iterable[str] = ()) -> None:
+        self._known: list[str] = []
+        for value in known:
+            self.add(value)
+
+    def add(self, value: str) -> None:
+        """Redact this value too (a key read from a variable whose name says nothing)."""
+        if isinstance(value, str) and len(value) >= MIN_KNOWN and value not in self._known:
+            self._known.append(value)
+            self._known.sort(key=len, reverse=True)  # a value containing another goes first
+
+    @classmethod
+    def from_environment(
+        cls, env: Mapping[str, str] | None = None, names: Iterable[str] = ()
+    ) -> Redactor:
+        """Values of `names` (the configured key's variable) and of every variable whose name
+        looks like a secret's."""
+        env = os.environ if env is None else env
+        wanted = set(names)
+        return cls(v for k, v in env.items() if k in wanted or SECRET_NAME.search(k))
+
+    def __call__(self, text: str) -> str:
+        if not text:
+            return text
+        for value in self._known:
+            if value in text:
+                text = text.replace(value, "[redacted secret]")
+        for kind, pattern in _SHAPES:
+            text = pattern.sub(f"[redacted {kind}]", text)
+        return redact_url(text)
+
+
+_default: Redactor | None = None
+
+
+def _process_redactor() -> Redactor:
+    global _default
+    if _default is None:
+        _default = Redactor.from_environment()
+    return _default
+
+
+def add_secret(value: str) -> None:
+    """Make `redact` replace this value (the model client registers its key here)."""
+    _process_redactor().add(value)
+
+
+def redact(text: str) -> str:
+    """Redact with the process's own secrets (read once) and every credential shape."""
+    return _process_redactor()(text)

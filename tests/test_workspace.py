@@ -1,0 +1,186 @@
+"""The workspace sandbox and search, against a real directory tree with real symlinks, FIFOs
+and devices; search both with ripgrep and with the RE2 fallback (ripgrep hidden)."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import shutil
+import threading
+import time
+
+import pytest
+
+from talos_ls.agent import workspace as workspace_module
+from talos_ls.agent.search import search
+from talos_ls.agent.workspace import SandboxError, Workspace
+from talos_ls.files import atomic_write
+
+from .system import require_binary
+
+
+@pytest.fixture
+def ws(tmp_path):
+    root = tmp_path / "proj"
+    (root / "src").mkdir(parents=True)
+    (root / "src" / "app.py").write_text("def main():\n    return 1\n")
+    (root / "build").mkdir()
+    (root / "build" / "out.py").write_text("def main(): pass\n")
+    (root / ".gitignore").write_text("build/\n*.log\n!keep.log\n")
+    (root / "debug.log").write_text("main\n")
+    (root / "keep.log").write_text("main\n")
+    (root / ".env").write_text("OPENAI_API_KEY=sk-secret\n")
+    (root / ".git").mkdir()
+    (root / ".git" / "config").write_text("[core]\n")
+    (tmp_path / "outside.txt").write_text("secret\n")
+    os.symlink(tmp_path / "outside.txt", root / "escape.txt")
+    os.symlink(tmp_path, root / "up")
+    os.symlink(root / "src" / "app.py", root / "inside-link.py")
+    return Workspace(root)
+
+
+@pytest.mark.parametrize(
+    "path, words",
+    [
+        ("../outside.txt", "outside the workspace"),
+        ("src/../../outside.txt", "outside the workspace"),
+        ("/etc/passwd", "outside the workspace"),
+        ("escape.txt", "symlink"),
+        ("up/outside.txt", "outside the workspace"),
+        ("", "invalid path"),
+        ("a\0b", "invalid path"),
+        (".env", "secrets"),
+    ],
+)
+def test_reads_that_leave_or_leak_are_refused(ws, path, words):
+    with pytest.raises(SandboxError, match=words):
+        ws.read_text(path)
+
+
+@pytest.mark.parametrize("path", [".git/config", ".git/hooks/pre-commit", ".talos/permissions.json",
+                                  ".env", ".env.local", "src/.env.production"])  # fmt: skip
+def test_protected_paths_are_never_written(ws, path):
+    with pytest.raises(SandboxError, match="protected"):
+        ws.write_text(path, "x")
+    assert (ws.root / ".git" / "config").read_text() == "[core]\n"
+
+
+def test_inside_paths_work(ws):
+    assert ws.read_text("src/../src/app.py").startswith("def main")
+    assert ws.read_text(str(ws.root / "src" / "app.py")).startswith("def main")  # absolute, inside
+    assert ws.read_text("inside-link.py").startswith("def main")  # a symlink that stays inside
+    ws.write_text("src/new/mod.py", "x = 1\n")
+    assert (ws.root / "src" / "new" / "mod.py").read_text() == "x = 1\n"
+    assert ws.read_lines("src/app.py", 2, 2) == (["    return 1\n"], None)
+
+
+@pytest.fixture(params=["rg", "re2"])
+def engine(request):
+    """Search with ripgrep (required when TALOS_TEST_REQUIRE_ALL is set) and with the RE2
+    fallback, ripgrep hidden."""
+    if request.param == "rg":
+        return require_binary("rg", "apt-get install -y ripgrep")
+    return None
+
+
+def test_gitignore_is_honoured_for_listing_and_search(ws, engine):
+    files = list(ws.walk())
+    assert "src/app.py" in files and "keep.log" in files
+    assert not any(f.startswith(("build/", ".git/")) for f in files)
+    assert "debug.log" not in files
+    assert "inside-link.py" not in files and "escape.txt" not in files  # symlinks: not listed
+    hits = asyncio.run(search(ws, r"def main", rg=engine))
+    assert hits == ["src/app.py:1: def main():"]
+    assert asyncio.run(search(ws, "sk-", rg=engine)) == []  # .env is never searched
+    with pytest.raises(SandboxError, match="invalid regex"):
+        asyncio.run(search(ws, "(", rg=engine))
+    with pytest.raises(SandboxError, match="outside the workspace"):
+        asyncio.run(search(ws, "secret", "up", rg=engine))
+
+
+def test_search_cannot_hang_or_escape(ws, engine, tmp_path):
+    root = ws.root
+    os.mkfifo(root / "src" / "pipe")
+    os.symlink("/dev/zero", root / "src" / "zero")
+    os.symlink("/etc", root / "src" / "etc")
+    (root / "src" / "big.txt").write_text("a" * 40 + "\n")
+    evil = "(a+)+$"  # catastrophic for a backtracking engine on "aaaa...b"
+    (root / "src" / "long.txt").write_text("a" * 50_000 + "b\n")
+    started = time.monotonic()
+    hits = asyncio.run(search(ws, evil, "src", rg=engine))
+    assert hits == ["src/big.txt:1: " + "a" * 40]
+    assert time.monotonic() - started < 10  # generous: a backtracking engine takes hours
+    assert asyncio.run(search(ws, "root", "src", rg=engine)) == []  # /etc/passwd not reached
+    with pytest.raises(SandboxError, match="not a regular file|neither"):
+        asyncio.run(search(ws, "x", "src/pipe", rg=engine))
+    with pytest.raises(SandboxError, match="backreferences"):
+        asyncio.run(search(ws, r"(a)\1", rg=engine))
+
+
+def test_search_limit_and_long_lines(ws, engine):
+    (ws.root / "many.txt").write_text("".join(f"hit {i} " + "x" * 1000 + "\n" for i in range(500)))
+    hits = asyncio.run(search(ws, "hit", "many.txt", limit=7, rg=engine))
+    assert len(hits) == 7 and all(len(h) < 260 for h in hits)
+
+
+def test_reads_refuse_fifos_devices_and_bound_their_size(ws, monkeypatch):
+    root = ws.root
+    os.mkfifo(root / "pipe")
+    os.symlink("/dev/zero", root / "zero")
+    with pytest.raises(SandboxError, match="not a regular file"):
+        ws.read_text("pipe")  # refused at once, not waited on
+    with pytest.raises(SandboxError, match="not a regular file"):
+        ws.read_lines("pipe", 1, 5)
+    with pytest.raises(SandboxError, match="outside the workspace"):
+        ws.read_text("zero")
+    monkeypatch.setattr(workspace_module, "MAX_READ_BYTES", 5000)
+    (root / "huge.txt").write_text("y" * 50_000 + "\n" + "line\n" * 2000)
+    lines, cut = ws.read_lines("huge.txt", 1, 10_000)
+    assert sum(len(x) for x in lines) <= 5000 and "cut at 5000 bytes" in cut
+    assert lines[0].endswith("[line cut]\n") and len(lines[0]) < 2100
+    assert lines[1] == "line\n"
+    with pytest.raises(SandboxError, match="over 5000 bytes"):
+        ws.read_text("huge.txt")
+
+
+def test_writes_never_follow_a_planted_symlink(ws, tmp_path):
+    victim = tmp_path / "victim.txt"
+    victim.write_text("untouched\n")
+    target = ws.root / "src" / "app.py"
+    os.chmod(target, 0o640)
+    # The old fixed temp name, and a link in place of the target itself.
+    os.symlink(victim, ws.root / "src" / ".app.py.talos-tmp")
+    ws.write_text("src/app.py", "def main():\n    return 2\n")
+    assert victim.read_text() == "untouched\n"
+    assert target.read_text() == "def main():\n    return 2\n"
+    assert oct(os.stat(target).st_mode & 0o777) == "0o640"  # the mode is kept
+    assert not [p for p in (ws.root / "src").iterdir() if p.name.endswith(".talos-tmp")
+                and not p.is_symlink()]  # fmt: skip
+    os.symlink(victim, ws.root / "src" / "swap.py")
+    atomic_write(ws.root, "src/swap.py", b"new\n")  # a symlink at the target is replaced
+    assert victim.read_text() == "untouched\n" and not (ws.root / "src" / "swap.py").is_symlink()
+    shutil.rmtree(ws.root / "src" / "new", ignore_errors=True)
+    os.symlink(tmp_path, ws.root / "src" / "new")  # a directory swapped for a link
+    with pytest.raises(OSError, match="not a directory"):
+        atomic_write(ws.root, "src/new/x.py", b"x\n")
+    assert not (tmp_path / "x.py").exists()
+
+
+def test_two_writers_of_one_file_do_not_collide(ws):
+    errors = []
+
+    def write(n):
+        try:
+            for i in range(50):
+                ws.write_text("src/app.py", f"writer {n} pass {i}\n" * 100)
+        except Exception as exc:  # pragma: no cover - the assertion below reports it
+            errors.append(exc)
+
+    threads = [threading.Thread(target=write, args=(n,)) for n in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert errors == []
+    text = (ws.root / "src" / "app.py").read_text()
+    assert len(set(text.splitlines())) == 1  # one writer's whole content, never a mix
