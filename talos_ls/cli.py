@@ -26,6 +26,7 @@ from .gates.question_queue import QUESTION_BUDGET_TURNS, QuestionCandidate
 from .memory.facts import SOURCES, Fact, FactStore
 from .memory.reconcile import Reconciler
 from .memory.rules import parse_slot
+from .redact import redact_logs
 from .store import ENV_URL, Store, StoreError, open_store
 
 OPEN = ("pending", "delivered", "cooled")
@@ -382,8 +383,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.print_help(sys.stderr)
         return 2
     logging.basicConfig(level=logging.WARNING, format="talos: %(levelname)s: %(message)s")
+    redact_logs()
     if args.command in ("run", "skills", "doctor", "demo", "permissions"):
         from . import commands  # the agent and the terminal load only when needed
+        from .agent.sandbox import protect_this_process
+
+        protect_this_process()
 
         return getattr(commands, args.command)(args)
     try:

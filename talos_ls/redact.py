@@ -10,6 +10,7 @@ the sandbox keeps the key out of a command's reach, and `.env*` files are never 
 
 from __future__ import annotations
 
+import logging
 import os
 import re
 from collections.abc import Iterable, Mapping
@@ -92,3 +93,21 @@ def add_secret(value: str) -> None:
 def redact(text: str) -> str:
     """Redact with the process's own secrets (read once) and every credential shape."""
     return _process_redactor()(text)
+
+
+class RedactingFilter(logging.Filter):
+    """Applied to a log handler: every record is redacted once it is formatted."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        record.msg, record.args = redact(record.getMessage()), None
+        if record.exc_info and record.exc_info[1] is not None:
+            record.exc_text = redact(logging.Formatter().formatException(record.exc_info))
+            record.exc_info = None
+        return True
+
+
+def redact_logs() -> None:
+    """Redact every record that reaches the root logger's handlers."""
+    for handler in logging.getLogger().handlers:
+        if not any(isinstance(f, RedactingFilter) for f in handler.filters):
+            handler.addFilter(RedactingFilter())

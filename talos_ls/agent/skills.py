@@ -19,7 +19,10 @@ from pathlib import Path
 
 import platformdirs
 
+from ..files import read_regular
+
 _NAME = re.compile(r"^[a-z0-9][a-z0-9-]{0,63}$")
+MAX_SKILL_BYTES = 256 * 1024
 
 
 @dataclass(frozen=True)
@@ -35,7 +38,7 @@ class SkillError(ValueError):
 
 
 def parse_skill(path: Path) -> Skill:
-    text = path.read_text(encoding="utf-8", errors="replace")
+    text = read_regular(path, MAX_SKILL_BYTES).decode("utf-8", errors="replace")
     if not text.startswith("---"):
         raise SkillError("no front matter (the file must start with ---)")
     end = text.find("\n---", 3)

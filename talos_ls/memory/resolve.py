@@ -24,8 +24,11 @@ import hashlib
 import json
 import os
 import re
+import stat
 from dataclasses import dataclass, field
 from pathlib import Path
+
+from ..files import read_regular
 
 GAP_MIN, GAP_MAX = 2, 4
 QUESTION_MAX_CHARS = 200
@@ -51,6 +54,7 @@ _CALL = re.compile(r"\b([A-Za-z_][A-Za-z0-9_]*)\(\)")
 # Nouns too generic to point at one thing in a workspace, even when a file happens to match.
 _GENERIC = frozenset({"code", "file", "bug", "same", "following", "way", "project", "repo"})
 MAX_FILES = 20_000
+MAX_SOURCE_BYTES = 1024 * 1024  # larger files are listed but not parsed for symbols
 
 
 def _symbols_python(source: str) -> list[str]:
@@ -94,13 +98,15 @@ class WorkspaceIndex:
             dirnames[:] = sorted(d for d in dirnames if d not in SKIP_DIRS)
             for name in sorted(filenames):
                 path = Path(dirpath) / name
+                try:
+                    st = path.lstat()
+                except OSError:
+                    continue
+                if not stat.S_ISREG(st.st_mode):
+                    continue  # symlinks, FIFOs, sockets, devices: never opened
                 rel = path.relative_to(self.root).as_posix()
                 files.append(rel)
                 if path.suffix in SOURCE_SUFFIXES:
-                    try:
-                        st = path.stat()
-                    except OSError:
-                        continue
                     stamps[rel] = (st.st_mtime_ns, st.st_size)
                     if self._stamps.get(rel) != stamps[rel]:
                         self._file_symbols[rel] = self._read_symbols(path)
@@ -118,9 +124,10 @@ class WorkspaceIndex:
     @staticmethod
     def _read_symbols(path: Path) -> list[str]:
         try:
-            source = path.read_text(encoding="utf-8", errors="replace")
-        except OSError:
+            raw = read_regular(path, MAX_SOURCE_BYTES, follow_symlinks=False)
+        except OSError:  # gone, too large, or no longer a regular file
             return []
+        source = raw.decode("utf-8", errors="replace")
         names = _symbols_python(source) if path.suffix == ".py" else _FALLBACK_DEF.findall(source)
         return list(dict.fromkeys(names))
 

@@ -17,12 +17,14 @@ import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from ..files import read_regular
 from ..store import StoreError
 from ..text import normalize_text
 from .facts import FactStore
 from .reconcile import Reconciler
 
 RULES_FILES = ("AGENTS.md", "CLAUDE.md", ".talos/rules.md")
+MAX_RULES_BYTES = 256 * 1024
 _BULLET = re.compile(r"^\s*(?:[-*+]|\d+[.)])\s+")
 _SUBJECT = r"^(?P<s>[\w .'/-]{1,40}?)"
 _SLOT_PATTERNS = (
@@ -98,9 +100,12 @@ class RulesFiles:
             return SyncResult()
         wanted: dict[tuple[str, str], str] = {}
         for name in RULES_FILES:
+            path = root / name
+            if not path.resolve().is_relative_to(root):
+                continue  # a link out of the workspace is not the workspace's rules
             try:
-                text = (root / name).read_text(encoding="utf-8", errors="replace")
-            except OSError:
+                text = read_regular(path, MAX_RULES_BYTES).decode("utf-8", errors="replace")
+            except OSError:  # absent, too large, or a FIFO or device: never waited on
                 continue
             for rule in parse_rules(text):
                 wanted.setdefault((name, normalize_text(rule)), rule)
