@@ -58,7 +58,7 @@ class Attack:
         return "sqlite:///" + str(self.state / "talos.db")
 
     def env(self) -> dict[str, str]:
-        keep = ("PATH", "LANG", "LC_ALL", "TERM", "SYSTEMROOT")
+        keep = ("PATH", "LANG", "LC_ALL", "TERM", "PYTHONPATH")  # PYTHONPATH: a scratch copy
         env = {k: v for k, v in os.environ.items() if k in keep}
         env.update(HOME=str(self.home), XDG_CONFIG_HOME=str(self.config),
                    XDG_STATE_HOME=str(self.state), XDG_DATA_HOME=str(self.state / "data"),
