@@ -139,8 +139,11 @@ def _parser() -> argparse.ArgumentParser:
                           "until you trust its exact content, only its deny and ask rules "
                           "apply.")  # fmt: skip
     perm.add_argument("--workspace", default=".", metavar="DIR")
-    perm.add_argument("--trust", action="store_true",
-                      help="trust the workspace's .talos/permissions.json as it is now")  # fmt: skip
+    perm.add_argument(
+        "--trust",
+        action="store_true",
+        help="trust the workspace's .talos/permissions.json as it is now",
+    )
     sub.add_parser("demo", help="a complete scripted session: no API key, no network",
                    description="Two turns of a real Talos session in a temporary workspace, "
                    "with a scripted model and scripted replies, labelled as such.")  # fmt: skip
@@ -172,7 +175,9 @@ def _clip(text: str, width: int) -> str:
     return text if len(text) <= width else text[: max(width - 1, 0)] + "…"
 
 
-def _table(headers: Sequence[str], rows: list[Sequence[str]], last_flexible: bool = True) -> str:
+def _table(
+    headers: Sequence[str], rows: Sequence[Sequence[str]], last_flexible: bool = True
+) -> str:
     widths = [len(h) for h in headers]
     for row in rows:
         for i, cell in enumerate(row[:-1] if last_flexible else row):

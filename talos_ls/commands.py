@@ -84,7 +84,8 @@ async def _run(args: argparse.Namespace, store, root: Path) -> int:
             "questions": [{"question": host.phrase(q).question_text,
                            "options": [o["label"] for o in q.options],
                            "answered": r.applied,
-                           "answer": q.options[r.option_index]["label"] if r.applied else None}
+                           "answer": q.options[r.option_index]["label"]
+                           if r.applied and r.option_index is not None else None}
                           for q, r in host.answers],
         }, indent=2, ensure_ascii=False))  # fmt: skip
     else:
@@ -164,8 +165,9 @@ def permissions(args: argparse.Namespace) -> int:
         return _error(str(exc), 1)
     for rules in policy.sources():
         allowed = rules.grants or ["(nothing allowed)"]
-        denied = rules.commands.get("deny", []) + [f"writing {p}"
-                                                   for p in rules.paths.get("deny", [])]
+        denied = rules.commands.get("deny", []) + [
+            f"writing {p}" for p in rules.paths.get("deny", [])
+        ]
         print(f"{rules.source}:")
         print("  allows: " + visible(", ".join(allowed), single_line=True))
         if denied:

@@ -9,6 +9,7 @@ regular file; everything it writes goes through `atomic_write`, which never foll
 
 from __future__ import annotations
 
+import contextlib
 import os
 import secrets
 import stat
@@ -109,10 +110,8 @@ def atomic_write(root: Path, rel: str, data: bytes) -> Path:
                 os.fsync(fh.fileno())
             os.replace(tmp, name, src_dir_fd=fd, dst_dir_fd=fd)
         except BaseException:
-            try:
+            with contextlib.suppress(FileNotFoundError):
                 os.unlink(tmp, dir_fd=fd)
-            except FileNotFoundError:
-                pass
             raise
         os.fsync(fd)  # the rename itself survives a crash
     finally:

@@ -54,7 +54,9 @@ class TerminalPort:
             return await self._prompt(title, options, kind)
 
     async def _prompt(self, title: str, options: Sequence[str], kind: str) -> str | None:
-        lines = "\n".join(f"  {i}. {visible(o, single_line=True)}" for i, o in enumerate(options, 1))
+        lines = "\n".join(
+            f"  {i}. {visible(o, single_line=True)}" for i, o in enumerate(options, 1)
+        )
         body = Text(f"{visible(title)}\n{lines}")
         self.console.print(Panel(body, title="Talos asks", border_style="cyan"))
         if self.scripted is not None:
@@ -84,8 +86,11 @@ class TerminalPort:
 
     async def show_proposal(self, proposal: Proposal) -> None:
         path = visible(proposal.path, single_line=True)
-        self.console.print(Text.assemble((f"proposal {proposal.id}", "bold"),
-                                         f": {len(proposal.hunks)} change(s) to {path}"))  # fmt: skip
+        self.console.print(
+            Text.assemble(
+                (f"proposal {proposal.id}", "bold"), f": {len(proposal.hunks)} change(s) to {path}"
+            )
+        )
         self.console.print(diff_text(proposal.diff()))
 
     async def apply(self, proposal: Proposal, new_text: str) -> bool:
@@ -113,7 +118,16 @@ def diff_text(diff: str) -> Text:
     """A unified diff, coloured by line, every character shown as it is."""
     out = Text()
     for line in diff.splitlines(keepends=True):
-        style = ("bold" if line.startswith(("+++", "---")) else "green" if line.startswith("+")
-                 else "red" if line.startswith("-") else "cyan" if line.startswith("@@") else "")
+        style = (
+            "bold"
+            if line.startswith(("+++", "---"))
+            else "green"
+            if line.startswith("+")
+            else "red"
+            if line.startswith("-")
+            else "cyan"
+            if line.startswith("@@")
+            else ""
+        )
         out.append(visible(line), style=style)  # fmt: skip
     return out

@@ -159,7 +159,7 @@ def test_without_a_sandbox_every_command_is_asked(tmp_path):
 
 def test_full_auto_asks_when_what_runs_cannot_be_known(tmp_path):
     p = policy(tmp_path, "full-auto")
-    for command in ("$X -rf /", "eval \"$CMD\"", "sh -c \"$BODY\"", "echo 'unterminated"):
+    for command in ("$X -rf /", 'eval "$CMD"', 'sh -c "$BODY"', "echo 'unterminated"):
         assert p.check_command(command).verdict == "ask", command
     known = p.check_command("cat a > b && npm test")
     assert known.verdict == "allow" and known.writable

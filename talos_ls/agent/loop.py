@@ -89,8 +89,10 @@ class AgentLoop:
                 result = await tools.call(ctx, call.name, call.arguments)
                 text = result.text
                 if dropped > 0 and n == len(completion.tool_calls):
-                    text += (f"\n[{dropped} more tool calls in that response were not run: too "
-                             f"many calls; at most {MAX_CALLS_PER_RESPONSE} run per response]")  # fmt: skip
+                    text += (
+                        f"\n[{dropped} more tool calls in that response were not run: too "
+                        f"many calls; at most {MAX_CALLS_PER_RESPONSE} run per response]"
+                    )
                 task.transcript.append({"role": "tool", "tool_call_id": call.id, "content": text})
                 guard.record(call.name, call.arguments, result.failed)
             self.registry.save(task)

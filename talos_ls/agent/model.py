@@ -197,8 +197,9 @@ class ModelClient:
                     details = chunk.usage.prompt_tokens_details
                     cached = details.cached_tokens if details else 0
                     try:
-                        usage = Usage.checked(chunk.usage.prompt_tokens,
-                                              chunk.usage.completion_tokens, cached or 0)  # fmt: skip
+                        usage = Usage.checked(
+                            chunk.usage.prompt_tokens, chunk.usage.completion_tokens, cached or 0
+                        )
                     except ValueError as exc:
                         raise _BadUsage(str(exc)) from None
                     reported = True

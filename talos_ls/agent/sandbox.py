@@ -32,9 +32,10 @@ import signal
 import subprocess
 import sys
 import tempfile
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import ClassVar
 
 import platformdirs
 
@@ -108,14 +109,18 @@ def _user_homes() -> list[Path]:
 def talos_paths() -> list[Path]:
     """Talos's own config (rules, trusted hashes, prices), state and store, wherever
     platformdirs puts them for this person."""
-    return [platformdirs.user_config_path("talos"), platformdirs.user_state_path("talos"),
-            platformdirs.user_data_path("talos"), platformdirs.user_cache_path("talos")]  # fmt: skip
+    return [
+        platformdirs.user_config_path("talos"),
+        platformdirs.user_state_path("talos"),
+        platformdirs.user_data_path("talos"),
+        platformdirs.user_cache_path("talos"),
+    ]
 
 
 class Sandbox:
     """Runs commands for one workspace. `hidden`: more paths no command may see (the store)."""
 
-    _probed: dict[str, SandboxState] = {}  # by bwrap path: probe once per process
+    _probed: ClassVar[dict[str, SandboxState]] = {}  # by bwrap path: once per process
 
     def __init__(self, root: Path, *, hidden: Iterable[Path] = (), bwrap: str | None = None):
         self.root = Path(root).resolve()

@@ -73,10 +73,27 @@ async def _ripgrep(
     binary: str, workspace: Workspace, pattern: str, rel: str, limit: int, deadline: float
 ) -> list[str]:
     globs = ["!.env", "!.env.*", *(f"!{d}/" for d in sorted(ALWAYS_SKIPPED))]
-    argv = [binary, "--no-config", "--no-require-git", "--hidden", "--line-number",
-            "--no-heading", "--null", "--color", "never", "--max-columns", str(LINE_CHARS),
-            "--max-columns-preview", "--max-filesize", str(MAX_FILE_BYTES),
-            *(arg for g in globs for arg in ("--glob", g)), "--regexp", pattern, "--", rel]  # fmt: skip
+    argv = [
+        binary,
+        "--no-config",
+        "--no-require-git",
+        "--hidden",
+        "--line-number",
+        "--no-heading",
+        "--null",
+        "--color",
+        "never",
+        "--max-columns",
+        str(LINE_CHARS),
+        "--max-columns-preview",
+        "--max-filesize",
+        str(MAX_FILE_BYTES),
+        *(arg for g in globs for arg in ("--glob", g)),
+        "--regexp",
+        pattern,
+        "--",
+        rel,
+    ]
     proc = await asyncio.create_subprocess_exec(
         *argv, cwd=workspace.root, env={"PATH": "/usr/bin:/bin"},
         stdin=asyncio.subprocess.DEVNULL, stdout=asyncio.subprocess.PIPE,

@@ -209,7 +209,7 @@ async def _run_command(ctx: ToolContext, args: dict[str, Any]) -> str:
 
 
 async def _remember(ctx: ToolContext, args: dict[str, Any]) -> str:
-    slot = {k: args[k] for k in ("subject", "attribute", "value") if k in args}
+    slot: dict[str, Any] = {k: args[k] for k in ("subject", "attribute", "value") if k in args}
     known = _already_known(ctx, args["statement"], slot)
     if known is not None:
         return f"already remembered as {known}; saying it again adds no evidence"
@@ -221,7 +221,7 @@ async def _remember(ctx: ToolContext, args: dict[str, Any]) -> str:
     return f"remembered as {key} ({outcome})"
 
 
-def _already_known(ctx: ToolContext, statement: str, slot: dict[str, str]) -> str | None:
+def _already_known(ctx: ToolContext, statement: str, slot: Mapping[str, Any]) -> str | None:
     """A live fact that says the same thing: the same statement, or the same slot and value.
     The model restating what is held (or what it said itself) is not independent evidence."""
     wanted = normalize_text(statement)

@@ -116,9 +116,14 @@ async def _session(
             waiting = [c for c in host.queue.candidates(host.agent_id) if c.status == "pending"]
             status = host.status()
             for cand in waiting:
-                console.print(labelled(
-                    f"question waiting for the budget (one per 5 turns; next at turn "
-                    f"{status['budget_opens_at_turn']}):", cand.question_text, "yellow"))  # fmt: skip
+                console.print(
+                    labelled(
+                        f"question waiting for the budget (one per 5 turns; next at turn "
+                        f"{status['budget_opens_at_turn']}):",
+                        cand.question_text,
+                        "yellow",
+                    )
+                )
             console.print(_facts_table(host))
             if task.state != "done":
                 console.print(labelled(f"task {task.state}:", task.error or "", "red"))

@@ -10,6 +10,7 @@ workspace sandbox, or the editor's `workspace/applyEdit`).
 
 from __future__ import annotations
 
+import builtins
 import difflib
 import hashlib
 import threading
@@ -78,7 +79,7 @@ class Proposal:
 def _hunks(base: str, new: str) -> list[Hunk]:
     a, b = base.splitlines(keepends=True), new.splitlines(keepends=True)
     matcher = difflib.SequenceMatcher(a=a, b=b, autojunk=False)
-    hunks = []
+    hunks: list[Hunk] = []
     for tag, i1, i2, j1, j2 in matcher.get_opcodes():
         if tag != "equal":
             hunks.append(Hunk(len(hunks), i1, i2, tuple(a[i1:i2]), tuple(b[j1:j2])))
@@ -145,7 +146,7 @@ class ProposalBook:
             items = list(self._items.values())
         return [p for p in items if path is None or p.path == path]
 
-    def base_changed(self, path: str, current_text: str) -> list[Proposal]:
+    def base_changed(self, path: str, current_text: str) -> builtins.list[Proposal]:
         """The file changed (an edit in the editor, a write on disk): pending proposals whose
         base it no longer is become stale. Returns them."""
         current = content_hash(current_text)

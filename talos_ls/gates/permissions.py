@@ -32,7 +32,6 @@ import asyncio
 import fnmatch
 import hashlib
 import json
-import os
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path

@@ -206,9 +206,9 @@ def _validate_options(options: Sequence[Any] | None) -> list[dict[str, Any]]:
 def _disjunction_labels(a: Any, b: Any) -> list[str]:
     """Two facts in one slot are told apart by their values ("pytest", "unittest"), which is
     also what a person answers; otherwise by their statements."""
-    values = [getattr(a, "value", None), getattr(b, "value", None)]
-    if all(values) and normalize_text(values[0]) != normalize_text(values[1]):
-        return values
+    first, second = getattr(a, "value", None), getattr(b, "value", None)
+    if first and second and normalize_text(first) != normalize_text(second):
+        return [first, second]
     return [a.statement if a else "", b.statement if b else ""]
 
 

@@ -39,8 +39,16 @@ _STRUCTURE = frozenset({"program", "list", "pipeline", "subshell", "compound_sta
                         "redirected_statement", "negated_command", "comment", "&&", "||",
                         "|", "|&", ";", "&", ";;", "(", ")", "{", "}", "!", "\n"})  # fmt: skip
 _REDIRECTS = ("file_redirect", "heredoc_redirect", "herestring_redirect")
-_DYNAMIC = frozenset({"simple_expansion", "expansion", "command_substitution",
-                      "process_substitution", "arithmetic_expansion", "translated_string"})  # fmt: skip
+_DYNAMIC = frozenset(
+    {
+        "simple_expansion",
+        "expansion",
+        "command_substitution",
+        "process_substitution",
+        "arithmetic_expansion",
+        "translated_string",
+    }
+)
 
 # Flags that make a program run another program, or write or delete files. Values: what the
 # person is told. A flag may be given as `--flag=value` or, for short ones, with the value
@@ -231,21 +239,39 @@ _TAKES_VALUE = {
               "--max-args", "--max-procs", "--max-lines", "--max-chars", "--delimiter",
               "--eof", "--arg-file", "--replace", "--process-slot-var"},
 }  # fmt: skip
-WRAPPERS = frozenset({"env", "command", "builtin", "exec", "nice", "nohup", "time", "timeout",
-                      "stdbuf", "ionice", "setsid", "sudo", "doas", "xargs", "busybox"})  # fmt: skip
+WRAPPERS = frozenset(
+    {
+        "env",
+        "command",
+        "builtin",
+        "exec",
+        "nice",
+        "nohup",
+        "time",
+        "timeout",
+        "stdbuf",
+        "ionice",
+        "setsid",
+        "sudo",
+        "doas",
+        "xargs",
+        "busybox",
+    }
+)
 
 
 def _skip_options(program: str, words: list[Word]) -> tuple[int, list[str]]:
     """Index of the first word after the wrapper's own options; risks found on the way."""
     takes = _TAKES_VALUE.get(program, set())
-    risks, i = [], 1
+    risks: list[str] = []
+    i = 1
     while i < len(words):
         w = words[i].text
         if w == "--":
             return i + 1, risks
         if not w.startswith("-") or w == "-":
             break
-        if program == "env" and w in ("-S", "--split-string") or w.startswith("--split-string"):
+        if (program == "env" and w in ("-S", "--split-string")) or w.startswith("--split-string"):
             risks.append("env -S splits a string into a command")
         if program == "env" and w in ("-C", "--chdir"):
             risks.append("env -C runs in another directory")
@@ -332,8 +358,11 @@ class _Analyzer:
             operator = next((_text(c) for c in node.children if not c.is_named), "")
             dest = node.child_by_field_name("destination")
             target = _word(dest) if dest is not None else Word("", static=False)
-            harmless = (operator in (">&", "<&") and target.text.isdigit() or target.text == "-"
-                        or target.static and target.text == "/dev/null" and "<" not in operator)
+            harmless = (
+                (operator in (">&", "<&") and target.text.isdigit())
+                or target.text == "-"
+                or (target.static and target.text == "/dev/null" and "<" not in operator)
+            )
             if not harmless:
                 what = "reads input from" if operator.startswith("<") else "writes output to"
                 self.risk(f"{what} a file ({_text(node)})")
@@ -425,7 +454,9 @@ class _Analyzer:
             if arg.text in ("-exec", "-execdir", "-ok", "-okdir"):
                 end = next((j for j in range(i + 1, len(args)) if args[j].text in (";", "+")),
                            len(args))  # fmt: skip
-                inner = [Word("{}", static=False) if a.text == "{}" else a for a in args[i + 1:end]]
+                inner = [
+                    Word("{}", static=False) if a.text == "{}" else a for a in args[i + 1 : end]
+                ]
                 if inner:
                     self.add(inner, " ".join(a.text for a in inner), ["run by find -exec"])
 
@@ -435,7 +466,7 @@ class _Analyzer:
             if arg.text == "--pre" and i + 1 < len(args):
                 value = args[i + 1]
             elif arg.text.startswith("--pre="):
-                value = Word(arg.text[len("--pre="):], arg.static)
+                value = Word(arg.text[len("--pre=") :], arg.static)
             if value is not None:
                 self.add([value], value.text, ["run by rg --pre"])
 
@@ -581,7 +612,9 @@ def path_risks(command: SimpleCommand, root: Path) -> list[str]:
     for arg in command.args:
         if not arg.static:
             continue
-        text = arg.text.split("=", 1)[1] if arg.text.startswith("-") and "=" in arg.text else arg.text
+        text = (
+            arg.text.split("=", 1)[1] if arg.text.startswith("-") and "=" in arg.text else arg.text
+        )
         if not text or text.startswith("-"):
             continue
         if text.startswith("~"):

@@ -12,6 +12,7 @@ has a `source`, and sources have a precedence: person > rules file > workspace s
 
 from __future__ import annotations
 
+import builtins
 import math
 import time
 import uuid
@@ -165,7 +166,9 @@ class FactStore:
         facts = [_fact(row) for row in self.store.fact_list(agent_id)]
         return facts if include_closed else [f for f in facts if f.live]
 
-    def search(self, agent_id: str, cues: str | Iterable[str], limit: int = 20) -> list[Fact]:
+    def search(
+        self, agent_id: str, cues: str | Iterable[str], limit: int = 20
+    ) -> builtins.list[Fact]:
         """Live facts relevant to `cues`, best first: BM25 over statements (words folded by
         `_stem`), weighted by
         confidence (x 0.5 for a fact at 0, x 1.5 at 1), then the more recent first. Facts that

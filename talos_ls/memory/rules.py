@@ -83,7 +83,7 @@ class RulesFiles:
         self._seen: dict[tuple[str, Path], tuple] = {}
 
     def _stamp(self, root: Path) -> tuple:
-        stamp = []
+        stamp: list[tuple[str, int | None, int | None]] = []
         for name in RULES_FILES:
             try:
                 st = (root / name).stat()

@@ -17,7 +17,6 @@ from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-
 FACT_FIELDS = (
     "key",
     "agent_id",

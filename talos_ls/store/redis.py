@@ -474,7 +474,7 @@ class RedisStore(Store):
     @_guarded
     def qq_list(self, agent_id: str | None = None) -> list[dict[str, Any]]:
         agents = [agent_id] if agent_id is not None else self._agents_with("ids")
-        out = []
+        out: list[dict[str, Any]] = []
         for agent in agents:
             out.extend(_candidate(raw) for raw in self._indexed(agent, "ids", "c:"))
         return out

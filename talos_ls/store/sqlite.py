@@ -480,9 +480,9 @@ class SQLiteStore(Store):
                 args,
             ).fetchall()
             # The oldest wins. Sorted here: an ORDER BY makes SQLite's planner scan the table.
-            dup = min(dup, key=lambda r: (r["created_turn"], r["candidate_id"]), default=None)
-            if dup is not None:
-                found = _candidate(dup)
+            oldest = min(dup, key=lambda r: (r["created_turn"], r["candidate_id"]), default=None)
+            if oldest is not None:
+                found = _candidate(oldest)
                 if found["status"] != "answered" and turn > found["last_seen_turn"]:
                     conn.execute(
                         "UPDATE candidates SET last_seen_turn = ? WHERE candidate_id = ?",

@@ -143,7 +143,9 @@ def attack(tmp_path, server) -> Attack:
     (ws / ".gitignore").write_text(".env\n")
     subprocess.run(["git", "init", "-q", str(ws)], check=True, capture_output=True)
     (home / ".ssh").mkdir(parents=True)
-    (home / ".ssh" / "id_rsa").write_text(f"-----BEGIN OPENSSH PRIVATE KEY-----\n{SSH_KEY_MARKER}\n")
+    (home / ".ssh" / "id_rsa").write_text(
+        f"-----BEGIN OPENSSH PRIVATE KEY-----\n{SSH_KEY_MARKER}\n"
+    )
     (home / ".aws").mkdir()
     (home / ".aws" / "credentials").write_text(f"aws_secret_access_key = {AWS_MARKER}\n")
     (home / ".netrc").write_text("machine x login me password TalosNetrcPass\n")
