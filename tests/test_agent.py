@@ -329,3 +329,37 @@ def test_system_prompt_lists_skills_without_their_bodies(tmp_path):
     assert "- write-tests: Write tests first." in text
     assert "never write files" in text and "ask" in text
     store.close()
+
+
+async def test_one_response_runs_at_most_sixteen_tool_calls(tmp_path, server):
+    env = Env(tmp_path, server)
+    calls = [(f"c{i}", "read_file", '{"path": "src/app.py"}') for i in range(400)]
+    server.script += [reply(None, calls), reply("done")]
+    task = await env.run()
+    assert task.state == "done"
+    results = tool_messages(server, 1)
+    assert len(results) == 16
+    assert (
+        "384 more tool calls in that response were not run: too many calls"
+        in results[-1]["content"]
+    )
+    (assistant,) = [m for m in server.requests[1]["body"]["messages"] if m.get("tool_calls")]
+    assert len(assistant["tool_calls"]) == 16  # the rest never enter the conversation
+
+
+async def test_the_model_repeating_a_fact_is_not_corroboration(tmp_path, server):
+    env = Env(tmp_path, server)
+    same = {"statement": "tests use pytest", "subject": "tests", "attribute": "use",
+            "value": "pytest"}  # fmt: skip
+    reworded = {**same, "statement": "We run the test suite with pytest"}
+    server.script += [
+        reply(None, [(f"c{i}", "remember", json.dumps(same)) for i in range(10)]
+              + [("r", "remember", json.dumps(reworded))]),
+        reply("ok"),
+    ]  # fmt: skip
+    await env.run()
+    (fact,) = env.facts.list("ws")
+    assert fact.confidence == 0.5 and fact.evidence_count == 0
+    out = [m["content"] for m in tool_messages(server, 1)]
+    assert out[0].startswith("remembered as fact:")
+    assert all(o.startswith(f"already remembered as {fact.key}") for o in out[1:])

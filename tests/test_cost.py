@@ -75,3 +75,53 @@ def test_price_overrides(tmp_path, monkeypatch):
     monkeypatch.setenv("TALOS_PRICES", str(tmp_path / "missing.json"))
     with pytest.raises(ValueError, match="does not exist"):
         load_prices()
+
+
+@pytest.mark.parametrize(
+    "counts, words",
+    [
+        ((-5, 10, 0), "prompt_tokens=-5"),
+        ((10, -1, 0), "completion_tokens=-1"),
+        ((10, 1.5, 0), "completion_tokens=1.5"),
+        ((10, 1, 11), "cached_tokens=11 exceeds"),
+        ((True, 1, 0), "prompt_tokens=True"),
+        ((None, 1, 0), "prompt_tokens=None"),
+    ],
+)
+def test_impossible_usage_is_refused(counts, words):
+    with pytest.raises(ValueError, match=words):
+        Usage.checked(*counts)
+    assert Usage.checked(10, 5, 3) == Usage(10, 5, 3)
+
+
+def test_caps_refuse_nonsense_and_a_cost_cap_that_cannot_bite():
+    for bad in (Decimal("-1"), Decimal("0"), Decimal("NaN"), Decimal("Infinity")):
+        with pytest.raises(ValueError, match="positive amount"):
+            Caps(max_cost=bad)
+    with pytest.raises(ValueError, match="max_steps must be at least 1"):
+        Caps(max_steps=0)
+    with pytest.raises(ValueError, match="max_tokens must be at least 1"):
+        Caps(max_tokens=-3)
+    with pytest.raises(ValueError, match="'local' has no price"):
+        Caps(max_cost=Decimal("1")).require_enforceable("local", {"m": PRICE})
+    Caps(max_cost=Decimal("1")).require_enforceable("m", {"m": PRICE})  # priced: fine
+    Caps(max_cost=Decimal("1"), max_tokens=1000).require_enforceable("local", {})  # tokens cap
+    meter = CostMeter(prices={})
+    meter.add("t", "local", Usage(900, 150, 0))
+    with pytest.raises(CapReached, match="token cap reached: 1050 of 1000"):
+        Caps(max_tokens=1000).check(meter.task("t"))
+
+
+def test_negative_prices_are_refused(tmp_path, monkeypatch):
+    path = tmp_path / "prices.json"
+    path.write_text(json.dumps({"m": {"input": -1, "cached_input": 0, "output": 1}}))
+    monkeypatch.setenv("TALOS_PRICES", str(path))
+    with pytest.raises(ValueError, match="not negative"):
+        load_prices()
+
+
+def test_the_cost_cap_message_keeps_the_cap_exact():
+    meter = CostMeter(prices={"m": PRICE})
+    meter.add("t", "m", Usage(10_000, 0, 0))  # $0.025
+    with pytest.raises(CapReached, match=r"of \$0.001 for this task"):
+        Caps(max_cost=Decimal("0.001")).check(meter.task("t"))

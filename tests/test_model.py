@@ -108,3 +108,27 @@ async def test_cancellation_closes_the_stream(server, client):
     with pytest.raises(asyncio.CancelledError):
         await task
     assert await asyncio.to_thread(server.disconnected.wait, 5)
+
+
+async def test_impossible_usage_fails_the_step(server, client):
+    server.script.append(reply("hi", usage=(-500, 10, 0)))
+    with pytest.raises(ModelError, match=r"impossible usage \(prompt_tokens=-500"):
+        await client.complete([{"role": "user", "content": "x"}])
+
+
+async def test_missing_usage_is_estimated(server, client):
+    step = reply("a" * 400)
+    step["stream"] = [c for c in step["stream"] if "usage" not in c]  # an endpoint without usage
+    server.script.append(step)
+    done = await client.complete([{"role": "user", "content": "y" * 4000}])
+    assert done.usage.estimated
+    assert done.usage.prompt_tokens >= 1000 and done.usage.completion_tokens == 100
+
+
+async def test_a_password_in_the_base_url_is_never_shown(server, monkeypatch):
+    url = server.url.replace("http://", "http://me:Hunter2Secret@")
+    server.script.append(error(500, "boom"))
+    client = ModelClient(ModelConfig("fake-model", base_url=url, max_retries=0))
+    with pytest.raises(ModelError) as info:
+        await client.complete([{"role": "user", "content": "x"}])
+    assert "Hunter2Secret" not in str(info.value) and "me:***@" in str(info.value)

@@ -201,7 +201,7 @@ class Sandbox:
         assert self.bwrap, "no bwrap"
         homes = _homes()
         args = [self.bwrap, "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc",
-                "--tmpfs", "/tmp", "--tmpfs", "/var/tmp"]  # fmt: skip
+                "--tmpfs", "/tmp", "--dir", SANDBOX_HOME, "--tmpfs", "/var/tmp"]  # fmt: skip
         if os.path.isdir("/run"):
             args += ["--tmpfs", "/run"]
             resolv = os.path.realpath("/etc/resolv.conf")
@@ -229,7 +229,7 @@ class Sandbox:
                 args += ["--tmpfs", str(path), "--remount-ro", str(path)]
             else:
                 args += ["--ro-bind", "/dev/null", str(path)]
-        args += ["--dir", SANDBOX_HOME, "--chdir", root, "--unshare-all"]
+        args += ["--chdir", root, "--unshare-all"]
         if network:
             args.append("--share-net")
         args += ["--die-with-parent", "--new-session", "--cap-drop", "ALL", "--clearenv"]

@@ -1,0 +1,119 @@
+"""The OS sandbox for commands, run for real: bubblewrap when it is here (the tests that need it
+skip with the install command otherwise, and fail under TALOS_TEST_REQUIRE_ALL=1), and the
+unsandboxed fallback, which runs everywhere."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import subprocess
+
+import pytest
+
+from talos_ls.agent.sandbox import INSTALL_HINT, Sandbox
+
+from .system import require_sandbox
+
+SECRET = "sk-proj-SandboxUnitTestKey0123456789abcdef"
+
+
+@pytest.fixture
+def ws(tmp_path, monkeypatch):
+    root = tmp_path / "ws"
+    (root / "sub").mkdir(parents=True)
+    (root / "a.txt").write_text("hello\n")
+    (root / ".env").write_text(f"KEY={SECRET}\n")
+    (root / "sub" / ".env.production").write_text(f"KEY={SECRET}\n")
+    subprocess.run(["git", "init", "-q", str(root)], check=True)
+    (root / ".talos").mkdir()
+    home = tmp_path / "home"
+    (home / ".ssh").mkdir(parents=True)
+    (home / ".ssh" / "id_ed25519").write_text("PRIVATE\n")
+    monkeypatch.setenv("HOME", str(home))
+    monkeypatch.setenv("OPENAI_API_KEY", SECRET)
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "config"))
+    (tmp_path / "config" / "talos").mkdir(parents=True)
+    (tmp_path / "config" / "talos" / "permissions.json").write_text('{"x": 1}')
+    return root
+
+
+def run(sandbox, command, *, sandboxed=True, writable=False, network=False, timeout=20.0, **kw):
+    return asyncio.run(sandbox.run(command, sandboxed=sandboxed, writable=writable,
+                                   network=network, timeout=timeout, **kw))  # fmt: skip
+
+
+def test_nothing_secret_is_in_reach(ws, tmp_path):
+    sandbox = Sandbox(ws, bwrap=require_sandbox())
+    script = (
+        "env; echo ---; cat /proc/*/environ | tr '\\0' '\\n'; echo ---; "
+        "cat .env sub/.env.production; ls -a ~; "
+        f"cat {tmp_path}/home/.ssh/id_ed25519 {tmp_path}/config/talos/permissions.json; "
+        f"cat /proc/{os.getpid()}/environ; echo procs=$(ls /proc | grep -cE '^[0-9]+$')"
+    )
+    out = run(sandbox, script).output
+    assert SECRET not in out and "PRIVATE" not in out and '{"x": 1}' not in out
+    assert "OPENAI_API_KEY" not in out and "XDG_CONFIG_HOME" not in out
+    assert "HOME=/tmp/home" in out
+    procs = int(out.rsplit("procs=", 1)[1].split()[0])
+    assert procs < 10  # a PID namespace of its own: the daemon and its siblings are not there
+
+
+def test_workspace_is_read_only_unless_approved_and_protected_paths_always(ws):
+    sandbox = Sandbox(ws, bwrap=require_sandbox())
+    writes = ("echo x > new.txt; echo x > .talos/permissions.json; "
+              "echo x > .git/hooks/pre-commit; echo x >> .git/config; echo x > .env; "
+              "umount .env; echo done")  # fmt: skip
+    ro = run(sandbox, writes).output
+    assert "Read-only file system" in ro and not (ws / "new.txt").exists()
+    rw = run(sandbox, writes, writable=True).output
+    assert (ws / "new.txt").read_text() == "x\n"
+    for path in (".talos/permissions.json", ".git/hooks/pre-commit"):
+        assert not (ws / path).exists(), path
+    assert "x" not in (ws / ".git" / "config").read_text().splitlines()
+    assert (ws / ".env").read_text() == f"KEY={SECRET}\n"
+    assert rw.rstrip().endswith("done")
+
+
+def test_no_network_unless_granted(ws, server):
+    """The scripted model server listens on the host's loopback: out of reach unless granted."""
+    sandbox = Sandbox(ws, bwrap=require_sandbox())
+    port = server.url.split(":")[2].split("/")[0]
+    probe = f"exec 3<>/dev/tcp/127.0.0.1/{port} && echo reached || echo unreachable"
+    assert run(sandbox, probe).output.strip().endswith("unreachable")
+    assert run(sandbox, probe, network=True).output.strip().endswith("reached")
+
+
+def test_output_cap_and_timeout_kill_everything(ws):
+    sandbox = Sandbox(ws, bwrap=require_sandbox())
+    flood = run(sandbox, "yes talos", max_bytes=100_000)
+    assert flood.killed == "output" and flood.exit_code is None
+    assert "[killed: the output passed 100000 bytes" in flood.output
+    assert len(flood.output) < 20_000  # head and tail only
+    marker = "talos-sandbox-orphan-marker"
+    slow = run(sandbox, f"(sleep 300 && echo {marker}) & nohup sleep 301 & sleep 302",
+               timeout=1)  # fmt: skip
+    assert slow.killed == "timeout" and "no result after 1 s" in slow.output
+    left = subprocess.run(["pgrep", "-f", "sleep 30[012]"], capture_output=True, text=True)
+    assert left.stdout == "", "a sandboxed process outlived its command"
+
+
+def test_fallback_runs_with_a_clean_environment(ws):
+    sandbox = Sandbox(ws, bwrap="")
+    out = run(sandbox, "env; pwd", sandboxed=False).output
+    assert SECRET not in out and "OPENAI_API_KEY" not in out and str(ws) in out
+    assert "HOME=" in out and "/tmp" in out.split("HOME=")[1].split()[0]
+    flood = run(sandbox, "cat /dev/zero", sandboxed=False, max_bytes=50_000)
+    assert flood.killed == "output"
+
+
+def test_probe_says_what_is_wrong(tmp_path):
+    assert Sandbox(tmp_path, bwrap="").probe().detail.endswith(INSTALL_HINT)
+    fake = tmp_path / "bwrap"
+    fake.write_text("#!/bin/sh\necho 'bwrap: setting up uid map: Permission denied' >&2\nexit 1\n")
+    fake.chmod(0o755)
+    state = Sandbox(tmp_path, bwrap=str(fake)).probe()
+    assert not state.available
+    assert "setting up uid map: Permission denied" in state.detail
+    assert "user namespaces" in state.detail
+    os.unlink(fake)
+    assert Sandbox(tmp_path, bwrap=str(fake)).probe() is state  # probed once, remembered
