@@ -8,7 +8,7 @@ import logging
 import pytest
 
 from talos_ls.display import visible
-from talos_ls.redact import Redactor, RedactingFilter, redact_url
+from talos_ls.redact import RedactingFilter, Redactor, redact_url
 
 PEM = ("-----BEGIN RSA PRIVATE KEY-----\nMIIEowIBAAKCAQEAx\nabc\n"
        "-----END RSA PRIVATE KEY-----")  # fmt: skip
