@@ -18,6 +18,7 @@ import pytest
 from talos_ls.store import open_store
 
 from .fake_openai import error, reply
+from .system import path_without, require_sandbox
 
 TALOS = str(Path(sys.executable).with_name("talos"))
 ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
@@ -176,6 +177,7 @@ def test_skills(tmp_path, ws):
 
 
 def test_doctor(tmp_path, server, ws):
+    require_sandbox()
     env = env_for(tmp_path, TALOS_TEST_KEY="k")
     ok = subprocess.run([TALOS, "doctor", "--workspace", str(ws), "--base-url", server.url,
                          "--api-key-env", "TALOS_TEST_KEY"], capture_output=True, text=True,
@@ -189,3 +191,33 @@ def test_doctor(tmp_path, server, ws):
     assert bad.returncode == 1
     assert "problem no API key in $OPENAI_API_KEY: export it" in bad.stdout
     assert "problem no connection to https://example.invalid/v1" in bad.stdout
+    assert "ok      command sandbox: bubblewrap" in ok.stdout
+
+
+def test_doctor_without_a_sandbox_or_ripgrep(tmp_path, server, ws):
+    env = env_for(tmp_path, TALOS_TEST_KEY="k", PATH=path_without(tmp_path, "bwrap", "rg"))
+    r = subprocess.run([TALOS, "doctor", "--workspace", str(ws), "--base-url", server.url,
+                        "--api-key-env", "TALOS_TEST_KEY"], capture_output=True, text=True,
+                       env=env, timeout=60)  # fmt: skip
+    assert r.returncode == 1
+    assert ("problem no command sandbox, so every command is asked: bubblewrap (bwrap) is not "
+            "installed: apt-get install bubblewrap") in r.stdout  # fmt: skip
+    assert "search: ripgrep not found" in r.stdout and "apt-get install ripgrep" in r.stdout
+
+
+def test_permissions_command_shows_sources_and_trusts(tmp_path, ws):
+    (ws / ".talos").mkdir()
+    (ws / ".talos" / "permissions.json").write_text(
+        '{"commands": {"allow": ["npm test"], "deny": ["make deploy"]}}'
+    )
+    shown = run(["permissions", "--workspace", str(ws)], tmp_path)
+    assert shown.returncode == 0
+    assert "NOT trusted: only its deny and ask rules apply" in shown.stdout
+    assert "denies: make deploy" in shown.stdout
+    trusted = run(["permissions", "--workspace", str(ws), "--trust"], tmp_path)
+    assert "trusted this exact content" in trusted.stdout
+    again = run(["permissions", "--workspace", str(ws)], tmp_path)
+    assert "): trusted" in again.stdout and "allows: npm test" in again.stdout
+    assert not list((ws / ".talos").glob("*.tmp"))  # the settings live outside the workspace
+    settings = list((tmp_path / "config" / "talos" / "workspaces").glob("*.json"))
+    assert len(settings) == 1 and "trusted_permissions_sha256" in settings[0].read_text()
