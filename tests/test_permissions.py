@@ -116,6 +116,9 @@ def test_rules_deny_wins_and_every_part_must_pass(tmp_path):
         ("grep -r KEY .e*", "secrets file"),
         ("cat sub/.env.local", "secrets file"),
         ("cat escape.txt", "outside the workspace"),  # a symlink leading out
+        ("cat innocent.txt", "secrets file"),  # a symlink to .env
+        ("git show HEAD:.env", "secrets file"),
+        ("cat .[e]nv", "secrets file"),
         ("ls; for x in a; do ls; done", "construct that needs review (for statement)"),
         ("echo 'unterminated", "could not be fully parsed"),
         ("eval ls", "eval runs code given as text"),
@@ -124,10 +127,17 @@ def test_rules_deny_wins_and_every_part_must_pass(tmp_path):
 def test_risky_commands_are_asked_even_when_the_program_is_allowed(tmp_path, command, why):
     p = policy(tmp_path)
     os.symlink("/etc/hostname", tmp_path / "ws" / "escape.txt")
+    os.symlink(".env", tmp_path / "ws" / "innocent.txt")
     decision = p.check_command(command)
     assert decision.verdict == "ask", decision
     assert why in decision.reason
     assert decision.suggested_rule is None or why == "no rule allows it"
+
+
+def test_ordinary_globs_are_not_mistaken_for_secrets(tmp_path):
+    p = policy(tmp_path)
+    for command in ("cat *", "wc -l src/*.py", "grep -n TODO *.md", "ls -la"):
+        assert p.check_command(command).verdict == "allow", command
 
 
 def test_what_runs_unasked_is_read_only_and_offline(tmp_path):

@@ -601,8 +601,11 @@ def matches(rule: str, words: tuple[str, ...], *, loose: bool = False) -> bool:
 
 # ---------------------------------------------------------------- paths
 def _is_secret_name(name: str) -> bool:
-    """`.env`, `.env.local`, or a glob that matches them (`.e*`)."""
-    return any(fnmatch.fnmatchcase(probe, name) for probe in (".env", ".env.local"))
+    """`.env`, `.env.local`, or a glob the shell would match them with (`.e*`; a pattern that
+    does not start with a dot never matches a dotfile)."""
+    return name.startswith(".") and any(
+        fnmatch.fnmatchcase(probe, name) for probe in (".env", ".env.local")
+    )
 
 
 def path_risks(command: SimpleCommand, root: Path) -> list[str]:
@@ -620,7 +623,7 @@ def path_risks(command: SimpleCommand, root: Path) -> list[str]:
         if text.startswith("~"):
             risks.append(f"names a path outside the workspace ({text})")
             continue
-        parts = [p for p in text.split("/") if p]
+        parts = [p for p in re.split(r"[/:]", text) if p]  # `HEAD:.env` names it too
         if any(_is_secret_name(p) for p in parts):
             risks.append(f"names a secrets file ({text})")
             continue
@@ -634,4 +637,6 @@ def path_risks(command: SimpleCommand, root: Path) -> list[str]:
             continue
         if real != root and not real.is_relative_to(root):
             risks.append(f"names a path outside the workspace ({text})")
+        elif _is_secret_name(real.name):  # a link to a secrets file
+            risks.append(f"names a secrets file ({text})")
     return risks
