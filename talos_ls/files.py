@@ -16,6 +16,13 @@ import stat
 from pathlib import Path
 from typing import BinaryIO
 
+SECRET_FILE_GLOBS = (".env", ".env.*", ".envrc")  # dotenv and direnv files hold secrets
+
+
+def is_secrets_file(name: str) -> bool:
+    """`.env`, `.env.local`, `.envrc`...: files the model never reads and commands never see."""
+    return name in (".env", ".envrc") or name.startswith(".env.")
+
 
 class NotRegularFile(OSError):
     """A FIFO, a device, a socket or a directory where a regular file was expected."""

@@ -227,11 +227,15 @@ class Host:
 
     # ------------------------------------------------------------ proposals
     async def _settle_proposals(self, task: Task) -> None:
-        auto = self.config.auto_apply or self.config.mode in ("auto-edit", "full-auto")
+        """Apply what the mode or a path rule allows (or everything with --apply, `auto_apply`);
+        ask about the rest at an interactive port; leave it pending otherwise."""
         for proposal in self.proposals.list():
             if proposal.task_id != task.id or proposal.status != "pending":
                 continue
-            if auto:
+            verdict = self.policy.check_write(proposal.path).verdict
+            if verdict == "deny":
+                self.proposals.reject(proposal.id)
+            elif verdict == "allow" or self.config.auto_apply:
                 await self.apply_proposal(proposal.id)
             elif self.port.interactive:
                 choice = await self.port.confirm(

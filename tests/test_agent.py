@@ -363,3 +363,43 @@ async def test_the_model_repeating_a_fact_is_not_corroboration(tmp_path, server)
     out = [m["content"] for m in tool_messages(server, 1)]
     assert out[0].startswith("remembered as fact:")
     assert all(o.startswith(f"already remembered as {fact.key}") for o in out[1:])
+
+
+async def test_a_failing_tool_or_a_symlink_loop_does_not_end_the_task(tmp_path, server):
+    env = Env(tmp_path, server)
+    root = env.workspace.root
+    (root / "loop-a").symlink_to(root / "loop-b")
+    (root / "loop-b").symlink_to(root / "loop-a")
+    server.script += [
+        reply(None, [("c1", "read_file", '{"path": "loop-a"}'),
+                     ("c2", "search", '{"pattern": "x", "path": "loop-a"}'),
+                     ("c3", "list_files", '{"path": "loop-b", "limit": 100000000}')]),
+        reply("ok"),
+    ]  # fmt: skip
+    task = await env.run()
+    assert task.state == "done"
+    out = [m["content"] for m in tool_messages(server, 1)]
+    assert all(o.startswith("error:") and "cannot be resolved" in o for o in out), out
+
+
+def test_the_system_prompt_carries_no_credential(tmp_path):
+    store = open_store("sqlite:///" + str(tmp_path / "t.db"))
+    facts = FactStore(store)
+    rule = facts.get(facts.add("ws", "Deploy with token ghp_abcdefghijklmnopqrstuvwxyz0123456789",
+                               source="rules file"))  # fmt: skip
+    text = system_prompt([rule])
+    assert "ghp_abcdef" not in text and "[redacted github token]" in text
+    store.close()
+
+
+def test_a_workspace_skill_linking_out_is_skipped(tmp_path):
+    from talos_ls.agent.skills import discover
+
+    outside = tmp_path / "private.md"
+    outside.write_text("---\nname: private\ndescription: d\n---\nsecret notes\n")
+    skill = tmp_path / "ws" / ".talos" / "skills" / "private"
+    skill.mkdir(parents=True)
+    (skill / "SKILL.md").symlink_to(outside)
+    found, problems = discover(tmp_path / "ws")
+    assert "private" not in found
+    assert any("links outside" in p for p in problems)

@@ -313,3 +313,23 @@ def test_paths(tmp_path):
     assert policy(tmp_path, "read-only").check_write("src/a.py").verdict == "deny"
     with pytest.raises(ValueError, match="mode"):
         Policy(mode="yolo")
+
+
+def test_allow_rules_cover_their_own_words_only(tmp_path):
+    p = policy(tmp_path)
+    assert p.check_command("python --version").verdict == "allow"
+    assert p.check_command("python -c 'import os' --version").verdict == "ask"
+    assert p.check_command("git log --oneline -5").verdict == "allow"
+    mine(tmp_path, commands={"allow": ["ls -la"]})
+    p = policy(tmp_path)
+    assert p.check_command("ls -al src").verdict == "allow"
+    assert matches("ls -la", ("ls", "-l", "-a")) and not matches("ls -la", ("ls", "-l", "x"))
+
+
+def test_ask_rules_hold_in_full_auto_and_for_writes(tmp_path):
+    mine(tmp_path, commands={"ask": ["git push"]}, paths={"ask": ["migrations/*"]})
+    p = policy(tmp_path, "full-auto")
+    assert p.check_command("git push origin").verdict == "ask"
+    assert p.check_command("git status").verdict == "allow"
+    assert p.check_write("migrations/0001.sql").verdict == "ask"
+    assert p.check_write("src/app.py").verdict == "allow"

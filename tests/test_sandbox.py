@@ -117,3 +117,49 @@ def test_probe_says_what_is_wrong(tmp_path):
     assert "user namespaces" in state.detail
     os.unlink(fake)
     assert Sandbox(tmp_path, bwrap=str(fake)).probe() is state  # probed once, remembered
+
+
+def test_git_metadata_cannot_be_replaced_or_created(ws, tmp_path):
+    sandbox = Sandbox(ws, bwrap=require_sandbox())
+    run(sandbox, "mv .git .git2; rm -rf .git; echo '[core] fsmonitor = touch /tmp/x' > .git/config",
+        writable=True)  # fmt: skip
+    assert (ws / ".git" / "HEAD").exists() and not (ws / ".git2").exists()
+    bare = tmp_path / "bare"
+    bare.mkdir()
+    fresh = Sandbox(bare, bwrap=sandbox.bwrap)
+    out = run(fresh, "git init -q . ; mkdir -p .talos/skills; echo x > .talos/rules.md; echo ok",
+              writable=True).output  # fmt: skip
+    assert out.rstrip().endswith("ok")
+    assert sorted(p.name for p in bare.iterdir()) == []  # no .git, no .talos: stand-ins gone
+
+
+def test_every_secrets_file_is_unreadable(ws, tmp_path):
+    sandbox = Sandbox(ws, bwrap=require_sandbox())
+    (ws / ".envrc").write_text(f"export KEY={SECRET}\n")
+    (ws / "config").mkdir()
+    target = ws / "config" / "shared.txt"
+    target.write_text(f"KEY={SECRET}\n")
+    os.symlink(target, ws / "sub" / ".env.staging")  # a link: its target is hidden
+    (ws / "deep" / "a" / "b").mkdir(parents=True)
+    (ws / "deep" / "a" / "b" / ".env").write_text(f"KEY={SECRET}\n")
+    out = run(sandbox, "cat .envrc sub/.env.staging deep/a/b/.env config/shared.txt; grep -r K .",
+              writable=True).output  # fmt: skip
+    assert SECRET not in out
+
+
+def test_only_the_toolchains_on_path_are_bound_from_a_home(ws, tmp_path, monkeypatch):
+    home = tmp_path / "home"
+    venv_bin = home / "src" / "talos" / ".venv" / "bin"
+    venv_bin.mkdir(parents=True)
+    (home / "src" / "other").mkdir(parents=True)
+    (home / "src" / "other" / "notes.txt").write_text("private\n")
+    (home / ".cargo" / "bin").mkdir(parents=True)
+    (home / ".cargo" / "credentials.toml").write_text("token = private\n")
+    monkeypatch.setenv("PATH", f"{venv_bin}:{home / '.cargo' / 'bin'}:/usr/bin:/bin")
+    tools = Sandbox._toolchains()
+    assert home / "src" / "talos" / ".venv" in tools and home / ".cargo" in tools
+    assert home / "src" not in tools
+    sandbox = Sandbox(ws, bwrap=require_sandbox())
+    out = run(sandbox, f"ls {venv_bin.parent}; cat {home}/src/other/notes.txt "
+                       f"{home}/.cargo/credentials.toml").output  # fmt: skip
+    assert "bin" in out and "private" not in out

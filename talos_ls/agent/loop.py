@@ -13,6 +13,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 
 from ..memory.facts import Fact
+from ..redact import redact
 from . import tools
 from .cost import Caps, CostMeter, LoopGuard
 from .model import ModelClient
@@ -46,7 +47,7 @@ def system_prompt(
     if skills:
         listed = "\n".join(f"- {name}: {desc}" for name, desc in sorted(skills.items()))
         parts.append("Skills you can load with load_skill:\n" + listed)
-    return "\n\n".join(parts)
+    return redact("\n\n".join(parts))  # a rules file or a fact may quote a credential
 
 
 class AgentLoop:

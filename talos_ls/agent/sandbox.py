@@ -11,8 +11,9 @@ Every command the agent runs is spawned as `bwrap ... -- bash -c COMMAND`:
   PATH (`~/.pyenv`, `~/.cargo/bin`...) bound read-only; the person's credential stores and
   Talos's own config, state and store are hidden even where a bound directory contains them;
 - the workspace is read-only for what rules allow unasked and writable for approved commands,
-  with `.git/hooks`, `.git/config`, `.git/modules` and `.talos/` always read-only and every
-  `.env*` file hidden (an empty file in its place).
+  with `.git` and `.talos/` always read-only (a mount point cannot be renamed away either; when
+  one is missing, an empty read-only one stands in while the command runs, so the command
+  cannot create it with hooks or rules of its own) and every `.env*`/`.envrc` file unreadable.
 
 Where `bwrap` is missing or cannot create namespaces (some containers, Ubuntu's AppArmor
 restriction of user namespaces), `probe` says so once, and the permission gate asks before
@@ -39,6 +40,8 @@ from typing import ClassVar
 
 import platformdirs
 
+from ..files import is_secrets_file
+
 logger = logging.getLogger(__name__)
 
 INSTALL_HINT = "apt-get install bubblewrap (Debian, Ubuntu), dnf install bubblewrap (Fedora)"
@@ -56,7 +59,9 @@ CREDENTIAL_STORES = (".ssh", ".aws", ".azure", ".config/gh", ".config/hub", ".co
                      ".cargo/credentials.toml", ".local/share/keyrings",
                      ".config/talos", ".local/share/talos", ".local/state/talos",
                      ".cache/talos")  # fmt: skip
-PROTECTED_IN_WORKSPACE = (".git/hooks", ".git/config", ".git/modules", ".talos")
+# Read-only whatever the command: git runs hooks and config (core.fsmonitor, aliases, filters)
+# later, outside the sandbox; `.talos/` holds rules, skills and permissions.
+PROTECTED_IN_WORKSPACE = (".git", ".talos")
 _SKIP_SCAN = frozenset({".git", "node_modules", "__pycache__", ".venv", "venv", ".tox"})
 
 
@@ -87,6 +92,13 @@ def _allowed_env(home: str) -> dict[str, str]:
     env.setdefault("PATH", "/usr/local/bin:/usr/bin:/bin")
     env.setdefault("LANG", "C.UTF-8")
     return env
+
+
+def _stand_ins_gone(paths: Iterable[Path]) -> None:
+    """Remove the empty mount points bwrap made for protected directories that were missing."""
+    for path in paths:
+        with contextlib.suppress(OSError):
+            path.rmdir()  # only if empty: anything else was not ours
 
 
 def _homes() -> list[Path]:
@@ -160,20 +172,31 @@ class Sandbox:
     # --------------------------------------------------------------- layout
     @staticmethod
     def _toolchains() -> list[Path]:
-        """Directories in a home that hold the programs on PATH (and Python itself): the home's
-        first level (`~/.pyenv`, `~/.cargo`), or the PATH entry itself in the shared `~/.local`
-        and `~/.config`."""
-        wanted = [Path(p) for p in os.environ.get("PATH", "").split(os.pathsep) if p]
-        wanted += [Path(sys.base_prefix), Path(sys.prefix), Path(sys.executable).resolve().parent]
+        """Directories in a home that hold the programs on PATH, and Python itself: a PATH
+        entry's parent when it is a `bin` or `shims` directory (`~/.cargo/bin` -> `~/.cargo`,
+        `~/src/p/.venv/bin` -> `~/src/p/.venv`), else the entry itself; `~/.local/bin` with
+        `~/.local/lib` beside it (user site-packages), never all of `~/.local`."""
+        homes = _user_homes()
+        wanted: list[Path] = []
+        for entry in (Path(p) for p in os.environ.get("PATH", "").split(os.pathsep) if p):
+            parent = entry.parent
+            if (
+                entry.name in ("bin", "sbin", "shims")
+                and parent not in homes
+                and parent.name not in (".local", ".config")
+            ):
+                wanted.append(parent)
+            else:
+                wanted.append(entry)
+                if parent.name == ".local" and entry.name == "bin":
+                    wanted.append(parent / "lib")
+        wanted += [Path(sys.base_prefix), Path(sys.prefix)]
         out: list[Path] = []
         for path in wanted:
-            home = next((h for h in _user_homes() if path.is_relative_to(h) and path != h), None)
-            if home is None or not path.is_dir():
+            if not any(path.is_relative_to(h) and path != h for h in homes) or not path.is_dir():
                 continue
-            first = path.relative_to(home).parts[0]
-            top = path if first in (".local", ".config") else home / first
-            if top not in out:
-                out.append(top)
+            if not any(path.is_relative_to(o) for o in out):
+                out = [o for o in out if not o.is_relative_to(path)] + [path]
         return out
 
     def _hidden(self) -> list[Path]:
@@ -181,6 +204,7 @@ class Sandbox:
         return [*paths, *talos_paths(), *self.extra_hidden]
 
     def _env_files(self) -> list[Path]:
+        """Secrets files in the workspace (a link counts by what it points to)."""
         found, dirs, pending = [], 0, [self.root]
         while pending and dirs < MAX_SCANNED_DIRS:
             here = pending.pop()
@@ -190,8 +214,8 @@ class Sandbox:
             except OSError:
                 continue
             for entry in entries:
-                if entry.name == ".env" or entry.name.startswith(".env."):
-                    found.append(Path(entry.path))
+                if is_secrets_file(entry.name):
+                    found.append(Path(os.path.realpath(entry.path)))
                 elif entry.is_dir(follow_symlinks=False) and entry.name not in _SKIP_SCAN:
                     pending.append(Path(entry.path))
         return found
@@ -216,14 +240,18 @@ class Sandbox:
         args += ["--bind" if writable else "--ro-bind", root, root]
         for rel in PROTECTED_IN_WORKSPACE:
             path = self.root / rel
-            if path.exists() and not path.is_symlink():
+            if path.is_symlink():
+                continue  # its target is judged where it lies
+            if path.exists():
                 args += ["--ro-bind", str(path), str(path)]
+            elif writable:  # a stand-in, removed afterwards (`_stand_ins_gone`)
+                args += ["--tmpfs", str(path), "--remount-ro", str(path)]
         shown = [*tools, self.root]  # what is visible inside the blanked homes
         for path in [*self._hidden(), *self._env_files()]:
             inside_home = any(path.is_relative_to(h) for h in homes)
             if inside_home and not any(path.is_relative_to(s) for s in shown):
                 continue  # already out of sight
-            if path.is_symlink() or not path.exists():
+            if path.is_symlink() or not path.exists() or path == self.root:
                 continue
             if path.is_dir():
                 args += ["--tmpfs", str(path), "--remount-ro", str(path)]
@@ -251,6 +279,11 @@ class Sandbox:
         """Run `command` in the workspace; stdout and stderr together, streamed and capped.
         Unsandboxed (only ever after the person approved it): the same clean environment,
         with a private temporary HOME."""
+        missing = [
+            self.root / rel
+            for rel in PROTECTED_IN_WORKSPACE
+            if sandboxed and writable and not os.path.lexists(self.root / rel)
+        ]
         with tempfile.TemporaryDirectory(prefix="talos-home-") as private_home:
             if sandboxed:
                 argv, env = self.argv(command, writable=writable, network=network), \
@@ -267,6 +300,8 @@ class Sandbox:
             except asyncio.CancelledError:  # the task was cancelled: the command goes too
                 await kill_process(proc)
                 raise
+            finally:
+                _stand_ins_gone(missing)
 
 
 async def _collect(proc: asyncio.subprocess.Process, timeout: float, cap: int) -> CommandResult:

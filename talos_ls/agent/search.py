@@ -16,7 +16,13 @@ import time
 
 import re2
 
-from ..files import FileTooLarge, NotRegularFile, read_regular
+from ..files import (
+    SECRET_FILE_GLOBS,
+    FileTooLarge,
+    NotRegularFile,
+    is_secrets_file,
+    read_regular,
+)
 from .sandbox import kill_process
 from .workspace import ALWAYS_SKIPPED, SandboxError, Workspace
 
@@ -72,7 +78,7 @@ async def search(
 async def _ripgrep(
     binary: str, workspace: Workspace, pattern: str, rel: str, limit: int, deadline: float
 ) -> list[str]:
-    globs = ["!.env", "!.env.*", *(f"!{d}/" for d in sorted(ALWAYS_SKIPPED))]
+    globs = [*(f"!{g}" for g in SECRET_FILE_GLOBS), *(f"!{d}/" for d in sorted(ALWAYS_SKIPPED))]
     argv = [
         binary,
         "--no-config",
@@ -125,7 +131,7 @@ def _python(workspace: Workspace, pattern: str, rel: str, limit: int, deadline: 
     hits: list[str] = []
     for path in workspace.walk(rel):
         name = path.rsplit("/", 1)[-1]
-        if name == ".env" or name.startswith(".env."):
+        if is_secrets_file(name):
             continue
         if time.monotonic() > stop:
             hits.append(f"[search stopped after {deadline:.0f} s; narrow the pattern or the path]")

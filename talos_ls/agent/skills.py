@@ -85,6 +85,9 @@ def discover(workspace: str | Path | None = None) -> tuple[dict[str, Skill], lis
             path = folder / "SKILL.md"
             if not path.exists():
                 continue
+            if not path.resolve().is_relative_to(base.resolve()):
+                problems.append(f"skill {folder.name} ({path}) skipped: it links outside {base}")
+                continue
             try:
                 skill = parse_skill(path)
             except (SkillError, OSError) as exc:

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import logging
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -31,12 +32,15 @@ from ..gates.question_queue import QuestionQueue
 from ..memory.facts import FactStore
 from ..memory.reconcile import Reconciler
 from ..redact import redact
+from ..store import StoreError
 from ..text import normalize_text
 from .sandbox import Sandbox
 from .search import search
 from .workspace import SandboxError, Workspace
 
 MAX_OUTPUT = 8000
+MAX_LISTED = 1000
+logger = logging.getLogger(__name__)
 
 
 @dataclass
@@ -122,7 +126,7 @@ def _truncate(text: str, limit: int = MAX_OUTPUT) -> str:
 
 # ------------------------------------------------------------------ handlers
 async def _list_files(ctx: ToolContext, args: dict[str, Any]) -> str:
-    limit = args.get("limit", 200)
+    limit = max(1, min(args.get("limit", 200), MAX_LISTED))
     files = []
     for rel in ctx.workspace.walk(args.get("path", ".")):
         files.append(rel)
@@ -326,8 +330,14 @@ async def call(ctx: ToolContext, name: str, arguments: str) -> ToolResult:
     if tool is None:
         return ToolResult(f"error: there is no tool {name!r}; tools: {sorted(TOOLS)}", True)
     try:
-        return ToolResult(redact(_truncate(await tool.handler(ctx, _validate(tool, arguments)))))
+        text, failed = await tool.handler(ctx, _validate(tool, arguments)), False
     except (ToolError, SandboxError, ProposalError) as exc:
-        return ToolResult(redact(_truncate(f"error: {exc}")), True)
+        text, failed = f"error: {exc}", True
     except OSError as exc:
-        return ToolResult(redact(f"error: {exc.strerror or exc}"), True)
+        text, failed = f"error: {exc.strerror or exc}", True
+    except StoreError:  # the store failing is the task's failure, not the model's mistake
+        raise
+    except Exception as exc:  # a bug of ours must not end the task: the model is told
+        logger.exception("tool %s failed", name)
+        text, failed = f"error: {name} failed ({type(exc).__name__}); try another way", True
+    return ToolResult(_truncate(redact(text)), failed)  # redacted whole, then cut

@@ -18,7 +18,14 @@ from pathlib import Path
 
 import pathspec
 
-from ..files import FileTooLarge, NotRegularFile, atomic_write, open_regular, read_regular
+from ..files import (
+    FileTooLarge,
+    NotRegularFile,
+    atomic_write,
+    is_secrets_file,
+    open_regular,
+    read_regular,
+)
 
 PROTECTED_DIRS = frozenset({".git", ".talos"})
 ALWAYS_SKIPPED = frozenset({".git", "node_modules", "__pycache__", ".venv", "venv"})
@@ -29,10 +36,6 @@ MAX_SCAN_BYTES = 64 * 1024 * 1024  # read from disk to find a line range
 
 class SandboxError(ValueError):
     """A path the agent may not use; the message says which and why."""
-
-
-def _is_env_file(name: str) -> bool:
-    return name == ".env" or name.startswith(".env.")
 
 
 class Workspace:
@@ -50,14 +53,17 @@ class Workspace:
             raise SandboxError(f"invalid path {path!r}")
         candidate = Path(path)
         full = candidate if candidate.is_absolute() else self.root / candidate
-        real = full.resolve()
+        try:
+            real = full.resolve()
+        except (RuntimeError, OSError) as exc:  # a symlink loop
+            raise SandboxError(f"{path!r} cannot be resolved ({exc})") from None
         if real != self.root and not real.is_relative_to(self.root):
             what = "a symlink that leads" if full.is_symlink() or real != full.absolute() else "it"
             raise SandboxError(f"{path!r} is outside the workspace ({what} leaves {self.root})")
         rel = real.relative_to(self.root)
-        if write and (set(rel.parts) & PROTECTED_DIRS or _is_env_file(real.name)):
+        if write and (set(rel.parts) & PROTECTED_DIRS or is_secrets_file(real.name)):
             raise SandboxError(f"{path!r} is protected: .git/, .talos/ and .env* are never written")
-        if not write and _is_env_file(real.name):
+        if not write and is_secrets_file(real.name):
             raise SandboxError(f"{path!r} holds secrets (.env*) and is not read")
         return real
 

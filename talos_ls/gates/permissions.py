@@ -21,9 +21,10 @@ Where rules come from, and what each may do:
 Modes: `read-only` (no writes; commands only when allowed by a rule), `ask` (the default: what
 no rule allows is asked), `auto-edit` (edits go through without asking; commands as in ask),
 `full-auto` (everything not denied, except a command whose program cannot be known before it
-runs). Without an OS sandbox every command is asked, whatever the mode and the rules. A prompt
-offers Allow once, Always allow `<rule>` (when a rule could cover it) and Deny; a dismissal is a
-denial; with nobody there to ask (headless), ask means deny, so nothing ever waits for ever.
+runs, and what an ask rule covers). Without an OS sandbox every command is asked, whatever the
+mode and the rules. A prompt offers Allow once, Always allow `<rule>` (when a rule could cover
+it) and Deny; a dismissal is a denial; with nobody there to ask (headless), ask means deny, so
+nothing ever waits for ever.
 """
 
 from __future__ import annotations
@@ -254,7 +255,8 @@ class Policy:
         return self._judge(analysis, shown)
 
     def _judge(self, analysis: Analysis, shown: str) -> Decision:
-        if self.mode == "full-auto" and self.sandboxed and not analysis.opaque:
+        asks = any(self._command_rule("ask", c) is not None for c in analysis.commands)
+        if self.mode == "full-auto" and self.sandboxed and not analysis.opaque and not asks:
             network = all(self._network(c) for c in analysis.commands)
             return Decision("allow", "full-auto mode", writable=True, network=network, shown=shown)
         asked: list[tuple[SimpleCommand, str]] = []
@@ -305,6 +307,8 @@ class Policy:
             return Decision("deny", f"writing {rel_path} is denied by a rule")
         if self.mode == "read-only":
             return Decision("deny", "no writes in read-only mode")
+        if ruled == "ask":
+            return Decision("ask", f"a rule says to ask before writing {rel_path}", rel_path)
         if ruled == "allow" or self.mode in ("auto-edit", "full-auto"):
             return Decision("allow", "allowed")
         return Decision("ask", f"writing {rel_path} needs your approval", rel_path)

@@ -18,7 +18,6 @@ syntax errors). A command whose program cannot be known without running it (`$X 
 
 from __future__ import annotations
 
-import dataclasses
 import fnmatch
 import os
 import posixpath
@@ -528,29 +527,36 @@ class Canonical:
     positionals: tuple[str, ...]
 
 
-def canonical(words: tuple[str, ...] | list[str]) -> Canonical:
-    """Order-insensitive flags (`-fr` is `-r -f`, `--force` is `-f` for rm), normalised paths,
-    so that a rule matches however the command spells the same thing."""
-    if not words:
-        return Canonical("", frozenset(), ())
+def _tokens(words: tuple[str, ...] | list[str]) -> list[tuple[str, str]]:
+    """("flag" | "arg", text) for each word after the program, spelt one way: `-fr` is `-f`,
+    `-r`; `--force` is `-f` for rm; paths normalised; everything after `--` an argument."""
     program = program_name(words[0])
     aliases = FLAG_ALIASES.get(program, {})
-    flags: set[str] = set()
-    positionals: list[str] = []
+    out: list[tuple[str, str]] = []
     options_done = False
     for word in words[1:]:
         if options_done or not word.startswith("-") or word == "-":
-            positionals.append(_norm_path(word) if "/" in word else word)
+            out.append(("arg", _norm_path(word) if "/" in word else word))
         elif word == "--":
             options_done = True
         elif word.startswith("--") or program in NO_CLUSTERS:
             name, sep, value = word.partition("=")
-            flags.add(aliases.get(name, name) + sep + value)
+            out.append(("flag", aliases.get(name, name) + sep + value))
         elif word[1:].isalpha():
-            flags.update(aliases.get(f"-{ch}", f"-{ch}") for ch in word[1:])
+            out.extend(("flag", aliases.get(f"-{ch}", f"-{ch}")) for ch in word[1:])
         else:
-            flags.add(word)
-    return Canonical(program, frozenset(flags), tuple(positionals))
+            out.append(("flag", word))
+    return out
+
+
+def canonical(words: tuple[str, ...] | list[str]) -> Canonical:
+    """Order-insensitive flags and normalised words (`_tokens`), so that a rule matches however
+    the command spells the same thing."""
+    if not words:
+        return Canonical("", frozenset(), ())
+    tokens = _tokens(words)
+    return Canonical(program_name(words[0]), frozenset(t for k, t in tokens if k == "flag"),
+                     tuple(t for k, t in tokens if k == "arg"))  # fmt: skip
 
 
 def _norm_path(word: str) -> str:
@@ -575,26 +581,33 @@ def rule_words(rule: str) -> list[str]:
 def matches(rule: str, words: tuple[str, ...], *, loose: bool = False) -> bool:
     """Does a rule (`git log`, `npm test`, `rm -rf /`, `*`) cover this command?
 
-    The program must be the rule's; the rule's flags must all be present, in any order and
-    spelling; the rule's other words must start the command's (`git log` covers `git log -5`).
-    `loose` (for deny rules): the rule's other words need only appear in order, so `git push
-    --repo x origin main` is still `git push origin main`."""
+    Strict (allow and ask rules): the command starts with the rule's words, the flags among
+    them in any order and spelling (`git log` covers `git log -5`; `ls -la` covers `ls -al x`;
+    `python --version` does not cover `python -c CODE --version`). `loose` (deny rules): the
+    program is compared by name whatever its directory, the rule's flags may be anywhere and
+    its other words need only appear in order, so `git push --repo x origin main` is still
+    `git push origin main` and `/opt/bin/rm -r x -f /` is still `rm -rf /`."""
     pattern = rule_words(rule)
     if pattern == ["*"]:
         return True
     if not pattern or not words:
         return False
     r, c = canonical(pattern), canonical(words)
-    if loose:  # a deny rule on `curl` holds for ./curl, /opt/x/curl and curl alike
-        r, c = (dataclasses.replace(x, program=os.path.basename(x.program)) for x in (r, c))
-    if not _fits(r.program, c.program):
+    if not loose:
+        head = _tokens(words)[: len(_tokens(pattern))]
+        c = Canonical(c.program, frozenset(t for k, t in head if k == "flag"),
+                      tuple(t for k, t in head if k == "arg"))  # fmt: skip
+        return (
+            _fits(r.program, c.program)
+            and len(r.flags) == len(c.flags)
+            and all(any(_fits(f, g) for g in c.flags) for f in r.flags)
+            and len(r.positionals) == len(c.positionals)
+            and all(_fits(p, w) for p, w in zip(r.positionals, c.positionals, strict=True))
+        )
+    if not _fits(os.path.basename(r.program), os.path.basename(c.program)):
         return False
     if not all(any(_fits(f, g) for g in c.flags) for f in r.flags):
         return False
-    if not loose:
-        return len(r.positionals) <= len(c.positionals) and all(
-            _fits(p, w) for p, w in zip(r.positionals, c.positionals, strict=False)
-        )
     it = iter(c.positionals)
     return all(any(_fits(p, w) for w in it) for p in r.positionals)
 
@@ -604,7 +617,7 @@ def _is_secret_name(name: str) -> bool:
     """`.env`, `.env.local`, or a glob the shell would match them with (`.e*`; a pattern that
     does not start with a dot never matches a dotfile)."""
     return name.startswith(".") and any(
-        fnmatch.fnmatchcase(probe, name) for probe in (".env", ".env.local")
+        fnmatch.fnmatchcase(probe, name) for probe in (".env", ".env.local", ".envrc")
     )
 
 
