@@ -472,7 +472,8 @@ def test_a_target_swapped_for_a_symlink_before_apply_is_not_written_through(atta
     ws, outside = attack.ws, attack.tmp / "outside"
     (outside / "src").mkdir(parents=True)
     victim = outside / "src" / "app.py"
-    victim.write_text("ORIGINAL\n")
+    original = (ws / "src" / "app.py").read_text()
+    victim.write_text(original)  # the same text: the proposal is not stale there
     from ..fake_openai import reply
 
     attack.script([call("propose_edit", path="src/app.py",
@@ -497,7 +498,7 @@ def test_a_target_swapped_for_a_symlink_before_apply_is_not_written_through(atta
     finally:
         swapper.join()
     attack.result(proc)  # a JSON result, whatever the outcome
-    assert victim.read_text() == "ORIGINAL\n"
+    assert victim.read_text() == original
     assert sorted(p.name for p in (outside / "src").iterdir()) == ["app.py"]
 
 
