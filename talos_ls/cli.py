@@ -19,8 +19,10 @@ from collections.abc import Sequence
 from dataclasses import asdict
 from decimal import Decimal
 from pathlib import Path
+from typing import Any
 
 from . import __version__
+from .display import visible
 from .gates.permissions import MODES
 from .gates.question_queue import QUESTION_BUDGET_TURNS, QuestionCandidate
 from .memory.facts import SOURCES, Fact, FactStore
@@ -178,6 +180,7 @@ def _clip(text: str, width: int) -> str:
 def _table(
     headers: Sequence[str], rows: Sequence[Sequence[str]], last_flexible: bool = True
 ) -> str:
+    rows = [[visible(cell, single_line=True) for cell in row] for row in rows]
     widths = [len(h) for h in headers]
     for row in rows:
         for i, cell in enumerate(row[:-1] if last_flexible else row):
@@ -191,6 +194,12 @@ def _table(
         lines.append("  ".join(c.ljust(w) for c, w in zip(cells[:-1], widths, strict=False))
                      + "  " + cells[-1])  # fmt: skip
     return "\n".join(line.rstrip() for line in lines)
+
+
+def _say(text: str, **kwargs: Any) -> None:
+    """Print text that may hold the workspace's or the model's words (a rule, a question), with
+    control characters made visible."""
+    print(visible(text), **kwargs)
 
 
 def _opt(value: int | None) -> str:
@@ -224,7 +233,7 @@ def _questions(store: Store, args: argparse.Namespace) -> int:
         print(json.dumps(out, ensure_ascii=False, indent=2))
         return 0
     if not out:
-        print(f"No questions in {store.url}: nothing has been proposed yet.")
+        _say(f"No questions in {store.url}: nothing has been proposed yet.")
         return 0
     for i, entry in enumerate(out):
         last = entry["last_delivery_turn"]
@@ -234,7 +243,7 @@ def _questions(store: Store, args: argparse.Namespace) -> int:
             else f"last question at turn {last}; budget reopens at turn "
             f"{entry['budget_reopens_at_turn']}"
         )
-        print(("\n" if i else "") + f"agent {entry['agent']}: {budget}")
+        _say(("\n" if i else "") + f"agent {entry['agent']}: {budget}")
         rows = []
         for raw in entry["candidates"]:
             c = QuestionCandidate(**raw)
@@ -255,11 +264,11 @@ def _questions(store: Store, args: argparse.Namespace) -> int:
         if rows:
             headers = ("ID", "STATUS", "KIND", "ASKED", "CREATED", "SEEN", "EXPIRES", "DELIVERED",
                        "QUESTION")  # fmt: skip
-            print(_table(headers, rows))
+            _say(_table(headers, rows))
         else:
-            print("  no open questions")
+            _say("  no open questions")
         if entry["hidden"]:
-            print(f"  ({entry['hidden']} answered or expired not shown; --all shows them)")
+            _say(f"  ({entry['hidden']} answered or expired not shown; --all shows them)")
     return 0
 
 
@@ -280,13 +289,13 @@ def _memory(store: Store, args: argparse.Namespace) -> int:
         print(json.dumps([asdict(f) for f in facts], ensure_ascii=False, indent=2))
         return 0
     if not facts:
-        print(f"No facts in {store.url}" + (f" for agent {args.agent}." if args.agent else "."))
+        _say(f"No facts in {store.url}" + (f" for agent {args.agent}." if args.agent else "."))
         return 0
     by_agent: dict[str, list[Fact]] = {}
     for f in facts:
         by_agent.setdefault(f.agent_id, []).append(f)
     for i, (agent, group) in enumerate(by_agent.items()):
-        print(("\n" if i else "") + f"agent {agent}: {len(group)} facts")
+        _say(("\n" if i else "") + f"agent {agent}: {len(group)} facts")
         rows = [
             (
                 f.key[:13],
@@ -298,7 +307,7 @@ def _memory(store: Store, args: argparse.Namespace) -> int:
             )
             for f in group
         ]
-        print(_table(("KEY", "CONF", "EVIDENCE", "SOURCE", "STATE", "STATEMENT"), rows))
+        _say(_table(("KEY", "CONF", "EVIDENCE", "SOURCE", "STATE", "STATEMENT"), rows))
     return 0
 
 
@@ -327,11 +336,11 @@ def _memory_add(store: Store, args: argparse.Namespace) -> int:
     try:
         key = facts.add(agent, args.statement, source=args.source, **slot)
     except ValueError as exc:
-        print(f"talos: error: {exc}", file=sys.stderr)
+        _say(f"talos: error: {exc}", file=sys.stderr)
         return 2
     outcome = Reconciler(facts).reconcile(key)
     where = f"'{slot['subject']} {slot['attribute']}'" if slot else ""
-    print(f"stored {key} for agent {agent}: " + _OUTCOMES.get(outcome, outcome).format(slot=where))
+    _say(f"stored {key} for agent {agent}: " + _OUTCOMES.get(outcome, outcome).format(slot=where))
     return 0
 
 
@@ -343,13 +352,13 @@ def _memory_forget(store: Store, args: argparse.Namespace) -> int:
         matches = exact
     if len(matches) != 1:
         problem = "no fact has" if not matches else f"{len(matches)} facts have"
-        print(f"talos: error: {problem} the key {args.key!r}", file=sys.stderr)
+        _say(f"talos: error: {problem} the key {args.key!r}", file=sys.stderr)
         return 1
     fact = matches[0]
     if facts.retract(fact.key):
-        print(f"retracted {fact.key}: {fact.statement}")
+        _say(f"retracted {fact.key}: {fact.statement}")
     else:
-        print(f"{fact.key} was already closed ({_fact_state(fact)})")
+        _say(f"{fact.key} was already closed ({_fact_state(fact)})")
     return 0
 
 
@@ -371,13 +380,13 @@ def _memory_conflicts(store: Store, args: argparse.Namespace) -> int:
         print(json.dumps(out, ensure_ascii=False, indent=2))
         return 0
     if not found:
-        print("No unresolved conflicts.")
+        _say("No unresolved conflicts.")
         return 0
     for a, entry, x, y in found:
-        print(f"agent {a}: conflict {entry.payload.get('disjunction_id', entry.id)[:8]}")
+        _say(f"agent {a}: conflict {entry.payload.get('disjunction_id', entry.id)[:8]}")
         for side in (x, y):
             if side is not None:
-                print(f"  {side.confidence:.2f}  {side.key[:13]}  ({side.source}) {side.statement}")
+                _say(f"  {side.confidence:.2f}  {side.key[:13]}  ({side.source}) {side.statement}")
     return 0
 
 
@@ -399,12 +408,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         store = open_store(args.store)
     except StoreError as exc:
-        print(f"talos: error: {exc}", file=sys.stderr)
+        _say(f"talos: error: {exc}", file=sys.stderr)
         return 1
     try:
         return {"questions": _questions, "memory": _memory}[args.command](store, args)
     except StoreError as exc:
-        print(f"talos: error: {exc}", file=sys.stderr)
+        _say(f"talos: error: {exc}", file=sys.stderr)
         return 1
     finally:
         store.close()

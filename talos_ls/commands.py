@@ -81,6 +81,7 @@ async def _run(args: argparse.Namespace, store, root: Path) -> int:
             "tokens": {"in": spent.tokens_in, "out": spent.tokens_out,
                        "cached": spent.tokens_cached},
             "unpriced": spent.unpriced,
+            "usage_estimated": spent.estimated,
             "questions": [{"question": host.phrase(q).question_text,
                            "options": [o["label"] for o in q.options],
                            "answered": r.applied,
@@ -106,10 +107,11 @@ async def _run(args: argparse.Namespace, store, root: Path) -> int:
 
 def skills(args: argparse.Namespace) -> int:
     found, problems = discover(Path(args.workspace))
-    for skill in found.values():
-        print(f"{skill.name:16}  {skill.description}\n{'':16}  [{skill.path.parent}]")
+    for skill in found.values():  # a workspace's skill is the workspace's text: shown plainly
+        print(f"{skill.name:16}  {visible(skill.description, single_line=True)}\n"
+              f"{'':16}  [{visible(str(skill.path.parent), single_line=True)}]")  # fmt: skip
     for problem in problems:
-        print(problem, file=sys.stderr)
+        print(visible(problem, single_line=True), file=sys.stderr)
     return 0
 
 

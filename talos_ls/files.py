@@ -16,12 +16,13 @@ import stat
 from pathlib import Path
 from typing import BinaryIO
 
-SECRET_FILE_GLOBS = (".env", ".env.*", ".envrc")  # dotenv and direnv files hold secrets
+SECRET_FILE_GLOBS = (".env*",)  # dotenv and direnv files: .env, .env.local, .env-prod, .envrc
 
 
 def is_secrets_file(name: str) -> bool:
-    """`.env`, `.env.local`, `.envrc`...: files the model never reads and commands never see."""
-    return name in (".env", ".envrc") or name.startswith(".env.")
+    """`.env`, `.env.local`, `.env_prod`, `.envrc`...: files the model never reads and commands
+    never see (a directory of that name, a virtualenv say, is not one)."""
+    return name.startswith(".env")
 
 
 class NotRegularFile(OSError):

@@ -31,13 +31,31 @@ _SHAPES: tuple[tuple[str, re.Pattern[str]], ...] = (
     ("slack token", re.compile(r"\bxox[abposr]-[A-Za-z0-9\-]{10,}")),
     ("google key", re.compile(r"\bAIza[0-9A-Za-z_\-]{35}")),
     ("stripe key", re.compile(r"\b[rs]k_live_[0-9a-zA-Z]{20,}")),
+    # The body of a PEM or OpenSSH key read without its BEGIN line (a line range): a line of
+    # nothing but 60 to 76 base64 characters mixing upper case, lower case and digits.
+    ("key material", re.compile(
+        r"(?m)(?<![A-Za-z0-9+/=])(?=[A-Za-z0-9+/]*[A-Z])(?=[A-Za-z0-9+/]*[a-z])"
+        r"(?=[A-Za-z0-9+/]*[0-9])[A-Za-z0-9+/]{60,76}={0,2}[ \t]*$")),
 )  # fmt: skip
-_URL_PASSWORD = re.compile(r"\b([a-z][a-z0-9+.\-]*://[^\s:/@]*):([^\s@/]+)@", re.IGNORECASE)
+# The user information of a URL runs to the last `@` before the host: a password may hold `@`.
+_URL_USERINFO = re.compile(r"\b([a-z][a-z0-9+.\-]*://)([^\s/?#@]*(?:@[^\s/?#@]*)*)@",
+                           re.IGNORECASE)  # fmt: skip
+_TOKENISH = re.compile(r"(?=.*\d)[A-Za-z0-9_\-.~%]{16,}")
+
+
+def _userinfo(match: re.Match[str]) -> str:
+    user, sep, _password = match.group(2).partition(":")
+    if sep:
+        return f"{match.group(1)}{user}:***@"
+    if _TOKENISH.fullmatch(user):  # a token as the user name (`https://ghp_x@github.com`)
+        return f"{match.group(1)}***@"
+    return match.group(0)
 
 
 def redact_url(text: str) -> str:
-    """`scheme://user:password@host` -> `scheme://user:***@host`, anywhere in `text`."""
-    return _URL_PASSWORD.sub(r"\1:***@", text)
+    """`scheme://user:password@host` -> `scheme://user:***@host`, anywhere in `text`; a user
+    name that looks like a token is hidden too."""
+    return _URL_USERINFO.sub(_userinfo, text)
 
 
 class Redactor:

@@ -102,7 +102,7 @@ def test_rules_deny_wins_and_every_part_must_pass(tmp_path):
         ("find . -delete", "find -delete deletes files"),
         ("find . -fprintf out %p", "find -fprintf writes a file"),
         ("git log --output=out", "git --output writes a file"),
-        ("git -c core.pager=sh log", "git -c sets configuration"),
+        ("git -c core.pager=sh log", "git -c can run a program given as text"),
         ("git diff --no-index a /etc/passwd", "git --no-index reads files outside"),
         ("rg --pre ./x pattern", "rg --pre runs"),
         ("cat $HOME/x", "expansion"),

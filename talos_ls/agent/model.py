@@ -230,7 +230,14 @@ class ModelClient:
             await stream.close()  # also on cancellation: the server sees the stream end
         result.text = "".join(texts)
         result.tool_calls = [calls[i] for i in sorted(calls)]
-        if not reported:
+        # No usage, or none for a call that sent and got text: counted from the text instead, so
+        # an endpoint that reports zeros cannot switch the caps off.
+        said = result.text or result.tool_calls
+        if (
+            not reported
+            or result.usage.prompt_tokens == 0
+            or (said and result.usage.completion_tokens == 0)
+        ):
             result.usage = _estimate(messages, result)
         return result
 

@@ -7,13 +7,15 @@ Every command the agent runs is spawned as `bwrap ... -- bash -c COMMAND`:
 - the environment is an allow-list (PATH, LANG, TERM...; HOME is a private empty directory),
   and bwrap itself is spawned with that same environment: no process the command can see holds
   a secret, and the daemon is outside its PID namespace, so no `/proc/<pid>/environ` leaks;
-- the system is read-only; every home directory is an empty tmpfs, except the toolchains on
-  PATH (`~/.pyenv`, `~/.cargo/bin`...) bound read-only; the person's credential stores and
-  Talos's own config, state and store are hidden even where a bound directory contains them;
-- the workspace is read-only for what rules allow unasked and writable for approved commands,
-  with `.git` and `.talos/` always read-only (a mount point cannot be renamed away either; when
-  one is missing, an empty read-only one stands in while the command runs, so the command
-  cannot create it with hooks or rules of its own) and every `.env*`/`.envrc` file unreadable.
+- the system is read-only, its own secrets (`/etc/shadow`, host keys) hidden; every home
+  directory is an empty tmpfs, except the toolchains on PATH (`~/.pyenv`, `~/.cargo`...) bound
+  read-only; the person's credential stores and Talos's own config, state and store are hidden
+  even where a bound directory contains them;
+- the workspace is read-only for what rules allow unasked and writable for approved commands
+  (never when it holds a home directory), with `.git` and `.talos/` always read-only (a mount
+  point cannot be renamed away either; when one is missing, an empty read-only one stands in
+  while the command runs, so the command cannot create it with hooks or rules of its own) and
+  every `.env*` file (`.env`, `.env.local`, `.envrc`...) replaced by an empty one.
 
 Where `bwrap` is missing or cannot create namespaces (some containers, Ubuntu's AppArmor
 restriction of user namespaces), `probe` says so once, and the permission gate asks before
@@ -62,6 +64,9 @@ CREDENTIAL_STORES = (".ssh", ".aws", ".azure", ".config/gh", ".config/hub", ".co
 # Read-only whatever the command: git runs hooks and config (core.fsmonitor, aliases, filters)
 # later, outside the sandbox; `.talos/` holds rules, skills and permissions.
 PROTECTED_IN_WORKSPACE = (".git", ".talos")
+# Readable by root on many systems, and secret: hidden even though the system is visible.
+SYSTEM_SECRETS = ("/etc/shadow", "/etc/shadow-", "/etc/gshadow", "/etc/gshadow-", "/etc/sudoers",
+                  "/etc/sudoers.d", "/etc/ssl/private", "/etc/security/opasswd")  # fmt: skip
 _SKIP_SCAN = frozenset({".git", "node_modules", "__pycache__", ".venv", "venv", ".tox"})
 
 
@@ -92,6 +97,19 @@ def _allowed_env(home: str) -> dict[str, str]:
     env.setdefault("PATH", "/usr/local/bin:/usr/bin:/bin")
     env.setdefault("LANG", "C.UTF-8")
     return env
+
+
+_EMPTY: list[str] = []
+
+
+def _empty_file() -> str:
+    """An empty read-only file, made once per process, bound over each hidden file."""
+    if not _EMPTY or not os.path.exists(_EMPTY[0]):
+        fd, path = tempfile.mkstemp(prefix="talos-hidden-")
+        os.close(fd)
+        os.chmod(path, 0o444)
+        _EMPTY[:] = [path]
+    return _EMPTY[0]
 
 
 def _stand_ins_gone(paths: Iterable[Path]) -> None:
@@ -201,7 +219,8 @@ class Sandbox:
 
     def _hidden(self) -> list[Path]:
         paths = [u / rel for u in _user_homes() for rel in CREDENTIAL_STORES]
-        return [*paths, *talos_paths(), *self.extra_hidden]
+        system = [Path(p) for p in SYSTEM_SECRETS] + sorted(Path("/etc/ssh").glob("ssh_host_*key"))
+        return [*paths, *system, *talos_paths(), *self.extra_hidden]
 
     def _env_files(self) -> list[Path]:
         """Secrets files in the workspace (a link counts by what it points to)."""
@@ -214,16 +233,23 @@ class Sandbox:
             except OSError:
                 continue
             for entry in entries:
-                if is_secrets_file(entry.name):
+                if is_secrets_file(entry.name) and not entry.is_dir():  # (a venv named .env)
                     found.append(Path(os.path.realpath(entry.path)))
                 elif entry.is_dir(follow_symlinks=False) and entry.name not in _SKIP_SCAN:
                     pending.append(Path(entry.path))
         return found
 
     def argv(self, command: str, *, writable: bool, network: bool) -> list[str]:
-        """The bwrap command line that runs `command` (with `bash -c`)."""
+        """The bwrap command line that runs `command` (with `bash -c`). A workspace that holds
+        a home directory (or is one) is never writable: a command could plant `~/.ssh`,
+        `~/.bashrc` or Talos's own settings there."""
         assert self.bwrap, "no bwrap"
         homes = _homes()
+        writable = writable and not any(h.is_relative_to(self.root) for h in _user_homes())
+        for path in talos_paths():  # inside the workspace: made now, so they can be hidden
+            if path.is_relative_to(self.root) and not os.path.lexists(path):
+                with contextlib.suppress(OSError):
+                    path.mkdir(parents=True)
         args = [self.bwrap, "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc",
                 "--tmpfs", "/tmp", "--dir", SANDBOX_HOME, "--tmpfs", "/var/tmp"]  # fmt: skip
         if os.path.isdir("/run"):
@@ -255,8 +281,8 @@ class Sandbox:
                 continue
             if path.is_dir():
                 args += ["--tmpfs", str(path), "--remount-ro", str(path)]
-            else:
-                args += ["--ro-bind", "/dev/null", str(path)]
+            else:  # an empty regular file: readers see nothing, git sees a plain file
+                args += ["--ro-bind", _empty_file(), str(path)]
         args += ["--chdir", root, "--unshare-all"]
         if network:
             args.append("--share-net")
@@ -350,11 +376,15 @@ async def _collect(proc: asyncio.subprocess.Process, timeout: float, cap: int) -
     return CommandResult(None if killed else proc.returncode, text, total, killed)
 
 
-async def kill_process(proc: asyncio.subprocess.Process) -> None:
-    """SIGKILL the process group, then read the pipe to its end: asyncio sees a process as
-    finished only once its pipes are closed, and a paused reader never sees the end."""
+async def kill_process(proc: asyncio.subprocess.Process, *, group: bool = True) -> None:
+    """SIGKILL the process (its whole group, when it leads one), then read the pipe to its
+    end: asyncio sees a process as finished only once its pipes are closed, and a paused
+    reader never sees the end."""
     with contextlib.suppress(ProcessLookupError):
-        os.killpg(proc.pid, signal.SIGKILL)
+        if group:
+            os.killpg(proc.pid, signal.SIGKILL)
+        else:
+            proc.kill()
 
     async def drain() -> None:
         while proc.stdout is not None and await proc.stdout.read(65536):

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import shutil
+import tempfile
 import time
 
 import re2
@@ -78,33 +79,31 @@ async def search(
 async def _ripgrep(
     binary: str, workspace: Workspace, pattern: str, rel: str, limit: int, deadline: float
 ) -> list[str]:
+    """ripgrep reads no ignore file itself (`--no-ignore`: a FIFO named `.gitignore` would
+    stall it, a link to /dev/zero would fill memory): it gets the root `.gitignore` as read
+    safely by the workspace, as the fallback uses it."""
     globs = [*(f"!{g}" for g in SECRET_FILE_GLOBS), *(f"!{d}/" for d in sorted(ALWAYS_SKIPPED))]
-    argv = [
-        binary,
-        "--no-config",
-        "--no-require-git",
-        "--hidden",
-        "--line-number",
-        "--no-heading",
-        "--null",
-        "--color",
-        "never",
-        "--max-columns",
-        str(LINE_CHARS),
-        "--max-columns-preview",
-        "--max-filesize",
-        str(MAX_FILE_BYTES),
-        *(arg for g in globs for arg in ("--glob", g)),
-        "--regexp",
-        pattern,
-        "--",
-        rel,
-    ]
-    proc = await asyncio.create_subprocess_exec(
-        *argv, cwd=workspace.root, env={"PATH": "/usr/bin:/bin"},
-        stdin=asyncio.subprocess.DEVNULL, stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.DEVNULL, start_new_session=True,
-    )  # fmt: skip
+    with tempfile.NamedTemporaryFile("w", prefix="talos-ignore-", suffix=".txt") as ignore:
+        ignore.write("\n".join(workspace.ignore_lines()) + "\n")
+        ignore.flush()
+        argv = [binary, "--no-config", "--no-ignore", "--ignore-file", ignore.name, "--hidden",
+                "--with-filename", "--line-number", "--no-heading", "--null", "--color", "never",
+                "--max-columns", str(LINE_CHARS), "--max-columns-preview", "--max-filesize",
+                str(MAX_FILE_BYTES), *(arg for g in globs for arg in ("--glob", g)),
+                "--regexp", pattern, "--", rel]  # fmt: skip
+        # Not a session of its own: rg starts no children, and should die with us.
+        proc = await asyncio.create_subprocess_exec(
+            *argv, cwd=workspace.root, env={"PATH": "/usr/bin:/bin"},
+            stdin=asyncio.subprocess.DEVNULL, stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.DEVNULL,
+        )  # fmt: skip
+        try:
+            return await _read_hits(proc, limit, deadline)
+        finally:
+            await kill_process(proc, group=False)
+
+
+async def _read_hits(proc: asyncio.subprocess.Process, limit: int, deadline: float) -> list[str]:
     assert proc.stdout is not None
     hits: list[str] = []
     try:
@@ -118,10 +117,6 @@ async def _ripgrep(
                 hits.append(_hit(path.removeprefix("./"), number, line))
     except TimeoutError:
         hits.append(f"[search stopped after {deadline:.0f} s; narrow the pattern or the path]")
-    except asyncio.CancelledError:
-        await kill_process(proc)
-        raise
-    await kill_process(proc)  # enough hits, or done: either way rg has nothing more to say
     return hits
 
 

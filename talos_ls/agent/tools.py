@@ -40,6 +40,9 @@ from .workspace import SandboxError, Workspace
 
 MAX_OUTPUT = 8000
 MAX_LISTED = 1000
+MAX_FACT_CHARS = 1000  # remember: a statement
+MAX_SLOT_CHARS = 200  # remember: subject, attribute, value; ask: an option
+MAX_QUESTION_CHARS = 500
 logger = logging.getLogger(__name__)
 
 
@@ -214,6 +217,11 @@ async def _run_command(ctx: ToolContext, args: dict[str, Any]) -> str:
 
 async def _remember(ctx: ToolContext, args: dict[str, Any]) -> str:
     slot: dict[str, Any] = {k: args[k] for k in ("subject", "attribute", "value") if k in args}
+    if len(args["statement"]) > MAX_FACT_CHARS:
+        raise ToolError(f"a fact is at most {MAX_FACT_CHARS} characters; say it shorter")
+    for name, value in slot.items():
+        if len(value) > MAX_SLOT_CHARS or not normalize_text(value):
+            raise ToolError(f"{name} must be a few words (at most {MAX_SLOT_CHARS} characters)")
     known = _already_known(ctx, args["statement"], slot)
     if known is not None:
         return f"already remembered as {known}; saying it again adds no evidence"
@@ -243,6 +251,9 @@ async def _ask(ctx: ToolContext, args: dict[str, Any]) -> str:
     question, options = args["question"], args["options"]
     if not 2 <= len(options) <= 6 or not all(isinstance(o, str) and o.strip() for o in options):
         raise ToolError("ask needs 2 to 6 non-empty options the person can choose from")
+    if len(question) > MAX_QUESTION_CHARS or any(len(o) > MAX_SLOT_CHARS for o in options):
+        raise ToolError(f"a question is at most {MAX_QUESTION_CHARS} characters and each "
+                        f"option at most {MAX_SLOT_CHARS}")  # fmt: skip
     ident = hashlib.sha1(normalize_text(question).encode()).hexdigest()[:12]
     try:
         cand = ctx.queue.propose(

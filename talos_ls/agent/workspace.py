@@ -45,6 +45,7 @@ class Workspace:
             raise SandboxError(f"workspace root {self.root} is not a directory")
         self._ignore_stamp: float | None = None
         self._ignore = pathspec.GitIgnoreSpec.from_lines([])
+        self._ignore_lines: list[str] = []
 
     # --------------------------------------------------------------- paths
     def resolve(self, path: str, *, write: bool = False) -> Path:
@@ -83,9 +84,15 @@ class Workspace:
             except OSError:
                 text = ""
             lines = text.splitlines()
+            self._ignore_lines = lines
             self._ignore = pathspec.GitIgnoreSpec.from_lines(lines)
             self._ignore_stamp = stamp
         return self._ignore
+
+    def ignore_lines(self) -> list[str]:
+        """The root `.gitignore`, read safely (a FIFO or a device there reads as empty)."""
+        self._spec()
+        return list(self._ignore_lines)
 
     def ignored(self, rel: str, is_dir: bool = False) -> bool:
         first = rel.split("/", 1)[0]

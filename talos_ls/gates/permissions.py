@@ -41,7 +41,7 @@ import platformdirs
 
 from ..display import visible
 from ..files import FileTooLarge, NotRegularFile, atomic_write, read_regular
-from .shell import Analysis, SimpleCommand, analyze, matches, path_risks
+from .shell import Analysis, SimpleCommand, analyze, could_match, matches, path_risks
 
 MODES = ("read-only", "ask", "auto-edit", "full-auto")
 DECISIONS = ("allow", "ask", "deny")
@@ -254,8 +254,19 @@ class Policy:
                 return Decision("deny", f"`{what}` is denied by {rules.source}", shown=shown)
         return self._judge(analysis, shown)
 
+    def _maybe_denied(self, cmd: SimpleCommand) -> str | None:
+        """A deny rule its expansions or globs could turn it into, once they are known."""
+        for rules in self.sources():
+            for rule in rules.commands.get("deny", []):
+                if could_match(rule, cmd):
+                    return f"it could be `{visible(rule, single_line=True)}`, which is denied"
+        return None
+
     def _judge(self, analysis: Analysis, shown: str) -> Decision:
-        asks = any(self._command_rule("ask", c) is not None for c in analysis.commands)
+        asks = any(
+            self._command_rule("ask", c) is not None or self._maybe_denied(c)
+            for c in analysis.commands
+        )
         if self.mode == "full-auto" and self.sandboxed and not analysis.opaque and not asks:
             network = all(self._network(c) for c in analysis.commands)
             return Decision("allow", "full-auto mode", writable=True, network=network, shown=shown)
@@ -266,6 +277,8 @@ class Policy:
             rules = self._command_rule("allow", cmd)
             if self._command_rule("ask", cmd) is not None:
                 asked.append((cmd, "a rule says to ask"))
+            elif maybe := self._maybe_denied(cmd):
+                asked.append((cmd, maybe))
             elif risks:
                 asked.append((cmd, risks[0]))
             elif rules is None:
@@ -292,7 +305,9 @@ class Policy:
             self._network(c) or not r.writable
             for c, r in zip(analysis.commands, grants, strict=True)
         )
-        writable = self.mode != "read-only" and any(r.writable for r in grants)
+        # Writable only when every program on the line was allowed by a rule that grants
+        # writing: a built-in reader beside the person's `pytest` must not write through it.
+        writable = self.mode != "read-only" and all(r.writable for r in grants)
         return Decision("allow", "allowed by rules", writable=writable, network=network,
                         shown=shown)  # fmt: skip
 

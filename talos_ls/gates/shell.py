@@ -19,6 +19,8 @@ syntax errors). A command whose program cannot be known without running it (`$X 
 from __future__ import annotations
 
 import fnmatch
+import glob as globmod
+import itertools
 import os
 import posixpath
 import re
@@ -28,8 +30,11 @@ from pathlib import Path
 import tree_sitter
 import tree_sitter_bash
 
+from ..files import is_secrets_file
+
 _LANGUAGE = tree_sitter.Language(tree_sitter_bash.language())
 MAX_DEPTH = 8  # nested `sh -c` bodies; deeper is opaque
+MAX_GLOB_CHECK = 1000  # paths a glob argument may match and still be checked one by one
 
 SHELLS = frozenset({"sh", "bash", "dash", "zsh", "ksh", "mksh", "ash"})
 OPAQUE_PROGRAMS = frozenset({"eval", "source", ".", "trap", "alias", "fc", "coproc"})
@@ -56,25 +61,37 @@ RISKY_FLAGS: dict[str, dict[str, str]] = {
     "find": {"-exec": "runs another command", "-execdir": "runs another command",
              "-ok": "runs another command", "-okdir": "runs another command",
              "-delete": "deletes files", "-fprint": "writes a file", "-fprint0": "writes a file",
-             "-fprintf": "writes a file", "-fls": "writes a file"},
-    "git": {"-c": "sets configuration that can run programs",
-            "--config-env": "sets configuration that can run programs",
-            "-C": "runs in another directory", "--git-dir": "uses another repository",
-            "--work-tree": "uses another work tree", "--exec-path": "runs other programs",
-            "--output": "writes a file", "--ext-diff": "runs an external diff program",
-            "--upload-pack": "runs another program", "--receive-pack": "runs another program",
-            "--exec": "runs another command", "--no-index": "reads files outside the repository",
+             "-fprintf": "writes a file", "-fls": "writes a file",
+             "-L": "follows symbolic links out of the workspace",
+             "-H": "follows symbolic links", "-follow": "follows symbolic links"},
+    "git": {"-C": "runs in another directory", "--git-dir": "uses another repository",
+            "--work-tree": "uses another work tree", "--output": "writes a file",
+            "--ext-diff": "runs an external diff program", "--exec": "runs another command",
+            "--no-index": "reads files outside the repository",
             "--textconv": "runs conversion programs"},
-    "rg": {"--pre": "runs a preprocessor program on every file",
-           "--pre-glob": "runs a preprocessor program"},
     "sed": {"-i": "edits files in place", "--in-place": "edits files in place"},
-    "tar": {"--to-command": "runs another command", "--checkpoint-action": "runs commands",
-            "-I": "runs a compression program", "--use-compress-program": "runs a program",
-            "--info-script": "runs a script", "-F": "runs a script",
-            "--new-volume-script": "runs a script"},
-    "sort": {"-o": "writes a file", "--output": "writes a file",
-             "--compress-program": "runs a program"},
+    "sort": {"-o": "writes a file", "--output": "writes a file"},
     "tee": {"": "writes files"},  # tee writes whatever it is given
+    "uniq": {"": "may write its second argument"},
+    "tree": {"-o": "writes a file"},
+    "grep": {"-R": "follows symbolic links out of the workspace",
+             "--dereference-recursive": "follows symbolic links out of the workspace"},
+    "rg": {"-L": "follows symbolic links out of the workspace",
+           "--follow": "follows symbolic links out of the workspace",
+           "--pre": "runs a preprocessor program on every file",
+           "--pre-glob": "runs a preprocessor program"},
+    "du": {"-L": "follows symbolic links", "--dereference": "follows symbolic links"},
+    "cp": {"-L": "follows symbolic links", "--dereference": "follows symbolic links"},
+}  # fmt: skip
+# Flags that make a program run code this module cannot see (a git alias `!cmd` or pager, a
+# tar or sort helper program): what runs is unknown, so no rule can vouch for the command.
+OPAQUE_FLAGS: dict[str, frozenset[str]] = {
+    "git": frozenset({"-c", "--config-env", "--exec-path", "--upload-pack", "--receive-pack"}),
+    "tar": frozenset({"--to-command", "--checkpoint-action", "-I", "--use-compress-program",
+                      "--info-script", "-F", "--new-volume-script"}),
+    "sort": frozenset({"--compress-program"}),
+    "rsync": frozenset({"-e", "--rsh", "--rsync-path"}),
+    "zip": frozenset({"-TT", "--unzip-command"}),
 }  # fmt: skip
 # Long spellings that mean the same as a short flag, for matching rules (`rm --force -r`).
 FLAG_ALIASES: dict[str, dict[str, str]] = {
@@ -225,90 +242,124 @@ def _text(node: tree_sitter.Node) -> str:
 
 
 # ------------------------------------------------------------- wrappers
-_TAKES_VALUE = {
-    "env": {"-u", "--unset", "-C", "--chdir"},
-    "nice": {"-n", "--adjustment"},
-    "timeout": {"-s", "--signal", "-k", "--kill-after"},
-    "stdbuf": {"-i", "-o", "-e", "--input", "--output", "--error"},
-    "ionice": {"-c", "--class", "-n", "--classdata"},
-    "exec": {"-a"},
-    "sudo": {"-u", "-g", "-C", "-h", "-p", "-U", "-r", "-t", "-T", "-D", "--user", "--group"},
-    "doas": {"-u", "-C"},
-    "xargs": {"-I", "-i", "-n", "-P", "-L", "-l", "-s", "-d", "-E", "-e", "-a",
-              "--max-args", "--max-procs", "--max-lines", "--max-chars", "--delimiter",
-              "--eof", "--arg-file", "--replace", "--process-slot-var"},
+@dataclass(frozen=True)
+class Runner:
+    """A program that runs another one named after its own options (`nice -n 5 make`)."""
+
+    takes: frozenset[str] = frozenset()  # its options that are followed by a value
+    before: int = 0  # words between its options and the program (a duration, a lock file)
+    body: frozenset[str] = frozenset()  # options whose value is a command line (`env -S`)
+    runs_rest: bool = True  # False: it runs only what a body option gives (`script -c`)
+    joins: bool = False  # the rest is one command line, joined by spaces (`watch`)
+
+
+def _r(takes: str = "", before: int = 0, body: str = "", **kw: bool) -> Runner:
+    return Runner(frozenset(takes.split()), before, frozenset(body.split()), **kw)
+
+
+RUNNERS: dict[str, Runner] = {
+    "env": _r("-u --unset -C --chdir", body="-S --split-string"),
+    "command": _r(), "builtin": _r(), "exec": _r("-a"), "nohup": _r(), "setsid": _r(),
+    "time": _r("-f --format -o --output"), "nice": _r("-n --adjustment"),
+    "timeout": _r("-s --signal -k --kill-after", before=1),
+    "stdbuf": _r("-i -o -e --input --output --error"),
+    "ionice": _r("-c --class -n --classdata"), "chrt": _r("-T -P -D", before=1),
+    "taskset": _r(before=1), "flock": _r("-w --timeout -E --conflict-exit-code", before=1,
+                                         body="-c --command"),
+    "setpriv": _r("--reuid --regid --groups --inh-caps --ambient-caps --bounding-set "
+                  "--securebits --pdeathsig --selinux-label --apparmor-profile"),
+    "unshare": _r("--propagation --setgroups --map-user --map-group -S -G --setuid --setgid "
+                  "--root -R --wd -w"),
+    "nsenter": _r("-t --target -S -G --setuid --setgid --root -r --wd -w"),
+    "chroot": _r("--userspec --groups", before=1), "sudo": _r(
+        "-u -g -C -h -p -U -r -t -T -D --user --group --host --prompt --chdir"),
+    "doas": _r("-u -C"), "pkexec": _r("--user"), "runuser": _r("-u -g -G --user --group",
+                                                               body="-c --command"),
+    "su": _r("-g -G -s --shell", body="-c --command"), "sg": _r(before=1, body="-c"),
+    "script": _r("-t --timing -T -I -O -B -E --echo -m --logging-format", body="-c --command",
+                 runs_rest=False),
+    "watch": _r("-n --interval -d --differences -g --chgexit -x --exec", joins=True),
+    "strace": _r("-e -o -p -s -u -E -a -b -I -O -P -S -X"),
+    "ltrace": _r("-e -o -p -s -u -a -n"), "valgrind": _r(), "catchsegv": _r(),
+    "xvfb-run": _r("-n -s -e -f -p --server-num --server-args --error-file --auth-file"),
+    "dbus-run-session": _r("--config-file --dbus-daemon"),
+    "systemd-run": _r("-p --property -u --unit -E --setenv --uid --gid --nice -M --machine "
+                      "--working-directory -d"),
+    "firejail": _r(), "proxychains": _r("-f"), "proxychains4": _r("-f"),
+    "torsocks": _r("-u -p -a -P"), "cgexec": _r("-g"), "busybox": _r(),
+    "xargs": _r("-I -i -n -P -L -l -s -d -E -e -a --max-args --max-procs --max-lines "
+                "--max-chars --delimiter --eof --arg-file --replace --process-slot-var"),
 }  # fmt: skip
-WRAPPERS = frozenset(
-    {
-        "env",
-        "command",
-        "builtin",
-        "exec",
-        "nice",
-        "nohup",
-        "time",
-        "timeout",
-        "stdbuf",
-        "ionice",
-        "setsid",
-        "sudo",
-        "doas",
-        "xargs",
-        "busybox",
-    }
-)
+WRAPPERS = frozenset(RUNNERS)
 
 
-def _skip_options(program: str, words: list[Word]) -> tuple[int, list[str]]:
-    """Index of the first word after the wrapper's own options; risks found on the way."""
-    takes = _TAKES_VALUE.get(program, set())
-    risks: list[str] = []
-    i = 1
-    while i < len(words):
-        w = words[i].text
-        if w == "--":
-            return i + 1, risks
-        if not w.startswith("-") or w == "-":
-            break
-        if (program == "env" and w in ("-S", "--split-string")) or w.startswith("--split-string"):
-            risks.append("env -S splits a string into a command")
-        if program == "env" and w in ("-C", "--chdir"):
-            risks.append("env -C runs in another directory")
-        i += 2 if (w in takes and "=" not in w) else 1
-    return i, risks
+def _body_value(flag: str, runner: Runner, words: list[Word], i: int) -> tuple[Word, int] | None:
+    """When `words[i]` is one of the runner's body options: the command line it gives (and
+    the index after it). `-S 'x'`, `-S'x'`, `--split-string=x`, `-qc 'x'` all count."""
+    for option in runner.body:
+        if flag == option and i + 1 < len(words):
+            return words[i + 1], i + 2
+        if option.startswith("--") and flag.startswith(option + "="):
+            return Word(flag[len(option) + 1 :], words[i].static), i + 1
+        letter = option[1:] if len(option) == 2 else ""
+        if letter and flag.startswith("-") and not flag.startswith("--") and letter in flag[1:]:
+            rest = flag[flag.index(letter, 1) + 1 :]
+            if rest:  # the value is attached: -S'sudo x' reads as -Ssudo x
+                return Word(rest, words[i].static), i + 1
+            if i + 1 < len(words):
+                return words[i + 1], i + 2
+    return None
 
 
-def _unwrap(words: list[Word]) -> tuple[list[list[Word]], list[str], bool]:
-    """Each layer of wrappers down to the program that runs; risks; whether the program is
-    known. `xargs` adds arguments only known at run time."""
-    layers, risks, known = [words], [], True
+def _unwrap(words: list[Word]) -> tuple[list[list[Word]], list[str], bool, list[Word]]:
+    """Each layer of runners down to the program that runs; risks; whether the program is
+    known; command lines given to runners as text (`env -S`, `flock -c`, `watch`), which the
+    caller analyses in turn. `xargs` adds arguments only known at run time."""
+    layers, risks, known, bodies = [words], [], True, []
     while words and words[0].static:
-        program = os.path.basename(words[0].text)  # a wrapper anywhere is still a wrapper
-        if program not in WRAPPERS:
+        program = os.path.basename(words[0].text)  # a runner anywhere is still a runner
+        runner = RUNNERS.get(program)
+        if runner is None:
             break
         if program == "command" and any(w.text in ("-v", "-V") for w in words[1:2]):
             break  # `command -v x` looks x up; it does not run it
-        if program == "busybox":
-            start = 1
-        else:
-            start, more = _skip_options(program, words)
-            risks += more
+        i = 1
+        while i < len(words):
+            flag = words[i].text
+            if flag == "--":
+                i += 1
+                break
+            if not flag.startswith("-") or flag == "-":
+                break
+            given = _body_value(flag, runner, words, i)
+            if given is not None:
+                bodies.append(given[0])
+                i = given[1]
+                continue
+            if program == "env" and flag in ("-C", "--chdir"):
+                risks.append("env -C runs in another directory")
+            i += 2 if (flag in runner.takes and "=" not in flag) else 1
         if program == "env":
             assigned = 0
-            while start < len(words) and re.match(r"^[A-Za-z_][A-Za-z0-9_]*=", words[start].text):
-                start, assigned = start + 1, assigned + 1
+            while i < len(words) and re.match(r"^[A-Za-z_][A-Za-z0-9_]*=", words[i].text):
+                i, assigned = i + 1, assigned + 1
             if assigned:
                 risks.append("sets environment variables for the command")
-        if program == "timeout" and start < len(words):
-            start += 1  # the duration
+        i += runner.before
         if program == "xargs":
             risks.append("xargs runs a command with arguments read from its input")
-            known = known and start < len(words)
-        words = words[start:]
-        if not words:
+            known = known and i < len(words)
+        rest = words[i:]
+        if runner.joins and rest:
+            bodies.append(Word(" ".join(w.text for w in rest), all(w.static for w in rest)))
+            rest = []
+        if not runner.runs_rest or not rest:
+            if not bodies:
+                layers.append([])
             break
+        words = rest
         layers.append(words)
-    return layers, risks, known
+    return layers, risks, known, bodies
 
 
 # -------------------------------------------------------------- analysis
@@ -392,10 +443,17 @@ class _Analyzer:
         self.add(words, _text(node), own_risks)
 
     def add(self, words: list[Word], source: str, risks: list[str]) -> None:
-        layers, more, known = _unwrap(words)
+        layers, more, known, bodies = _unwrap(words)
         risks = [*risks, *more]
+        for body in bodies:
+            known = self.nested(body, risks) and known
         inner = layers[-1]
-        known = known and bool(inner) and inner[0].static
+        if not inner:  # a runner that ran only a body (`env -S '...'`): the body is what runs
+            layers = layers[:-1]
+            inner = layers[-1]
+        elif not inner[0].static or inner[0].glob:
+            known = False  # `$X args`, `/usr/bin/su?o`: no rule can say what this runs
+        known = known and bool(inner) and inner[0].static and not inner[0].glob
         program = program_name(inner[0].text) if inner and inner[0].static else ""
         args = inner[1:]
         if program in OPAQUE_PROGRAMS:
@@ -406,6 +464,10 @@ class _Analyzer:
         if program in SHELLS:
             known = self.shell(program, args, risks) and known
         risks += _flag_risks(program, args)
+        opaque = _opaque_flags(program, args)
+        if opaque:
+            risks += opaque
+            known = False
         if program == "find":
             self.find_exec(args)
         if program == "rg":
@@ -425,27 +487,50 @@ class _Analyzer:
         )  # fmt: skip
 
     def shell(self, program: str, args: list[Word], risks: list[str]) -> bool:
-        """`sh -c BODY`: the body is analysed as a command line of its own. Returns whether
-        what runs is known."""
-        for i, arg in enumerate(args):
-            flag = arg.text
-            if not flag.startswith("-") or flag.startswith("--"):
-                if flag.startswith("--"):
-                    continue
-                return True  # a script file: the shell program itself is what a rule judges
-            if "c" in flag[1:]:
-                if i + 1 >= len(args) or not args[i + 1].static:
-                    risks.append(f"{program} -c runs text that is known only when it runs")
-                    return False
-                if self.depth >= MAX_DEPTH:
-                    risks.append("shell commands nested too deeply")
-                    return False
-                nested = analyze(args[i + 1].text, _depth=self.depth + 1)
-                self.result.commands.extend(nested.commands)
-                for r in nested.risks:
-                    self.risk(r)
-                self.result.opaque = self.result.opaque or nested.opaque
-                return True
+        """`sh [options] -c BODY` (the body is analysed as a command line of its own), `sh
+        SCRIPT` (the shell is what a rule judges), or `sh` reading its commands from input,
+        which no rule can see: unknown. Returns whether what runs is known."""
+        i, body = 0, None
+        while i < len(args):
+            flag = args[i].text
+            if flag == "--":
+                i += 1
+                break
+            if flag in ("-o", "+o", "-O", "+O"):
+                i += 2
+                continue
+            if not flag.startswith(("-", "+")) or flag in ("-", "+"):
+                break
+            if not flag.startswith("--") and "s" in flag[1:]:
+                risks.append(f"{program} -s reads its commands from its input")
+                return False
+            if not flag.startswith("--") and "c" in flag[1:]:
+                body = True
+            i += 1
+        if body:
+            if i >= len(args):
+                risks.append(f"{program} -c has no command")
+                return False
+            return self.nested(args[i], risks)
+        if i >= len(args):
+            risks.append(f"{program} reads its commands from its input")
+            return False
+        return True  # a script file
+
+    def nested(self, body: Word, risks: list[str]) -> bool:
+        """A command line given as text (`sh -c`, `env -S`, `watch`): analysed in turn, its
+        programs judged like any other. Returns whether it is known."""
+        if not body.static:
+            risks.append("runs a command line that is known only when it runs")
+            return False
+        if self.depth >= MAX_DEPTH:
+            risks.append("shell commands nested too deeply")
+            return False
+        nested = analyze(body.text, _depth=self.depth + 1)
+        self.result.commands.extend(nested.commands)
+        for r in nested.risks:
+            self.risk(r)
+        self.result.opaque = self.result.opaque or nested.opaque
         return True
 
     def find_exec(self, args: list[Word]) -> None:
@@ -480,24 +565,65 @@ def _substitutions(node: tree_sitter.Node) -> list[tree_sitter.Node]:
     return found
 
 
+GIT_GLOBAL = {
+    "-c": True,
+    "--config-env": True,
+    "-C": True,
+    "--git-dir": True,
+    "--work-tree": True,
+    "--exec-path": False,
+    "--namespace": True,
+}  # takes a value?
+
+
+def _flags(program: str, args: list[Word]) -> list[tuple[str, str]]:
+    """(name, word) for each option before `--`: `--out=x` is `--out`, `-i.bak` is `-i`, and
+    `-rR` gives `-r` and `-R` (except for programs whose options are words: `find -exec`).
+    git's global options (`-c`, `-C`) count only before its subcommand: `git log -c` is a
+    diff format."""
+    out = []
+    in_git_globals = program == "git"
+    skip = False
+    for arg in args:
+        text = arg.text
+        if skip:
+            skip = False
+            continue
+        if text == "--":
+            break
+        if not text.startswith("-") or text == "-":
+            in_git_globals = False
+            continue
+        if program == "git":
+            name = text.split("=", 1)[0]
+            if name in GIT_GLOBAL:
+                if in_git_globals:
+                    out.append((name, text))
+                    skip = GIT_GLOBAL[name] and "=" not in text
+                continue
+        name = text.split("=", 1)[0]
+        out.append((name, text))
+        if not text.startswith("--") and program not in NO_CLUSTERS:
+            body = text[1:]
+            letters = body if body.isalpha() else body[:1]  # -i.bak: the first letter only
+            out.extend((f"-{ch}", text) for ch in letters if f"-{ch}" != name)
+    return out
+
+
 def _flag_risks(program: str, args: list[Word]) -> list[str]:
     table = RISKY_FLAGS.get(program)
     if not table:
         return []
     if "" in table:
         return [f"{program} {table['']}"]
-    risks = []
-    for arg in args:
-        text = arg.text
-        if text == "--":
-            break
-        name = text.split("=", 1)[0]
-        what = table.get(name)
-        if what is None and len(text) > 2 and text[:2] in table and not text.startswith("--"):
-            what = table[text[:2]]  # a short flag with its value attached: -i.bak
-        if what is not None:
-            risks.append(f"{program} {name if name in table else text[:2]} {what}")
-    return risks
+    found = {name: table[name] for name, _ in _flags(program, args) if name in table}
+    return [f"{program} {name} {what}" for name, what in found.items()]
+
+
+def _opaque_flags(program: str, args: list[Word]) -> list[str]:
+    names = OPAQUE_FLAGS.get(program, frozenset())
+    found = dict.fromkeys(name for name, _ in _flags(program, args) if name in names)
+    return [f"{program} {name} can run a program given as text" for name in found]
 
 
 def analyze(command: str, *, _depth: int = 0) -> Analysis:
@@ -612,12 +738,48 @@ def matches(rule: str, words: tuple[str, ...], *, loose: bool = False) -> bool:
     return all(any(_fits(p, w) for w in it) for p in r.positionals)
 
 
+def could_match(rule: str, command: SimpleCommand) -> bool:
+    """Might a deny rule cover this command once its expansions and globs are known? A word
+    only known at run time could be any word or flag (`rm -rf $HOME`); a glob could be any
+    path it matches (`rm -rf /*` could be `rm -rf /`)."""
+    pattern = rule_words(rule)
+    if not pattern or pattern == ["*"]:
+        return False  # `*` denies outright
+    program = os.path.basename(command.program)
+    if not command.known:  # `/usr/bin/sud? -n true`: a glob that may name the program
+        rule_program = os.path.basename(program_name(pattern[0]))
+        return bool(re.search(r"[*?\[]", program)) and fnmatch.fnmatchcase(rule_program, program)
+    unknown = [a for a in command.args if not a.static or a.glob]
+    if not unknown:
+        return False
+    r = canonical(pattern)
+    if os.path.basename(r.program) != program:
+        return False
+    known = canonical([command.program, *(a.text for a in command.args if a.static and not a.glob)])
+    wild = any(not a.static for a in unknown)
+    if not wild and not all(any(_fits(f, g) for g in known.flags) for f in r.flags):
+        return False
+    slots = [a for a in command.args if not a.text.startswith("-") or not a.static]
+
+    def fits(p: str, a: Word) -> bool:
+        if not a.static:
+            return True
+        if a.glob:
+            return fnmatch.fnmatchcase(p, a.text)
+        return _fits(p, _norm_path(a.text) if "/" in a.text else a.text)
+
+    it = iter(slots)
+    return all(any(fits(p, a) for a in it) for p in r.positionals)
+
+
 # ---------------------------------------------------------------- paths
 def _is_secret_name(name: str) -> bool:
-    """`.env`, `.env.local`, or a glob the shell would match them with (`.e*`; a pattern that
-    does not start with a dot never matches a dotfile)."""
+    """A secrets file's name (`files.is_secrets_file`), or a glob the shell would match one
+    with (`.e*`; a pattern that does not start with a dot never matches a dotfile)."""
+    if is_secrets_file(name):
+        return True
     return name.startswith(".") and any(
-        fnmatch.fnmatchcase(probe, name) for probe in (".env", ".env.local", ".envrc")
+        fnmatch.fnmatchcase(probe, name) for probe in (".env", ".env.local", ".envrc", ".env-x")
     )
 
 
@@ -640,16 +802,33 @@ def path_risks(command: SimpleCommand, root: Path) -> list[str]:
         if any(_is_secret_name(p) for p in parts):
             risks.append(f"names a secrets file ({text})")
             continue
-        literal = text
         if arg.glob:
             literal = re.split(r"[*?\[]", text, maxsplit=1)[0].rpartition("/")[0] or "."
-        full = Path(literal) if literal.startswith("/") else root / literal
-        try:
-            real = Path(os.path.realpath(full))
-        except (OSError, ValueError):
-            continue
-        if real != root and not real.is_relative_to(root):
-            risks.append(f"names a path outside the workspace ({text})")
-        elif _is_secret_name(real.name):  # a link to a secrets file
-            risks.append(f"names a secrets file ({text})")
+            # What the shell will expand it to: a link among the matches may lead out.
+            found = list(itertools.islice(globmod.iglob(text, root_dir=root), MAX_GLOB_CHECK + 1))
+            if len(found) > MAX_GLOB_CHECK:
+                risks.append(f"matches too many paths to check ({text})")
+                continue
+            candidates = [literal, *found]
+        else:
+            candidates = [text]
+        for path in candidates:
+            why = _leaves(root, path)
+            if why:
+                risks.append(f"{why} ({text})")
+                break
     return risks
+
+
+def _leaves(root: Path, path: str) -> str | None:
+    """Why reading `path` (relative to `root`) is risky, if it is."""
+    full = Path(path) if path.startswith("/") else root / path
+    try:
+        real = Path(os.path.realpath(full))
+    except (OSError, ValueError):
+        return None
+    if real != root and not real.is_relative_to(root):
+        return "names a path outside the workspace"
+    if _is_secret_name(real.name):  # a link to a secrets file
+        return "names a secrets file"
+    return None

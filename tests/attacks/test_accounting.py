@@ -84,8 +84,8 @@ def test_impossible_usage_stops_the_task_and_never_lowers_the_cost(attack, usage
     """A priced model under a cost cap: one honest turn, then one with impossible usage, then
     more honest turns that would (were the bad one counted) run under a cost gone negative."""
     priced(attack)
-    attack.script(remember(1, (1000, 0, 0)), with_usage(remember(2), usage),
-                  *(remember(n, (1000, 0, 0)) for n in range(3, 12)), "done")  # fmt: skip
+    attack.script(remember(1, (996, 1, 0)), with_usage(remember(2), usage),
+                  *(remember(n, (996, 1, 0)) for n in range(3, 12)), "done")  # fmt: skip
     proc = attack.run("--max-cost", "0.01", timeout=HANG)
     result = attack.result(proc)
     assert result["outcome"] != "done"
@@ -111,7 +111,7 @@ def test_the_cost_cap_fires_on_honest_usage_too(attack):
     """The baseline the attacks above bend: 0.002 a turn under a 0.005 cap stops at the
     third turn, before its tool runs."""
     priced(attack)
-    attack.script(*(remember(n, (1000, 0, 0)) for n in range(1, 12)), "done")
+    attack.script(*(remember(n, (996, 1, 0)) for n in range(1, 12)), "done")
     result = attack.result(attack.run("--max-cost", "0.005", timeout=HANG))
     assert result["outcome"] != "done" and "cost cap" in result["error"], result
     assert step_facts(attack) == ["step fact 1", "step fact 2"]
@@ -157,11 +157,6 @@ def test_an_endpoint_reporting_no_usage_is_estimated_and_still_capped(attack):
     assert 2 <= len(attack.server.requests) < 20, len(attack.server.requests)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="--json says nothing about estimated usage: its token "
-    "counts look like the endpoint's own (the text output says so)",
-)
 def test_json_output_says_when_usage_was_estimated(attack):
     attack.script(unreported(1), with_usage(reply("done"), None))
     result = attack.result(attack.run(timeout=HANG))
@@ -176,11 +171,6 @@ def test_json_output_says_when_usage_was_estimated(attack):
     assert True in flags(result), result
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="usage of 0 tokens for a non-empty prompt is accepted "
-    "as reported: an endpoint reporting zeros is never capped by --max-tokens",
-)
 def test_an_endpoint_reporting_zero_usage_is_still_capped(attack):
     attack.script(*(remember(n, (0, 0, 0)) for n in range(1, 41)), "done")
     result = attack.result(attack.run("--max-tokens", "3000", timeout=HANG))
@@ -227,12 +217,6 @@ def test_repeating_a_fact_thirty_times_adds_no_evidence(attack):
         assert fact.live
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="a slot part that normalizes to nothing (attribute '…') "
-    "defeats the repeat check, and reconcile then counts each repeat as "
-    "corroboration: confidence climbs",
-)
 def test_repeating_a_fact_with_a_punctuation_slot_adds_no_evidence(attack):
     calls = [("remember", json.dumps({"statement": f"Tests use pytest (note {i})",
                                       "subject": "tests", "attribute": "…", "value": "pytest"}))
@@ -245,7 +229,9 @@ def test_repeating_a_fact_with_a_punctuation_slot_adds_no_evidence(attack):
         facts = FactStore(store).list(str(attack.ws.resolve()), include_closed=False)
     finally:
         store.close()
-    assert [f.confidence for f in facts] == [0.5], [(f.statement, f.confidence) for f in facts]
+    assert len(facts) <= 1 and all(f.confidence == 0.5 for f in facts), [
+        (f.statement, f.confidence) for f in facts
+    ]  # refused outright (a slot of no words), or stored once: never corroborated
 
 
 # ---------------------------------------------------------- credentials in the base URL
@@ -303,11 +289,6 @@ def test_talos_doctor_never_prints_the_password_in_the_base_url(attack):
         assert_no_password(proc.stdout, proc.stderr)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="redact_url stops the password at the first '@': a "
-    "password holding one ('S3cr@tPw-...') is printed in part",
-)
 def test_a_password_with_an_at_sign_in_the_base_url_is_never_printed(attack):
     password = "S3cr@tPw-9f2c"
     url = attack.server.url.replace("http://", f"http://user:{password}@")
@@ -319,12 +300,6 @@ def test_a_password_with_an_at_sign_in_the_base_url_is_never_printed(attack):
     assert_no_password(proc.stdout, proc.stderr, password="tPw-9f2c")
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="a token given as the URL's user name (https://TOKEN@"
-    "host, as GitHub and some proxies take it) is printed: only user:password "
-    "is redacted",
-)
 def test_a_token_as_the_base_url_user_name_is_never_printed(attack):
     token = "TalosProxyTok3nUserinfo8b1"
     url = attack.server.url.replace("http://", f"http://{token}@")

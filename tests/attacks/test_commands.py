@@ -397,13 +397,6 @@ SMUGGLED = [
 ]
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="a line whose commands are allowed by different sources "
-    "runs with the workspace writable if any source is writable: a built-in "
-    "reader allowed only read-only (uniq IN OUT, tree -o FILE) writes the "
-    "workspace when chained after a command the person allowed",
-)
 def test_a_read_only_allowance_gains_no_write_access_from_its_neighbour(attack, sandboxed):
     (attack.ws / "script.py").write_text("print('script-ok')\n")
     (attack.ws / "README.md").write_text("clobbered\n")
@@ -543,15 +536,11 @@ def test_full_auto_does_not_run_what_it_cannot_read(attack, sandboxed):
 
 
 def _deny_bypass(attack, payloads):
+    """Denied outright, or (a glob, an expansion) refused because it could be denied."""
     _, results = batch(attack, payloads, mode="full-auto")
-    assert_not_run(payloads, results, "is denied by")
+    assert_not_run(payloads, results, "denied")
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="a program named by a glob (/usr/bin/sud?) escapes "
-    "deny rules: the rule is compared with the unexpanded word",
-)
 def test_deny_holds_for_a_program_named_by_a_glob(attack, sandboxed):
     _deny_bypass(
         attack,
@@ -559,11 +548,6 @@ def test_deny_holds_for_a_program_named_by_a_glob(attack, sandboxed):
     )
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="env -S / --split-string: the split string is taken "
-    "as one program name, so a deny rule never sees `sudo`",
-)
 def test_deny_holds_through_env_split_string(attack, sandboxed):
     _deny_bypass(
         attack,
@@ -576,12 +560,6 @@ def test_deny_holds_through_env_split_string(attack, sandboxed):
     )
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="programs that run their arguments as a command but are "
-    "not in WRAPPERS (taskset, flock, setpriv, chrt, unshare, script -c, "
-    "git -c alias.x=!cmd) hide the program from deny rules",
-)
 def test_deny_holds_through_other_programs_that_run_programs(attack, sandboxed):
     _deny_bypass(
         attack,
@@ -592,37 +570,34 @@ def test_deny_holds_through_other_programs_that_run_programs(attack, sandboxed):
             "chrt -o 0 sudo -n true",
             "unshare sudo -n true",
             "script -qc 'sudo -n true' /dev/null",
-            "git -c alias.x='!sudo -n true' x",
             f"flock /tmp/lock rm -rf / {SAFE_RM}",
         ],
     )
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="a shell whose -c body comes after other options "
-    "(`bash -o errexit -c`, `bash -c -- BODY`) or that reads its commands from "
-    "a pipe or a here-string is not looked into",
-)
+def test_full_auto_asks_where_a_program_is_given_as_text_it_cannot_read(attack, sandboxed):
+    """A git alias `!cmd`, a shell reading its commands from a pipe or a here-string: what
+    runs cannot be read off the command line, so even full-auto asks (and headless, nobody
+    approves)."""
+    payloads = ["git -c alias.x='!sudo -n true' x", "echo 'sudo -n true' | sh",
+                "sh <<< 'sudo -n true'", "tar -I 'sudo -n true' -cf x.tar src"]  # fmt: skip
+    _, results = batch(attack, payloads, mode="full-auto")
+    assert_not_run(payloads, results, "nobody is there to ask")
+    for result in results:
+        assert "given as text" in result or "reads its commands from its input" in result
+
+
 def test_deny_holds_for_shell_bodies_after_options(attack, sandboxed):
     _deny_bypass(
         attack,
         [
             "bash -o errexit -c 'sudo -n true'",
             "bash -c -- 'sudo -n true'",
-            "echo 'sudo -n true' | sh",
-            "sh <<< 'sudo -n true'",
             f"bash -o pipefail -c 'rm -rf / {SAFE_RM}'",
         ],
     )
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="`rm -rf /*` and `rm -rf $(...)` escape the `rm -rf /` "
-    "deny rule in full-auto: a glob or a substitution that can be `/` is not "
-    "treated as `/`",
-)
 def test_deny_rm_rf_root_through_a_glob_or_an_expansion(attack, sandboxed):
     _deny_bypass(
         attack,
@@ -949,12 +924,6 @@ def test_without_bwrap_nothing_runs_unasked_and_the_person_is_told_once(no_bwrap
     assert doctor.returncode == 1
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="a committed `.env.*` file (`.env.example`) is replaced "
-    "by /dev/null, a character device, in the sandbox: `git diff` then fails with "
-    "'unsupported file type' / 'cannot hash', so ordinary git use breaks",
-)
 def test_git_diff_works_in_a_repository_that_commits_an_env_example(attack, sandboxed):
     (attack.ws / ".env.example").write_text("API_TOKEN=put-yours-here\n")
     (attack.ws / ".gitignore").write_text(".env\n")
@@ -1015,13 +984,6 @@ LINK_FOLLOWERS = [
 ]
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="a glob (`cat docs/*`) or a link-following reader "
-    "(`grep -R`, `rg -L`, `find -L`) reaches outside the workspace through a "
-    "link the repository ships, without approval: path checks look only at the "
-    "literal argument",
-)
 def test_globs_and_link_followers_do_not_lead_allowed_readers_outside(attack, sandboxed):
     ship_links(attack.ws, attack.home)
     _, results = batch(attack, LINK_FOLLOWERS)
@@ -1029,12 +991,6 @@ def test_globs_and_link_followers_do_not_lead_allowed_readers_outside(attack, sa
     assert not leaked, "read /etc/passwd unasked:\n" + report(LINK_FOLLOWERS, results, leaked)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="only `.env`, `.env.*` and `.envrc` are secrets files: "
-    "`.env-local` and `.env_prod`, which the documented `.env*` covers, are read "
-    "by built-in readers and read_file, and are not hidden in the sandbox",
-)
 def test_every_env_star_file_is_a_secrets_file(attack, sandboxed):
     names = (".envrc", ".env-local", ".env_prod")
     for name in names:

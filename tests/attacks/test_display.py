@@ -21,8 +21,6 @@ import subprocess
 import termios
 import time
 
-import pytest
-
 from ..fake_openai import error
 from .conftest import TALOS, call
 
@@ -253,11 +251,6 @@ def test_json_output_carries_escapes_as_json_escapes(attack):
     assert "\x1b" not in proc.stderr and "\x07" not in proc.stderr
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="`talos skills` prints a workspace skill's description "
-    "(and problems naming its path) raw: escape sequences reach the terminal",
-)
 def test_talos_skills_shows_a_workspace_skill_escaped(attack):
     skill = attack.ws / ".talos" / "skills" / "evil"
     skill.mkdir(parents=True)
@@ -275,11 +268,6 @@ def test_talos_skills_shows_a_workspace_skill_escaped(attack):
             assert raw_sequence not in stream
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="`talos memory` prints a rules-file fact's statement "
-    "raw: escape sequences from the workspace's AGENTS.md reach the terminal",
-)
 def test_talos_memory_shows_a_rules_file_fact_escaped(attack):
     (attack.ws / "AGENTS.md").write_text("- Deploys use fly\x1b]0;owned\x07\x1b[2J\x1b[8m\n")
     attack.script("ok")

@@ -27,7 +27,7 @@ from .conftest import ALL_SECRETS, ENV_FILE_SECRET, TALOS, call
 
 HANG = 60  # seconds: a run that takes longer than this is a hang (the tests take ~1 s each)
 SMALL = 20_000  # characters: more than any single tool result may carry to the model
-ENGINE_PROBE = "EngineProbe4417"  # in a file ripgrep skips (.ignore) and the fallback reads
+ENGINE_PROBE = "EngineProbe4417"  # in a file ripgrep skips (binary) and the fallback reads
 
 
 @pytest.fixture(scope="session")
@@ -44,8 +44,7 @@ def engine(request, attack, no_rg) -> str:
         require_binary("rg", RG_INSTALL)
     else:
         attack.path = no_rg
-    (attack.ws / ".ignore").write_text("engine_probe.txt\n")
-    (attack.ws / "engine_probe.txt").write_text(f"{ENGINE_PROBE}\n")
+    (attack.ws / "engine_probe.txt").write_text(f"\0\n{ENGINE_PROBE}\n")  # rg skips binaries
     return request.param
 
 
@@ -54,7 +53,7 @@ def probe_call():
 
 
 def assert_engine(engine: str, result: str) -> None:
-    """The search really ran on the engine the test is about (ripgrep honours `.ignore`)."""
+    """The search really ran on the engine the test is about (ripgrep skips binary files)."""
     assert (ENGINE_PROBE in result) == (engine == "re2"), (engine, result)
 
 
@@ -213,10 +212,10 @@ def plant(path, kind: str) -> None:
 def test_fifos_and_devices_in_the_workspace_hang_nothing(attack, engine, kind):
     """A FIFO (opening it blocks for ever) or a link to /dev/zero (reading it never ends) at
     every name Talos reads on its own at start-up (rules files, the index, skills) and at names
-    the model then reads, lists and searches. The `.gitignore` files too, for the RE2 engine
-    (ripgrep reads them itself: see the xfail test below)."""
+    the model then reads, lists and searches, and the ignore files (ripgrep is given the root
+    `.gitignore` as Talos read it, and reads none itself)."""
     ws = attack.ws
-    special = SPECIAL + (IGNORE_FILES if engine == "re2" else [])
+    special = SPECIAL + IGNORE_FILES
     for rel in special:
         plant(ws / rel, kind)
     (ws / "src" / "alias.py").symlink_to("big.py")  # a link inside, to the FIFO or device
@@ -253,13 +252,6 @@ def test_fifos_and_devices_in_the_workspace_hang_nothing(attack, engine, kind):
     assert all(len(r) < SMALL for r in results)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="ripgrep reads the workspace's .gitignore (.ignore, "
-    ".rgignore) itself, without Talos's regular-file check: a FIFO there stalls "
-    "every search until the 20 s deadline; a link to /dev/zero makes rg read it "
-    "into memory (5.6 GB in 5 s here) until then",
-)
 def test_a_fifo_gitignore_does_not_stall_ripgrep(attack):
     """Only the FIFO is tried: the /dev/zero variant would eat this machine's memory."""
     require_binary("rg", RG_INSTALL)
@@ -544,11 +536,6 @@ def test_twenty_thousand_tool_calls_in_one_response_run_at_most_sixteen(attack):
     assert len(remembered) == 16
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="remember stores a statement of any size: a 2 MB fact "
-    "lands in the store (and in every later prompt it is relevant to)",
-)
 def test_remember_cannot_store_a_giant_fact(attack):
     giant = "tests use pytest and " * 100_000  # 2.1 MB
     attack.script([call("remember", statement=giant)], "remembered")
@@ -635,11 +622,6 @@ def test_credentials_printed_by_a_sandboxed_command_never_reach_the_model(attack
     assert_planted_not_leaked(attack, proc.stdout, proc.stderr)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="a private key is redacted only when its BEGIN line is "
-    "in the same text: a line range or a search hit without it shows the body",
-)
 def test_a_private_key_body_read_without_its_header_is_redacted(attack):
     (attack.ws / "src" / "settings.py").write_text(secrets_file())
     attack.script([

@@ -220,20 +220,7 @@ LAYOUTS = {
     [
         ("home", "exists"),
         ("xdg", "exists"),
-        pytest.param(
-            "home",
-            "missing",
-            marks=pytest.mark.xfail(
-                strict=True,
-                reason=(
-                    "Talos's own config directory is hidden from commands only if it exists: "
-                    "when the workspace holds it (workspace = home, or XDG_CONFIG_HOME inside "
-                    "the project) and Talos has not written it yet, a full-auto command "
-                    "creates the person's settings (`permissions.json` allowing `*`, or this "
-                    "workspace's trusted sha256), and the next run obeys them"
-                ),
-            ),
-        ),
+        ("home", "missing"),
     ],
 )
 def test_the_model_cannot_write_the_persons_settings_inside_the_workspace(
