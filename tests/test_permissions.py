@@ -333,3 +333,41 @@ def test_ask_rules_hold_in_full_auto_and_for_writes(tmp_path):
     assert p.check_command("git status").verdict == "allow"
     assert p.check_write("migrations/0001.sql").verdict == "ask"
     assert p.check_write("src/app.py").verdict == "allow"
+
+
+@pytest.mark.parametrize(
+    "command",
+    ["env -S 'sudo -n true'", "env --split-string='sudo x'", "taskset -c 0 sudo x",
+     "flock /tmp/l sudo x", "chrt -o 0 sudo x", "unshare sudo x", "watch -n 1 sudo x",
+     "script -qc 'sudo x' /dev/null", "bash -o errexit -c 'sudo x'", "bash -c -- 'sudo x'",
+     "xargs -0 sudo"],
+)  # fmt: skip
+def test_runners_are_looked_through(tmp_path, command):
+    assert policy(tmp_path, "full-auto").check_command(command).verdict == "deny"
+
+
+def test_full_auto_asks_when_a_glob_or_an_expansion_could_be_denied(tmp_path):
+    p = policy(tmp_path, "full-auto")
+    for command in ("rm -rf /*", "rm -rf $HOME", "rm $FLAGS /", "/usr/bin/sud? ls"):
+        decision = p.check_command(command)
+        assert decision.verdict == "ask" and "which is denied" in decision.reason, command
+    assert p.check_command("rm -rf ./*.pyc").verdict == "allow"
+
+
+def test_globs_are_checked_against_the_links_they_match(tmp_path):
+    p = policy(tmp_path)
+    (tmp_path / "ws" / "docs").mkdir()
+    (tmp_path / "ws" / "docs" / "a.md").write_text("x")
+    assert p.check_command("cat docs/*").verdict == "allow"
+    os.symlink("/etc/passwd", tmp_path / "ws" / "docs" / "passwd")
+    decision = p.check_command("cat docs/*")
+    assert decision.verdict == "ask" and "outside the workspace (docs/*)" in decision.reason
+    assert "follows symbolic links" in p.check_command("grep -R root: .").reason
+
+
+def test_a_reader_beside_a_writer_keeps_the_line_read_only(tmp_path):
+    mine(tmp_path, commands={"allow": ["python3 script.py"]})
+    p = policy(tmp_path)
+    assert p.check_command("python3 script.py").writable
+    assert p.check_command("python3 script.py; uniq a b").verdict == "ask"  # uniq may write
+    assert p.check_command("python3 script.py && cat README").writable is False
