@@ -5,9 +5,7 @@ from __future__ import annotations
 
 import json
 import os
-import pty
 import re
-import select
 import subprocess
 import sys
 import time
@@ -18,6 +16,7 @@ import pytest
 from talos_ls.store import open_store
 
 from .fake_openai import error, reply
+from .pseudo_terminal import Terminal, plain
 from .system import path_without, require_sandbox
 
 TALOS = str(Path(sys.executable).with_name("talos"))
@@ -96,35 +95,16 @@ def test_in_a_pseudo_terminal(tmp_path, server, ws):
                             delay=0.05),
                       reply(None, [("c2", "propose_edit", EDIT)], delay=0.05),
                       reply("main now returns 2; tests will use pytest.")]  # fmt: skip
-    master, slave = pty.openpty()
-    proc = subprocess.Popen([TALOS, "run", "make main return 2 and add tests", "--workspace",
-                             str(ws), "--base-url", server.url, "--model", "fake-model"],
-                            stdin=slave, stdout=slave, stderr=slave, env=env_for(tmp_path),
-                            close_fds=True)  # fmt: skip
-    os.close(slave)
-    seen = ""
-
-    def until(text, timeout=30):
-        nonlocal seen
-        deadline = time.monotonic() + timeout
-        while text not in ANSI.sub("", seen):
-            if time.monotonic() > deadline:
-                raise AssertionError(f"never saw {text!r}; output:\n{ANSI.sub('', seen)}")
-            ready, _, _ = select.select([master], [], [], 0.1)
-            if ready:
-                try:
-                    seen += os.read(master, 4096).decode(errors="replace")
-                except OSError:
-                    break
-
-    until("Which is right?")
-    assert "1. pytest" in ANSI.sub("", seen)
-    os.write(master, b"1\n")  # answer the question: pytest
-    until("Apply proposal")
-    os.write(master, b"1\n")  # Apply
-    until("main now returns 2")
-    assert proc.wait(timeout=30) == 0
-    os.close(master)
+    argv = [TALOS, "run", "make main return 2 and add tests", "--workspace", str(ws),
+            "--base-url", server.url, "--model", "fake-model"]  # fmt: skip
+    term = Terminal(argv, env_for(tmp_path))
+    term.until("Which is right?")
+    assert "1. pytest" in plain(term.raw)
+    term.send("1\n")  # answer the question: pytest
+    term.until("Apply proposal")
+    term.send("1\n")  # Apply
+    term.until("main now returns 2")
+    assert term.finish() == 0
     assert (ws / "src" / "app.py").read_text() == "def main():\n    return 2\n"
     store = open_store("sqlite:///" + str(tmp_path / "talos.db"))
     facts = {f["value"]: f for f in store.fact_list(str(ws.resolve()))}

@@ -10,77 +10,24 @@ zero-width characters: the permission prompt must show every part, escapes as vi
 
 from __future__ import annotations
 
-import fcntl
 import json
-import os
-import pty
 import re
-import select
-import struct
 import subprocess
-import termios
-import time
 
 from ..fake_openai import error
+from ..pseudo_terminal import BORDERS, SGR, plain
+from ..pseudo_terminal import Terminal as BaseTerminal
 from .conftest import TALOS, call
 
-SGR = re.compile(rb"\x1b\[[0-9;]*m")  # Rich's own styling (colours, bold, dim)
-BORDERS = re.compile(r"[│╭╮╰╯─┃━┏┓┗┛]")
 
-
-class Terminal:
+class Terminal(BaseTerminal):
     """`talos run` (not --json) on a pseudo-terminal of 200 columns, TERM with colours."""
 
     def __init__(self, attack, *extra: str, request: str = "do the task") -> None:
         argv = [TALOS, "run", request, "--workspace", str(attack.ws), "--base-url",
                 attack.server.url, "--model", "fake-model", *extra]  # fmt: skip
         env = attack.env() | {"TERM": "xterm-256color", "COLORTERM": "truecolor"}
-        master, slave = pty.openpty()
-        fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", 60, 200, 0, 0))
-        self.proc = subprocess.Popen(argv, stdin=slave, stdout=slave, stderr=slave, env=env,
-                                     cwd=attack.tmp, close_fds=True)  # fmt: skip
-        os.close(slave)
-        self.master = master
-        self.raw = b""
-
-    def _read(self, wait: float) -> bool:
-        ready, _, _ = select.select([self.master], [], [], wait)
-        if not ready:
-            return True
-        try:
-            data = os.read(self.master, 65536)
-        except OSError:  # the process closed the terminal
-            return False
-        self.raw += data
-        return bool(data)
-
-    def until(self, pattern: str, start: int = 0, timeout: float = 30) -> re.Match[str]:
-        """Wait for `pattern` (a regex) in the plain text after raw offset `start`."""
-        deadline = time.monotonic() + timeout
-        while True:
-            found = re.search(pattern, plain(self.raw[start:]))
-            if found:
-                return found
-            if time.monotonic() > deadline or not self._read(0.05):
-                raise AssertionError(f"never saw {pattern!r}:\n{plain(self.raw)}")
-
-    def send(self, text: str) -> None:
-        os.write(self.master, text.encode())
-
-    def finish(self, timeout: float = 30) -> int:
-        deadline = time.monotonic() + timeout
-        while self._read(0.05) and time.monotonic() < deadline:
-            pass
-        code = self.proc.wait(timeout=max(deadline - time.monotonic(), 1))
-        os.close(self.master)
-        return code
-
-
-def plain(raw: bytes) -> str:
-    """What a person reads: Rich's styling and the panel borders out, whitespace collapsed
-    (the raw payload escapes, if any got through, stay in)."""
-    text = SGR.sub(b"", raw).decode("utf-8", errors="replace")
-    return " ".join(BORDERS.sub(" ", text).split())
+        super().__init__(argv, env, attack.tmp)
 
 
 def answer_each_prompt(term: Terminal, count: int, choice: str) -> list[str]:

@@ -10,18 +10,15 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
-import pty
 import re
-import select
 import subprocess
-import time
 from pathlib import Path
 
 import pytest
 
 from talos_ls.gates.permissions import workspace_settings_path
 
+from ..pseudo_terminal import Terminal, plain
 from .conftest import TALOS, Attack, call
 
 NOT_RUN = "error: not run"
@@ -306,62 +303,20 @@ def test_always_allow_saves_to_the_persons_settings_not_the_repository(attack, s
     this workspace (outside the repository), never in `.talos/permissions.json`; the next
     headless run uses it."""
     attack.script([call("run_command", command="touch made_by_always")], "done")
-    args = [
-        TALOS,
-        "run",
-        "make the file",
-        "--workspace",
-        str(attack.ws),
-        "--base-url",
-        attack.server.url,
-        "--model",
-        "fake-model",
-    ]
-    master, slave = pty.openpty()
-    proc = subprocess.Popen(
-        args,
-        stdin=slave,
-        stdout=slave,
-        stderr=slave,
-        env=attack.env(),
-        cwd=attack.tmp,
-        close_fds=True,
-    )
-    os.close(slave)
-    seen = ""
-
-    def until(text: str, timeout: float = 30) -> None:
-        nonlocal seen
-        deadline = time.monotonic() + timeout
-        while text not in ANSI.sub("", seen):
-            if time.monotonic() > deadline:
-                raise AssertionError(f"never saw {text!r}; output:\n{ANSI.sub('', seen)}")
-            ready, _, _ = select.select([master], [], [], 0.1)
-            if ready:
-                try:
-                    seen += os.read(master, 4096).decode(errors="replace")
-                except OSError:
-                    break
-
-    try:
-        until("Always allow")
-        shown = ANSI.sub("", seen)
-        option = re.search(r"(\d+)\. Always allow `touch made_by_always`", shown)
-        assert option, shown
-        os.write(master, option.group(1).encode() + b"\n")
-        until("done")
-        assert proc.wait(timeout=30) == 0, ANSI.sub("", seen)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-        os.close(master)
+    args = [TALOS, "run", "make the file", "--workspace", str(attack.ws), "--base-url",
+            attack.server.url, "--model", "fake-model"]  # fmt: skip
+    term = Terminal(args, attack.env(), attack.tmp)
+    option = term.until(r"(\d+)\. Always allow `touch made_by_always`")
+    term.send(option.group(1) + "\n")
+    term.until("done")
+    assert term.finish() == 0, plain(term.raw)
     assert (attack.ws / "made_by_always").exists()
     assert not (attack.ws / ".talos").exists()
     saved = json.loads(settings_file(attack).read_text())
     assert saved["commands"]["allow"] == ["touch made_by_always"], saved
     assert not settings_file(attack).is_relative_to(attack.ws)
     (attack.ws / "made_by_always").unlink()
-    proc, results = batch(attack, ["touch made_by_always", "touch something_else"])
+    _, results = batch(attack, ["touch made_by_always", "touch something_else"])
     ran(["touch made_by_always"], results[:1])
     not_run(["touch something_else"], results[1:], "no rule allows it")
     assert (attack.ws / "made_by_always").exists()
