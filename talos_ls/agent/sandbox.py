@@ -75,9 +75,6 @@ class SandboxState:
     available: bool
     detail: str  # what is used, or what is wrong and how to fix it
 
-    def describe(self) -> str:
-        return self.detail
-
 
 @dataclass
 class CommandResult:
