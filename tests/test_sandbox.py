@@ -163,3 +163,16 @@ def test_only_the_toolchains_on_path_are_bound_from_a_home(ws, tmp_path, monkeyp
     out = run(sandbox, f"ls {venv_bin.parent}; cat {home}/src/other/notes.txt "
                        f"{home}/.cargo/credentials.toml").output  # fmt: skip
     assert "bin" in out and "private" not in out
+
+
+def test_the_secrets_scan_sees_what_changed_since_the_last_command(ws):
+    sandbox = Sandbox(ws, bwrap=require_sandbox())
+    assert run(sandbox, "cat later/.env.new 2>&1; echo").output.strip().endswith("No such file "
+                                                                                    "or directory")  # fmt: skip
+    (ws / "later").mkdir()
+    (ws / "later" / ".env.new").write_text(f"KEY={SECRET}\n")  # made between two commands
+    out = run(sandbox, "cat later/.env.new sub/.env.production; echo done").output
+    assert SECRET not in out and out.strip().endswith("done")
+    (ws / "sub" / ".env.production").rename(ws / "sub" / "renamed.txt")
+    os.symlink("renamed.txt", ws / "sub" / ".envrc")  # a link: its target hidden instead
+    assert SECRET not in run(sandbox, "cat sub/renamed.txt sub/.envrc").output

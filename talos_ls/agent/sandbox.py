@@ -26,6 +26,7 @@ Output is streamed with a byte cap (the command is killed past it) and a timeout
 from __future__ import annotations
 
 import asyncio
+import collections
 import contextlib
 import ctypes
 import logging
@@ -52,7 +53,7 @@ PASS_ENV = ("PATH", "LANG", "LANGUAGE", "LC_ALL", "LC_CTYPE", "LC_MESSAGES", "TE
 SANDBOX_HOME = "/tmp/home"
 MAX_OUTPUT_BYTES = 1024 * 1024  # read from a command before it is killed
 KEEP_HEAD, KEEP_TAIL = 6000, 6000  # bytes of output kept from its start and its end
-MAX_SCANNED_DIRS = 20_000  # directories searched for .env* files to hide
+MAX_SCANNED_DIRS = 200_000  # directories searched for .env* files to hide
 # Under a home directory: never visible, even inside a bound toolchain or workspace.
 CREDENTIAL_STORES = (".ssh", ".aws", ".azure", ".config/gh", ".config/hub", ".config/gcloud",
                      ".config/git/credentials", ".git-credentials", ".netrc", ".docker", ".kube",
@@ -144,6 +145,60 @@ def talos_paths() -> list[Path]:
     ]
 
 
+class SecretsScan:
+    """The workspace's secrets files (`.env*`; a link counts by what it points to), found
+    before every command and kept current by directory mtime: adding, removing or renaming an
+    entry changes its directory's mtime, so an unchanged directory is not read again and a
+    scan costs one `stat` per directory. Breadth first, so when a huge tree passes
+    MAX_SCANNED_DIRS the shallow levels, where secrets files live, are the ones covered."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = root
+        # directory -> (mtime_ns, secrets files in it, its subdirectories to scan)
+        self._dirs: dict[str, tuple[int, list[Path], list[str]]] = {}
+        self.complete = True
+
+    def files(self) -> list[Path]:
+        found: list[Path] = []
+        seen: dict[str, tuple[int, list[Path], list[str]]] = {}
+        pending = collections.deque([str(self.root)])
+        while pending:
+            if len(seen) >= MAX_SCANNED_DIRS:
+                if self.complete:
+                    logger.warning(
+                        "%s: more than %d directories; .env* files below them are not hidden "
+                        "from commands", self.root, MAX_SCANNED_DIRS,
+                    )  # fmt: skip
+                self.complete = False
+                break
+            here = pending.popleft()
+            try:
+                mtime = os.stat(here, follow_symlinks=False).st_mtime_ns
+            except OSError:
+                continue
+            cached = self._dirs.get(here)
+            entry = cached if cached is not None and cached[0] == mtime else self._read(here, mtime)
+            seen[here] = entry
+            found += entry[1]
+            pending.extend(entry[2])
+        self._dirs = seen  # directories gone since are forgotten
+        return found
+
+    @staticmethod
+    def _read(here: str, mtime: int) -> tuple[int, list[Path], list[str]]:
+        secrets, subdirs = [], []
+        try:
+            entries = list(os.scandir(here))
+        except OSError:
+            return mtime, [], []
+        for entry in entries:
+            if is_secrets_file(entry.name) and not entry.is_dir():  # (a venv named .env)
+                secrets.append(Path(os.path.realpath(entry.path)))
+            elif entry.is_dir(follow_symlinks=False) and entry.name not in _SKIP_SCAN:
+                subdirs.append(entry.path)
+        return mtime, secrets, subdirs
+
+
 class Sandbox:
     """Runs commands for one workspace. `hidden`: more paths no command may see (the store)."""
 
@@ -154,6 +209,7 @@ class Sandbox:
         self.bwrap = bwrap if bwrap is not None else shutil.which("bwrap")
         self.shell = shutil.which("bash") or "/bin/sh"
         self.extra_hidden = [Path(p) for p in hidden]
+        self._secrets = SecretsScan(self.root)
 
     # ---------------------------------------------------------------- state
     def probe(self) -> SandboxState:
@@ -220,21 +276,7 @@ class Sandbox:
         return [*paths, *system, *talos_paths(), *self.extra_hidden]
 
     def _env_files(self) -> list[Path]:
-        """Secrets files in the workspace (a link counts by what it points to)."""
-        found, dirs, pending = [], 0, [self.root]
-        while pending and dirs < MAX_SCANNED_DIRS:
-            here = pending.pop()
-            dirs += 1
-            try:
-                entries = list(os.scandir(here))
-            except OSError:
-                continue
-            for entry in entries:
-                if is_secrets_file(entry.name) and not entry.is_dir():  # (a venv named .env)
-                    found.append(Path(os.path.realpath(entry.path)))
-                elif entry.is_dir(follow_symlinks=False) and entry.name not in _SKIP_SCAN:
-                    pending.append(Path(entry.path))
-        return found
+        return self._secrets.files()
 
     def argv(self, command: str, *, writable: bool, network: bool) -> list[str]:
         """The bwrap command line that runs `command` (with `bash -c`). A workspace that holds
