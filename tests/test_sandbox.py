@@ -176,3 +176,16 @@ def test_the_secrets_scan_sees_what_changed_since_the_last_command(ws):
     (ws / "sub" / ".env.production").rename(ws / "sub" / "renamed.txt")
     os.symlink("renamed.txt", ws / "sub" / ".envrc")  # a link: its target hidden instead
     assert SECRET not in run(sandbox, "cat sub/renamed.txt sub/.envrc").output
+
+
+def test_a_toolchain_in_a_blanked_directory_is_still_there(ws, tmp_path, monkeypatch):
+    """A virtualenv under /tmp (a CI checkout) on PATH stays usable, though /tmp is empty."""
+    venv_bin = tmp_path / "ci" / ".venv" / "bin"
+    venv_bin.mkdir(parents=True)
+    (venv_bin / "hello-tool").write_text("#!/bin/sh\necho tool-ran\n")
+    (venv_bin / "hello-tool").chmod(0o755)
+    (tmp_path / "ci" / "other.txt").write_text("not a toolchain\n")
+    monkeypatch.setenv("PATH", f"{venv_bin}:/usr/bin:/bin")
+    sandbox = Sandbox(ws, bwrap=require_sandbox())
+    out = run(sandbox, f"hello-tool; cat {tmp_path}/ci/other.txt").output
+    assert "tool-ran" in out and "not a toolchain" not in out

@@ -65,6 +65,7 @@ CREDENTIAL_STORES = (".ssh", ".aws", ".azure", ".config/gh", ".config/hub", ".co
 # Read-only whatever the command: git runs hooks and config (core.fsmonitor, aliases, filters)
 # later, outside the sandbox; `.talos/` holds rules, skills and permissions.
 PROTECTED_IN_WORKSPACE = (".git", ".talos")
+BLANKED = ("/tmp", "/var/tmp", "/run")  # empty in the sandbox, as every home is
 # Readable by root on many systems, and secret: hidden even though the system is visible.
 SYSTEM_SECRETS = ("/etc/shadow", "/etc/shadow-", "/etc/gshadow", "/etc/gshadow-", "/etc/sudoers",
                   "/etc/sudoers.d", "/etc/ssl/private", "/etc/security/opasswd")  # fmt: skip
@@ -243,11 +244,12 @@ class Sandbox:
     # --------------------------------------------------------------- layout
     @staticmethod
     def _toolchains() -> list[Path]:
-        """Directories in a home that hold the programs on PATH, and Python itself: a PATH
-        entry's parent when it is a `bin` or `shims` directory (`~/.cargo/bin` -> `~/.cargo`,
-        `~/src/p/.venv/bin` -> `~/src/p/.venv`), else the entry itself; `~/.local/bin` with
-        `~/.local/lib` beside it (user site-packages), never all of `~/.local`."""
-        homes = _user_homes()
+        """Directories the sandbox blanks (a home, /tmp, /run) that hold the programs on PATH,
+        and Python itself: a PATH entry's parent when it is a `bin` or `shims` directory
+        (`~/.cargo/bin` -> `~/.cargo`, `/tmp/ci/.venv/bin` -> `/tmp/ci/.venv`), else the entry
+        itself; `~/.local/bin` with `~/.local/lib` beside it (user site-packages), never all of
+        `~/.local`."""
+        homes = [*_user_homes(), *(Path(p) for p in BLANKED)]
         wanted: list[Path] = []
         for entry in (Path(p) for p in os.environ.get("PATH", "").split(os.pathsep) if p):
             parent = entry.parent
@@ -289,13 +291,14 @@ class Sandbox:
             if path.is_relative_to(self.root) and not os.path.lexists(path):
                 with contextlib.suppress(OSError):
                     path.mkdir(parents=True)
-        args = [self.bwrap, "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc",
-                "--tmpfs", "/tmp", "--dir", SANDBOX_HOME, "--tmpfs", "/var/tmp"]  # fmt: skip
-        if os.path.isdir("/run"):
-            args += ["--tmpfs", "/run"]
-            resolv = os.path.realpath("/etc/resolv.conf")
-            if network and resolv.startswith("/run/") and os.path.exists(resolv):
-                args += ["--ro-bind", resolv, resolv]
+        args = [self.bwrap, "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc"]
+        for blank in BLANKED:
+            if os.path.isdir(blank):
+                args += ["--tmpfs", blank]
+        args += ["--dir", SANDBOX_HOME]
+        resolv = os.path.realpath("/etc/resolv.conf")  # systemd-resolved keeps it in /run
+        if network and resolv.startswith("/run/") and os.path.exists(resolv):
+            args += ["--ro-bind", resolv, resolv]
         for home in homes:
             args += ["--tmpfs", str(home)]
         tools = self._toolchains()
