@@ -167,8 +167,8 @@ def test_only_the_toolchains_on_path_are_bound_from_a_home(ws, tmp_path, monkeyp
 
 def test_the_secrets_scan_sees_what_changed_since_the_last_command(ws):
     sandbox = Sandbox(ws, bwrap=require_sandbox())
-    assert run(sandbox, "cat later/.env.new 2>&1; echo").output.strip().endswith("No such file "
-                                                                                    "or directory")  # fmt: skip
+    missing = run(sandbox, "cat later/.env.new 2>&1; echo").output
+    assert missing.strip().endswith("No such file or directory")
     (ws / "later").mkdir()
     (ws / "later" / ".env.new").write_text(f"KEY={SECRET}\n")  # made between two commands
     out = run(sandbox, "cat later/.env.new sub/.env.production; echo done").output
