@@ -29,6 +29,7 @@ import asyncio
 import collections
 import contextlib
 import ctypes
+import functools
 import logging
 import os
 import shutil
@@ -353,9 +354,11 @@ class Sandbox:
             if sandboxed and writable and not os.path.lexists(self.root / rel)
         ]
         with tempfile.TemporaryDirectory(prefix="talos-home-") as private_home:
-            if sandboxed:
-                argv, env = self.argv(command, writable=writable, network=network), \
-                    _allowed_env(SANDBOX_HOME)  # fmt: skip
+            if sandboxed:  # the layout walks the workspace: off the event loop
+                argv = await asyncio.to_thread(
+                    functools.partial(self.argv, command, writable=writable, network=network)
+                )
+                env = _allowed_env(SANDBOX_HOME)
             else:
                 argv, env = [self.shell, "-c", command], _allowed_env(private_home)
             proc = await asyncio.create_subprocess_exec(
