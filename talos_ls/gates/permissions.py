@@ -124,15 +124,17 @@ def workspace_settings_path(root: Path, base: Path | None = None) -> Path:
     return (base or config_dir()) / "workspaces" / f"{ident}.json"
 
 
-def _read_json(path: Path) -> object | None:
+def _read_json(path: Path) -> tuple[object, str] | tuple[None, None]:
+    """The file's JSON and the sha256 of those very bytes (read once: what is trusted is what
+    is parsed); (None, None) when there is no file."""
     try:
         raw = read_regular(path, MAX_RULES_BYTES)
     except FileNotFoundError:
-        return None
+        return None, None
     except (FileTooLarge, NotRegularFile, OSError) as exc:
         raise ValueError(f"{path}: cannot be read ({exc})") from None
     try:
-        return json.loads(raw)
+        return json.loads(raw), hashlib.sha256(raw).hexdigest()
     except (json.JSONDecodeError, UnicodeDecodeError) as exc:
         raise ValueError(f"{path}: not valid JSON ({exc})") from None
 
@@ -141,7 +143,6 @@ def _read_json(path: Path) -> object | None:
 class WorkspaceFile:
     """The repository's own `.talos/permissions.json`: its rules and whether it is trusted."""
 
-    path: Path
     sha256: str
     rules: Rules
     trusted: bool
@@ -180,11 +181,11 @@ class Policy:
         directory) and the workspace's own file (restricting only, unless trusted)."""
         root = Path(workspace_root).resolve()
         base = config or config_dir()
-        user_data = _read_json(base / "permissions.json")
+        user_data, _ = _read_json(base / "permissions.json")
         user = Rules.parse("your settings", user_data, str(base / "permissions.json")) \
             if user_data is not None else None  # fmt: skip
         settings_path = workspace_settings_path(root, base)
-        settings = _read_json(settings_path)
+        settings, _ = _read_json(settings_path)
         mine = Rules.parse("this workspace's settings", settings or {}, str(settings_path))
         trusted_hash = settings.get("trusted_permissions_sha256") \
             if isinstance(settings, dict) else None  # fmt: skip
@@ -192,11 +193,10 @@ class Policy:
                      root=root, sandboxed=sandboxed, settings_path=settings_path,
                      user=user)  # fmt: skip
         path = root / PERMISSIONS_FILE
-        data = _read_json(path)
-        if data is not None:
-            sha = hashlib.sha256(read_regular(path, MAX_RULES_BYTES)).hexdigest()
+        data, sha = _read_json(path)
+        if data is not None and sha is not None:
             policy.workspace_file = WorkspaceFile(
-                path, sha, Rules.parse("the workspace's .talos/permissions.json", data, str(path)),
+                sha, Rules.parse("the workspace's .talos/permissions.json", data, str(path)),
                 trusted=sha == trusted_hash,
             )  # fmt: skip
         return policy
@@ -332,7 +332,7 @@ class Policy:
     def _save_setting(self, change: Callable[[dict], None]) -> None:
         if self.settings_path is None:
             return
-        data = _read_json(self.settings_path)
+        data, _ = _read_json(self.settings_path)
         data = data if isinstance(data, dict) else {}
         data.setdefault("workspace", str(self.root))
         change(data)
