@@ -19,6 +19,7 @@ syntax errors). A command whose program cannot be known without running it (`$X 
 from __future__ import annotations
 
 import fnmatch
+import functools
 import glob as globmod
 import itertools
 import os
@@ -697,11 +698,17 @@ def _fits(pattern: str, word: str) -> bool:
 
 def rule_words(rule: str) -> list[str]:
     """A rule's words, as the shell would split them (`git log`, `npm run "build:prod"`)."""
+    return list(_rule_words(rule))
+
+
+@functools.lru_cache(maxsize=4096)
+def _rule_words(rule: str) -> tuple[str, ...]:
+    """Parsed once per rule: every command is checked against every rule."""
     analysis = analyze(rule)
     if len(analysis.commands) == 1 and analysis.commands[0].known:
         cmd = analysis.commands[0]
-        return [cmd.program, *(a.text for a in cmd.args)]
-    return rule.split()
+        return (cmd.program, *(a.text for a in cmd.args))
+    return tuple(rule.split())
 
 
 def matches(rule: str, words: tuple[str, ...], *, loose: bool = False) -> bool:
