@@ -403,3 +403,21 @@ def test_a_workspace_skill_linking_out_is_skipped(tmp_path):
     found, problems = discover(tmp_path / "ws")
     assert "private" not in found
     assert any("links outside" in p for p in problems)
+
+
+async def test_a_bug_in_a_tool_is_an_error_for_the_model_not_the_end_of_the_task(
+    tmp_path, server, monkeypatch
+):
+    env = Env(tmp_path, server)
+
+    async def broken(ctx, args):
+        raise KeyError("internal")
+
+    monkeypatch.setitem(tools.TOOLS, "load_skill", tools.Tool(
+        "load_skill", "x", tools.TOOLS["load_skill"].parameters, broken))  # fmt: skip
+    server.script += [reply(None, [("c1", "load_skill", '{"name": "x"}')]), reply("ok")]
+    task = await env.run()
+    assert task.state == "done"
+    assert tool_messages(server, 1)[0]["content"] == (
+        "error: load_skill failed (KeyError); try another way"
+    )
