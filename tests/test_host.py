@@ -13,6 +13,7 @@ from talos_ls.host import Host, HostConfig
 from talos_ls.store import open_store
 
 from .fake_openai import FakeOpenAI, reply
+from .system import path_without
 
 K = 5
 AMBIGUOUS = {
@@ -31,7 +32,7 @@ class ScriptedPort:
         self.workspace = Workspace(root)
         self.replies, self.confirms = list(replies), list(confirms)
         self.reply_delay = reply_delay
-        self.asked, self.shown, self.statuses = [], [], []
+        self.asked, self.shown, self.statuses, self.notices = [], [], [], []
 
     async def ask(self, question):
         self.asked.append(question)
@@ -53,6 +54,9 @@ class ScriptedPort:
 
     def status(self, status):
         self.statuses.append(status)
+
+    def notice(self, message):
+        self.notices.append(message)
 
 
 def workspace(tmp_path, files):
@@ -200,3 +204,21 @@ def test_two_hosts_in_two_processes_share_one_budget(tmp_path, store_url):
     assert asked, "no question was asked at all"
     assert all(b - a >= K for a, b in itertools.pairwise(asked)), asked
     assert open_store(store_url).turn_current(str(root.resolve())) == 24  # one shared counter
+
+
+async def test_without_a_sandbox_the_person_is_told_once_and_the_status_says_so(
+    tmp_path, server, monkeypatch
+):
+    monkeypatch.setenv("PATH", path_without(tmp_path, "bwrap"))
+    root = workspace(tmp_path, {"src/app.py": "x = 1\n"})
+    port = ScriptedPort(root)
+    server.script += [reply("one"), reply("two")]
+    host, store = host_for(tmp_path, server, root, port)
+    for request in ("first", "second"):
+        await host.wait((await host.turn(request)).task)
+    await host.close()
+    store.close()
+    (notice,) = port.notices  # once, not per turn
+    assert notice.startswith("Commands run without a sandbox: bubblewrap (bwrap) is not installed")
+    assert port.statuses[-1]["sandbox"]["available"] is False
+    assert host.policy.check_command("ls").verdict == "ask"
