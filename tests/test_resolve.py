@@ -2,8 +2,14 @@
 
 from __future__ import annotations
 
+import os
+import shutil
+import sys
+import threading
+
 import pytest
 
+from talos_ls.memory import resolve as resolve_mod
 from talos_ls.memory.resolve import WorkspaceIndex, resolve
 
 
@@ -95,3 +101,279 @@ def test_refresh_rereads_only_what_changed(tmp_path):
     assert set(index.symbols) == {"alpha", "gamma", "delta"}
     assert index.files == ["a.py", "c.ts"]
     assert refs(index, "call gamma()") == [("gamma()", "resolved", ["gamma in a.py"])]
+
+
+# ---------------------------------------------------------------- the index as a daemon keeps it
+def write(root, rel, text="x = 1\n"):
+    path = root / rel
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text)
+    return str(path)
+
+
+@pytest.fixture
+def parses(monkeypatch):
+    """Every file whose symbols are parsed, in order."""
+    seen: list[str] = []
+    real = resolve_mod._parse_symbols
+
+    def counting(path):
+        seen.append(path)
+        return real(path)
+
+    monkeypatch.setattr(resolve_mod, "_parse_symbols", counting)
+    return seen
+
+
+def test_apply_files_added_modified_deleted(tmp_path):
+    write(tmp_path, "src/a.py", "def alpha():\n    pass\n")
+    index = WorkspaceIndex.build(tmp_path)
+    b = write(tmp_path, "src/b.py", "def beta():\n    pass\n")
+    a = write(tmp_path, "src/a.py", "def alpha2():\n    pass\n")
+    index.apply([("added", b), ("modified", a)])
+    assert index.files == ["src/a.py", "src/b.py"]
+    assert index.match_symbol("beta") == ["beta in src/b.py"]
+    assert index.match_symbol("alpha") == [] and index.match_symbol("alpha2") == [
+        "alpha2 in src/a.py"
+    ]
+    (tmp_path / "src/b.py").unlink()
+    index.apply([("deleted", b)])
+    assert index.files == ["src/a.py"] and "beta" not in index.symbols
+    assert index.match_noun("b", None) == []
+
+
+def test_apply_directories_added_moved_deleted(tmp_path):
+    write(tmp_path, "keep.py")
+    index = WorkspaceIndex.build(tmp_path)
+    outside = tmp_path.parent / f"{tmp_path.name}-elsewhere"
+    write(outside, "pkg/parser.py", "class Parser:\n    pass\n")
+    write(outside, "pkg/deep/er/lexer.py", "def lex():\n    pass\n")
+    os.rename(outside / "pkg", tmp_path / "pkg")  # `mv`: one event, for the directory
+    index.apply([("added", str(tmp_path / "pkg"))])
+    assert index.files == ["keep.py", "pkg/deep/er/lexer.py", "pkg/parser.py"]
+    assert index.match_symbol("lex") == ["lex in pkg/deep/er/lexer.py"]
+    os.rename(tmp_path / "pkg", tmp_path / "lib")
+    index.apply([("deleted", str(tmp_path / "pkg")), ("added", str(tmp_path / "lib"))])
+    assert index.files == ["keep.py", "lib/deep/er/lexer.py", "lib/parser.py"]
+    assert index.match_noun("Parser", "class") == ["Parser in lib/parser.py"]
+    shutil.rmtree(tmp_path / "lib")
+    index.apply([("deleted", str(tmp_path / "lib"))])
+    assert index.files == ["keep.py"] and set(index.symbols) == {"x"}
+    assert index.match_noun("parser", None) == []
+
+
+def test_a_file_in_a_directory_whose_own_event_was_missed(tmp_path):
+    write(tmp_path, "keep.py")
+    index = WorkspaceIndex.build(tmp_path)
+    write(tmp_path, "new/sub/one.py", "def one():\n    pass\n")
+    two = write(tmp_path, "new/sub/two.py", "def two():\n    pass\n")
+    index.apply([("added", two)])  # the directories' events never came
+    assert index.files == ["keep.py", "new/sub/one.py", "new/sub/two.py"]
+    assert index.match_symbol("one") == ["one in new/sub/one.py"]
+
+
+def test_only_the_changed_file_is_parsed_again(tmp_path, parses):
+    for i in range(5):
+        write(tmp_path, f"m{i}.py", f"def f{i}():\n    pass\n")
+    write(tmp_path, "notes.txt", "not source")
+    index = WorkspaceIndex.build(tmp_path)
+    assert len(parses) == 5  # source files only
+    parses.clear()
+    changed = write(tmp_path, "m3.py", "def f3():\n    pass\n\n\ndef g3():\n    pass\n")
+    index.apply([("modified", changed), ("modified", str(tmp_path / "notes.txt"))])
+    assert parses == [changed]
+    assert index.match_symbol("g3") == ["g3 in m3.py"]
+    parses.clear()
+    index.apply([("modified", changed)])  # the same (mtime, size): nothing to read
+    index.refresh()
+    assert parses == []
+
+
+def test_gitignore_excludes_and_reincludes(tmp_path):
+    write(tmp_path, ".gitignore", "generated/\n*.log\n")
+    write(tmp_path, "generated/parser.py", "def generated():\n    pass\n")
+    write(tmp_path, "run.log", "")
+    write(tmp_path, "src/parser.py", "def parse():\n    pass\n")
+    index = WorkspaceIndex.build(tmp_path)
+    assert index.files == [".gitignore", "src/parser.py"]
+    assert index.match_noun("parser", None) == ["src/parser.py"]
+    late = write(tmp_path, "generated/later.py", "def later():\n    pass\n")
+    index.apply([("added", late), ("added", write(tmp_path, "src/debug.log", ""))])
+    assert index.files == [".gitignore", "src/parser.py"]
+    gitignore = write(tmp_path, ".gitignore", "*.log\n")
+    index.apply([("modified", gitignore)])
+    assert index.files == [
+        ".gitignore", "generated/later.py", "generated/parser.py", "src/parser.py"
+    ]  # fmt: skip
+    assert index.match_noun("parser", None) == ["generated/parser.py", "src/parser.py"]
+    assert index.match_symbol("later") == ["later in generated/later.py"]
+
+
+def test_nested_gitignore(tmp_path):
+    write(tmp_path, ".gitignore", "*.log\n")
+    write(tmp_path, "sub/.gitignore", "*.tmp\n!keep.log\n")
+    for rel in ("a.tmp", "a.log", "sub/b.tmp", "sub/b.log", "sub/keep.log", "sub/deeper/c.tmp"):
+        write(tmp_path, rel, "")
+    index = WorkspaceIndex.build(tmp_path)
+    assert index.files == [".gitignore", "a.tmp", "sub/.gitignore", "sub/keep.log"]
+    nested = write(tmp_path, "sub/.gitignore", "")
+    index.apply([("modified", nested)])  # only sub/ is walked again
+    assert index.files == [".gitignore", "a.tmp", "sub/.gitignore", "sub/b.tmp",
+                           "sub/deeper/c.tmp"]  # fmt: skip
+    added = write(tmp_path, "sub/deeper/d.log", "")
+    index.apply([("added", added)])
+    assert "sub/deeper/d.log" not in index.files  # the root's *.log still applies
+
+
+def test_symlinks_and_fifos_are_never_followed_or_opened(tmp_path, parses):
+    root = tmp_path / "ws"
+    outside = tmp_path / "outside"
+    write(outside, "secret.py", "def leaked():\n    pass\n")
+    write(root, "real.py", "def real():\n    pass\n")
+    os.symlink(outside, root / "linked")
+    os.symlink(outside / "secret.py", root / "alias.py")
+    os.mkfifo(root / "pipe.py")
+    index = WorkspaceIndex.build(root)
+    assert index.files == ["real.py"]
+    index.apply([
+        ("added", str(root / "linked")),
+        ("added", str(root / "linked" / "secret.py")),
+        ("modified", str(root / "alias.py")),
+        ("modified", str(root / "pipe.py")),
+        ("added", str(outside / "secret.py")),  # outside the root
+        ("added", str(root / ".." / "outside" / "secret.py")),
+    ])  # fmt: skip
+    assert index.files == ["real.py"] and index.match_symbol("leaked") == []
+    assert all(not p.startswith(str(outside)) and "linked" not in p for p in parses)
+    assert str(root / "pipe.py") not in parses and str(root / "alias.py") not in parses
+
+
+def test_skipped_directories_stay_skipped_on_apply(tmp_path):
+    write(tmp_path, "a.py")
+    index = WorkspaceIndex.build(tmp_path)
+    index.apply([
+        ("added", write(tmp_path, "node_modules/lib/parser.js", "function parse() {}\n")),
+        ("added", str(tmp_path / "node_modules")),
+        ("added", write(tmp_path, "build/out/parser.py")),
+        ("added", write(tmp_path, ".git/parser.py")),
+    ])  # fmt: skip
+    assert index.files == ["a.py"]
+
+
+def test_lookups_are_sorted_by_path_whatever_the_order_of_arrival(tmp_path):
+    write(tmp_path, "keep.py")
+    index = WorkspaceIndex.build(tmp_path)
+    for rel in ("z/util.py", "m/util.py", "a/util.py"):
+        index.apply([("added", write(tmp_path, rel, "def helper():\n    pass\n"))])
+    assert index.match_noun("util", None) == ["a/util.py", "m/util.py", "z/util.py"]
+    assert index.match_symbol("helper") == [
+        "helper in a/util.py", "helper in m/util.py", "helper in z/util.py"
+    ]  # fmt: skip
+    index.apply([("added", write(tmp_path, "app_settings.toml", ""))])
+    assert index.match_noun("settings", "config") == ["app_settings.toml"]  # a new stem is seen
+
+
+def test_max_files(tmp_path, monkeypatch):
+    monkeypatch.setattr(resolve_mod, "MAX_FILES", 3)
+    for name in "abcd":
+        write(tmp_path, f"{name}.py")
+    index = WorkspaceIndex.build(tmp_path)
+    assert index.files == ["a.py", "b.py", "c.py"]
+    index.apply([("added", write(tmp_path, "e.py"))])
+    assert len(index.files) == 3
+    (tmp_path / "a.py").unlink()
+    index.apply([("deleted", str(tmp_path / "a.py")), ("added", str(tmp_path / "e.py"))])
+    assert index.files == ["b.py", "c.py", "e.py"]
+
+
+def test_a_pathological_python_file_is_a_file_without_symbols(tmp_path):
+    write(tmp_path, "deep.py", "-" * 200_000 + "1\n")  # the parser gives up with MemoryError
+    write(tmp_path, "ok.py", "def fine():\n    pass\n")
+    index = WorkspaceIndex.build(tmp_path)
+    assert index.files == ["deep.py", "ok.py"] and set(index.symbols) == {"fine"}
+
+
+# ---------------------------------------------------------------- threads
+def test_lookups_never_wait_for_the_first_scan(tmp_path, monkeypatch):
+    write(tmp_path, "src/parser.py", "def parse():\n    pass\n")
+    write(tmp_path, "tools/parser.py", "def parse():\n    pass\n")
+    release = threading.Event()
+    real = resolve_mod._parse_symbols
+
+    def slow(path):
+        release.wait(30)
+        return real(path)
+
+    monkeypatch.setattr(resolve_mod, "_parse_symbols", slow)
+    index = WorkspaceIndex(tmp_path)
+    builder = threading.Thread(target=index.scan)
+    builder.start()
+    try:
+        answers: list[list] = []
+        reader = threading.Thread(
+            target=lambda: answers.append(refs(index, "fix the parser, call parse()"))
+        )
+        reader.start()
+        reader.join(10)
+        assert not reader.is_alive() and answers == [[]]  # answered at once, from nothing
+        assert not index.ready.is_set()
+    finally:
+        release.set()
+        builder.join(30)
+    assert index.ready.wait(30)
+    assert refs(index, "fix the parser") == [
+        ("the parser", "evidence_gap", ["src/parser.py", "tools/parser.py"])
+    ]
+
+
+@pytest.fixture
+def fast_switching():
+    """Threads take turns every microsecond or so, so that a torn state, if any, shows."""
+    before = sys.getswitchinterval()
+    sys.setswitchinterval(1e-6)
+    yield
+    sys.setswitchinterval(before)
+
+
+def test_readers_never_see_half_a_batch(tmp_path, fast_switching):
+    """Each batch adds or removes two files of the same stem and symbol together: a lookup
+    sees both or neither, never one."""
+    write(tmp_path, "base.py")
+    index = WorkspaceIndex.build(tmp_path)
+    pair = [tmp_path / "a" / "twin.py", tmp_path / "b" / "twin.py"]
+    for path in pair:
+        path.parent.mkdir()
+    stop = threading.Event()
+    seen: set[tuple[str, int]] = set()
+    errors: list[BaseException] = []
+
+    def read():
+        try:
+            while not stop.is_set():
+                seen.add(("noun", len(index.match_noun("twin", None))))
+                seen.add(("symbol", len(index.match_symbol("twin_fn"))))
+                resolve("a1", 1, "fix the twin file, call twin_fn()", index)
+        except BaseException as exc:  # reported by the main thread
+            errors.append(exc)
+
+    readers = [threading.Thread(target=read) for _ in range(3)]
+    for t in readers:
+        t.start()
+    try:
+        for i in range(5000):  # until the readers have seen both states, 150 rounds at least
+            if i >= 150 and len(seen) == 4:
+                break
+            if i % 2 == 0:
+                for path in pair:
+                    path.write_text(f"def twin_fn():\n    return {i}\n")
+                index.apply([("added", str(p)) for p in pair])
+            else:
+                for path in pair:
+                    path.unlink()
+                index.apply([("deleted", str(p)) for p in pair])
+    finally:
+        stop.set()
+        for t in readers:
+            t.join(30)
+    assert not errors
+    assert seen == {("noun", 0), ("noun", 2), ("symbol", 0), ("symbol", 2)}
