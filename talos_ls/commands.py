@@ -60,9 +60,10 @@ async def _run(args: argparse.Namespace, store, root: Path) -> int:
     config = HostConfig(workspace=root, model=model, mode=args.mode, auto_apply=args.apply,
                         caps=caps)  # fmt: skip
     host = Host(store, config, port)
-    for problem in host.skill_problems:
-        port.notice(problem)
     try:
+        await host.start()
+        for problem in host.skill_problems:
+            port.notice(problem)
         result = await host.turn(args.request)
         task = await host.wait(result.task)
     finally:

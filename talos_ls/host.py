@@ -16,6 +16,11 @@ question budget), then:
 
 The host talks to the person only through an EditorPort: the terminal (`cli.py`), the language
 server (`server.py`) and scripted ports in tests each implement it.
+
+A language server hosts this for weeks, one host per workspace folder, so the event loop only
+coordinates: the turn's preparation, tool work, index building and store writes run in the
+host's threads (`offload.py`), the workspace index is built in the background and kept current
+from file events, and finished tasks, answers and proposals leave memory.
 """
 
 from __future__ import annotations
@@ -23,6 +28,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import logging
+from collections import deque
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -32,28 +38,34 @@ from .agent import tools
 from .agent.cost import Caps, CostMeter, load_prices
 from .agent.loop import AgentLoop, system_prompt
 from .agent.model import ModelClient, ModelConfig
-from .agent.sandbox import Sandbox
-from .agent.skills import discover
+from .agent.sandbox import Sandbox, SandboxState
+from .agent.skills import Skill, discover
 from .agent.tasks import FINAL, Task, TaskRegistry
 from .agent.workspace import MAX_READ_BYTES, Workspace
 from .edits.proposals import Proposal, ProposalBook, ProposalError
 from .files import read_regular
-from .gates.permissions import Policy
+from .gates.permissions import MODES, Policy
 from .gates.question_queue import AnswerResult, QuestionCandidate, QuestionQueue
 from .memory.assembler import ContextAssembler
 from .memory.facts import FactStore
 from .memory.resolve import WorkspaceIndex, resolve
 from .memory.rules import RulesFiles
+from .offload import Offload
 from .store import Store
+from .watch import watch
 
 logger = logging.getLogger(__name__)
 APPLY, REJECT = "Apply", "Reject"
+KEEP_ANSWERS = 64  # answers kept in memory for the session's report; all are in the store
+MAX_CONTEXT_CHARS = 4000  # the editor's selection, as given to the model
 
 
 class EditorPort(Protocol):
     """How the host reaches the person. `interactive` is False when nobody can answer."""
 
-    interactive: bool
+    @property
+    def interactive(self) -> bool:
+        """False when nobody can answer: prompts are not shown, questions not asked."""
 
     async def ask(self, question: QuestionCandidate) -> str | None:
         """Deliver a question; the reply text, or None when dismissed."""
@@ -63,15 +75,50 @@ class EditorPort(Protocol):
 
     async def show_proposal(self, proposal: Proposal) -> None: ...
 
-    async def apply(self, proposal: Proposal, new_text: str) -> bool:
-        """Write the proposal's new content; True when it landed."""
+    async def apply(self, proposal: Proposal, new_text: str, version: int | None) -> bool:
+        """Write the proposal's new content over the document at `version` (the editor's
+        buffer version the host checked; None: the file on disk). True when it landed."""
+
+    def read_document(self, path: str) -> tuple[str, int | None] | None:
+        """The editor's text of a workspace file and its version, when the editor has it open
+        (unsaved text wins over the disk); None otherwise. Called from worker threads."""
+
+    async def begin(self, task: Task) -> None:
+        """A task was started: open its progress view."""
 
     def progress(self, task: Task, message: str) -> None: ...
+
+    def end(self, task: Task) -> None:
+        """A task reached a final state: close its progress view."""
 
     def status(self, status: Mapping[str, Any]) -> None: ...
 
     def notice(self, message: str) -> None:
         """Something the person should know once (the sandbox is unavailable, say)."""
+
+
+@dataclass(frozen=True)
+class EditorContext:
+    """Where the person was when they asked: a file, a selection, the problems shown there."""
+
+    path: str  # relative to the workspace
+    start_line: int | None = None  # 0-based, inclusive
+    end_line: int | None = None
+    selection: str = ""
+    diagnostics: tuple[str, ...] = ()
+
+    def describe(self) -> str:
+        """The context as the model reads it, after the request."""
+        where = self.path
+        if self.start_line is not None:
+            where += f", lines {self.start_line + 1}-{(self.end_line or self.start_line) + 1}"
+        parts = [f"The person is in {where}."]
+        if self.selection:
+            parts.append(f"Selected text:\n```\n{self.selection[:MAX_CONTEXT_CHARS]}\n```")
+        if self.diagnostics:
+            parts.append("Problems reported there:\n" +
+                         "\n".join(f"- {d}" for d in self.diagnostics[:20]))  # fmt: skip
+        return "\n".join(parts)
 
 
 @dataclass
@@ -88,6 +135,9 @@ class HostConfig:
     budget_turns: int = 5
     auto_apply: bool = False  # `talos run --apply`
     prices: Mapping[str, Any] | None = None
+    # A daemon answers at once and builds the index behind; a one-shot run waits for it.
+    background_index: bool = False
+    watch: bool = False  # keep the index current from file events (a daemon)
 
 
 @dataclass
@@ -97,11 +147,30 @@ class TurnResult:
     question: QuestionCandidate | None
 
 
+@dataclass
+class _Prepared:
+    turn: int
+    prompt: str
+    system: str
+    question: QuestionCandidate | None
+
+
 class Host:
-    def __init__(self, store: Store, config: HostConfig, port: EditorPort) -> None:
+    policy: Policy
+    sandbox_state: SandboxState
+    skills: dict[str, Skill]
+    skill_problems: list[str]
+
+    def __init__(
+        self, store: Store, config: HostConfig, port: EditorPort, offload: Offload | None = None
+    ) -> None:
+        """Cheap: nothing here touches the disk beyond resolving the root. `start` (awaited by
+        the first turn) probes the sandbox, loads the rules and builds the index, off the loop."""
         self.store = store
         self.config = config
         self.port = port
+        self.offload = offload or Offload()
+        self._owns_offload = offload is None
         self.workspace = Workspace(config.workspace)
         self.agent_id = config.agent_id or str(self.workspace.root)
         self.facts = FactStore(store)
@@ -111,43 +180,104 @@ class Host:
             self.facts, confidence_gate_threshold=config.confidence_gate
         )
         self.sandbox = Sandbox(self.workspace.root, hidden=store.local_files())
-        self.sandbox_state = self.sandbox.probe()
-        if not self.sandbox_state.available:
-            port.notice(f"Commands run without a sandbox: {self.sandbox_state.detail}. Each "
-                        "command will be asked before it runs.")  # fmt: skip
-        self.policy = Policy.load(self.workspace.root, config.mode,
-                                  sandboxed=self.sandbox_state.available)  # fmt: skip
-        self._rules_reviewed = False
         self.proposals = ProposalBook()
         self.meter = CostMeter(prices=dict(config.prices or load_prices()))
         config.caps.require_enforceable(config.model.model, self.meter.prices)
-        self.registry = TaskRegistry(store, self.meter, config.concurrency)
+        self.registry = TaskRegistry(store, self.meter, config.concurrency, self.offload,
+                                     on_change=self._task_changed)  # fmt: skip
         self.model = ModelClient(config.model)
         self.loop = AgentLoop(self.model, self.meter, config.caps, self.registry)
-        self.skills, self.skill_problems = discover(self.workspace.root)
-        self.index = WorkspaceIndex.build(self.workspace.root)
-        self.answers: list[tuple[QuestionCandidate, AnswerResult]] = []
-        self._background: set[asyncio.Task] = set()
+        self.index = WorkspaceIndex(self.workspace.root)
+        self.answers: deque[tuple[QuestionCandidate, AnswerResult]] = deque(maxlen=KEEP_ANSWERS)
+        self._background: set[asyncio.Future] = set()
+        self._daemon_jobs: set[asyncio.Future] = set()
+        self._starting: asyncio.Future[None] | None = None
+        self._rules_reviewed = False
+        self._stop = asyncio.Event()
+        self._status_dirty = False
+        self._status_job: asyncio.Task | None = None
+
+    # ---------------------------------------------------------------- start
+    async def start(self) -> None:
+        """Probe the sandbox, load the rules and skills, start the index; once per host."""
+        if self._starting is None:
+            self._starting = asyncio.ensure_future(self._start())
+        await asyncio.shield(self._starting)
+
+    async def _start(self) -> None:
+        root = self.workspace.root
+        self.sandbox_state = await self.offload.run(self.sandbox.probe)
+        if not self.sandbox_state.available:
+            self.port.notice(f"Commands run without a sandbox: {self.sandbox_state.detail}. Each "
+                             "command will be asked before it runs.")  # fmt: skip
+        self.policy = await self.offload.run(
+            Policy.load, root, self.config.mode, sandboxed=self.sandbox_state.available
+        )
+        self.skills, self.skill_problems = await self.offload.run(discover, root)
+        build = self.offload.run(self.index.scan)
+        if self.config.background_index:
+            self.spawn(build, daemon=True)
+        else:
+            await build
+        if self.config.watch:
+            self.spawn(watch(root, self.files_changed, self._stop), daemon=True)
+
+    def files_changed(self, changes: Sequence[tuple[str, str]]) -> None:
+        """Files changed on disk (a watcher, the editor's didChangeWatchedFiles): the index
+        takes them in a worker thread."""
+        if changes:
+            self.spawn(self.offload.run(self.index.apply, list(changes)))
 
     # ---------------------------------------------------------------- turns
-    async def turn(self, request: str) -> TurnResult:
-        """One request: questions considered, the task started. Returns at once."""
+    async def turn(self, request: str, context: EditorContext | None = None) -> TurnResult:
+        """One request: questions considered, the task started. Returns once the task is
+        queued; the work runs in the background."""
         if not isinstance(request, str) or not request.strip():
             raise ValueError("the request is empty")
-        await self._review_rules()
+        await self.start()
+        await self.review_rules()
+        prepared = await self.offload.run(self._prepare, request, context)
+
+        async def run(task: Task) -> str:
+            ctx = tools.ToolContext(
+                agent_id=self.agent_id, task_id=task.id, turn=prepared.turn,
+                workspace=self.workspace, policy=self.policy, proposals=self.proposals,
+                facts=self.facts, queue=self.queue,
+                prompter=self.port.confirm if self.port.interactive else None,
+                skills={name: s.body for name, s in self.skills.items()},
+                on_proposal=lambda p: self.spawn(self.port.show_proposal(p)),
+                read_document=self.port.read_document, sandbox=self.sandbox,
+                offload=self.offload,
+            )  # fmt: skip
+            text = await loop.run(ctx, task, prepared.prompt, prepared.system,
+                                  on_step=lambda message: self._step(task, message))  # fmt: skip
+            await self._settle_proposals(task)
+            return text
+
+        loop = self.loop  # the configuration at the request: a later change is for later tasks
+        task = self.registry.start(self.agent_id, request, run)
+        self.spawn(self.port.begin(task))
+        if prepared.question is not None:
+            self.spawn(self._deliver(prepared.question, task))
+        self.report_status()
+        return TurnResult(prepared.turn, task, prepared.question)
+
+    def _prepare(self, request: str, context: EditorContext | None) -> _Prepared:
+        """The turn's bookkeeping, in a worker thread: the counter, rules, reconciliation, the
+        relevant facts, the producers, and at most one question."""
         agent = self.agent_id
         turn = self.store.turn_next(agent)
         self.rules.sync(agent, self.workspace.root)
         self.queue.reconciler.reconcile_pass(agent)
-        assembled = self.assembler.assemble(agent, request)
+        cues = request if context is None else f"{request}\n{context.path}"
+        assembled = self.assembler.assemble(agent, cues)
         self.queue.note_use(agent, assembled.keys, turn)
         self.queue.propose_from_gate(agent, assembled.metadata, turn, request)
-        self.index.refresh()  # re-reads only files that changed
         self.queue.propose_from_resolution(resolve(agent, turn, request, self.index), turn)
         self.queue.propose_from_disjunctions(agent, turn)
         question = None
         if self.port.interactive:  # nobody to ask: spend no budget on a question
-            question = self.queue.next_question(agent, turn, query_cues=request)
+            question = self.queue.next_question(agent, turn, query_cues=cues)
         rules = [
             f for f in self.facts.list(agent, include_closed=False) if f.source == "rules file"
         ]
@@ -156,28 +286,21 @@ class Host:
             [f for f in assembled.records if f.source != "rules file"],
             {name: s.description for name, s in self.skills.items()},
         )
+        prompt = request if context is None else f"{request}\n\n{context.describe()}"
+        return _Prepared(turn, prompt, system, question)
 
-        async def run(task: Task) -> str:
-            ctx = tools.ToolContext(
-                agent_id=agent, task_id=task.id, turn=turn, workspace=self.workspace,
-                policy=self.policy, proposals=self.proposals, facts=self.facts, queue=self.queue,
-                prompter=self.port.confirm if self.port.interactive else None,
-                skills={name: s.body for name, s in self.skills.items()},
-                on_proposal=lambda p: self._spawn(self.port.show_proposal(p)),
-                sandbox=self.sandbox,
-            )  # fmt: skip
-            self.port.progress(task, "working")
-            text = await self.loop.run(ctx, task, request, system)
-            await self._settle_proposals(task)
-            return text
+    def _step(self, task: Task, message: str) -> None:
+        task.activity = message
+        self.port.progress(task, message)
+        self.report_status()
 
-        task = self.registry.start(agent, request, run)
-        if question is not None:
-            self._spawn(self._deliver(question, task))
-        self.port.status(self.status())
-        return TurnResult(turn, task, question)
+    def _task_changed(self, task: Task) -> None:
+        if task.state in FINAL:
+            self.port.end(task)
+            self.proposals.prune()
+        self.report_status()
 
-    async def _review_rules(self) -> None:
+    async def review_rules(self) -> None:
         """Once per host: a workspace's own permissions file that would allow something is
         offered for trust (it came with the repository); until then it only restricts."""
         if self._rules_reviewed:
@@ -200,30 +323,54 @@ class Host:
                 return dataclasses.replace(question, question_text=text)
         return question
 
-    async def _deliver(self, question: QuestionCandidate, task: Task) -> None:
-        reply = await self.port.ask(self.phrase(question))
-        turn = self.store.turn_current(self.agent_id)
-        result = self.queue.record_answer(question, reply or "", turn)  # None: a non-answer
+    async def _deliver(self, question: QuestionCandidate, task: Task | None) -> None:
+        reply = await self.port.ask(await self.offload.run(self.phrase, question))
+        await self.answer(question, reply, task)
+
+    async def answer(
+        self, question: QuestionCandidate, reply: str | None, task: Task | None = None
+    ) -> AnswerResult:
+        """Record the person's reply (None or "": a non-answer, cooled, never evidence); when
+        the task that was running meanwhile still runs, it hears the chosen option."""
+        result = await self.offload.run(self._record, question, reply or "")
         self.answers.append((question, result))
-        if result.applied and result.option_index is not None and task.state not in FINAL:
+        if task is not None and result.applied and result.option_index is not None \
+                and task.state not in FINAL:  # fmt: skip
             label = question.options[result.option_index]["label"]
             task.notes.append(
                 f"The person answered the question {question.question_text!r}: {label}."
             )
-        self.port.status(self.status())
+        self.report_status()
+        return result
 
-    def _spawn(self, coro: Any) -> None:
-        job = asyncio.get_running_loop().create_task(coro)
-        self._background.add(job)
-        job.add_done_callback(self._background.discard)
+    def _record(self, question: QuestionCandidate, reply: str) -> AnswerResult:
+        turn = self.store.turn_current(self.agent_id)
+        return self.queue.record_answer(question, reply, turn)
+
+    def spawn(self, coro: Any, daemon: bool = False) -> None:
+        """Run `coro` beside the turn. Daemon jobs (the watcher, the index build) live as long
+        as the host; the others are what `wait` waits for."""
+        jobs = self._daemon_jobs if daemon else self._background
+        job = asyncio.ensure_future(coro)
+        jobs.add(job)
+
+        def done(job: asyncio.Future) -> None:
+            jobs.discard(job)
+            if not job.cancelled() and job.exception() is not None:
+                logger.error("a background job of the host failed", exc_info=job.exception())
+
+        job.add_done_callback(done)
 
     async def wait(self, task: Task) -> Task:
         """The task, finished, with its question's delivery and proposals settled."""
-        await self.registry.wait(task.id)
+        await self.registry.wait(task)
         while self._background:
             await asyncio.gather(*list(self._background), return_exceptions=True)
-        self.port.status(self.status())
+        self.port.status(await self.status())
         return task
+
+    def cancel(self, task_id: str) -> bool:
+        return self.registry.cancel(task_id)
 
     # ------------------------------------------------------------ proposals
     async def _settle_proposals(self, task: Task) -> None:
@@ -246,42 +393,109 @@ class Host:
                 elif choice == REJECT:
                     self.proposals.reject(proposal.id)
 
+    def _current(self, path: str) -> tuple[str, int | None]:
+        """A file's text as the person sees it: the editor's buffer, else the disk."""
+        open_doc = self.port.read_document(path)
+        if open_doc is not None:
+            return open_doc
+        real = self.workspace.resolve(path, write=True)
+        return (read_regular(real, MAX_READ_BYTES).decode() if real.exists() else "", None)
+
     async def apply_proposal(self, proposal_id: str, hunks: Sequence[int] | None = None) -> bool:
         """Apply a proposal through the port, refusing a stale one. True when it landed."""
         proposal = self.proposals.get(proposal_id)
-        real = self.workspace.resolve(proposal.path, write=True)
         try:
-            current = read_regular(real, MAX_READ_BYTES).decode() if real.exists() else ""
+            current, version = await self.offload.run(self._current, proposal.path)
             new_text = self.proposals.apply(proposal_id, current, hunks)
         except (ProposalError, OSError, UnicodeDecodeError) as exc:
             logger.info("proposal %s not applied: %s", proposal_id, exc)
             return False
-        if not await self.port.apply(proposal, new_text):
+        if not await self.port.apply(proposal, new_text, version):
             return False
         self.proposals.applied(proposal_id, new_text, hunks)
         return True
 
+    async def undo(self) -> Proposal:
+        """Put back the file the last applied proposal changed, if it is still as left."""
+        applied = [p for p in self.proposals.list() if p.status == "applied"]
+        if not applied:
+            raise ProposalError("nothing to undo: no proposal has been applied")
+        proposal = applied[-1]
+        current, version = await self.offload.run(self._current, proposal.path)
+        base = self.proposals.undo(proposal.id, current)
+        if not await self.port.apply(proposal, base, version):
+            proposal.status = "applied"  # the file was not touched: still undoable
+            raise ProposalError(f"the editor did not take the undo of {proposal.id}")
+        return proposal
+
     # --------------------------------------------------------------- status
-    def status(self) -> dict[str, Any]:
+    def report_status(self) -> None:
+        """Tell the port the status soon; changes close together make one report."""
+        self._status_dirty = True
+        if self._status_job is None or self._status_job.done():
+            self._status_job = asyncio.ensure_future(self._send_status())
+
+    async def _send_status(self) -> None:
+        while self._status_dirty:
+            self._status_dirty = False
+            try:
+                self.port.status(await self.status())
+            except Exception:
+                logger.exception("the status could not be reported")
+            await asyncio.sleep(0.05)
+
+    async def status(self) -> dict[str, Any]:
+        stored = await self.offload.run(self._stored_status)
         agent = self.agent_id
         running = [t for t in self.registry.list(agent) if t.state in ("queued", "running")]
-        last = self.store.qq_last_delivery(agent)
-        open_questions = self.store.qq_open(agent)  # open ones only, not the whole history
-        spent = [self.meter.task(t.id) for t in self.registry.list(agent)]
+        session = self.meter.session()
+        state = getattr(self, "sandbox_state", None)
         return {
-            "turn": self.store.turn_current(agent),
-            "running": [{"id": t.id, "title": t.title, "state": t.state} for t in running],
-            "tokens_in": sum(s.tokens_in for s in spent),
-            "tokens_out": sum(s.tokens_out for s in spent),
-            "cost_session": str(self.meter.session_cost),
-            "open_questions": len(open_questions),
-            "budget_opens_at_turn": None if last is None else last + self.config.budget_turns,
-            "sandbox": {"available": self.sandbox_state.available,
-                        "detail": self.sandbox_state.detail},
+            **stored,
+            "root": str(self.workspace.root),
+            "running": [{"id": t.id, "title": t.title, "state": t.state, "step": t.activity,
+                         "cost": str(self.meter.task(t.id).cost)} for t in running],
+            "tokens_in": session.tokens_in,
+            "tokens_out": session.tokens_out,
+            "cost_session": str(session.cost),
+            "index": {"ready": self.index.ready.is_set(), "files": len(self.index.files)},
+            "sandbox": None if state is None else {"available": state.available,
+                                                    "detail": state.detail},
         }  # fmt: skip
 
+    def _stored_status(self) -> dict[str, Any]:
+        agent = self.agent_id
+        last = self.store.qq_last_delivery(agent)
+        return {
+            "turn": self.store.turn_current(agent),
+            "open_questions": len(self.store.qq_open(agent)),
+            "budget_opens_at_turn": None if last is None else last + self.queue.budget_turns,
+        }
+
+    # -------------------------------------------------------- configuration
+    def reconfigure(self, config: HostConfig) -> None:
+        """New settings for the tasks started from now on; running ones keep theirs."""
+        if config.mode not in MODES:
+            raise ValueError(f"mode must be one of {MODES}, got {config.mode!r}")
+        prices = dict(config.prices or load_prices())
+        config.caps.require_enforceable(config.model.model, prices)
+        self.config = config
+        self.meter.prices = prices
+        self.model = ModelClient(config.model)
+        self.loop = AgentLoop(self.model, self.meter, config.caps, self.registry)
+        self.queue.budget_turns = config.budget_turns
+        if hasattr(self, "policy"):
+            self.policy.mode = config.mode
+        self.report_status()
+
     async def close(self) -> None:
+        self._stop.set()
         await self.registry.shutdown()
-        for job in list(self._background):
+        jobs = [*self._background, *self._daemon_jobs]
+        for job in jobs:
             job.cancel()
-        await asyncio.gather(*list(self._background), return_exceptions=True)
+        await asyncio.gather(*jobs, return_exceptions=True)
+        if self._status_job is not None:
+            self._status_job.cancel()
+        if self._owns_offload:
+            self.offload.close()

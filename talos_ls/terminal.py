@@ -93,14 +93,23 @@ class TerminalPort:
         )
         self.console.print(diff_text(proposal.diff()))
 
-    async def apply(self, proposal: Proposal, new_text: str) -> bool:
-        self.workspace.write_text(proposal.path, new_text)
+    async def apply(self, proposal: Proposal, new_text: str, version: int | None = None) -> bool:
+        await asyncio.to_thread(self.workspace.write_text, proposal.path, new_text)
         path = visible(proposal.path, single_line=True)
         self.console.print(Text(f"applied {proposal.id} to {path}", style="green"))
         return True
 
+    def read_document(self, path: str) -> tuple[str, int | None] | None:
+        return None  # no editor buffers: the disk is the truth
+
+    async def begin(self, task: Task) -> None:
+        self.progress(task, "working")
+
     def progress(self, task: Task, message: str) -> None:
         self.console.print(Text(f"task {task.id}: {visible(message)}", style="dim"))
+
+    def end(self, task: Task) -> None:
+        pass  # `talos run` reports the outcome itself
 
     def status(self, status: Mapping[str, Any]) -> None:
         self.last_status = status

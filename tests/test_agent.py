@@ -64,7 +64,7 @@ class Env:
             return await self.loop.run(ctx, task, prompt, system_prompt(skills={"x": "y"}))
 
         task = self.registry.start("ws", prompt, runner)
-        return await self.registry.wait(task.id)
+        return await self.registry.wait(task)
 
 
 def tool_messages(server, request_index):
@@ -171,7 +171,7 @@ async def test_cancellation_mid_stream(tmp_path, server):
     task = env.registry.start("ws", "long", runner)
     await asyncio.sleep(0.3)
     assert task.state == "running" and env.registry.cancel(task.id)
-    await env.registry.wait(task.id)
+    await env.registry.wait(task)
     assert task.state == "cancelled"
     assert await asyncio.to_thread(server.disconnected.wait, 5)
     assert env.store.task_get(task.id)["state"] == "cancelled"
@@ -302,7 +302,7 @@ async def test_concurrency_limit_queues_tasks(tmp_path, server):
     await asyncio.sleep(0.05)
     assert (first.state, second.state) == ("running", "queued")
     gate.set()
-    await env.registry.wait(second.id)
+    await env.registry.wait(second)
     assert (first.state, second.state) == ("done", "done")
     assert [t["state"] for t in env.store.task_list("ws")] == ["done", "done"]
 

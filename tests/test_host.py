@@ -45,11 +45,20 @@ class ScriptedPort:
     async def show_proposal(self, proposal):
         self.shown.append(proposal)
 
-    async def apply(self, proposal, new_text):
+    async def apply(self, proposal, new_text, version=None):
         self.workspace.write_text(proposal.path, new_text)
         return True
 
+    def read_document(self, path):
+        return None
+
+    async def begin(self, task):
+        pass
+
     def progress(self, task, message):
+        pass
+
+    def end(self, task):
         pass
 
     def status(self, status):

@@ -15,6 +15,7 @@ times.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import threading
@@ -36,7 +37,7 @@ class Price:
     output: Decimal
 
 
-def _price(values: Mapping[str, object]) -> Price:
+def parse_price(values: Mapping[str, object]) -> Price:
     try:
         price = Price(*(Decimal(str(values[k])) for k in ("input", "cached_input", "output")))
     except (KeyError, ArithmeticError, ValueError) as exc:
@@ -48,11 +49,11 @@ def _price(values: Mapping[str, object]) -> Price:
 
 # USD per million tokens, as published by OpenAI; override or extend with TALOS_PRICES.
 DEFAULT_PRICES: dict[str, Price] = {
-    "gpt-4.1": _price({"input": "2.00", "cached_input": "0.50", "output": "8.00"}),
-    "gpt-4.1-mini": _price({"input": "0.40", "cached_input": "0.10", "output": "1.60"}),
-    "gpt-4o": _price({"input": "2.50", "cached_input": "1.25", "output": "10.00"}),
-    "gpt-4o-mini": _price({"input": "0.15", "cached_input": "0.075", "output": "0.60"}),
-    "o4-mini": _price({"input": "1.10", "cached_input": "0.275", "output": "4.40"}),
+    "gpt-4.1": parse_price({"input": "2.00", "cached_input": "0.50", "output": "8.00"}),
+    "gpt-4.1-mini": parse_price({"input": "0.40", "cached_input": "0.10", "output": "1.60"}),
+    "gpt-4o": parse_price({"input": "2.50", "cached_input": "1.25", "output": "10.00"}),
+    "gpt-4o-mini": parse_price({"input": "0.15", "cached_input": "0.075", "output": "0.60"}),
+    "o4-mini": parse_price({"input": "1.10", "cached_input": "0.275", "output": "4.40"}),
 }
 
 
@@ -77,7 +78,7 @@ def load_prices(path: str | Path | None = None) -> dict[str, Price]:
     for model, values in data.items():
         if not isinstance(values, dict):
             raise ValueError(f"price file {source}: {model!r} needs an object of prices")
-        prices[model] = _price(values)
+        prices[model] = parse_price(values)
     return prices
 
 
@@ -126,6 +127,14 @@ class TaskCost:
     unpriced: bool = False
     estimated: bool = False  # some usage was estimated (the endpoint reported none)
 
+    def absorb(self, other: TaskCost) -> None:
+        """Add another task's totals to these (a session's sum)."""
+        self.tokens_in += other.tokens_in
+        self.tokens_out += other.tokens_out
+        self.tokens_cached += other.tokens_cached
+        self.cost += other.cost
+        self.steps += other.steps
+
 
 @dataclass
 class CostMeter:
@@ -133,6 +142,7 @@ class CostMeter:
 
     prices: dict[str, Price] = field(default_factory=lambda: dict(DEFAULT_PRICES))
     tasks: dict[str, TaskCost] = field(default_factory=dict)
+    retired: TaskCost = field(default_factory=TaskCost)
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
     def add(self, task_id: str, model: str, usage: Usage) -> Decimal:
@@ -154,10 +164,24 @@ class CostMeter:
         with self._lock:
             return self.tasks.get(task_id, TaskCost())
 
+    def forget(self, task_id: str) -> None:
+        """A finished task leaves memory; its cost stays in the session's totals."""
+        with self._lock:
+            gone = self.tasks.pop(task_id, None)
+            if gone is not None:
+                self.retired.absorb(gone)
+
+    def session(self) -> TaskCost:
+        """The session's totals: every task so far, finished and forgotten ones included."""
+        with self._lock:
+            total = dataclasses.replace(self.retired)
+            for t in self.tasks.values():
+                total.absorb(t)
+            return total
+
     @property
     def session_cost(self) -> Decimal:
-        with self._lock:
-            return sum((t.cost for t in self.tasks.values()), Decimal(0))
+        return self.session().cost
 
 
 @dataclass

@@ -66,17 +66,23 @@ class AgentLoop:
         prompt: str,
         system: str,
         on_text: Callable[[str], None] | None = None,
+        on_step: Callable[[str], None] | None = None,
     ) -> str:
         """Run until the model answers; returns its final text. Raises CapReached when a cap or
-        the guard stops it, ModelError when the model cannot be used."""
+        the guard stops it, ModelError when the model cannot be used. `on_step` hears what the
+        task is doing ("step 2: read_file") for the person's progress view."""
+        report = on_step or (lambda _: None)
         task.transcript = [{"role": "system", "content": system},
                            {"role": "user", "content": prompt}]  # fmt: skip
         guard = LoopGuard(self.caps.repeat_limit)
         schemas = tools.schemas()
+        step = 0
         while True:
             self.caps.check(self.meter.task(task.id))
             while task.notes:
                 task.transcript.append({"role": "user", "content": task.notes.pop(0)})
+            step += 1
+            report(f"step {step}: thinking")
             completion = await self.model.complete(task.transcript, schemas, on_text)
             self.meter.add(task.id, self.model.config.model, completion.usage)
             dropped = len(completion.tool_calls) - MAX_CALLS_PER_RESPONSE
@@ -87,6 +93,7 @@ class AgentLoop:
                 return completion.text
             self.caps.check(self.meter.task(task.id))  # a cap reached stops before any tool
             for n, call in enumerate(completion.tool_calls, 1):
+                report(f"step {step}: {call.name}")
                 result = await tools.call(ctx, call.name, call.arguments)
                 text = result.text
                 if dropped > 0 and n == len(completion.tool_calls):

@@ -3,7 +3,11 @@
 States: queued (waiting for a slot under the concurrency limit), running, done, failed (an
 error, its message kept), cancelled (by the person), stopped (a cost cap, step cap or the loop
 guard). Every state change and every model step saves the task's record, transcript included,
-to the store; a storage failure is logged and never takes the task or the daemon down.
+to the store, through the host's writer thread (in order, off the event loop); a storage
+failure is logged and never takes the task or the daemon down.
+
+A daemon runs for weeks: a finished task leaves memory once KEEP_FINISHED newer ones have
+finished (its record stays in the store, where `talos.task.show` reads it).
 """
 
 from __future__ import annotations
@@ -16,11 +20,13 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..offload import Offload
 from ..store import Store
 from .cost import CapReached, CostMeter
 from .model import ModelError
 
 logger = logging.getLogger(__name__)
+KEEP_FINISHED = 32
 STATES = ("queued", "running", "done", "failed", "cancelled", "stopped")
 FINAL = frozenset({"done", "failed", "cancelled", "stopped"})
 
@@ -39,6 +45,7 @@ class Task:
     # What the person said while the task ran (an answer to a question): the loop adds it to
     # the conversation before its next model call.
     notes: list[str] = field(default_factory=list)
+    activity: str = ""  # what it is doing now ("step 2: read_file"), for progress and status
     future: asyncio.Task | None = field(default=None, repr=False)
 
 
@@ -46,13 +53,23 @@ Runner = Callable[[Task], Awaitable[str]]
 
 
 class TaskRegistry:
-    def __init__(self, store: Store, meter: CostMeter, concurrency: int = 2) -> None:
+    def __init__(
+        self,
+        store: Store,
+        meter: CostMeter,
+        concurrency: int = 2,
+        offload: Offload | None = None,
+        on_change: Callable[[Task], None] | None = None,
+    ) -> None:
         if concurrency < 1:
             raise ValueError(f"concurrency must be >= 1, got {concurrency}")
         self.store = store
         self.meter = meter
+        self.offload = offload or Offload(workers=1)
+        self.on_change = on_change  # a state changed: the host reports status
         self._slots = asyncio.Semaphore(concurrency)
         self._tasks: dict[str, Task] = {}
+        self._finished: list[str] = []  # oldest first
 
     def start(self, agent_id: str, title: str, run: Runner) -> Task:
         """Queue a task; it runs when a slot is free. Call from the event loop."""
@@ -83,25 +100,38 @@ class TaskRegistry:
         if error is not None:
             task.error = error
         self.save(task)
+        if state in FINAL:
+            self._retire(task)
+        if self.on_change is not None:
+            self.on_change(task)
+
+    def _retire(self, task: Task) -> None:
+        self._finished.append(task.id)
+        while len(self._finished) > KEEP_FINISHED:
+            gone = self._finished.pop(0)
+            self._tasks.pop(gone, None)
+            self.meter.forget(gone)
 
     def save(self, task: Task) -> None:
+        """Queue the task's record for the store; returns at once. The row is taken now, on
+        the caller's thread, so later changes to the task cannot tear it."""
         task.updated_at = time.time()
-        try:
-            self.store.task_put(
-                {
-                    "id": task.id,
-                    "agent_id": task.agent_id,
-                    "state": task.state,
-                    "title": task.title,
-                    "created_at": task.created_at,
-                    "updated_at": task.updated_at,
-                    "cost": str(self.meter.task(task.id).cost),
-                    "error": task.error,
-                    "transcript": task.transcript,
-                }
-            )
-        except Exception:
-            logger.exception("task %s: saving its record failed", task.id)
+        row = {
+            "id": task.id,
+            "agent_id": task.agent_id,
+            "state": task.state,
+            "title": task.title,
+            "created_at": task.created_at,
+            "updated_at": task.updated_at,
+            "cost": str(self.meter.task(task.id).cost),
+            "error": task.error,
+            "transcript": list(task.transcript),
+        }
+        self.offload.write_soon(self.store.task_put, row)
+
+    async def flush(self) -> None:
+        """Wait until every record queued so far is in the store."""
+        await self.offload.drain()
 
     def get(self, task_id: str) -> Task | None:
         return self._tasks.get(task_id)
@@ -115,10 +145,10 @@ class TaskRegistry:
             return False
         return task.future.cancel()
 
-    async def wait(self, task_id: str) -> Task:
-        task = self._tasks[task_id]
+    async def wait(self, task: Task) -> Task:
         if task.future is not None:
             await asyncio.gather(task.future, return_exceptions=True)
+        await self.flush()
         return task
 
     async def shutdown(self) -> None:
@@ -127,3 +157,4 @@ class TaskRegistry:
         for future in live:
             future.cancel()
         await asyncio.gather(*live, return_exceptions=True)
+        await self.flush()

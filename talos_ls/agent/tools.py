@@ -14,7 +14,8 @@ match) comes back to the model as an error it can correct, never as a crash of t
 - load_skill: a skill's instructions, loaded when the model decides it needs them.
 
 Every result is cut to MAX_OUTPUT characters and passed through secret redaction before it
-reaches the model, the transcript or a log.
+reaches the model, the transcript or a log. The handlers' disk and store work runs through
+`ctx.blocking` (the host's worker threads), never on the event loop.
 """
 
 from __future__ import annotations
@@ -24,13 +25,14 @@ import json
 import logging
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 from ..edits.proposals import Proposal, ProposalBook, ProposalError, apply_blocks
 from ..gates.permissions import Policy, Prompter
 from ..gates.question_queue import QuestionQueue
 from ..memory.facts import FactStore
 from ..memory.reconcile import Reconciler
+from ..offload import Offload
 from ..redact import redact
 from ..store import StoreError
 from ..text import normalize_text
@@ -44,6 +46,7 @@ MAX_FACT_CHARS = 1000  # remember: a statement
 MAX_SLOT_CHARS = 200  # remember: subject, attribute, value; ask: an option
 MAX_QUESTION_CHARS = 500
 logger = logging.getLogger(__name__)
+T = TypeVar("T")
 
 
 @dataclass
@@ -61,14 +64,22 @@ class ToolContext:
     prompter: Prompter | None = None
     skills: Mapping[str, str] = field(default_factory=dict)  # name -> instructions
     on_proposal: Callable[[Proposal], None] | None = None
-    # The editor's copy of an open document (text, version), when it has one.
+    # The editor's copy of an open document (text, version), when it has one. Called from
+    # worker threads.
     read_document: Callable[[str], tuple[str, int | None] | None] | None = None
     command_timeout: float = 120.0
     sandbox: Sandbox | None = None  # None: commands cannot run at all
+    offload: Offload | None = None  # None: blocking work runs inline (tests, one-shot runs)
 
     @property
     def reconciler(self) -> Reconciler:
         return self.queue.reconciler
+
+    async def blocking(self, fn: Callable[..., T], *args: Any) -> T:
+        """`fn(*args)` off the event loop, in the host's worker threads."""
+        if self.offload is None:
+            return fn(*args)
+        return await self.offload.run(fn, *args)
 
 
 @dataclass(frozen=True)
@@ -129,6 +140,10 @@ def _truncate(text: str, limit: int = MAX_OUTPUT) -> str:
 
 # ------------------------------------------------------------------ handlers
 async def _list_files(ctx: ToolContext, args: dict[str, Any]) -> str:
+    return await ctx.blocking(_list, ctx, args)
+
+
+def _list(ctx: ToolContext, args: dict[str, Any]) -> str:
     limit = max(1, min(args.get("limit", 200), MAX_LISTED))
     files = []
     for rel in ctx.workspace.walk(args.get("path", ".")):
@@ -139,15 +154,26 @@ async def _list_files(ctx: ToolContext, args: dict[str, Any]) -> str:
 
 
 async def _read_file(ctx: ToolContext, args: dict[str, Any]) -> str:
+    return await ctx.blocking(_read, ctx, args)
+
+
+def _read(ctx: ToolContext, args: dict[str, Any]) -> str:
+    """The editor's unsaved text when the file is open there, else the file on disk."""
     path, start, end = args["path"], args.get("start_line"), args.get("end_line")
+    rel = ctx.workspace.relative(ctx.workspace.resolve(path))
+    open_doc = ctx.read_document(rel) if ctx.read_document else None
     if start is not None or end is not None:
         start, end = start or 1, end or (start or 1) + 199
         if start < 1 or end < start:
             raise ToolError(f"bad line range {start}..{end}")
-        lines, cut = ctx.workspace.read_lines(path, start, end)
+        if open_doc is not None:
+            lines = open_doc[0].splitlines(keepends=True)[start - 1 : end]
+            cut = None
+        else:
+            lines, cut = ctx.workspace.read_lines(path, start, end)
         text = "".join(f"{n:>5}  {line}" for n, line in enumerate(lines, start)) or "(no lines)"
         return text + (f"\n[{cut}]" if cut else "")
-    return ctx.workspace.read_text(path)
+    return open_doc[0] if open_doc is not None else ctx.workspace.read_text(path)
 
 
 async def _search(ctx: ToolContext, args: dict[str, Any]) -> str:
@@ -166,6 +192,16 @@ def _base(ctx: ToolContext, rel: str) -> tuple[str, int | None]:
 
 
 async def _propose_edit(ctx: ToolContext, args: dict[str, Any]) -> str:
+    proposal = await ctx.blocking(_propose, ctx, args)
+    if ctx.on_proposal:
+        ctx.on_proposal(proposal)
+    return (
+        f"proposal {proposal.id}: {len(proposal.hunks)} change(s) to {proposal.path}, waiting "
+        "for the person to review it. Nothing is written until they apply it."
+    )
+
+
+def _propose(ctx: ToolContext, args: dict[str, Any]) -> Proposal:
     real = ctx.workspace.resolve(args["path"], write=True)
     rel = ctx.workspace.relative(real)
     decision = ctx.policy.check_write(rel)
@@ -189,13 +225,7 @@ async def _propose_edit(ctx: ToolContext, args: dict[str, Any]) -> str:
         new = apply_blocks(base, blocks, rel)
     else:
         raise ToolError("give content (a whole file) or blocks (search/replace)")
-    proposal = ctx.proposals.create(rel, base, new, version=version, task_id=ctx.task_id)
-    if ctx.on_proposal:
-        ctx.on_proposal(proposal)
-    return (
-        f"proposal {proposal.id}: {len(proposal.hunks)} change(s) to {rel}, waiting for the "
-        "person to review it. Nothing is written until they apply it."
-    )
+    return ctx.proposals.create(rel, base, new, version=version, task_id=ctx.task_id)
 
 
 async def _run_command(ctx: ToolContext, args: dict[str, Any]) -> str:
@@ -216,6 +246,10 @@ async def _run_command(ctx: ToolContext, args: dict[str, Any]) -> str:
 
 
 async def _remember(ctx: ToolContext, args: dict[str, Any]) -> str:
+    return await ctx.blocking(_remember_fact, ctx, args)
+
+
+def _remember_fact(ctx: ToolContext, args: dict[str, Any]) -> str:
     slot: dict[str, Any] = {k: args[k] for k in ("subject", "attribute", "value") if k in args}
     if len(args["statement"]) > MAX_FACT_CHARS:
         raise ToolError(f"a fact is at most {MAX_FACT_CHARS} characters; say it shorter")
@@ -248,6 +282,10 @@ def _already_known(ctx: ToolContext, statement: str, slot: Mapping[str, Any]) ->
 
 
 async def _ask(ctx: ToolContext, args: dict[str, Any]) -> str:
+    return await ctx.blocking(_queue_question, ctx, args)
+
+
+def _queue_question(ctx: ToolContext, args: dict[str, Any]) -> str:
     question, options = args["question"], args["options"]
     if not 2 <= len(options) <= 6 or not all(isinstance(o, str) and o.strip() for o in options):
         raise ToolError("ask needs 2 to 6 non-empty options the person can choose from")

@@ -114,7 +114,7 @@ async def _session(
             if result.question is None:
                 console.print("[dim]no question this turn[/]")
             waiting = [c for c in host.queue.candidates(host.agent_id) if c.status == "pending"]
-            status = host.status()
+            status = await host.status()
             for cand in waiting:
                 console.print(
                     labelled(
@@ -128,10 +128,8 @@ async def _session(
             if task.state != "done":
                 console.print(labelled(f"task {task.state}:", task.error or "", "red"))
                 return 1
-        spent = host.meter.task
-        tasks = host.registry.list(host.agent_id)
-        tokens_in = sum(spent(t.id).tokens_in for t in tasks)
-        tokens_out = sum(spent(t.id).tokens_out for t in tasks)
+        session = host.meter.session()
+        tokens_in, tokens_out = session.tokens_in, session.tokens_out
         console.rule("cost")
         console.print(
             f"{tokens_in} tokens in, {tokens_out} out: ${host.meter.session_cost:.4f} "

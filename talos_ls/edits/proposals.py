@@ -18,6 +18,7 @@ import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
+KEEP_APPLIED = 20
 STATUSES = ("pending", "applied", "rejected", "stale", "undone")
 
 
@@ -183,6 +184,16 @@ class ProposalBook:
             raise ProposalError(f"proposal {proposal_id} is {proposal.status}; nothing to reject")
         proposal.status = "rejected"
         return proposal
+
+    def prune(self, keep_applied: int = KEEP_APPLIED) -> None:
+        """Settled proposals leave memory (a daemon runs for weeks): rejected and undone ones
+        at once, applied ones beyond the last `keep_applied` (those stay undoable)."""
+        with self._lock:
+            for pid in [p.id for p in self._items.values() if p.status in ("rejected", "undone")]:
+                del self._items[pid]
+            applied = [p.id for p in self._items.values() if p.status == "applied"]
+            for pid in applied[: max(0, len(applied) - keep_applied)]:
+                del self._items[pid]
 
     def undo(self, proposal_id: str, current_text: str) -> str:
         """The base content back, if the file is still exactly as the proposal left it."""

@@ -1,0 +1,475 @@
+"""The daemon: one host per workspace folder, the store they share, the settings, and every
+command of the LSP surface as a plain method. `server.py` turns requests into calls here and
+results back into JSON; nothing here knows the protocol (like jedi-language-server's thin
+handlers over its domain module), so it is tested and reasoned about without an editor.
+
+Bad arguments raise `ParamsError` naming the field; the server answers it as a JSON-RPC
+"invalid params" error and keeps serving.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from decimal import Decimal
+from pathlib import Path
+from typing import Any
+
+from ..agent.tasks import Task
+from ..display import visible
+from ..edits.proposals import Proposal, ProposalError
+from ..gates.question_queue import QuestionCandidate
+from ..host import EditorContext, EditorPort, Host, HostConfig
+from ..memory.reconcile import Reconciler
+from ..offload import Offload
+from ..redact import redact_url
+from ..store import Store, StoreError, default_store_url, open_store
+from ..watch import lsp_changes
+from .settings import Settings
+
+logger = logging.getLogger(__name__)
+MAX_PROMPT_CHARS = 20_000
+MAX_SHOWN_CHARS = 4000  # one message of a transcript, as `talos.task.show` renders it
+
+
+class ParamsError(ValueError):
+    """A command's argument is missing or of the wrong kind; the message names the field."""
+
+
+class Params:
+    """One command's single dict argument, read field by field with a clear error."""
+
+    def __init__(self, command: str, arguments: Sequence[Any] | None) -> None:
+        self.command = command
+        args = list(arguments or [])
+        if len(args) > 1:
+            raise ParamsError(f"{command} takes one object argument, got {len(args)} arguments")
+        raw = args[0] if args else {}
+        if not isinstance(raw, Mapping):
+            raise ParamsError(f"{command} takes one object argument, got {type(raw).__name__}")
+        self.raw = raw
+
+    def get(self, name: str, kind: type | tuple[type, ...], required: bool = False) -> Any:
+        value = self.raw.get(name)
+        if value is None:
+            if required:
+                raise ParamsError(f"{self.command}: the field {name!r} is required")
+            return None
+        if not isinstance(value, kind) or isinstance(value, bool):
+            names = kind.__name__ if isinstance(kind, type) else "/".join(k.__name__ for k in kind)
+            raise ParamsError(
+                f"{self.command}: the field {name!r} must be {_KINDS.get(names, names)}"
+            )
+        return value
+
+
+_KINDS = {"str": "a string", "int": "an integer", "dict": "an object", "list": "a list"}
+
+
+def _range_lines(value: Mapping[str, Any] | None, command: str) -> tuple[int, int] | None:
+    """An LSP Range's first and last line; its shape checked."""
+    if value is None:
+        return None
+    try:
+        start, end = int(value["start"]["line"]), int(value["end"]["line"])
+    except (KeyError, TypeError, ValueError):
+        shape = "{start: {line, character}, end: {line, character}}"
+        raise ParamsError(f"{command}: the field 'range' must be an LSP range {shape}") from None
+    if not 0 <= start <= end:
+        raise ParamsError(f"{command}: the field 'range' must start at or before its end")
+    return start, end
+
+
+class Daemon:
+    def __init__(
+        self,
+        make_port: Callable[[Path], EditorPort],
+        on_status: Callable[[dict[str, Any]], None],
+        notice: Callable[[str], None],
+    ) -> None:
+        self.make_port = make_port
+        self.on_status = on_status
+        self.notice = notice
+        self.settings = Settings()
+        self.offload = Offload(workers=4, name="talos-ls")
+        self.store: Store | None = None
+        self.store_problem: str | None = None
+        self.hosts: dict[Path, Host] = {}
+        self.ports: dict[Path, EditorPort] = {}
+        self._folder_status: dict[Path, dict[str, Any]] = {}
+        self._ready = asyncio.Event()
+        self._store_url = ""
+
+    # ------------------------------------------------------------ lifecycle
+    def configure(self, raw: Mapping[str, Any]) -> list[str]:
+        """Apply settings (bad ones refused, named, and the last good value kept) to every
+        host, for the tasks started from now on."""
+        self.settings, problems = self.settings.updated(raw)
+        if self.store is not None and (self.settings.store_url or "") != self._store_url:
+            problems.append("storeUrl: a new store takes effect when the server restarts")
+        for root, host in self.hosts.items():
+            try:
+                host.reconfigure(self.host_config(root))
+            except ValueError as exc:
+                problems.append(str(exc))
+        return problems
+
+    def host_config(self, root: Path) -> HostConfig:
+        s = self.settings
+        return HostConfig(workspace=root, model=s.model_config(), mode=s.permission_mode,
+                          caps=s.caps(), budget_turns=s.question_budget_turns,
+                          prices=s.price_table(), background_index=True, watch=True)  # fmt: skip
+
+    async def open(self, folders: Sequence[Path]) -> None:
+        """Open the store and a host for each folder. A store that cannot be opened is
+        reported; the server keeps answering, and commands say why they cannot work."""
+        self._store_url = self.settings.store_url or ""
+        try:
+            self.store = await self.offload.run(open_store, self.settings.store_url)
+        except StoreError as exc:
+            self.store_problem = str(exc)
+            self.notice(f"Talos cannot open its store: {exc}")
+        else:
+            for folder in folders:
+                await self.add_folder(folder)
+        self._ready.set()
+
+    async def add_folder(self, folder: Path) -> None:
+        root = folder.resolve()
+        if root in self.hosts or self.store is None:
+            return
+        if not root.is_dir():
+            self.notice(f"Talos skips the workspace folder {visible(str(folder))}: "
+                        "not a directory")  # fmt: skip
+            return
+        port = self.make_port(root)
+        try:
+            host = Host(self.store, self.host_config(root), port, offload=self.offload)
+        except ValueError as exc:
+            self.notice(f"Talos cannot serve {visible(str(root))}: {exc}")
+            return
+        self.hosts[root], self.ports[root] = host, port
+        await host.start()
+        host.spawn(host.review_rules())
+        host.report_status()
+
+    async def remove_folder(self, folder: Path) -> None:
+        root = folder.resolve()
+        host = self.hosts.pop(root, None)
+        self.ports.pop(root, None)
+        self._folder_status.pop(root, None)
+        if host is not None:
+            await host.close()
+        self.publish()
+
+    async def shutdown(self) -> None:
+        """Cancel and await every task (each recorded as cancelled), then close the store."""
+        hosts = list(self.hosts.values())
+        self.hosts.clear()
+        await asyncio.gather(*(h.close() for h in hosts), return_exceptions=True)
+        await self.offload.drain()
+        if self.store is not None:
+            self.store.close()
+        self.offload.close()
+
+    async def ready(self) -> None:
+        await self._ready.wait()
+        if self.store is None:
+            raise StoreError(f"the store is not available: {self.store_problem}")
+
+    # ------------------------------------------------------------- routing
+    def host_for(self, path: Path | None) -> Host:
+        """The host of the folder holding `path` (the innermost), else the first folder."""
+        if not self.hosts:
+            raise ParamsError("no workspace folder is open")
+        if path is not None:
+            owners = [r for r in self.hosts if path == r or r in path.parents]
+            if owners:
+                return self.hosts[max(owners, key=lambda r: len(r.parts))]
+            raise ParamsError(f"{visible(str(path))} is outside every workspace folder")
+        return next(iter(self.hosts.values()))
+
+    def _task(self, task_id: str) -> tuple[Host, Task]:
+        for host in self.hosts.values():
+            task = host.registry.get(task_id)
+            if task is not None:
+                return host, task
+        raise ParamsError(f"no running or recent task {task_id!r}")
+
+    def _proposal(self, proposal_id: str) -> tuple[Host, Proposal]:
+        for host in self.hosts.values():
+            try:
+                return host, host.proposals.get(proposal_id)
+            except ProposalError:
+                continue
+        raise ParamsError(f"no proposal {proposal_id!r}")
+
+    # --------------------------------------------------------------- tasks
+    async def start_task(self, p: Params, path: Path | None) -> dict[str, Any]:
+        prompt = p.get("prompt", str, required=True)
+        if not prompt.strip():
+            raise ParamsError(f"{p.command}: the field 'prompt' is empty")
+        if len(prompt) > MAX_PROMPT_CHARS:
+            raise ParamsError(f"{p.command}: the field 'prompt' is longer than "
+                              f"{MAX_PROMPT_CHARS} characters")  # fmt: skip
+        lines = _range_lines(p.get("range", dict), p.command)
+        diagnostics = p.get("diagnostics", list) or []
+        await self.ready()
+        host = self.host_for(path)
+        context = None
+        if path is not None:
+            context = await self.offload.run(self._context, host, path, lines, diagnostics)
+        result = await host.turn(prompt, context)
+        return {"task_id": result.task.id, "turn": result.turn, "state": result.task.state}
+
+    def _context(
+        self, host: Host, path: Path, lines: tuple[int, int] | None, diagnostics: list[Any]
+    ) -> EditorContext:
+        rel = host.workspace.relative(host.workspace.resolve(str(path)))
+        selection = ""
+        if lines is not None:
+            open_doc = host.port.read_document(rel)
+            try:
+                text = open_doc[0] if open_doc else host.workspace.read_text(rel)
+            except (OSError, ValueError):
+                text = ""
+            selection = "".join(text.splitlines(keepends=True)[lines[0] : lines[1] + 1])
+        shown = tuple(
+            visible(str(d.get("message", "")), single_line=True)[:300]
+            for d in diagnostics if isinstance(d, Mapping) and d.get("message")
+        )  # fmt: skip
+        start, end = lines if lines else (None, None)
+        return EditorContext(rel, start, end, selection, shown)
+
+    def cancel(self, root: Path, task_id: str) -> bool:
+        host = self.hosts.get(root)
+        return host is not None and host.cancel(task_id)
+
+    def files_changed(self, events: Iterable[tuple[int, str]]) -> None:
+        """The editor saw files change (`workspace/didChangeWatchedFiles`): each folder's
+        index takes its own."""
+        changes = lsp_changes(events)
+        for root, host in self.hosts.items():
+            mine = [(kind, path) for kind, path in changes if Path(path).is_relative_to(root)]
+            host.files_changed(mine)
+
+    def cancel_task(self, p: Params) -> dict[str, Any]:
+        host, task = self._task(p.get("task_id", str, required=True))
+        return {"task_id": task.id, "cancelled": host.cancel(task.id)}
+
+    def list_tasks(self) -> list[dict[str, Any]]:
+        return [
+            {"id": t.id, "title": t.title, "state": t.state, "step": t.activity,
+             "cost": str(host.meter.task(t.id).cost), "error": t.error,
+             "folder": str(host.workspace.root)}
+            for host in self.hosts.values() for t in host.registry.list()
+        ]  # fmt: skip
+
+    async def show_task(self, p: Params) -> str:
+        """The task's transcript as Markdown, from the store (finished tasks leave memory)."""
+        task_id = p.get("task_id", str, required=True)
+        await self.ready()
+        for host in self.hosts.values():
+            live = host.registry.get(task_id)
+            if live is not None:
+                await host.registry.flush()
+        assert self.store is not None
+        row = await self.offload.run(self.store.task_get, task_id)
+        if row is None:
+            raise ParamsError(f"no task {task_id!r}")
+        return transcript_markdown(row)
+
+    # ----------------------------------------------------------- proposals
+    def list_proposals(self, path: Path | None) -> list[dict[str, Any]]:
+        out = []
+        for host in self.hosts.values():
+            rel = None
+            if path is not None:
+                if host.workspace.root not in path.parents:
+                    continue
+                rel = path.relative_to(host.workspace.root).as_posix()
+            out += [_proposal_summary(pr) for pr in host.proposals.list(rel)]
+        return out
+
+    def show_proposal(self, p: Params) -> dict[str, Any]:
+        _, proposal = self._proposal(p.get("proposal_id", str, required=True))
+        return {**_proposal_summary(proposal), "diff": proposal.diff(),
+                "hunks": [{"index": h.index, "start_line": h.base_start,
+                           "end_line": h.base_end, "old": list(h.old_lines),
+                           "new": list(h.new_lines)} for h in proposal.hunks]}  # fmt: skip
+
+    def proposal_content(self, p: Params) -> str:
+        _, proposal = self._proposal(p.get("proposal_id", str, required=True))
+        side = p.get("side", str, required=True)
+        if side not in ("base", "proposed"):
+            raise ParamsError(f"{p.command}: the field 'side' must be 'base' or 'proposed'")
+        return proposal.base_text if side == "base" else proposal.new_text
+
+    async def apply_proposal(self, p: Params) -> dict[str, Any]:
+        host, proposal = self._proposal(p.get("proposal_id", str, required=True))
+        hunks = p.get("hunks", list)
+        if hunks is not None and not all(isinstance(h, int) and not isinstance(h, bool)
+                                         for h in hunks):  # fmt: skip
+            raise ParamsError(f"{p.command}: the field 'hunks' must be a list of integers")
+        applied = await host.apply_proposal(proposal.id, hunks)
+        return {"proposal_id": proposal.id, "applied": applied, "status": proposal.status}
+
+    def reject_proposal(self, p: Params) -> dict[str, Any]:
+        host, proposal = self._proposal(p.get("proposal_id", str, required=True))
+        try:
+            host.proposals.reject(proposal.id)
+        except ProposalError as exc:
+            raise ParamsError(str(exc)) from None
+        return {"proposal_id": proposal.id, "status": proposal.status}
+
+    async def undo(self, path: Path | None) -> dict[str, Any]:
+        await self.ready()
+        try:
+            proposal = await self.host_for(path).undo()
+        except ProposalError as exc:
+            raise ParamsError(str(exc)) from None
+        return {"proposal_id": proposal.id, "path": proposal.path, "status": proposal.status}
+
+    # ----------------------------------------------------------- questions
+    async def list_questions(self) -> list[dict[str, Any]]:
+        await self.ready()
+        out = []
+        for host in self.hosts.values():
+            rows = await self.offload.run(host.store.qq_open, host.agent_id)
+            for row in rows:
+                question = await self.offload.run(host.phrase, QuestionCandidate(**row))
+                out.append({"candidate_id": question.candidate_id,
+                            "question": question.question_text, "kind": question.kind,
+                            "options": [o["label"] for o in question.options],
+                            "status": question.status,
+                            "folder": str(host.workspace.root)})  # fmt: skip
+        return out
+
+    async def answer_question(self, p: Params) -> dict[str, Any]:
+        candidate_id = p.get("candidate_id", str, required=True)
+        answer = p.get("answer", str, required=True)
+        await self.ready()
+        for host in self.hosts.values():
+            question = await self.offload.run(host.queue.get, candidate_id)
+            if question is not None and question.agent_id == host.agent_id:
+                result = await host.answer(question, answer)
+                return {"candidate_id": candidate_id, "applied": result.applied,
+                        "reason": result.reason}  # fmt: skip
+        raise ParamsError(f"no question {candidate_id!r} in any open workspace folder")
+
+    # -------------------------------------------------------------- memory
+    async def list_memory(self, path: Path | None) -> list[dict[str, Any]]:
+        await self.ready()
+        host = self.host_for(path)
+        facts = await self.offload.run(host.facts.list, host.agent_id, include_closed=False)
+        return [{"key": f.key, "statement": f.statement, "confidence": round(f.confidence, 3),
+                 "source": f.source, "subject": f.subject, "attribute": f.attribute,
+                 "value": f.value} for f in facts]  # fmt: skip
+
+    async def remember(self, p: Params, path: Path | None) -> dict[str, Any]:
+        statement = p.get("statement", str, required=True)
+        await self.ready()
+        host = self.host_for(path)
+
+        def add() -> tuple[str, str]:
+            key = host.facts.add(host.agent_id, statement, source="person")
+            return key, Reconciler(host.facts).reconcile(key)
+
+        try:
+            key, outcome = await self.offload.run(add)
+        except ValueError as exc:
+            raise ParamsError(f"{p.command}: {exc}") from None
+        return {"key": key, "outcome": outcome}
+
+    async def forget(self, p: Params, path: Path | None) -> dict[str, Any]:
+        key = p.get("key", str, required=True)
+        await self.ready()
+        host = self.host_for(path)
+        fact = await self.offload.run(host.facts.get, key)
+        if fact is None or fact.agent_id != host.agent_id:
+            raise ParamsError(f"{p.command}: no fact {key!r} in this workspace")
+        return {"key": key, "retracted": await self.offload.run(host.facts.retract, key)}
+
+    # -------------------------------------------------------------- status
+    def folder_status(self, root: Path, status: Mapping[str, Any]) -> None:
+        """A host reported its status: the daemon's view is updated and published."""
+        if root in self.hosts:
+            self._folder_status[root] = dict(status)
+            self.publish()
+
+    def publish(self) -> None:
+        self.on_status(self.status())
+
+    def status(self) -> dict[str, Any]:
+        """Every folder's status and the session's totals, as `talos/status` carries it."""
+        folders = [self._folder_status[r] for r in self.hosts if r in self._folder_status]
+        url = self.settings.store_url or default_store_url()
+        return {
+            "running": [t for f in folders for t in f["running"]],
+            "tokens_in": sum(f["tokens_in"] for f in folders),
+            "tokens_out": sum(f["tokens_out"] for f in folders),
+            "cost_session": str(sum((Decimal(f["cost_session"]) for f in folders), Decimal(0))),
+            "open_questions": sum(f["open_questions"] for f in folders),
+            "store": {"url": redact_url(url), "available": self.store is not None,
+                      "problem": self.store_problem},
+            "settings": self.settings.shown(),
+            "folders": folders,
+        }  # fmt: skip
+
+
+def _proposal_summary(proposal: Proposal) -> dict[str, Any]:
+    return {"id": proposal.id, "path": proposal.path, "status": proposal.status,
+            "task_id": proposal.task_id, "hunks": len(proposal.hunks)}  # fmt: skip
+
+
+def _fenced(text: str) -> str:
+    """Text shown exactly, never as Markdown: a fence longer than any run of backticks in it,
+    so a transcript cannot close the block and render links or fake prompts."""
+    text = visible(text)
+    if len(text) > MAX_SHOWN_CHARS:
+        text = text[:MAX_SHOWN_CHARS] + f"\n[... {len(text) - MAX_SHOWN_CHARS} characters cut]"
+    longest = max((len(run) for run in text.split("\n") for run in _backtick_runs(run)), default=0)
+    fence = "`" * max(3, longest + 1)
+    return f"{fence}text\n{text}\n{fence}"
+
+
+def _backtick_runs(line: str) -> list[str]:
+    runs, current = [], ""
+    for ch in line:
+        if ch == "`":
+            current += ch
+        elif current:
+            runs.append(current)
+            current = ""
+    return [*runs, current] if current else runs
+
+
+def transcript_markdown(row: Mapping[str, Any]) -> str:
+    """A stored task as Markdown. Everything the model or the workspace wrote is fenced."""
+    out = [f"# Task {row['id']}: {row['state']}", "",
+           f"Cost: ${row.get('cost') or '0'}", ""]  # fmt: skip
+    if row.get("error"):
+        out += ["Stopped because:", _fenced(str(row["error"])), ""]
+    for message in row.get("transcript") or []:
+        role = message.get("role")
+        if role == "system":
+            continue
+        heading = {"user": "You", "assistant": "Talos", "tool": "Tool result"}.get(role, role)
+        out.append(f"## {heading}")
+        if message.get("content"):
+            out.append(_fenced(str(message["content"])))
+        for call in message.get("tool_calls") or []:
+            function = call.get("function", {})
+            out.append(f"Calls `{visible(str(function.get('name')), single_line=True)}`:")
+            out.append(_fenced(_pretty(function.get("arguments", ""))))
+        out.append("")
+    return "\n".join(out)
+
+
+def _pretty(arguments: str) -> str:
+    try:
+        return json.dumps(json.loads(arguments), indent=2, ensure_ascii=False)
+    except (TypeError, ValueError):
+        return str(arguments)

@@ -1,0 +1,50 @@
+"""The server's log: Talos's own records at the chosen level, pygls at WARNING, all redacted.
+
+pygls puts request params in its error records ("Failed to handle request 3 workspace/
+executeCommand <params>") and every message body in its INFO records: a person's prompt, their
+code, an answer. Its records keep their text but lose every argument that is not a short
+scalar, so what reaches the log says what failed, never what was sent.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import sys
+
+from ..redact import RedactingFilter
+
+MAX_ARG_CHARS = 64
+
+
+class ScrubPyglsArgs(logging.Filter):
+    def filter(self, record: logging.LogRecord) -> bool:
+        if record.name.startswith("pygls") and record.args:
+            args = record.args if isinstance(record.args, tuple) else (record.args,)
+            record.args = tuple(_scrub(a) for a in args)
+        return True
+
+
+def _scrub(value: object) -> object:
+    if isinstance(value, bool | int | float) or value is None:
+        return value
+    if isinstance(value, str) and len(value) <= MAX_ARG_CHARS and "\n" not in value:
+        return value
+    return f"<{type(value).__name__} withheld>"
+
+
+def configure_logging(log_file: str | None, level: str = "warning") -> None:
+    """One handler (the file, created private, or stderr: stdout carries the protocol)."""
+    if log_file:
+        fd = os.open(log_file, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+        handler: logging.Handler = logging.StreamHandler(os.fdopen(fd, "a", encoding="utf-8"))
+    else:
+        handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+    handler.addFilter(ScrubPyglsArgs())
+    handler.addFilter(RedactingFilter())
+    root = logging.getLogger()
+    root.handlers[:] = [handler]
+    root.setLevel(logging.WARNING)
+    logging.getLogger("talos_ls").setLevel(level.upper())
+    logging.getLogger("pygls").setLevel(logging.WARNING)

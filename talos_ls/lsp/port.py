@@ -1,0 +1,179 @@
+"""The EditorPort of the language server: how a host reaches the person through any LSP client.
+
+Questions and permission prompts are `window/showMessageRequest` (options as buttons, and "Skip"
+for questions); a null reply, "Skip", no reply within the prompt timeout, or a client that
+cannot show prompts is a dismissal, never an answer. Tasks are work-done progress whose cancel
+button cancels the task (pygls does not cancel `executeCommand` coroutines, so the task never
+runs under the request). An edit is applied with the document version the host checked; the
+result is not trusted alone (Neovim 0.7 answers `applied: true` to an edit it skipped): the
+buffer must show the new text afterwards.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+from urllib.parse import unquote
+
+from lsprotocol import types
+from pygls.exceptions import JsonRpcException
+
+from ..agent.tasks import FINAL, Task
+from ..display import visible
+from ..edits.proposals import Proposal
+from ..gates.question_queue import QuestionCandidate
+
+if TYPE_CHECKING:
+    from ..server import TalosServer
+
+logger = logging.getLogger(__name__)
+SKIP = "Skip"
+APPLIED_WAIT_S = 2.0  # how long the buffer may take to show an applied edit
+SHORT_ANSWER_CHARS = 300
+
+
+def document_uri(path: Path) -> str:
+    return unquote(path.as_uri())
+
+
+class LspPort:
+    def __init__(self, server: TalosServer, root: Path) -> None:
+        self.server = server
+        self.root = root
+        self._tokens: dict[str, str] = {}  # task id -> progress token, while it runs
+        self._pending: dict[str, str] = {}  # task id -> last message before the token exists
+
+    @property
+    def interactive(self) -> bool:
+        return self.server.can_prompt
+
+    # ------------------------------------------------------------- prompts
+    async def ask(self, question: QuestionCandidate) -> str | None:
+        labels = [visible(o["label"], single_line=True) for o in question.options]
+        reply = await self.server.prompt(visible(question.question_text), [*labels, SKIP])
+        if reply is None or reply == SKIP or reply not in labels:
+            return None
+        return question.options[labels.index(reply)]["label"]
+
+    async def confirm(self, message: str, options: Sequence[str]) -> str | None:
+        reply = await self.server.prompt(message, list(options))
+        return reply if reply in options else None
+
+    # ----------------------------------------------------------- documents
+    def read_document(self, path: str) -> tuple[str, int | None] | None:
+        doc = self.server.workspace.text_documents.get(document_uri(self.root / path))
+        if doc is None:
+            return None
+        return doc.source, doc.version
+
+    async def show_proposal(self, proposal: Proposal) -> None:
+        uri = document_uri(self.root / proposal.path)
+        self.server.notify("talos/proposals", {"uri": uri, "proposals": [
+            {"id": proposal.id, "path": proposal.path, "status": proposal.status,
+             "task_id": proposal.task_id, "hunks": len(proposal.hunks)}]})  # fmt: skip
+
+    async def apply(self, proposal: Proposal, new_text: str, version: int | None) -> bool:
+        if version is None:  # not open in the editor: written on disk, safely
+            daemon = self.server.daemon
+            host = daemon.hosts.get(self.root)
+            if host is None:
+                return False
+            await daemon.offload.run(host.workspace.write_text, proposal.path, new_text)
+            return True
+        uri = document_uri(self.root / proposal.path)
+        current = self.server.workspace.text_documents.get(uri)
+        if current is None or current.version != version:
+            return False
+        end = types.Position(line=len(current.lines), character=0)
+        edit = types.TextDocumentEdit(
+            text_document=types.OptionalVersionedTextDocumentIdentifier(uri=uri, version=version),
+            edits=[types.TextEdit(range=types.Range(start=types.Position(line=0, character=0),
+                                                    end=end), new_text=new_text)],
+        )  # fmt: skip
+        try:
+            result = await self.server.workspace_apply_edit_async(types.ApplyWorkspaceEditParams(
+                edit=types.WorkspaceEdit(document_changes=[edit]),
+                label=f"Talos: {proposal.id}"))  # fmt: skip
+        except JsonRpcException as exc:
+            logger.warning("the editor refused an edit: %s", exc.message)
+            return False
+        if not result.applied:
+            return False
+        return await self._shows(uri, new_text)
+
+    async def _shows(self, uri: str, text: str) -> bool:
+        """Whether the editor's buffer holds `text` (its didChange may trail the reply)."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + APPLIED_WAIT_S
+        while True:
+            doc = self.server.workspace.text_documents.get(uri)
+            if doc is not None and doc.source == text:
+                return True
+            if loop.time() > deadline:
+                return False
+            await asyncio.sleep(0.02)
+
+    # ------------------------------------------------------------ progress
+    async def begin(self, task: Task) -> None:
+        if not self.server.can_show_progress:
+            return
+        token = f"talos/task/{task.id}"
+        try:
+            await self.server.work_done_progress.create_async(token)
+        except JsonRpcException:
+            return
+        self.server.work_done_progress.begin(token, types.WorkDoneProgressBegin(
+            title=f"Talos: {visible(task.title, single_line=True)[:60]}", cancellable=True,
+            message=self._pending.pop(task.id, task.state)))  # fmt: skip
+        self._tokens[task.id] = token
+        cancelled = self.server.work_done_progress.tokens[token]
+        cancelled.add_done_callback(
+            lambda f: f.cancelled() and self.server.daemon.cancel(self.root, task.id)
+        )
+        if task.state in FINAL:  # it ended while the progress was being created
+            self._end_progress(task)
+
+    def progress(self, task: Task, message: str) -> None:
+        token = self._tokens.get(task.id)
+        line = f"{message} · {self._spent(task)}"
+        if token is None:
+            self._pending[task.id] = line
+            return
+        self.server.work_done_progress.report(token, types.WorkDoneProgressReport(message=line))
+
+    def _spent(self, task: Task) -> str:
+        host = self.server.daemon.hosts.get(self.root)
+        if host is None:
+            return ""
+        spent = host.meter.task(task.id)
+        return f"{spent.tokens_in + spent.tokens_out} tokens · ${spent.cost:.4f}"
+
+    def _end_progress(self, task: Task) -> None:
+        self._pending.pop(task.id, None)
+        token = self._tokens.pop(task.id, None)
+        if token is not None:
+            outcome = f"{task.state} · {self._spent(task)}"
+            self.server.work_done_progress.end(token, types.WorkDoneProgressEnd(message=outcome))
+            self.server.work_done_progress.tokens.pop(token, None)
+
+    def end(self, task: Task) -> None:
+        self._end_progress(task)
+        if task.state == "done":
+            answer = visible(task.result or "", single_line=True)
+            if len(answer) > SHORT_ANSWER_CHARS:
+                answer = answer[:SHORT_ANSWER_CHARS] + "…"
+            shown = f"Talos {task.id} done: {answer} (talos.task.show for all)"
+            self.server.show(types.MessageType.Info, shown)
+        elif task.state in ("failed", "stopped"):
+            reason = visible(task.error or "", single_line=True)[:SHORT_ANSWER_CHARS]
+            self.server.show(types.MessageType.Warning, f"Talos {task.id} {task.state}: {reason}")
+
+    # -------------------------------------------------------------- status
+    def status(self, status: Mapping[str, Any]) -> None:
+        self.server.daemon.folder_status(self.root, status)
+
+    def notice(self, message: str) -> None:
+        self.server.show(types.MessageType.Warning, message)

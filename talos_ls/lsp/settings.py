@@ -1,0 +1,180 @@
+"""The language server's settings: read from `initializationOptions` (flat) and the `talos`
+section of `workspace/configuration`, checked one by one.
+
+A bad value is refused with a message naming the setting, and the last good value stays: a
+typo in the editor's settings must not stop a daemon that was working. The API key never
+travels in settings, only the NAME of the environment variable that holds it; a setting that
+looks like a key is refused without being echoed.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from decimal import Decimal, InvalidOperation
+from typing import Any
+
+from ..agent.cost import Caps, Price, load_prices, parse_price
+from ..agent.model import ModelConfig
+from ..gates.permissions import MODES
+from ..gates.question_queue import QUESTION_BUDGET_TURNS
+from ..store import SCHEMES
+
+_ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,127}")
+_KEYISH = re.compile(r"^(sk-|sk_|ghp_|gh[ousr]_|xox[abp]-|AKIA)|^[A-Za-z0-9_\-]{32,}$")
+
+
+class SettingError(ValueError):
+    """A setting's value was refused; the message names the setting (never a secret)."""
+
+
+@dataclass(frozen=True)
+class Settings:
+    model: str = "gpt-4.1-mini"
+    base_url: str | None = None
+    api_key_env: str = "OPENAI_API_KEY"
+    prices: Mapping[str, Price] | None = None  # None: the built-in table (and prices.json)
+    max_cost: Decimal | None = None
+    max_steps: int | None = 50
+    permission_mode: str = "ask"
+    store_url: str | None = None
+    question_budget_turns: int = QUESTION_BUDGET_TURNS
+    prompt_timeout: float = 300.0  # seconds a prompt waits before it counts as dismissed
+
+    def updated(self, raw: Mapping[str, Any]) -> tuple[Settings, list[str]]:
+        """These settings with the given keys applied. Unknown keys are the client's own and
+        ignored; a null value means the default. Returns the problems, one per refused key."""
+        if not isinstance(raw, Mapping):
+            return self, ["the settings must be an object"]
+        changes: dict[str, Any] = {}
+        problems = []
+        if "apiKey" in raw:
+            problems.append("apiKey: the key never goes in settings; set apiKeyEnv to the NAME "
+                            "of the environment variable that holds it")  # fmt: skip
+        for key, (attr, check) in SETTINGS.items():
+            if key not in raw:
+                continue
+            value = raw[key]
+            try:
+                changes[attr] = DEFAULTS[attr] if value is None else check(value)
+            except SettingError as exc:
+                problems.append(f"{key}: {exc}")
+        new = dataclasses.replace(self, **changes)
+        try:
+            new.caps().require_enforceable(new.model, new.price_table())
+        except ValueError as exc:
+            problems.append(f"maxCost: {exc}")
+            new = dataclasses.replace(new, max_cost=self.max_cost)
+        return new, problems
+
+    def price_table(self) -> dict[str, Price]:
+        return {**load_prices(), **(self.prices or {})}
+
+    def caps(self) -> Caps:
+        return Caps(max_cost=self.max_cost, max_steps=self.max_steps)
+
+    def model_config(self) -> ModelConfig:
+        return ModelConfig(self.model, base_url=self.base_url, api_key_env=self.api_key_env)
+
+    def shown(self) -> dict[str, Any]:
+        """The settings as `talos.status` reports them (the key's variable name, not the key)."""
+        return {
+            "model": self.model,
+            "baseUrl": self.base_url,
+            "apiKeyEnv": self.api_key_env,
+            "maxCost": None if self.max_cost is None else str(self.max_cost),
+            "maxSteps": self.max_steps,
+            "permissionMode": self.permission_mode,
+            "questionBudgetTurns": self.question_budget_turns,
+        }
+
+
+def _text(value: Any) -> str:
+    if not isinstance(value, str) or not value.strip() or len(value) > 200:
+        raise SettingError("must be a non-empty string of at most 200 characters")
+    if any(ord(c) < 32 for c in value):
+        raise SettingError("must not contain control characters")
+    return value.strip()
+
+
+def _url(value: Any) -> str:
+    url = _text(value)
+    if not re.match(r"https?://", url):
+        raise SettingError("must be an http:// or https:// URL")
+    return url
+
+
+def _env_name(value: Any) -> str:
+    if not isinstance(value, str) or not _ENV_NAME.fullmatch(value):
+        raise SettingError("must be the NAME of an environment variable (letters, digits, _)")
+    if _KEYISH.search(value):
+        raise SettingError("looks like a key itself; give the NAME of the variable holding it")
+    return value
+
+
+def _usd(value: Any) -> Decimal:
+    if isinstance(value, bool) or not isinstance(value, int | float | str):
+        raise SettingError("must be a number of US dollars")
+    try:
+        amount = Decimal(str(value))
+    except InvalidOperation:
+        raise SettingError("must be a number of US dollars") from None
+    if not amount.is_finite() or amount <= 0:
+        raise SettingError("must be a positive amount of US dollars")
+    return amount
+
+
+def _count(value: Any) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= 1_000_000:
+        raise SettingError("must be a whole number from 1 to 1000000")
+    return value
+
+
+def _mode(value: Any) -> str:
+    if value not in MODES:
+        raise SettingError(f"must be one of {', '.join(MODES)}")
+    return str(value)
+
+
+def _store_url(value: Any) -> str:
+    url = _text(value)
+    if url.partition("://")[0].lower() not in SCHEMES:
+        raise SettingError(f"must be a URL with one of the schemes {', '.join(SCHEMES)}")
+    return url
+
+
+def _prices(value: Any) -> dict[str, Price]:
+    if not isinstance(value, Mapping):
+        raise SettingError('must be an object {"model": {"input", "cached_input", "output"}}')
+    table = {}
+    for model, entry in value.items():
+        if not isinstance(entry, Mapping):
+            raise SettingError(f"{model!r} needs an object of prices")
+        try:
+            table[str(model)] = parse_price(entry)
+        except ValueError as exc:
+            raise SettingError(f"{model!r}: {exc}") from None
+    return table
+
+
+def _seconds(value: Any) -> float:
+    if isinstance(value, bool) or not isinstance(value, int | float) or not 1 <= value <= 86400:
+        raise SettingError("must be a number of seconds from 1 to 86400")
+    return float(value)
+
+
+SETTINGS: dict[str, tuple[str, Callable[[Any], Any]]] = {
+    "model": ("model", _text),
+    "baseUrl": ("base_url", _url),
+    "apiKeyEnv": ("api_key_env", _env_name),
+    "prices": ("prices", _prices),
+    "maxCost": ("max_cost", _usd),
+    "maxSteps": ("max_steps", _count),
+    "permissionMode": ("permission_mode", _mode),
+    "storeUrl": ("store_url", _store_url),
+    "questionBudgetTurns": ("question_budget_turns", _count),
+    "promptTimeout": ("prompt_timeout", _seconds),
+}
+DEFAULTS = {f.name: f.default for f in dataclasses.fields(Settings)}

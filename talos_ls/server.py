@@ -1,0 +1,284 @@
+"""`talos-ls`: the language server. Tasks, permission prompts, questions, proposals, status and
+cost over plain LSP, so any editor is the confirmation surface.
+
+Each handler is a few lines over `lsp/daemon.py` (the domain: hosts per folder, commands as
+methods). What pygls does not do for us, done here (see the notes on pygls 2's traps):
+- commands take ONE dict argument (pygls spreads arguments positionally, ignoring defaults);
+- a task never runs under its `executeCommand` request (pygls does not cancel those): it runs
+  in the background and is cancelled from its progress or with `talos.task.cancel`;
+- after `exit` nothing is sent (pygls would loop reporting errors on a closed stdout);
+- pygls logs request params on errors and every message body at INFO: its loggers stay at
+  WARNING and every record's arguments are scrubbed, so prompts and code never reach a log.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import logging
+import sys
+from collections.abc import Awaitable, Callable, Sequence
+from pathlib import Path
+from typing import Any
+from urllib.parse import unquote, urlparse
+
+from lsprotocol import types
+from pygls.exceptions import JsonRpcException, JsonRpcInternalError, JsonRpcInvalidParams
+from pygls.lsp.server import LanguageServer
+
+from . import __version__
+from .lsp.actions import code_actions
+from .lsp.daemon import Daemon, Params, ParamsError
+from .lsp.logs import configure_logging
+from .lsp.port import LspPort
+from .store import StoreError
+
+logger = logging.getLogger(__name__)
+SHUTDOWN_S = 2.0
+COMMANDS = (
+    "talos.task.start", "talos.task.cancel", "talos.task.list", "talos.task.show",
+    "talos.proposal.list", "talos.proposal.show", "talos.proposal.apply",
+    "talos.proposal.reject", "talos.undo", "talos.questions.list", "talos.question.answer",
+    "talos.memory.list", "talos.memory.remember", "talos.memory.forget", "talos.status",
+)  # fmt: skip
+
+
+class TalosServer(LanguageServer):
+    def __init__(self) -> None:
+        super().__init__("talos-ls", __version__, max_workers=4)
+        self.daemon = Daemon(
+            lambda root: LspPort(self, root),
+            self._publish_status,
+            lambda message: self.show(types.MessageType.Warning, message),
+        )
+        self.closing = False
+        self._jobs: set[asyncio.Future] = set()
+        self._early_problems: list[str] = []
+
+    # ------------------------------------------------- what the client can
+    @property
+    def _window(self) -> types.WindowClientCapabilities | None:
+        return self.client_capabilities.window if self.client_capabilities else None
+
+    @property
+    def can_prompt(self) -> bool:
+        return self._window is not None and self._window.show_message is not None
+
+    @property
+    def can_show_progress(self) -> bool:
+        return bool(self._window and self._window.work_done_progress)
+
+    # ------------------------------------------------------------- sending
+    def notify(self, method: str, params: Any) -> None:
+        if not self.closing:
+            self.protocol.notify(method, params)
+
+    def show(self, kind: types.MessageType, message: str) -> None:
+        self.notify(types.WINDOW_SHOW_MESSAGE, types.ShowMessageParams(type=kind, message=message))
+
+    def _publish_status(self, status: dict[str, Any]) -> None:
+        self.notify("talos/status", status)
+
+    async def prompt(self, message: str, options: Sequence[str]) -> str | None:
+        """A choice shown as buttons; None when dismissed, unanswered in time, or impossible."""
+        if not self.can_prompt or self.closing:
+            return None
+        params = types.ShowMessageRequestParams(
+            type=types.MessageType.Info, message=message,
+            actions=[types.MessageActionItem(title=o) for o in options])  # fmt: skip
+        try:
+            item = await asyncio.wait_for(self.window_show_message_request_async(params),
+                                          self.daemon.settings.prompt_timeout)  # fmt: skip
+        except (TimeoutError, JsonRpcException):
+            return None
+        return None if item is None else item.title
+
+    def report_server_error(self, error: Exception, source: Any) -> None:
+        if not self.closing:
+            super().report_server_error(error, source)
+
+    def spawn(self, coro: Awaitable[Any]) -> None:
+        job = asyncio.ensure_future(coro)
+        self._jobs.add(job)
+        job.add_done_callback(self._jobs.discard)
+
+    # ------------------------------------------------------------ commands
+    async def call(
+        self, command: str, arguments: Sequence[Any], run: Callable[[Params], Any]
+    ) -> Any:
+        """Run a command's method; a bad field or an unavailable store is a JSON-RPC error
+        whose message says which, and the server goes on serving."""
+        try:
+            result = run(Params(command, arguments))
+            return await result if asyncio.iscoroutine(result) else result
+        except ParamsError as exc:
+            raise JsonRpcInvalidParams(str(exc)) from None
+        except (StoreError, ValueError) as exc:
+            raise JsonRpcInternalError(f"{command}: {exc}") from None
+
+
+def uri_path(uri: Any) -> Path | None:
+    """A `file://` URI as a path; anything else is a bad field."""
+    if uri is None:
+        return None
+    parsed = urlparse(uri)
+    if parsed.scheme != "file" or parsed.netloc not in ("", "localhost"):
+        raise ParamsError(f"the field 'uri' must be a file:// URI, got scheme {parsed.scheme!r}")
+    return Path(unquote(parsed.path))
+
+
+def _path(p: Params) -> Path | None:
+    return uri_path(p.get("uri", str))
+
+
+server = TalosServer()
+D = server.daemon
+
+
+def _command(name: str, run: Callable[[Params], Any]) -> None:
+    async def handler(ls: TalosServer, *arguments: Any) -> Any:
+        return await ls.call(name, arguments, run)
+
+    server.command(name)(handler)
+
+
+_command("talos.task.start", lambda p: D.start_task(p, _path(p)))
+_command("talos.task.cancel", D.cancel_task)
+_command("talos.task.list", lambda p: D.list_tasks())
+_command("talos.task.show", D.show_task)
+_command("talos.proposal.list", lambda p: D.list_proposals(_path(p)))
+_command("talos.proposal.show", D.show_proposal)
+_command("talos.proposal.apply", D.apply_proposal)
+_command("talos.proposal.reject", D.reject_proposal)
+_command("talos.undo", lambda p: D.undo(_path(p)))
+_command("talos.questions.list", lambda p: D.list_questions())
+_command("talos.question.answer", D.answer_question)
+_command("talos.memory.list", lambda p: D.list_memory(_path(p)))
+_command("talos.memory.remember", lambda p: D.remember(p, _path(p)))
+_command("talos.memory.forget", lambda p: D.forget(p, _path(p)))
+_command("talos.status", lambda p: D.status())
+
+
+@server.feature("talos/proposalContent")
+async def proposal_content(ls: TalosServer, params: Any) -> str:
+    raw = params._asdict() if hasattr(params, "_asdict") else params
+    return await ls.call("talos/proposalContent", [raw], D.proposal_content)
+
+
+# ----------------------------------------------------------------- lifecycle
+@server.feature(types.INITIALIZE)
+def initialize(ls: TalosServer, params: types.InitializeParams) -> None:
+    ls._early_problems = D.configure(params.initialization_options or {})
+
+
+@server.feature(types.INITIALIZED)
+def initialized(ls: TalosServer, params: types.InitializedParams) -> None:
+    ls.spawn(_start(ls))
+
+
+async def _start(ls: TalosServer) -> None:
+    problems = ls._early_problems + await _pull_configuration(ls)
+    for problem in problems:
+        ls.show(types.MessageType.Error, f"Talos setting refused: {problem}")
+    folders = [uri_path(f.uri) for f in ls.workspace.folders.values()]
+    if not folders and ls.workspace.root_path:
+        folders = [Path(ls.workspace.root_path)]
+    await D.open([f for f in folders if f is not None])
+    D.publish()
+
+
+async def _pull_configuration(ls: TalosServer) -> list[str]:
+    """The `talos` section, when the client offers `workspace/configuration`."""
+    caps = ls.client_capabilities.workspace if ls.client_capabilities else None
+    if not (caps and caps.configuration):
+        return []
+    try:
+        (section,) = await ls.workspace_configuration_async(types.ConfigurationParams(
+            items=[types.ConfigurationItem(section="talos")]))  # fmt: skip
+    except (JsonRpcException, ValueError):
+        return []
+    return D.configure(section) if section else []
+
+
+@server.feature(types.WORKSPACE_DID_CHANGE_CONFIGURATION)
+async def configuration_changed(ls: TalosServer, params: types.DidChangeConfigurationParams):
+    settings = params.settings
+    section = settings.get("talos") if isinstance(settings, dict) else None
+    problems = D.configure(section) if isinstance(section, dict) else await _pull_configuration(ls)
+    for problem in problems:
+        ls.show(types.MessageType.Error, f"Talos setting refused: {problem}")
+    D.publish()
+
+
+@server.feature(types.WORKSPACE_DID_CHANGE_WORKSPACE_FOLDERS)
+async def folders_changed(ls: TalosServer, params: types.DidChangeWorkspaceFoldersParams):
+    for folder in params.event.removed:
+        if (path := uri_path(folder.uri)) is not None:
+            await D.remove_folder(path)
+    for folder in params.event.added:
+        if (path := uri_path(folder.uri)) is not None:
+            await D.add_folder(path)
+
+
+@server.feature(types.WORKSPACE_DID_CHANGE_WATCHED_FILES)
+def watched_files_changed(ls: TalosServer, params: types.DidChangeWatchedFilesParams) -> None:
+    D.files_changed([(int(c.type), c.uri) for c in params.changes])
+
+
+@server.feature(
+    types.TEXT_DOCUMENT_CODE_ACTION,
+    types.CodeActionOptions(
+        code_action_kinds=[types.CodeActionKind.QuickFix, types.CodeActionKind.Empty]
+    ),
+)
+def code_action(ls: TalosServer, params: types.CodeActionParams) -> list[types.CodeAction]:
+    return code_actions(params)
+
+
+@server.feature(types.SHUTDOWN)
+async def shutdown(ls: TalosServer, params: Any) -> None:
+    """Every task cancelled, recorded as cancelled, and the store closed, within 2 s."""
+    try:
+        await asyncio.wait_for(D.shutdown(), SHUTDOWN_S)
+    except TimeoutError:
+        logger.warning("shutdown took longer than %.0f s; exiting anyway", SHUTDOWN_S)
+
+
+@server.feature(types.EXIT)
+def exit_(ls: TalosServer, params: Any) -> None:
+    ls.closing = True
+
+
+# ---------------------------------------------------------------------- main
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="talos-ls",
+        description="The Talos language server: a coding agent for any LSP client. Speaks "
+        "LSP on stdin/stdout unless --tcp is given.",
+    )
+    parser.add_argument("--version", action="version", version=f"talos-ls {__version__}")
+    parser.add_argument("--tcp", metavar="HOST:PORT", help="listen on TCP (for debugging; one "
+                        "client at a time) instead of stdio")  # fmt: skip
+    parser.add_argument("--log-file", metavar="PATH", help="write the log here (default: stderr)")
+    parser.add_argument("--log-level", default="warning", choices=["debug", "info", "warning",
+                        "error"], help="Talos's own log level (default warning)")  # fmt: skip
+    args = parser.parse_args(argv)
+    tcp = None
+    if args.tcp:
+        host, _, port = args.tcp.rpartition(":")
+        if not host or not port.isdigit() or not 0 < int(port) < 65536:
+            parser.error(f"--tcp needs HOST:PORT, got {args.tcp!r}")
+        tcp = (host, int(port))
+    configure_logging(args.log_file, args.log_level)
+    from .agent.sandbox import protect_this_process
+
+    protect_this_process()
+    if tcp:
+        server.start_tcp(*tcp)
+    else:
+        server.start_io()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,180 @@
+"""The real `talos-ls` process, driven by a real LSP client (pytest-lsp's), with the scripted
+OpenAI-compatible server as the model. `Editor` plays the person: scripted replies to prompts,
+every notification recorded."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+from lsprotocol import types
+from pygls.protocol import default_converter
+from pytest_lsp.client import LanguageClient, register_lsp_features
+
+from talos_ls.demo.scripted_model import ScriptedModelServer
+
+WAIT_S = 20.0  # generous: a stuck server fails the test instead of hanging it
+
+
+def _converter():
+    """lsprotocol 2025.0.0 decodes a CodeAction carrying a Command as a Command (client side
+    only); this picks by the shape of "command"."""
+    from typing import Union
+
+    conv = default_converter()
+
+    def hook(obj, _):
+        kind = types.Command if isinstance(obj.get("command"), str) else types.CodeAction
+        return conv.structure(obj, kind)
+
+    conv.register_structure_hook(Union[types.Command, types.CodeAction], hook)  # noqa: UP007
+    return conv
+
+
+def capabilities(prompts: bool = True, progress: bool = True) -> types.ClientCapabilities:
+    window = types.WindowClientCapabilities(
+        work_done_progress=progress,
+        show_message=types.ShowMessageRequestClientCapabilities() if prompts else None,
+    )
+    workspace = types.WorkspaceClientCapabilities(
+        apply_edit=True, configuration=True, workspace_folders=True,
+        did_change_configuration=types.DidChangeConfigurationClientCapabilities(),
+    )  # fmt: skip
+    return types.ClientCapabilities(window=window, workspace=workspace)
+
+
+class Editor:
+    """A client and what the person does: `replies` answers prompts in order (None:
+    dismissed), `prompts` keeps what was shown, `statuses` every `talos/status`."""
+
+    def __init__(self, client: LanguageClient) -> None:
+        self.client = client
+        self.replies: list[str | None] = []
+        self.prompts: list[types.ShowMessageRequestParams] = []
+        self.statuses: list[Any] = []
+        self.proposals: list[Any] = []
+        self.edits: list[types.ApplyWorkspaceEditParams] = []
+        self.apply_ok = True
+        self.initialized: types.InitializeResult | None = None
+
+    async def command(self, name: str, *arguments: Any) -> Any:
+        params = types.ExecuteCommandParams(command=name, arguments=list(arguments))
+        return await asyncio.wait_for(self.client.workspace_execute_command_async(params), WAIT_S)
+
+    async def until(self, check: Callable[[], Any], what: str, timeout: float = WAIT_S) -> Any:
+        """Wait until `check()` is truthy; its value."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout
+        while not (value := check()):
+            if loop.time() > deadline:
+                raise AssertionError(f"timed out waiting for {what}")
+            await asyncio.sleep(0.02)
+        return value
+
+    def progress(self, task_id: str) -> list[Any]:
+        return self.client.progress_reports.get(f"talos/task/{task_id}", [])
+
+    async def finished(self, task_id: str) -> list[Any]:
+        """The task's progress, once it has ended."""
+        return await self.until(
+            lambda: (r := self.progress(task_id)) and isinstance(r[-1], types.WorkDoneProgressEnd)
+            and r, f"the end of task {task_id}")  # fmt: skip
+
+    async def task(self, task_id: str) -> dict:
+        (task,) = [t for t in await self.command("talos.task.list", {}) if t["id"] == task_id]
+        return task
+
+    def messages(self) -> list[str]:
+        return [m.message for m in self.client.messages]
+
+    def last_status(self) -> Any:
+        return self.statuses[-1] if self.statuses else None
+
+
+def server_env(home: Path) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("TALOS_", "XDG_"))}
+    env.update({
+        "XDG_CONFIG_HOME": str(home / "config"), "XDG_STATE_HOME": str(home / "state"),
+        "XDG_DATA_HOME": str(home / "data"), "XDG_CACHE_HOME": str(home / "cache"),
+        "OPENAI_API_KEY": "sk-test-not-a-real-key-000000000000",
+    })  # fmt: skip
+    return env
+
+
+async def start_editor(
+    home: Path,
+    folders: list[Path],
+    options: dict[str, Any],
+    caps: types.ClientCapabilities | None = None,
+    configuration: dict[str, Any] | None = None,
+) -> Editor:
+    client = LanguageClient(converter_factory=_converter)
+    register_lsp_features(client)
+    editor = Editor(client)
+    if configuration is not None:
+        client.set_configuration(configuration, section="talos")
+
+    @client.feature(types.WINDOW_SHOW_MESSAGE_REQUEST)
+    def on_prompt(ls, params: types.ShowMessageRequestParams):
+        editor.prompts.append(params)
+        reply = editor.replies.pop(0) if editor.replies else None
+        return None if reply is None else types.MessageActionItem(title=reply)
+
+    @client.feature(types.WORKSPACE_APPLY_EDIT)
+    def on_apply(ls, params: types.ApplyWorkspaceEditParams):
+        editor.edits.append(params)
+        return types.ApplyWorkspaceEditResult(applied=editor.apply_ok)
+
+    @client.feature("talos/status")
+    def on_status(ls, params):
+        editor.statuses.append(params)
+
+    @client.feature("talos/proposals")
+    def on_proposals(ls, params):
+        editor.proposals.append(params)
+
+    await client.start_io(sys.executable, "-m", "talos_ls.server", env=server_env(home))
+    editor.initialized = await asyncio.wait_for(client.initialize_session(types.InitializeParams(
+        capabilities=caps or capabilities(),
+        root_uri=folders[0].as_uri() if folders else None,
+        workspace_folders=[types.WorkspaceFolder(uri=f.as_uri(), name=f.name)
+                           for f in folders],
+        initialization_options=options,
+    )), WAIT_S)  # fmt: skip
+    return editor
+
+
+@pytest.fixture
+def model():
+    server = ScriptedModelServer()
+    yield server
+    server.close()
+
+
+@pytest.fixture
+def ws(tmp_path) -> Path:
+    root = tmp_path / "ws"
+    (root / "src").mkdir(parents=True)
+    (root / "src" / "app.py").write_text("def main():\n    return 1\n")
+    return root
+
+
+@pytest.fixture
+def options(tmp_path, model) -> dict[str, Any]:
+    return {"model": "fake-model", "baseUrl": model.url,
+            "storeUrl": "sqlite:///" + str(tmp_path / "talos.db"),
+            "prices": {"fake-model": {"input": 1, "cached_input": 0.5, "output": 2}}}  # fmt: skip
+
+
+@pytest.fixture
+async def editor(tmp_path, ws, options):
+    editor = await start_editor(tmp_path / "home", [ws], options)
+    await editor.until(lambda: any(s.folders for s in editor.statuses), "the first status")
+    yield editor
+    await asyncio.wait_for(editor.client.shutdown_session(), WAIT_S)
+    await editor.client.stop()
