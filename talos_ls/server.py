@@ -238,6 +238,10 @@ def code_action(ls: TalosServer, params: types.CodeActionParams) -> list[types.C
 @server.feature(types.SHUTDOWN)
 async def shutdown(ls: TalosServer, params: Any) -> None:
     """Every task cancelled, recorded as cancelled, and the store closed, within 2 s."""
+    jobs = list(ls._jobs)  # the start, if it is still opening the store or the folders
+    for job in jobs:
+        job.cancel()
+    await asyncio.gather(*jobs, return_exceptions=True)
     try:
         await asyncio.wait_for(D.shutdown(), SHUTDOWN_S)
     except TimeoutError:

@@ -31,6 +31,7 @@ from .settings import Settings
 
 logger = logging.getLogger(__name__)
 MAX_PROMPT_CHARS = 20_000
+TASKS_AT_ONCE = 4  # per folder; more wait, queued, for a slot
 MAX_SHOWN_CHARS = 4000  # one message of a transcript, as `talos.task.show` renders it
 
 
@@ -120,7 +121,8 @@ class Daemon:
         s = self.settings
         return HostConfig(workspace=root, model=s.model_config(), mode=s.permission_mode,
                           caps=s.caps(), budget_turns=s.question_budget_turns,
-                          prices=s.price_table(), background_index=True, watch=True)  # fmt: skip
+                          prices=s.price_table(), concurrency=TASKS_AT_ONCE,
+                          background_index=True, watch=True)  # fmt: skip
 
     async def open(self, folders: Sequence[Path]) -> None:
         """Open the store and a host for each folder. A store that cannot be opened is

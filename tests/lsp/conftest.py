@@ -54,13 +54,18 @@ class Editor:
 
     def __init__(self, client: LanguageClient) -> None:
         self.client = client
-        self.replies: list[str | None] = []
+        # Each reply: a button title, None (dismissed), or a function of the prompt.
+        self.replies: list[Any] = []
         self.prompts: list[types.ShowMessageRequestParams] = []
         self.statuses: list[Any] = []
         self.proposals: list[Any] = []
         self.edits: list[types.ApplyWorkspaceEditParams] = []
         self.apply_ok = True
         self.initialized: types.InitializeResult | None = None
+
+    def button(self, containing: str) -> Callable[[Any], str]:
+        """A reply: the button whose title contains `containing`."""
+        return lambda params: next(a.title for a in params.actions if containing in a.title)
 
     async def command(self, name: str, *arguments: Any) -> Any:
         params = types.ExecuteCommandParams(command=name, arguments=list(arguments))
@@ -123,6 +128,8 @@ async def start_editor(
     def on_prompt(ls, params: types.ShowMessageRequestParams):
         editor.prompts.append(params)
         reply = editor.replies.pop(0) if editor.replies else None
+        if callable(reply):
+            reply = reply(params)
         return None if reply is None else types.MessageActionItem(title=reply)
 
     @client.feature(types.WORKSPACE_APPLY_EDIT)

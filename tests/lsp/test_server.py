@@ -149,7 +149,8 @@ async def test_running_tasks_show_in_the_status(editor, model):
     model.script.append(hang())
     task_id = (await editor.command("talos.task.start", {"prompt": "wait"}))["task_id"]
     status = await editor.until(
-        lambda: (s := editor.last_status()) and s.running and s, "a running task")
+        lambda: (s := editor.last_status()) and s.running and s, "a running task"
+    )
     (running,) = status.running
     assert running.id == task_id and running.step.startswith("step 1")
     await editor.command("talos.task.cancel", {"task_id": task_id})

@@ -1,0 +1,157 @@
+"""Settings, workspace folders, shutdown, and a loop that stays responsive, end to end."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+
+from lsprotocol import types
+
+from talos_ls.demo.scripted_model import hang, reply
+from talos_ls.store import open_store
+
+from .conftest import WAIT_S, start_editor
+
+
+async def _stop(editor):
+    await asyncio.wait_for(editor.client.shutdown_session(), WAIT_S)
+    await editor.client.stop()
+
+
+def _refusals(editor):
+    return [m for m in editor.messages() if m.startswith("Talos setting refused")]
+
+
+async def test_a_configuration_change_is_applied_and_a_bad_value_refused(editor, model):
+    editor.client.workspace_did_change_configuration(types.DidChangeConfigurationParams(
+        settings={"talos": {"maxSteps": 0, "model": "other-model", "permissionMode": "yolo"}}))  # fmt: skip
+    refused = await editor.until(lambda: len(_refusals(editor)) >= 2 and _refusals(editor),
+                                 "the refusals")  # fmt: skip
+    assert any(m.startswith("Talos setting refused: maxSteps:") for m in refused)
+    assert any("permissionMode: must be one of" in m for m in refused)
+    settings = (await editor.command("talos.status", {}))["settings"]
+    assert settings["model"] == "other-model"  # the good value applied
+    assert settings["maxSteps"] == 50 and settings["permissionMode"] == "ask"  # last good
+    model.script.append(reply("ok"))
+    task_id = (await editor.command("talos.task.start", {"prompt": "hi"}))["task_id"]
+    await editor.finished(task_id)
+    assert model.requests[-1]["body"]["model"] == "other-model"
+
+
+async def test_settings_pulled_at_start_and_a_key_in_settings_refused(tmp_path, ws, options):
+    secret = "sk-proj-abcdefghijklmnopqrstuvwxyz0123456789"
+    editor = await start_editor(tmp_path / "home", [ws], {**options, "apiKey": secret},
+                                configuration={"maxCost": "lots", "questionBudgetTurns": 2,
+                                               "apiKeyEnv": secret})  # fmt: skip
+    try:
+        refused = await editor.until(lambda: len(_refusals(editor)) >= 3 and _refusals(editor),
+                                     "the refusals")  # fmt: skip
+        assert any("apiKey: the key never goes in settings" in m for m in refused)
+        assert any("maxCost: must be" in m for m in refused)
+        assert any("apiKeyEnv: must be the NAME of an environment variable" in m
+                   for m in refused)  # fmt: skip
+        assert not any(secret in m for m in editor.messages())
+        status = await editor.command("talos.status", {})
+        assert status["settings"]["questionBudgetTurns"] == 2
+        assert status["settings"]["apiKeyEnv"] == "OPENAI_API_KEY"
+    finally:
+        await _stop(editor)
+
+
+async def test_shutdown_cancels_a_running_task_and_exits(tmp_path, ws, options, model):
+    editor = await start_editor(tmp_path / "home", [ws], options)
+    model.script.append(hang())
+    task_id = (await editor.command("talos.task.start", {"prompt": "wait"}))["task_id"]
+    await editor.until(lambda: editor.progress(task_id), "the task to run")
+    await _stop(editor)
+    assert editor.client._server.returncode == 0
+    store = open_store(options["storeUrl"])
+    assert store.task_get(task_id)["state"] == "cancelled"
+    store.close()
+
+
+async def test_two_folders_two_hosts(tmp_path, options, model):
+    roots = []
+    for name in ("one", "two", "three"):
+        root = tmp_path / name
+        root.mkdir()
+        (root / f"{name}.py").write_text("x = 1\n")
+        roots.append(root)
+    editor = await start_editor(tmp_path / "home", roots[:2], options)
+    try:
+        status = await editor.until(
+            lambda: (s := editor.last_status()) and len(s.folders) == 2 and s, "two folders"
+        )
+        assert {f.root for f in status.folders} == {str(r.resolve()) for r in roots[:2]}
+        model.script.append(reply("ok"))
+        uri = (roots[1] / "two.py").as_uri()
+        task_id = (await editor.command("talos.task.start", {"prompt": "look", "uri": uri}))[
+            "task_id"
+        ]
+        await editor.finished(task_id)
+        assert (await editor.task(task_id))["folder"] == str(roots[1].resolve())
+        await editor.command("talos.memory.remember", {"statement": "Two uses tabs", "uri": uri})
+        assert await editor.command("talos.memory.list", {"uri": roots[0].as_uri()}) == []
+        assert len(await editor.command("talos.memory.list", {"uri": uri})) == 1
+        editor.client.workspace_did_change_workspace_folders(
+            types.DidChangeWorkspaceFoldersParams(event=types.WorkspaceFoldersChangeEvent(
+                added=[types.WorkspaceFolder(uri=roots[2].as_uri(), name="three")],
+                removed=[types.WorkspaceFolder(uri=roots[0].as_uri(), name="one")])))  # fmt: skip
+        status = await editor.until(
+            lambda: (s := editor.last_status()) and {f.root for f in s.folders}
+            == {str(r.resolve()) for r in roots[1:]} and s, "the folders changed")  # fmt: skip
+        outside = (roots[0] / "one.py").as_uri()
+        try:
+            await editor.command("talos.task.start", {"prompt": "x", "uri": outside})
+        except Exception as exc:
+            assert "outside every workspace folder" in str(exc)
+        else:
+            raise AssertionError("a removed folder still served")
+    finally:
+        await _stop(editor)
+
+
+def _generate(root, files):
+    for i in range(files):
+        d = root / f"pkg{i % 50}" / f"mod{i % 400}"
+        d.mkdir(parents=True, exist_ok=True)
+        (d / f"file{i}.py").write_text(f"def f{i}():\n    return {i}\n\nclass C{i}:\n    pass\n")
+
+
+async def test_the_loop_answers_while_a_turn_prepares_and_three_tasks_stream(
+    tmp_path, options, model
+):
+    root = tmp_path / "big"
+    _generate(root, 20_000)
+    editor = await start_editor(tmp_path / "home", [root], options)
+    try:
+        doc = root / "pkg0" / "mod0" / "file0.py"
+        editor.client.text_document_did_open(types.DidOpenTextDocumentParams(
+            text_document=types.TextDocumentItem(uri=doc.as_uri(), language_id="python",
+                                                 version=1, text=doc.read_text())))  # fmt: skip
+        model.script += [reply("x" * 600, delay=0.01) for _ in range(3)]  # ~1 s of streaming
+        streaming = [(await editor.command("talos.task.start", {"prompt": f"stream {n}"}))[
+            "task_id"] for n in range(3)]  # fmt: skip
+        model.script.append(reply("the fourth", delay=0.01))
+        fourth = asyncio.ensure_future(editor.command("talos.task.start", {
+            "prompt": "explain the parser and load_config()", "uri": doc.as_uri(),
+            "range": {"start": {"line": 0, "character": 0}, "end": {"line": 1, "character": 0}},
+        }))  # fmt: skip
+        actions = await asyncio.wait_for(editor.client.text_document_code_action_async(
+            types.CodeActionParams(
+                text_document=types.TextDocumentIdentifier(uri=doc.as_uri()),
+                range=types.Range(start=types.Position(line=0, character=0),
+                                  end=types.Position(line=1, character=0)),
+                context=types.CodeActionContext(diagnostics=[]))), WAIT_S)  # fmt: skip
+        assert [a.title for a in actions] == ["Ask Talos about the selection"]
+        running = [t["id"] for t in await editor.command("talos.task.list", {})
+                   if t["state"] in ("queued", "running")]  # fmt: skip
+        assert set(streaming) <= set(running)  # answered while the three still streamed
+        task_id = (await fourth)["task_id"]
+        assert task_id not in [t for t in streaming]
+        for t in [*streaming, task_id]:
+            await editor.finished(t)
+        first = next(r for r in model.requests if "the parser" in json.dumps(r["body"]))
+        assert "Selected text" in json.dumps(first["body"])  # the editor's context went along
+    finally:
+        await _stop(editor)

@@ -1,0 +1,142 @@
+"""Permission prompts and questions through `window/showMessageRequest`, end to end."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from talos_ls.demo.scripted_model import reply
+
+from ..system import require_sandbox
+from .conftest import start_editor
+
+
+def _tool_results(model, index):
+    return [m["content"] for m in model.requests[index]["body"]["messages"] if m["role"] == "tool"]
+
+
+def _run(command):
+    return reply("", [("c1", "run_command", json.dumps({"command": command}))])
+
+
+@pytest.mark.parametrize("answer, outcome", [
+    ("Allow once", "made"),
+    ("Deny", "not run: denied by you"),
+    (None, "not run: dismissed: denied"),
+])  # fmt: skip
+async def test_permission_prompt(editor, model, ws, answer, outcome):
+    require_sandbox()
+    model.script += [_run("touch made.txt && echo made"), reply("finished")]
+    editor.replies.append(answer)
+    task_id = (await editor.command("talos.task.start", {"prompt": "make it"}))["task_id"]
+    await editor.finished(task_id)
+    (prompt,) = editor.prompts
+    assert "$ touch made.txt && echo made" in prompt.message
+    assert [a.title for a in prompt.actions][0] == "Allow once"
+    assert outcome in _tool_results(model, 1)[0]
+    assert (ws / "made.txt").exists() == (answer == "Allow once")
+
+
+async def test_always_allow_saves_the_rule_and_stops_asking(editor, model, ws, tmp_path):
+    require_sandbox()
+    model.script += [_run("touch made.txt"), reply("one"), _run("touch made.txt"), reply("two")]
+    editor.replies.append(editor.button("Always allow"))
+    first = (await editor.command("talos.task.start", {"prompt": "make it"}))["task_id"]
+    await editor.finished(first)
+    assert "Always allow `touch made.txt`" in [a.title for a in editor.prompts[0].actions]
+    saved = list((tmp_path / "home" / "config" / "talos" / "workspaces").glob("*.json"))
+    assert json.loads(saved[0].read_text())["commands"]["allow"] == ["touch made.txt"]
+    second = (await editor.command("talos.task.start", {"prompt": "again"}))["task_id"]
+    await editor.finished(second)
+    assert len(editor.prompts) == 1  # not asked again
+    assert "not run" not in _tool_results(model, 3)[0]
+
+
+CONFLICT = {"AGENTS.md": "- Tests use unittest\n", "CLAUDE.md": "- Tests use pytest\n"}
+
+
+def _conflicted(ws):
+    for name, text in CONFLICT.items():
+        (ws / name).write_text(text)
+
+
+async def _statements(editor):
+    facts = await editor.command("talos.memory.list", {})
+    return {f["statement"]: f["confidence"] for f in facts}
+
+
+async def test_a_question_is_answered_and_moves_the_facts(tmp_path, ws, options, model):
+    _conflicted(ws)
+    editor = await start_editor(tmp_path / "home", [ws], options)
+    try:
+        editor.replies.append(editor.button("pytest"))
+        model.script.append(reply("Writing tests.", delay=0.05))
+        task_id = (await editor.command("talos.task.start", {"prompt": "write the tests"}))[
+            "task_id"
+        ]
+        await editor.finished(task_id)
+        (prompt,) = editor.prompts
+        titles = [a.title for a in prompt.actions]
+        assert titles[-1] == "Skip" and any("pytest" in t for t in titles)
+        facts = await _statements(editor)
+        assert facts["Tests use pytest"] > 0.5 > facts["Tests use unittest"]
+        assert await editor.command("talos.questions.list", {}) == []
+    finally:
+        await editor.client.shutdown_session()
+        await editor.client.stop()
+
+
+@pytest.mark.parametrize("dismissal", [None, "Skip"])
+async def test_a_dismissal_cools_the_question_and_it_is_not_asked_again(
+    tmp_path, ws, options, model, dismissal
+):
+    _conflicted(ws)
+    editor = await start_editor(tmp_path / "home", [ws], {**options, "questionBudgetTurns": 1})
+    try:
+        editor.replies.append(dismissal)
+        for n in range(3):
+            model.script.append(reply("ok"))
+            task_id = (await editor.command("talos.task.start", {"prompt": "write the tests"}))[
+                "task_id"
+            ]
+            await editor.finished(task_id)
+        assert len(editor.prompts) == 1  # cooled: not re-asked before its cooldown
+        assert set((await _statements(editor)).values()) == {0.5}  # never evidence
+        status = await editor.command("talos.status", {})
+        assert status["folders"][0]["turn"] == 3
+    finally:
+        await editor.client.shutdown_session()
+        await editor.client.stop()
+
+
+async def test_a_client_without_prompts_gets_none_and_answers_by_command(
+    tmp_path, ws, options, model
+):
+    from .conftest import capabilities
+
+    require_sandbox()
+    _conflicted(ws)
+    editor = await start_editor(tmp_path / "home", [ws], options,
+                                caps=capabilities(prompts=False))  # fmt: skip
+    try:
+        model.script += [_run("touch made.txt"), reply("done")]
+        task_id = (await editor.command("talos.task.start", {"prompt": "write the tests"}))[
+            "task_id"
+        ]
+        await editor.finished(task_id)
+        assert editor.prompts == []
+        assert "nobody is there to ask" in _tool_results(model, 1)[0]  # headless rules
+        assert not (ws / "made.txt").exists()
+        (question,) = [q for q in await editor.command("talos.questions.list", {})
+                       if q["kind"] == "disjunction"]  # fmt: skip
+        label = next(o for o in question["options"] if "pytest" in o)
+        answered = await editor.command(
+            "talos.question.answer", {"candidate_id": question["candidate_id"], "answer": label}
+        )
+        assert answered["applied"]
+        facts = await _statements(editor)
+        assert facts["Tests use pytest"] > 0.5 > facts["Tests use unittest"]
+    finally:
+        await editor.client.shutdown_session()
+        await editor.client.stop()
