@@ -61,7 +61,25 @@ class Editor:
         self.proposals: list[Any] = []
         self.edits: list[types.ApplyWorkspaceEditParams] = []
         self.apply_ok = True
+        self.versions: dict[str, int] = {}  # open documents' versions
         self.initialized: types.InitializeResult | None = None
+
+    def open(self, path: Path, text: str | None = None) -> str:
+        uri = path.as_uri()
+        self.versions[uri] = 1
+        text = path.read_text() if text is None else text
+        item = types.TextDocumentItem(uri=uri, language_id="python", version=1, text=text)
+        self.client.text_document_did_open(types.DidOpenTextDocumentParams(text_document=item))
+        return uri
+
+    def type(self, uri: str, text: str) -> None:
+        """The person edits the buffer (unsaved)."""
+        self.versions[uri] += 1
+        doc = types.VersionedTextDocumentIdentifier(uri=uri, version=self.versions[uri])
+        change = types.TextDocumentContentChangeWholeDocument(text=text)
+        self.client.text_document_did_change(
+            types.DidChangeTextDocumentParams(text_document=doc, content_changes=[change])
+        )
 
     def button(self, containing: str) -> Callable[[Any], str]:
         """A reply: the button whose title contains `containing`."""
@@ -134,8 +152,19 @@ async def start_editor(
 
     @client.feature(types.WORKSPACE_APPLY_EDIT)
     def on_apply(ls, params: types.ApplyWorkspaceEditParams):
+        """As an editor does: a whole-document edit at the buffer's version lands, and the
+        buffer's change is sent before the reply; `apply_ok` False plays a refusal."""
         editor.edits.append(params)
-        return types.ApplyWorkspaceEditResult(applied=editor.apply_ok)
+        (change,) = params.edit.document_changes
+        uri, version = change.text_document.uri, change.text_document.version
+        ok = editor.apply_ok and editor.versions.get(uri) == version
+        if ok:
+            editor.versions[uri] = version + 1
+            client.text_document_did_change(types.DidChangeTextDocumentParams(
+                text_document=types.VersionedTextDocumentIdentifier(uri=uri, version=version + 1),
+                content_changes=[types.TextDocumentContentChangeWholeDocument(
+                    text=change.edits[0].new_text)]))  # fmt: skip
+        return types.ApplyWorkspaceEditResult(applied=ok)
 
     @client.feature("talos/status")
     def on_status(ls, params):

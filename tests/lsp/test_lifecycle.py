@@ -23,8 +23,10 @@ def _refusals(editor):
 
 
 async def test_a_configuration_change_is_applied_and_a_bad_value_refused(editor, model):
-    editor.client.workspace_did_change_configuration(types.DidChangeConfigurationParams(
-        settings={"talos": {"maxSteps": 0, "model": "other-model", "permissionMode": "yolo"}}))  # fmt: skip
+    bad = {"maxSteps": 0, "model": "other-model", "permissionMode": "yolo"}
+    editor.client.workspace_did_change_configuration(
+        types.DidChangeConfigurationParams(settings={"talos": bad})
+    )
     refused = await editor.until(lambda: len(_refusals(editor)) >= 2 and _refusals(editor),
                                  "the refusals")  # fmt: skip
     assert any(m.startswith("Talos setting refused: maxSteps:") for m in refused)

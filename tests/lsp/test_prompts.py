@@ -33,7 +33,7 @@ async def test_permission_prompt(editor, model, ws, answer, outcome):
     await editor.finished(task_id)
     (prompt,) = editor.prompts
     assert "$ touch made.txt && echo made" in prompt.message
-    assert [a.title for a in prompt.actions][0] == "Allow once"
+    assert prompt.actions[0].title == "Allow once"
     assert outcome in _tool_results(model, 1)[0]
     assert (ws / "made.txt").exists() == (answer == "Allow once")
 
@@ -95,7 +95,7 @@ async def test_a_dismissal_cools_the_question_and_it_is_not_asked_again(
     editor = await start_editor(tmp_path / "home", [ws], {**options, "questionBudgetTurns": 1})
     try:
         editor.replies.append(dismissal)
-        for n in range(3):
+        for _ in range(3):
             model.script.append(reply("ok"))
             task_id = (await editor.command("talos.task.start", {"prompt": "write the tests"}))[
                 "task_id"

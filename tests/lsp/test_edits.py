@@ -1,0 +1,85 @@
+"""Proposals through the editor: applied over the buffer at its version, never over the
+person's unsaved edits; undone while the file is as left."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from pygls.exceptions import JsonRpcException
+
+from talos_ls.demo.scripted_model import reply
+
+EDIT = json.dumps({"path": "src/app.py", "blocks": [{"search": "return 1", "replace": "return 2"}]})
+
+
+async def _propose(editor, model):
+    model.script += [reply("", [("c1", "propose_edit", EDIT)]), reply("proposed")]
+    task_id = (await editor.command("talos.task.start", {"prompt": "return 2"}))["task_id"]
+    await editor.finished(task_id)
+    (proposal,) = await editor.command("talos.proposal.list", {})
+    return proposal
+
+
+async def test_unsaved_text_wins_and_the_edit_lands_at_the_buffer_version(editor, model, ws):
+    uri = editor.open(ws / "src" / "app.py")
+    editor.type(uri, "def main():\n    return 1  # unsaved\n")
+    proposal = await _propose(editor, model)
+    assert proposal["path"] == "src/app.py" and proposal["status"] == "pending"
+    shown = await editor.command("talos.proposal.show", {"proposal_id": proposal["id"]})
+    assert "+    return 2  # unsaved" in shown["diff"]  # the base was the buffer, not the disk
+    result = await editor.command("talos.proposal.apply", {"proposal_id": proposal["id"]})
+    assert result == {"proposal_id": proposal["id"], "applied": True, "status": "applied"}
+    (edit,) = editor.edits
+    assert edit.edit.document_changes[0].text_document.version == 2
+    assert (ws / "src" / "app.py").read_text() == "def main():\n    return 1\n"  # disk untouched
+    undone = await editor.command("talos.undo", {})
+    assert undone["status"] == "undone"
+    assert editor.edits[-1].edit.document_changes[0].edits[0].new_text.endswith("1  # unsaved\n")
+
+
+async def test_a_proposal_over_a_buffer_changed_since_is_stale(editor, model, ws):
+    uri = editor.open(ws / "src" / "app.py")
+    proposal = await _propose(editor, model)
+    editor.type(uri, "def main():\n    return 1\n# typed after the proposal\n")
+    result = await editor.command("talos.proposal.apply", {"proposal_id": proposal["id"]})
+    assert not result["applied"] and result["status"] == "stale"
+    assert editor.edits == []
+
+
+async def test_an_editor_that_claims_success_without_changing_the_buffer_is_not_believed(
+    editor, model, ws
+):
+    uri = editor.open(ws / "src" / "app.py")
+    proposal = await _propose(editor, model)
+    editor.versions[uri] = 99  # the editor skips the edit (a stale version), yet says applied
+    editor.apply_ok = True
+    result = await editor.command("talos.proposal.apply", {"proposal_id": proposal["id"]})
+    assert not result["applied"] and result["status"] == "pending"
+
+
+async def test_a_file_not_open_is_written_on_disk(editor, model, ws):
+    proposal = await _propose(editor, model)
+    content = await editor.command("talos.proposal.show", {"proposal_id": proposal["id"]})
+    assert content["hunks"][0]["new"] == ["    return 2\n"]
+    result = await editor.command("talos.proposal.apply", {"proposal_id": proposal["id"]})
+    assert result["applied"]
+    assert (ws / "src" / "app.py").read_text() == "def main():\n    return 2\n"
+    assert editor.edits == []
+
+
+async def test_reject_and_proposal_content(editor, model):
+    proposal = await _propose(editor, model)
+    base = await editor.client.protocol.send_request_async(
+        "talos/proposalContent", {"proposal_id": proposal["id"], "side": "base"})  # fmt: skip
+    new = await editor.client.protocol.send_request_async(
+        "talos/proposalContent", {"proposal_id": proposal["id"], "side": "proposed"})  # fmt: skip
+    assert "return 1" in base and "return 2" in new
+    with pytest.raises(JsonRpcException) as caught:
+        await editor.client.protocol.send_request_async(
+            "talos/proposalContent", {"proposal_id": proposal["id"], "side": "left"})  # fmt: skip
+    assert "'side' must be 'base' or 'proposed'" in caught.value.message
+    rejected = await editor.command("talos.proposal.reject", {"proposal_id": proposal["id"]})
+    assert rejected["status"] == "rejected"
+    with pytest.raises(JsonRpcException):
+        await editor.command("talos.proposal.reject", {"proposal_id": proposal["id"]})
