@@ -53,9 +53,10 @@ class LspPort:
     # ------------------------------------------------------------- prompts
     async def ask(self, question: QuestionCandidate) -> str | None:
         labels = [visible(o["label"], single_line=True) for o in question.options]
-        reply = await self.server.prompt(visible(question.question_text), [*labels, SKIP])
-        if reply is None or reply == SKIP or reply not in labels:
-            return None
+        skip = SKIP if SKIP not in labels else "Skip this question"  # an option named Skip
+        reply = await self.server.prompt(visible(question.question_text), [*labels, skip])
+        if reply is None or reply not in labels or labels.count(reply) > 1:
+            return None  # dismissed, skipped, or a button that is not one answer
         return question.options[labels.index(reply)]["label"]
 
     async def confirm(self, message: str, options: Sequence[str]) -> str | None:
@@ -118,7 +119,7 @@ class LspPort:
 
     # ------------------------------------------------------------ progress
     async def begin(self, task: Task) -> None:
-        if not self.server.can_show_progress:
+        if not self.server.can_show_progress or self.server.closing:
             return
         token = f"talos/task/{task.id}"
         try:
@@ -137,6 +138,8 @@ class LspPort:
             self._end_progress(task)
 
     def progress(self, task: Task, message: str) -> None:
+        if self.server.closing:
+            return
         token = self._tokens.get(task.id)
         line = f"{message} · {self._spent(task)}"
         if token is None:
@@ -154,7 +157,7 @@ class LspPort:
     def _end_progress(self, task: Task) -> None:
         self._pending.pop(task.id, None)
         token = self._tokens.pop(task.id, None)
-        if token is not None:
+        if token is not None and not self.server.closing:
             outcome = f"{task.state} · {self._spent(task)}"
             self.server.work_done_progress.end(token, types.WorkDoneProgressEnd(message=outcome))
             self.server.work_done_progress.tokens.pop(token, None)

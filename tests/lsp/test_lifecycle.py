@@ -157,3 +157,17 @@ async def test_the_loop_answers_while_a_turn_prepares_and_three_tasks_stream(
         assert "Selected text" in json.dumps(first["body"])  # the editor's context went along
     finally:
         await _stop(editor)
+
+
+async def test_two_daemons_on_one_workspace_share_the_turn_counter(tmp_path, ws, options, model):
+    first = await start_editor(tmp_path / "home", [ws], options)
+    second = await start_editor(tmp_path / "home2", [ws], options)
+    try:
+        for n, editor in enumerate((first, second, first), 1):
+            model.script.append(reply("ok"))
+            started = await editor.command("talos.task.start", {"prompt": f"turn {n}"})
+            assert started["turn"] == n  # one counter for the workspace, in the store
+            await editor.finished(started["task_id"])
+    finally:
+        await _stop(first)
+        await _stop(second)
