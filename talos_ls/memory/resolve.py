@@ -113,6 +113,11 @@ def _stem(rel: str) -> str:
     return _split_name(rel.rpartition("/")[2])[0].lower()
 
 
+def _lower(name: str) -> str:
+    """Interned, so that a name already in lower case (most) is stored once."""
+    return sys.intern(name.lower())
+
+
 def _ignored(chain: _Chain, rel: str, is_dir: bool) -> bool:
     """Git's answer: the deepest .gitignore with a pattern for the path decides."""
     for base, spec in chain:
@@ -147,8 +152,7 @@ class WorkspaceIndex:
         self._files: dict[str, _Source | None] = {}
         self._paths: list[str] = []
         self._stems: dict[str, list[str]] = {}  # lowered stem -> files
-        self._symbols: dict[str, list[str]] = {}  # name -> files
-        self._lowered: dict[str, list[str]] = {}  # lowered name -> names
+        self._symbols: dict[str, list[tuple[str, str]]] = {}  # lowered name -> (file, name)
         self._stem_text: str | None = None  # "\n"-joined stems, for substring lookups
         # The writer's own state.
         self._dirs: set[str] = set()  # directories walked ("" is the root)
@@ -171,8 +175,12 @@ class WorkspaceIndex:
     @property
     def symbols(self) -> dict[str, list[str]]:
         """Each symbol name -> the files defining it, sorted (a copy, for inspection)."""
+        found: dict[str, list[str]] = {}
         with self._lock:
-            return {name: list(where) for name, where in self._symbols.items()}
+            for defined in self._symbols.values():
+                for where, name in defined:
+                    found.setdefault(name, []).append(where)
+        return found
 
     def match_noun(self, noun: str, hint: str | None) -> list[str]:
         """What "the <noun> [<hint>]" can mean. A class or function hint: symbols of that name
@@ -194,7 +202,8 @@ class WorkspaceIndex:
 
     def match_symbol(self, name: str) -> list[str]:
         with self._lock:
-            return [f"{name} in {w}" for w in self._symbols.get(name, ())]
+            defined = self._symbols.get(name.lower(), ())
+            return [f"{name} in {where}" for where, exact in defined if exact == name]
 
     def _files_with_stems(self, stems: Iterable[str]) -> list[str]:
         return sorted({rel for stem in stems for rel in self._stems.get(stem, ())})
@@ -213,12 +222,7 @@ class WorkspaceIndex:
         return found
 
     def _symbols_named(self, lowered: str) -> list[str]:
-        pairs = sorted(
-            (where, name)
-            for name in self._lowered.get(lowered, ())
-            for where in self._symbols[name]
-        )
-        return [f"{name} in {where}" for where, name in pairs]
+        return [f"{name} in {where}" for where, name in self._symbols.get(lowered, ())]
 
     # ------------------------------------------------------------------ writers
     def scan(self) -> None:
@@ -260,18 +264,18 @@ class WorkspaceIndex:
             logger.warning("the workspace index stopped at %d files", MAX_FILES)
         paths = sorted(files)
         stems: dict[str, list[str]] = {}
-        symbols: dict[str, list[str]] = {}
+        symbols: dict[str, list[tuple[str, str]]] = {}
         for rel in paths:
             stems.setdefault(_stem(rel), []).append(rel)
             source = files[rel]
             for name in source[2] if source else ():
-                symbols.setdefault(name, []).append(rel)
-        lowered: dict[str, list[str]] = {}
-        for name in sorted(symbols):
-            lowered.setdefault(name.lower(), []).append(name)
+                symbols.setdefault(_lower(name), []).append((rel, name))
+        for defined in symbols.values():
+            if len(defined) > 1:
+                defined.sort()  # one file may define both `Parser` and `parser`
         with self._lock:
             self._files, self._paths, self._stems = files, paths, stems
-            self._symbols, self._lowered, self._stem_text = symbols, lowered, None
+            self._symbols, self._stem_text = symbols, None
         self._dirs, self._ignores = set(dirs), ignores
         self.ready.set()
 
@@ -431,11 +435,7 @@ class WorkspaceIndex:
         for name in before - after:
             self._unlink_symbol(name, rel)
         for name in after - before:
-            if name in self._symbols:
-                bisect.insort(self._symbols[name], rel)
-            else:
-                self._symbols[name] = [rel]
-                bisect.insort(self._lowered.setdefault(name.lower(), []), name)
+            bisect.insort(self._symbols.setdefault(_lower(name), []), (rel, name))
 
     def _unlink(self, rel: str) -> None:
         source = self._files.pop(rel)
@@ -448,14 +448,11 @@ class WorkspaceIndex:
             self._unlink_symbol(name, rel)
 
     def _unlink_symbol(self, name: str, rel: str) -> None:
-        where = self._symbols[name]
-        where.remove(rel)
-        if not where:
-            del self._symbols[name]
-            names = self._lowered[name.lower()]
-            names.remove(name)
-            if not names:
-                del self._lowered[name.lower()]
+        lowered = _lower(name)
+        defined = self._symbols[lowered]
+        defined.remove((rel, name))
+        if not defined:
+            del self._symbols[lowered]
 
     def _chain(self, d: str) -> _Chain | None:
         """The `.gitignore` specs that apply inside directory `d`; None if the walk would not
