@@ -377,3 +377,20 @@ def test_readers_never_see_half_a_batch(tmp_path, fast_switching):
             t.join(30)
     assert not errors
     assert seen == {("noun", 0), ("noun", 2), ("symbol", 0), ("symbol", 2)}
+
+
+def test_a_large_batch(tmp_path):
+    """A checkout that brings hundreds of files at once (the sorted list is rebuilt whole)."""
+    write(tmp_path, "m.py")
+    write(tmp_path, "z.py")
+    index = WorkspaceIndex.build(tmp_path)
+    staging = tmp_path.parent / f"{tmp_path.name}-staging"
+    for i in range(300):
+        write(staging, f"n/f{i:03}.py", f"def f{i}():\n    pass\n")
+    os.rename(staging / "n", tmp_path / "n")
+    index.apply([("added", str(tmp_path / "n"))])
+    assert index.files == ["m.py", *(f"n/f{i:03}.py" for i in range(300)), "z.py"]
+    assert index.match_symbol("f299") == ["f299 in n/f299.py"]
+    shutil.rmtree(tmp_path / "n")
+    index.apply([("deleted", str(tmp_path / "n"))])
+    assert index.files == ["m.py", "z.py"] and set(index.symbols) == {"x"}

@@ -206,7 +206,10 @@ class WorkspaceIndex:
             return [f"{name} in {where}" for where, exact in defined if exact == name]
 
     def _files_with_stems(self, stems: Iterable[str]) -> list[str]:
-        return sorted({rel for stem in stems for rel in self._stems.get(stem, ())})
+        found = [self._stems[stem] for stem in dict.fromkeys(stems) if stem in self._stems]
+        if len(found) == 1:
+            return list(found[0])  # already sorted
+        return sorted(rel for rels in found for rel in rels)  # a file has one stem: no repeats
 
     def _stems_containing(self, part: str) -> list[str]:
         """The stems with `part` in them: a search through one string, in C, not a Python loop
