@@ -1,0 +1,989 @@
+"""The language server, measured against a bare pygls 2 server started in the same run.
+
+Each figure comes from real processes over stdio: `talos-ls` (`python -m talos_ls.server`),
+a bare `LanguageServer("bare", "0")` written to a temporary file (a trivial code action and
+a trivial command), driven by pytest-lsp's client; the model is `ScriptedModelServer` in a
+process of its own, so its threads do not share the client's interpreter.
+
+1. initialize round trip (spawn -> initialize response), and spawn -> the first
+   `talos/status` with a folder (the host opened);
+2. idle RSS after initialize and the first status (VmRSS of the server process);
+3. `textDocument/codeAction` latency on an open document: bare, talos idle, talos while three
+   tasks stream from the model;
+4. `talos.task.start` until the task id comes back, and until the progress `begin`, on
+   generated workspaces (after the index is ready, and once right after initialize);
+5. index ready on the largest workspace: `initialized` sent -> first status with
+   `index.ready` (and codeAction latency while that build runs, in a run of its own);
+6. shutdown with a running task (the model hangs): `shutdown` sent -> process exited.
+
+    .venv/bin/python bench/lsp_bench.py                      # 10,000 and 100,000 files
+    .venv/bin/python bench/lsp_bench.py --quick              # a smoke run: small sizes
+    .venv/bin/python bench/lsp_bench.py --sizes 2000,20000 --json out.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import datetime
+import json
+import math
+import os
+import platform
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, Union
+
+from lsprotocol import types
+from pygls.lsp.client import LanguageClient as BaseLanguageClient
+from pygls.protocol import default_converter
+from pytest_lsp.client import DEFAULT_CLIENT_FEATURES, LanguageClient, register_lsp_features
+
+REPO = Path(__file__).resolve().parents[1]
+WAIT_S = 60.0
+INDEX_WAIT_S = 600.0
+FAKE_KEY = "sk-test-not-a-real-key-000000000000"
+PROMPT = "Explain the selected code, and point out any problem in it."
+
+BARE_SERVER = """
+from lsprotocol import types
+from pygls.lsp.server import LanguageServer
+
+server = LanguageServer("bare", "0")
+
+
+@server.feature(types.TEXT_DOCUMENT_CODE_ACTION)
+def code_action(ls, params):
+    arg = {"prompt": "Explain the selected code.", "uri": params.text_document.uri,
+           "range": {"start": {"line": params.range.start.line, "character": 0},
+                     "end": {"line": params.range.end.line, "character": 0}}}
+    return [types.CodeAction(title="Ask bare about the selection",
+                             kind=types.CodeActionKind.Empty,
+                             command=types.Command(title="Ask", command="bare.start",
+                                                   arguments=[arg]))]
+
+
+@server.command("bare.start")
+def start(ls, *args):
+    return {"task_id": "t0", "turn": 1, "state": "queued"}
+
+
+server.start_io()
+"""
+
+# The scripted model in its own process; one JSON command a line on stdin, one JSON line back.
+MODEL_SERVER = """
+import json, sys
+sys.path.insert(0, sys.argv[1])
+from talos_ls.demo.scripted_model import ScriptedModelServer, hang, reply
+
+model = ScriptedModelServer()
+print(json.dumps({"url": model.url}), flush=True)
+for line in sys.stdin:
+    cmd = json.loads(line)
+    op = cmd["op"]
+    if op == "reply":
+        for _ in range(cmd.get("times", 1)):
+            model.script.append(reply(cmd.get("text"), delay=cmd.get("delay", 0.0)))
+    elif op == "hang":
+        for _ in range(cmd.get("times", 1)):
+            model.script.append(hang())
+    elif op == "clear":
+        model.script.clear()
+    elif op == "quit":
+        break
+    print(json.dumps({"requests": len(model.requests), "script": len(model.script)}),
+          flush=True)
+model.close()
+"""
+
+
+# --------------------------------------------------------------------------- the model
+class Model:
+    """`ScriptedModelServer` in a child process."""
+
+    def __init__(self) -> None:
+        self.proc = subprocess.Popen(
+            [sys.executable, "-c", MODEL_SERVER, str(REPO)],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            text=True,
+        )
+        self.url = json.loads(self._line())["url"]
+
+    def _line(self) -> str:
+        assert self.proc.stdout is not None
+        line = self.proc.stdout.readline()
+        if not line:
+            raise RuntimeError("the scripted model process died")
+        return line
+
+    def send(self, **cmd: Any) -> dict[str, int]:
+        assert self.proc.stdin is not None
+        self.proc.stdin.write(json.dumps(cmd) + "\n")
+        self.proc.stdin.flush()
+        return json.loads(self._line())
+
+    def requests(self) -> int:
+        """How many requests the model has had, in all."""
+        return self.send(op="count")["requests"]
+
+    def close(self) -> None:
+        with contextlib.suppress(Exception):
+            self.send(op="quit")
+        with contextlib.suppress(Exception):
+            self.proc.wait(5)
+        if self.proc.poll() is None:
+            self.proc.kill()
+
+
+# --------------------------------------------------------------------------- the client
+def _converter():
+    """lsprotocol 2025.0.0 decodes a CodeAction carrying a Command as a Command (client side
+    only); this picks by the shape of "command" (as in tests/lsp/conftest.py)."""
+    conv = default_converter()
+
+    def hook(obj, _):
+        kind = types.Command if isinstance(obj.get("command"), str) else types.CodeAction
+        return conv.structure(obj, kind)
+
+    conv.register_structure_hook(Union[types.Command, types.CodeAction], hook)  # noqa: UP007
+    return conv
+
+
+def capabilities() -> types.ClientCapabilities:
+    window = types.WindowClientCapabilities(
+        work_done_progress=True, show_message=types.ShowMessageRequestClientCapabilities()
+    )
+    workspace = types.WorkspaceClientCapabilities(
+        apply_edit=True,
+        configuration=True,
+        workspace_folders=True,
+        did_change_configuration=types.DidChangeConfigurationClientCapabilities(),
+    )
+    return types.ClientCapabilities(window=window, workspace=workspace)
+
+
+def server_env(home: Path) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("TALOS_", "XDG_"))}
+    env.update(
+        {
+            "XDG_CONFIG_HOME": str(home / "config"),
+            "XDG_STATE_HOME": str(home / "state"),
+            "XDG_DATA_HOME": str(home / "data"),
+            "XDG_CACHE_HOME": str(home / "cache"),
+            "OPENAI_API_KEY": FAKE_KEY,
+            "PYTHONPATH": str(REPO),
+        }
+    )
+    return env
+
+
+class BenchClient(LanguageClient):
+    """pytest-lsp's client, keeping the server's stderr instead of forwarding it."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.stderr_lines: list[str] = []
+
+    async def start_io(self, cmd: str, *args: Any, **kwargs: Any) -> None:
+        await BaseLanguageClient.start_io(self, cmd, *args, **kwargs)
+        self._stderr_forwarder = asyncio.create_task(self._collect_stderr())
+
+    async def _collect_stderr(self) -> None:
+        server = self._server
+        if server is None or server.stderr is None:
+            return
+        while line := await server.stderr.readline():
+            self.stderr_lines.append(line.decode(errors="replace").rstrip("\n"))
+
+    async def stop(self) -> None:
+        server = self._server
+        if (
+            self._stderr_forwarder is not None
+            and server is not None
+            and server.returncode is not None
+        ):
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(asyncio.shield(self._stderr_forwarder), 2.0)
+        await super().stop()
+
+
+class Session:
+    """One server process and what it sent, each notification stamped on arrival."""
+
+    def __init__(self, kind: str, home: Path) -> None:
+        self.kind = kind
+        self.home = home
+        self.client = BenchClient(converter_factory=_converter)
+        self.statuses: list[tuple[float, Any]] = []
+        self.progress: dict[str, list[tuple[str, float, Any]]] = {}
+        self.prompts = 0
+        self.config_pokes = 0  # didChangeConfiguration sent to learn the index state
+        self.t_spawn = self.t_initialized = 0.0
+        features = dict(DEFAULT_CLIENT_FEATURES)
+        default_progress = features[types.PROGRESS]
+
+        def on_progress(ls: Any, params: types.ProgressParams) -> None:  # "ls": pygls passes it
+            now = time.perf_counter()
+            value = params.value if isinstance(params.value, dict) else {}
+            self.progress.setdefault(str(params.token), []).append(
+                (value.get("kind", "?"), now, value.get("message"))
+            )
+            default_progress(ls, params)
+
+        features[types.PROGRESS] = on_progress
+        register_lsp_features(self.client, features)
+
+        @self.client.feature(types.WINDOW_SHOW_MESSAGE_REQUEST)
+        def on_prompt(ls: Any, params: types.ShowMessageRequestParams) -> None:
+            self.prompts += 1  # dismissed
+            return None
+
+        @self.client.feature(types.WORKSPACE_APPLY_EDIT)
+        def on_apply(ls: Any, params: types.ApplyWorkspaceEditParams):
+            return types.ApplyWorkspaceEditResult(applied=False)
+
+        @self.client.feature("talos/status")
+        def on_status(ls: Any, params: Any) -> None:
+            self.statuses.append((time.perf_counter(), plain(params)))
+
+        @self.client.feature("talos/proposals")
+        def on_proposals(ls: Any, params: Any) -> None:
+            pass
+
+    @property
+    def pid(self) -> int:
+        assert self.client._server is not None
+        return self.client._server.pid
+
+    async def start(self, argv: list[str], folders: list[Path], options: dict[str, Any]) -> float:
+        """Spawn and initialize (sending `initialized` at once); the round trip in seconds."""
+        self.t_spawn = time.perf_counter()
+        await self.client.start_io(*argv, env=server_env(self.home))
+        await asyncio.wait_for(
+            self.client.initialize_session(
+                types.InitializeParams(
+                    capabilities=capabilities(),
+                    root_uri=folders[0].as_uri() if folders else None,
+                    workspace_folders=[
+                        types.WorkspaceFolder(uri=f.as_uri(), name=f.name) for f in folders
+                    ],
+                    initialization_options=options,
+                )
+            ),
+            WAIT_S,
+        )
+        self.t_initialized = time.perf_counter()  # `initialized` is sent right after
+        return self.t_initialized - self.t_spawn
+
+    async def until(self, check: Callable[[], Any], what: str, timeout: float = WAIT_S) -> Any:
+        deadline = time.perf_counter() + timeout
+        while not (value := check()):
+            if time.perf_counter() > deadline:
+                raise TimeoutError(f"{self.kind}: timed out waiting for {what}")
+            if self.client._server is not None and self.client._server.returncode is not None:
+                raise RuntimeError(f"{self.kind}: the server exited waiting for {what}")
+            await asyncio.sleep(0.002)
+        return value
+
+    def first_status(self, pred: Callable[[Any], bool]) -> tuple[float, Any] | None:
+        return next(((t, s) for t, s in self.statuses if pred(s)), None)
+
+    async def command(self, name: str, arg: dict[str, Any]) -> Any:
+        params = types.ExecuteCommandParams(command=name, arguments=[arg])
+        return await asyncio.wait_for(self.client.workspace_execute_command_async(params), WAIT_S)
+
+    def open_document(self, path: Path) -> str:
+        uri = path.as_uri()
+        self.client.text_document_did_open(
+            types.DidOpenTextDocumentParams(
+                text_document=types.TextDocumentItem(
+                    uri=uri, language_id="python", version=1, text=path.read_text()
+                )
+            )
+        )
+        return uri
+
+    async def code_action(self, uri: str) -> float:
+        params = types.CodeActionParams(
+            text_document=types.TextDocumentIdentifier(uri=uri),
+            range=types.Range(
+                start=types.Position(line=2, character=0), end=types.Position(line=9, character=0)
+            ),
+            context=types.CodeActionContext(diagnostics=[]),
+        )
+        t0 = time.perf_counter()
+        result = await asyncio.wait_for(self.client.text_document_code_action_async(params), WAIT_S)
+        elapsed = time.perf_counter() - t0
+        if not result:
+            raise RuntimeError(f"{self.kind}: the code action came back empty")
+        return elapsed
+
+    def begin_at(self, task_id: str) -> float | None:
+        marks = self.progress.get(f"talos/task/{task_id}", [])
+        return next((t for kind, t, _ in marks if kind == "begin"), None)
+
+    def end_at(self, task_id: str) -> tuple[float, str] | None:
+        marks = self.progress.get(f"talos/task/{task_id}", [])
+        return next(((t, msg or "") for kind, t, msg in marks if kind == "end"), None)
+
+    async def close(self) -> tuple[float, float]:
+        """shutdown, then exit; (shutdown answered, process exited), seconds from `shutdown`
+        sent. Kills the process when it does not go."""
+        server = self.client._server
+        t0 = time.perf_counter()
+        answered = exited = math.nan
+        try:
+            await asyncio.wait_for(self.client.shutdown_async(None), WAIT_S)
+            answered = time.perf_counter() - t0
+            self.client.exit(None)
+            await asyncio.wait_for(server.wait(), WAIT_S)
+            exited = time.perf_counter() - t0
+        except Exception as exc:  # reported; the process is killed
+            print(f"  ! {self.kind}: shutdown failed: {exc!r}", file=sys.stderr)
+        if server is not None and server.returncode is None:
+            server.kill()
+            await server.wait()
+        with contextlib.suppress(Exception):
+            await asyncio.wait_for(self.client.stop(), 10)
+        return answered, exited
+
+
+def plain(obj: Any) -> Any:
+    """pygls hands unknown notifications over as namedtuples: dicts and lists again."""
+    if hasattr(obj, "_asdict"):
+        return {k: plain(v) for k, v in obj._asdict().items()}
+    if isinstance(obj, dict):
+        return {k: plain(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [plain(v) for v in obj]
+    return obj
+
+
+def rss_kb(pid: int) -> dict[str, int]:
+    out = {}
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        key, _, value = line.partition(":")
+        if key in ("VmRSS", "VmHWM", "Threads"):
+            out[key] = int(value.split()[0])
+    return out
+
+
+# --------------------------------------------------------------------------- statistics
+def pct(samples: list[float], q: float) -> float:
+    s = sorted(samples)
+    return s[max(0, min(len(s) - 1, math.ceil(q * len(s)) - 1))]
+
+
+def summary(samples: list[float], scale: float = 1000.0) -> dict[str, Any]:
+    """Median, p99 and max, in ms by default."""
+    if not samples:
+        return {"n": 0}
+    return {
+        "n": len(samples),
+        "median": statistics.median(samples) * scale,
+        "p99": pct(samples, 0.99) * scale,
+        "max": max(samples) * scale,
+        "min": min(samples) * scale,
+    }
+
+
+# --------------------------------------------------------------------------- workspaces
+def make_small_workspace(root: Path) -> Path:
+    (root / "src").mkdir(parents=True)
+    (root / "src" / "app.py").write_text(
+        '"""The app."""\n\nimport os\n\n\n'
+        + "".join(
+            f"def handler_{i}(request):\n    return os.path.join('a', str({i}))\n\n\n"
+            for i in range(60)
+        )
+    )
+    for i in range(20):
+        (root / "src" / f"mod{i}.py").write_text(f"def f{i}(x):\n    return x + {i}\n")
+    (root / "README.md").write_text("# small\n")
+    return root
+
+
+OTHER = (
+    ("md", "# Notes {i}\n\nSee module {i}.\n"),
+    ("json", '{{"id": {i}, "name": "item{i}"}}\n'),
+    ("txt", "plain text {i}\n"),
+    ("toml", '[section{i}]\nkey = "value{i}"\n'),
+)
+
+
+def make_workspace(root: Path, n: int, per_dir: int = 10) -> int:
+    """About `n` files: `per_dir` to a directory, in src/pX/mY/dZ; nine in ten are .py files
+    with a couple of defs (one in five with a class), the rest .md/.json/.txt/.toml; a root
+    .gitignore and a few ignored files. Returns the number of files written that count."""
+    root.mkdir(parents=True)
+    (root / ".gitignore").write_text("*.log\nbuild/\n")
+    (root / "README.md").write_text("# generated workspace\n")
+    (root / "pyproject.toml").write_text('[project]\nname = "generated"\n')
+    (root / "build").mkdir()
+    for i in range(5):
+        (root / "build" / f"out{i}.py").write_text("x = 1\n")
+        (root / f"run{i}.log").write_text("log\n")
+    written = 3  # .gitignore, README.md, pyproject.toml
+    n_dirs = max(1, math.ceil((n - written) / per_dir))
+    i = 0
+    for d in range(n_dirs):
+        where = root / "src" / f"p{d % 20}" / f"m{(d // 20) % 25}" / f"d{d // 500}"
+        where.mkdir(parents=True, exist_ok=True)
+        for k in range(per_dir):
+            if written >= n:
+                break
+            if k == per_dir - 1:
+                ext, text = OTHER[d % len(OTHER)]
+                (where / f"data{i}.{ext}").write_text(text.format(i=i))
+            else:
+                body = (
+                    f'"""Module {i}."""\n\n\ndef func_{i}(x):\n    return x + {i % 97}\n\n\n'
+                    f"def helper_{i % 500}(y):\n    return y * 2\n"
+                )
+                if i % 5 == 0:
+                    body += f"\n\nclass Thing{i}:\n    def run(self):\n        return {i}\n"
+                (where / f"mod{i}.py").write_text(body)
+            written += 1
+            i += 1
+    return written
+
+
+# --------------------------------------------------------------------------- the bench
+class Bench:
+    def __init__(self, work: Path, quick: bool) -> None:
+        self.work = work
+        self.quick = quick
+        self.bare_py = work / "bare_server.py"
+        self.bare_py.write_text(BARE_SERVER)
+        self.model = Model()
+        self.small = make_small_workspace(work / "small")
+        self.stderr: dict[str, list[str]] = {}
+        self.n_sessions = 0
+        self.notes: list[str] = []
+
+    def argv(self, kind: str) -> list[str]:
+        if kind == "bare":
+            return [sys.executable, str(self.bare_py)]
+        return [sys.executable, "-m", "talos_ls.server"]
+
+    def options(self, label: str) -> dict[str, Any]:
+        return {
+            "model": "fake-model",
+            "baseUrl": self.model.url,
+            "storeUrl": "sqlite:///" + str(self.work / f"store-{label}.db"),
+            "prices": {"fake-model": {"input": 1, "cached_input": 0.5, "output": 2}},
+        }
+
+    async def session(self, kind: str, folder: Path, label: str) -> tuple[Session, float]:
+        self.n_sessions += 1
+        home = self.work / "home" / f"{self.n_sessions}"
+        s = Session(kind, home)
+        rtt = await s.start(self.argv(kind), [folder], self.options(label))
+        return s, rtt
+
+    async def finish(self, s: Session, label: str) -> tuple[float, float]:
+        out = await s.close()
+        lines = [ln for ln in s.client.stderr_lines if ln.strip()]
+        if lines:
+            self.stderr[f"{s.kind}:{label}"] = lines
+        return out
+
+    @staticmethod
+    def hosted(s: Session) -> Callable[[], Any]:
+        return lambda: s.first_status(lambda st: bool(st.get("folders")))
+
+    @staticmethod
+    def indexed(s: Session) -> Callable[[], Any]:
+        return lambda: s.first_status(
+            lambda st: bool(st.get("folders")) and all(f["index"]["ready"] for f in st["folders"])
+        )
+
+    async def wait_index(
+        self, s: Session, timeout: float = INDEX_WAIT_S, poll: float = 0.05
+    ) -> tuple[float, Any]:
+        """The first status with every folder's index ready: (arrival time, status).
+
+        talos-ls sends no status when the index build ends (only when something else changes
+        and a status is computed later), so every `poll` seconds an empty
+        `workspace/didChangeConfiguration` makes each host report its status again. The time
+        is known to within `poll`."""
+        check = self.indexed(s)
+        deadline = time.perf_counter() + timeout
+        while not (found := check()):
+            if time.perf_counter() > deadline:
+                raise TimeoutError(f"{s.kind}: timed out waiting for the index")
+            await s.until(self.hosted(s), "the first status")
+            s.client.workspace_did_change_configuration(
+                types.DidChangeConfigurationParams(settings={"talos": {}})
+            )
+            s.config_pokes += 1
+            with contextlib.suppress(TimeoutError):
+                await s.until(check, "the index", poll)
+        return found
+
+    # ------------------------------------------------------------- 1 and 2
+    async def startup(self, reps: int) -> dict[str, Any]:
+        print(f"[1,2] initialize and idle RSS, {reps} runs each (+1 warm-up)", flush=True)
+        init: dict[str, list[float]] = {"bare": [], "talos": []}
+        to_status: list[float] = []
+        rss: dict[str, list[dict[str, int]]] = {"bare": [], "talos": []}
+        for rep in range(reps + 1):
+            order = ("bare", "talos") if rep % 2 else ("talos", "bare")
+            for kind in order:
+                s, rtt = await self.session(kind, self.small, f"startup-{rep}")
+                if kind == "talos":
+                    t_status, _ = await s.until(self.hosted(s), "the first status")
+                    await self.wait_index(s)
+                await asyncio.sleep(0.5)  # idle
+                mem = rss_kb(s.pid)
+                await self.finish(s, "startup")
+                if rep == 0:
+                    continue  # warm-up: caches, .pyc
+                init[kind].append(rtt)
+                rss[kind].append(mem)
+                if kind == "talos":
+                    to_status.append(t_status - s.t_spawn)
+        res = {
+            "initialize_ms": {k: summary(v) for k, v in init.items()},
+            "spawn_to_first_status_ms": summary(to_status),
+            "rss_mb": {
+                k: {
+                    "median": statistics.median(m["VmRSS"] for m in v) / 1024,
+                    "max": max(m["VmRSS"] for m in v) / 1024,
+                    "hwm_median": statistics.median(m["VmHWM"] for m in v) / 1024,
+                    "threads": statistics.median(m["Threads"] for m in v),
+                }
+                for k, v in rss.items()
+            },
+        }
+        res["initialize_ratio"] = res["initialize_ms"]["talos"]["median"] / max(
+            res["initialize_ms"]["bare"]["median"], 1e-9
+        )
+        res["rss_over_bare_mb"] = res["rss_mb"]["talos"]["median"] - res["rss_mb"]["bare"]["median"]
+        return res
+
+    # ------------------------------------------------------------------ 3
+    async def code_actions(self, n: int) -> dict[str, Any]:
+        print(f"[3] codeAction latency, {n} requests a case", flush=True)
+        doc = self.small / "src" / "app.py"
+        out: dict[str, Any] = {}
+
+        async def measure(s: Session, uri: str) -> list[float]:
+            for _ in range(30):  # warm-up
+                await s.code_action(uri)
+            return [await s.code_action(uri) for _ in range(n)]
+
+        s, _ = await self.session("bare", self.small, "ca-bare")
+        uri = s.open_document(doc)
+        out["bare"] = summary(await measure(s, uri))
+        await self.finish(s, "codeAction")
+
+        s, _ = await self.session("talos", self.small, "ca-talos")
+        await self.wait_index(s)
+        uri = s.open_document(doc)
+        await asyncio.sleep(0.3)
+        out["talos_idle"] = summary(await measure(s, uri))
+
+        # Three tasks streaming: 7 characters a chunk, 2 ms between chunks; long enough to
+        # outlast the measurement (checked below).
+        chars = 7 * max(3000, n * 10)
+        self.model.send(op="clear")
+        self.model.send(op="reply", text="x" * chars, delay=0.002, times=3)
+        before = self.model.requests()
+        ids = [
+            (await s.command("talos.task.start", {"prompt": f"stream {i}"}))["task_id"]
+            for i in range(3)
+        ]
+        for tid in ids:
+            await s.until(lambda tid=tid: s.begin_at(tid), f"the progress of {tid}")
+        requests = (
+            await s.until(lambda: (r := self.model.requests()) >= before + 3 and r, "3 streams")
+            - before
+        )
+        await asyncio.sleep(0.3)  # the streams under way
+        t0 = time.perf_counter()
+        samples = await measure(s, uri)
+        t1 = time.perf_counter()
+        ended_early = [tid for tid in ids if (e := s.end_at(tid)) and e[0] < t1]
+        out["talos_streaming"] = summary(samples)
+        out["streaming"] = {
+            "tasks": len(ids),
+            "model_requests": requests,
+            "ended_before_measurement_end": ended_early,
+            "measurement_s": t1 - t0,
+            "chars_per_reply": chars,
+        }
+        for tid in ids:
+            with contextlib.suppress(Exception):
+                await s.command("talos.task.cancel", {"task_id": tid})
+        for tid in ids:
+            await s.until(lambda tid=tid: s.end_at(tid), f"the end of {tid}")
+        await self.finish(s, "codeAction")
+        out["ratio_streaming_p99"] = out["talos_streaming"]["p99"] / out["bare"]["p99"]
+        out["ratio_idle_p99"] = out["talos_idle"]["p99"] / out["bare"]["p99"]
+        if ended_early:
+            self.notes.append(f"[3] tasks {ended_early} ended before the measurement did")
+        return out
+
+    # ------------------------------------------------------------------ 4 and 5
+    async def bare_command(self, samples: int) -> dict[str, Any]:
+        s, _ = await self.session("bare", self.small, "cmd-bare")
+        times = []
+        for i in range(samples + 5):
+            t0 = time.perf_counter()
+            await s.command("bare.start", {"prompt": PROMPT})
+            if i >= 5:
+                times.append(time.perf_counter() - t0)
+        await self.finish(s, "command")
+        return summary(times)
+
+    async def start_one(self, s: Session, uri: str) -> tuple[float, float, str]:
+        """One task started; (response, begin) in seconds from the request."""
+        arg = {
+            "prompt": PROMPT,
+            "uri": uri,
+            "range": {"start": {"line": 2, "character": 0}, "end": {"line": 9, "character": 0}},
+        }
+        t0 = time.perf_counter()
+        started = await s.command("talos.task.start", arg)
+        t1 = time.perf_counter()
+        tid = started["task_id"]
+        t_begin = await s.until(lambda: s.begin_at(tid), f"the progress of {tid}")
+        return t1 - t0, t_begin - t0, tid
+
+    async def task_start(self, size: int, samples: int) -> dict[str, Any]:
+        root = self.work / f"ws-{size}"
+        t0 = time.perf_counter()
+        written = make_workspace(root, size)
+        gen_s = time.perf_counter() - t0
+        print(
+            f"[4] talos.task.start on {written:,} files (generated in {gen_s:.1f} s), "
+            f"{samples} samples",
+            flush=True,
+        )
+        target = next(root.glob("src/p0/m0/d0/mod1.py"))
+        uri = target.as_uri()
+        self.model.send(op="clear")
+        self.model.send(op="reply", text="ok", times=samples + 10)
+        s, _ = await self.session("talos", root, f"start-{size}")
+        # Once, right after initialize: the index is still being built.
+        cold_resp, cold_begin, tid = await self.start_one(s, uri)
+        cold_index_ready = s.first_status(
+            lambda st: bool(st.get("folders")) and st["folders"][0]["index"]["ready"]
+        )
+        await s.until(lambda: s.end_at(tid), f"the end of {tid}")
+        t_ready, st = await self.wait_index(s, poll=0.2)
+        await asyncio.sleep(0.3)
+        resp, begin, ends = [], [], []
+        for _ in range(samples):
+            r, b, tid = await self.start_one(s, uri)
+            end = await s.until(lambda tid=tid: s.end_at(tid), f"the end of {tid}")
+            resp.append(r)
+            begin.append(b)
+            ends.append(end[1])
+            await asyncio.sleep(0.1)  # the previous task's tail (status, store writes) settles
+        not_done = [m for m in ends if not m.startswith("done")]
+        if not_done:
+            self.notes.append(f"[4] {size}: {len(not_done)} tasks did not end done: {not_done[:3]}")
+        mem = rss_kb(s.pid)
+        await self.finish(s, f"start-{size}")
+        shutil.rmtree(root, ignore_errors=True)
+        return {
+            "files_written": written,
+            "files_indexed": st["folders"][0]["index"]["files"],
+            "index_ready_after_initialized_s": t_ready - s.t_initialized,
+            "generate_s": gen_s,
+            "response_ms": summary(resp),
+            "begin_ms": summary(begin),
+            "cold": {
+                "response_ms": cold_resp * 1000,
+                "begin_ms": cold_begin * 1000,
+                "index_ready_at_response": cold_index_ready is not None,
+            },
+            "prompts": s.prompts,
+            "rss_mb_after": mem["VmRSS"] / 1024,
+        }
+
+    async def index_ready(self, size: int, reps: int, ca_requests: bool) -> dict[str, Any]:
+        root = self.work / f"ws-index-{size}"
+        written = make_workspace(root, size)
+        print(f"[5] index ready on {written:,} files, {reps} runs", flush=True)
+        times, files, rss = [], [], []
+        for rep in range(reps):
+            s, _ = await self.session("talos", root, f"index-{size}-{rep}")
+            t, st = await self.wait_index(s)
+            times.append(t - s.t_initialized)
+            files.append(st["folders"][0]["index"]["files"])
+            await asyncio.sleep(0.5)
+            rss.append(rss_kb(s.pid)["VmRSS"] / 1024)
+            await self.finish(s, f"index-{size}")
+        out: dict[str, Any] = {
+            "files_written": written,
+            "files_indexed": files,
+            "ready_after_initialized_s": times,
+            "rss_mb_after": rss,
+        }
+        if ca_requests:
+            # codeAction while the index is being built (a run of its own).
+            s, _ = await self.session("talos", root, f"index-ca-{size}")
+            uri = s.open_document(next(root.glob("src/p0/m0/d0/mod1.py")))
+            await s.until(self.hosted(s), "the first status")
+            ready = asyncio.create_task(self.wait_index(s))
+            during = []
+            while not ready.done():
+                during.append(await s.code_action(uri))
+            await ready
+            out["code_action_during_build_ms"] = summary(during)
+            await self.finish(s, f"index-ca-{size}")
+        shutil.rmtree(root, ignore_errors=True)
+        return out
+
+    # ------------------------------------------------------------------ 6
+    async def shutdown(self, reps: int) -> dict[str, Any]:
+        print(f"[6] shutdown, {reps} runs a case", flush=True)
+        cases: dict[str, dict[str, list[float]]] = {
+            k: {"answered": [], "exited": []} for k in ("bare", "talos_idle", "talos_running")
+        }
+        cancelled = []
+        for rep in range(reps):
+            s, _ = await self.session("bare", self.small, f"sd-bare-{rep}")
+            await asyncio.sleep(0.2)
+            a, e = await self.finish(s, "shutdown")
+            cases["bare"]["answered"].append(a)
+            cases["bare"]["exited"].append(e)
+
+            s, _ = await self.session("talos", self.small, f"sd-idle-{rep}")
+            await self.wait_index(s)
+            await asyncio.sleep(0.2)
+            a, e = await self.finish(s, "shutdown")
+            cases["talos_idle"]["answered"].append(a)
+            cases["talos_idle"]["exited"].append(e)
+
+            self.model.send(op="clear")
+            self.model.send(op="hang")
+            label = f"sd-run-{rep}"
+            s, _ = await self.session("talos", self.small, label)
+            await self.wait_index(s)
+            before = self.model.send(op="count")["requests"]
+            tid = (await s.command("talos.task.start", {"prompt": "think forever"}))["task_id"]
+            await s.until(lambda s=s, tid=tid: s.begin_at(tid), "the progress")
+            await s.until(lambda n=before: self.model.requests() > n, "the model call")
+            await asyncio.sleep(0.2)
+            a, e = await self.finish(s, "shutdown")
+            cases["talos_running"]["answered"].append(a)
+            cases["talos_running"]["exited"].append(e)
+            cancelled.append(self.stored_state(label, tid))
+        out: dict[str, Any] = {
+            k: {"answered_ms": summary(v["answered"]), "exited_ms": summary(v["exited"])}
+            for k, v in cases.items()
+        }
+        out["stored_state_of_running_task"] = cancelled
+        return out
+
+    def stored_state(self, label: str, task_id: str) -> str | None:
+        sys.path.insert(0, str(REPO))
+        from talos_ls.store import open_store
+
+        store = open_store("sqlite:///" + str(self.work / f"store-{label}.db"))
+        try:
+            row = store.task_get(task_id)
+            return None if row is None else row["state"]
+        finally:
+            store.close()
+
+    def close(self) -> None:
+        self.model.close()
+
+
+# --------------------------------------------------------------------------- report
+def machine() -> dict[str, Any]:
+    model = ""
+    with contextlib.suppress(OSError):
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                model = line.split(":", 1)[1].strip()
+                break
+    mem_kb = 0
+    with contextlib.suppress(OSError):
+        for line in Path("/proc/meminfo").read_text().splitlines():
+            if line.startswith("MemTotal:"):
+                mem_kb = int(line.split()[1])
+    from importlib.metadata import version
+
+    return {
+        "nproc": os.cpu_count(),
+        "cpu": model,
+        "mem_gib": round(mem_kb / 1024**2, 1),
+        "kernel": platform.release(),
+        "python": platform.python_version(),
+        "pygls": version("pygls"),
+        "loadavg": os.getloadavg(),
+        "date": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
+    }
+
+
+def ms(v: float) -> str:
+    return f"{v:,.1f}"
+
+
+def yes(ok: bool) -> str:
+    return "met" if ok else "NOT MET"
+
+
+def table(r: dict[str, Any]) -> list[str]:
+    rows = ["| figure | talos-ls | bare pygls | ratio | target | |", "|---|---:|---:|---:|---|---|"]
+    st = r.get("startup")
+    if st:
+        t, b = st["initialize_ms"]["talos"], st["initialize_ms"]["bare"]
+        rows.append(
+            f"| 1. initialize round trip, median (p99) ms | {ms(t['median'])} "
+            f"({ms(t['p99'])}) | {ms(b['median'])} ({ms(b['p99'])}) | "
+            f"{st['initialize_ratio']:.2f}x | <= 1.5x bare | "
+            f"{yes(st['initialize_ratio'] <= 1.5)} |"
+        )
+        s = st["spawn_to_first_status_ms"]
+        rows.append(
+            f"| 1. spawn -> first talos/status (host open), median ms | {ms(s['median'])}"
+            f" | {ms(b['median'])} (initialize) | {s['median'] / b['median']:.2f}x | | |"
+        )
+        mt, mb = st["rss_mb"]["talos"], st["rss_mb"]["bare"]
+        rows.append(
+            f"| 2. idle RSS, median MB | {mt['median']:.1f} | {mb['median']:.1f} | "
+            f"+{st['rss_over_bare_mb']:.1f} MB ({mt['median'] / mb['median']:.2f}x) | "
+            f"<= bare + 40 MB | {yes(st['rss_over_bare_mb'] <= 40)} |"
+        )
+    ca = r.get("code_action")
+    if ca:
+        b = ca["bare"]
+        for key, name, target in (
+            ("talos_idle", "idle", None),
+            ("talos_streaming", "3 tasks streaming", 25.0),
+        ):
+            t = ca[key]
+            rows.append(
+                f"| 3. codeAction p50 / p99 ms, {name} ({t['n']} req) | "
+                f"{ms(t['median'])} / {ms(t['p99'])} | {ms(b['median'])} / {ms(b['p99'])}"
+                f" | {t['median'] / b['median']:.2f}x / {t['p99'] / b['p99']:.2f}x | "
+                + (f"p99 <= {target:.0f} ms | {yes(t['p99'] <= target)} |" if target else "| |")
+            )
+    cmd = r.get("bare_command_ms")
+    for size, v in sorted((r.get("task_start") or {}).items(), key=lambda kv: int(kv[0])):
+        target = 20.0 if int(size) <= 10_000 else 50.0
+        bm = cmd["median"] if cmd else math.nan
+        for key, what in (("response_ms", "response"), ("begin_ms", "progress begin")):
+            t = v[key]
+            rows.append(
+                f"| 4. task.start -> {what}, {int(size):,} files, p50 (p99) ms, "
+                f"index ready | {ms(t['median'])} ({ms(t['p99'])}) | {ms(bm)} (command) "
+                f"| {t['median'] / bm:.1f}x | p50 <= {target:.0f} ms | "
+                f"{yes(t['median'] <= target)} |"
+            )
+        c = v["cold"]
+        rows.append(
+            f"| 4. task.start right after initialize, {int(size):,} files, response / "
+            f"begin ms | {ms(c['response_ms'])} / {ms(c['begin_ms'])} | | | "
+            f"p50 <= {target:.0f} ms | {yes(c['response_ms'] <= target)} (once) |"
+        )
+    ix = r.get("index_ready")
+    if ix:
+        times = ix["ready_after_initialized_s"]
+        rows.append(
+            f"| 5. initialized -> index.ready, {ix['files_written']:,} files "
+            f"(indexed {ix['files_indexed'][0]:,}), median of {len(times)} s | "
+            f"{statistics.median(times):.2f} | | | | |"
+        )
+        if "code_action_during_build_ms" in ix:
+            d = ix["code_action_during_build_ms"]
+            rows.append(
+                f"| 5. codeAction p50 / p99 ms while that index builds ({d['n']} req) | "
+                f"{ms(d['median'])} / {ms(d['p99'])} | | | | |"
+            )
+    sd = r.get("shutdown")
+    if sd:
+        b = sd["bare"]["exited_ms"]
+        for key, name in (("talos_running", "a task running"), ("talos_idle", "idle")):
+            t = sd[key]["exited_ms"]
+            rows.append(
+                f"| 6. shutdown sent -> exited, {name}, median (max) ms | "
+                f"{ms(t['median'])} ({ms(t['max'])}) | {ms(b['median'])} ({ms(b['max'])})"
+                f" | {t['median'] / b['median']:.1f}x | | |"
+            )
+    return rows
+
+
+async def run(args: argparse.Namespace) -> dict[str, Any]:
+    sizes = (
+        [int(x) for x in args.sizes.split(",")]
+        if args.sizes
+        else ([500, 2000] if args.quick else [10_000, 100_000])
+    )
+    q = args.quick
+    results: dict[str, Any] = {"machine": machine(), "sizes": sizes, "quick": q}
+    work = Path(tempfile.mkdtemp(prefix="lsp-bench-"))
+    bench = Bench(work, q)
+    only = set(args.only.split(",")) if args.only else {"1", "3", "4", "5", "6"}
+    try:
+        if "1" in only:
+            results["startup"] = await bench.startup(3 if q else 10)
+        if "3" in only:
+            results["code_action"] = await bench.code_actions(100 if q else 500)
+        samples = 5 if q else max(20, args.samples)
+        if "4" in only:
+            results["bare_command_ms"] = await bench.bare_command(samples * 2)
+            results["task_start"] = {str(n): await bench.task_start(n, samples) for n in sizes}
+        if "5" in only:
+            results["index_ready"] = await bench.index_ready(max(sizes), 1 if q else 3, True)
+        if "6" in only:
+            results["shutdown"] = await bench.shutdown(2 if q else 5)
+    finally:
+        bench.close()
+        results["server_stderr"] = bench.stderr
+        results["notes"] = bench.notes
+        if not args.keep:
+            shutil.rmtree(work, ignore_errors=True)
+    return results
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument(
+        "--sizes",
+        help="workspace sizes for figures 4 and 5, comma separated "
+        "(default 10000,100000; --quick: 500,2000)",
+    )
+    parser.add_argument("--quick", action="store_true", help="a smoke run: few repetitions")
+    parser.add_argument("--samples", type=int, default=20, help="task starts per size (>= 20)")
+    parser.add_argument("--only", help="figures to run, e.g. 1,3 (2 comes with 1)")
+    parser.add_argument("--json", metavar="PATH", help="write every figure here")
+    parser.add_argument("--keep", action="store_true", help="keep the temporary directory")
+    args = parser.parse_args()
+    results = asyncio.run(run(args))
+    m = results["machine"]
+    print()
+    print(
+        f"{m['nproc']} CPUs ({m['cpu']}), {m['mem_gib']} GiB, Linux {m['kernel']}, Python "
+        f"{m['python']}, pygls {m['pygls']}, {m['date']}"
+    )
+    print("\n".join(table(results)))
+    for note in results["notes"]:
+        print("note:", note)
+    for where, lines in results["server_stderr"].items():
+        print(f"server stderr ({where}), {len(lines)} lines; first:")
+        for line in lines[:8]:
+            print("   ", line[:200])
+    if args.json:
+        Path(args.json).write_text(json.dumps(results, indent=2, default=str))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
