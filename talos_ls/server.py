@@ -27,6 +27,7 @@ from pygls.exceptions import JsonRpcException, JsonRpcInternalError, JsonRpcInva
 from pygls.lsp.server import LanguageServer
 
 from . import __version__
+from .agent.workspace import SandboxError
 from .lsp.actions import code_actions
 from .lsp.daemon import Daemon, Params, ParamsError
 from .lsp.logs import configure_logging
@@ -111,8 +112,9 @@ class TalosServer(LanguageServer):
         try:
             result = run(Params(command, arguments))
             return await result if asyncio.iscoroutine(result) else result
-        except ParamsError as exc:
-            raise JsonRpcInvalidParams(str(exc)) from None
+        except (ParamsError, SandboxError) as exc:  # a bad field; a path that escapes
+            raise JsonRpcInvalidParams(f"{command}: {exc}" if isinstance(exc, SandboxError)
+                                       else str(exc)) from None  # fmt: skip
         except (StoreError, ValueError) as exc:
             raise JsonRpcInternalError(f"{command}: {exc}") from None
 
