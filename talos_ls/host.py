@@ -214,13 +214,13 @@ class Host:
             Policy.load, root, self.config.mode, sandboxed=self.sandbox_state.available
         )
         self.skills, self.skill_problems = await self.offload.run(discover, root)
+        if self.config.watch:  # first: a change during the scan is applied after it
+            self.spawn(watch(root, self.files_changed, self._stop), daemon=True)
         build = self.offload.run(self.index.scan)
         if self.config.background_index:
             self.spawn(build, daemon=True)
         else:
             await build
-        if self.config.watch:
-            self.spawn(watch(root, self.files_changed, self._stop), daemon=True)
 
     def files_changed(self, changes: Sequence[tuple[str, str]]) -> None:
         """Files changed on disk (a watcher, the editor's didChangeWatchedFiles): the index
@@ -239,6 +239,7 @@ class Host:
         prepared = await self.offload.run(self._prepare, request, context)
 
         async def run(task: Task) -> str:
+            await self.port.begin(task)  # the progress exists before the first step reports
             ctx = tools.ToolContext(
                 agent_id=self.agent_id, task_id=task.id, turn=prepared.turn,
                 workspace=self.workspace, policy=self.policy, proposals=self.proposals,
@@ -256,7 +257,6 @@ class Host:
 
         loop = self.loop  # the configuration at the request: a later change is for later tasks
         task = self.registry.start(self.agent_id, request, run)
-        self.spawn(self.port.begin(task))
         if prepared.question is not None:
             self.spawn(self._deliver(prepared.question, task))
         self.report_status()
@@ -458,7 +458,7 @@ class Host:
             "tokens_in": session.tokens_in,
             "tokens_out": session.tokens_out,
             "cost_session": str(session.cost),
-            "index": {"ready": self.index.ready.is_set(), "files": len(self.index.files)},
+            "index": {"ready": self.index.ready.is_set(), "files": len(self.index)},
             "sandbox": None if state is None else {"available": state.available,
                                                     "detail": state.detail},
         }  # fmt: skip

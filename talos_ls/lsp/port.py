@@ -21,7 +21,7 @@ from urllib.parse import unquote
 from lsprotocol import types
 from pygls.exceptions import JsonRpcException
 
-from ..agent.tasks import FINAL, Task
+from ..agent.tasks import Task
 from ..display import visible
 from ..edits.proposals import Proposal
 from ..gates.question_queue import QuestionCandidate
@@ -44,7 +44,6 @@ class LspPort:
         self.server = server
         self.root = root
         self._tokens: dict[str, str] = {}  # task id -> progress token, while it runs
-        self._pending: dict[str, str] = {}  # task id -> last message before the token exists
 
     @property
     def interactive(self) -> bool:
@@ -128,24 +127,20 @@ class LspPort:
             return
         self.server.work_done_progress.begin(token, types.WorkDoneProgressBegin(
             title=f"Talos: {visible(task.title, single_line=True)[:60]}", cancellable=True,
-            message=self._pending.pop(task.id, task.state)))  # fmt: skip
+            message="starting"))  # fmt: skip
         self._tokens[task.id] = token
         cancelled = self.server.work_done_progress.tokens[token]
         cancelled.add_done_callback(
             lambda f: f.cancelled() and self.server.daemon.cancel(self.root, task.id)
         )
-        if task.state in FINAL:  # it ended while the progress was being created
-            self._end_progress(task)
 
     def progress(self, task: Task, message: str) -> None:
         if self.server.closing:
             return
         token = self._tokens.get(task.id)
-        line = f"{message} · {self._spent(task)}"
-        if token is None:
-            self._pending[task.id] = line
-            return
-        self.server.work_done_progress.report(token, types.WorkDoneProgressReport(message=line))
+        if token is not None:
+            line = f"{message} · {self._spent(task)}"
+            self.server.work_done_progress.report(token, types.WorkDoneProgressReport(message=line))
 
     def _spent(self, task: Task) -> str:
         host = self.server.daemon.hosts.get(self.root)
@@ -154,16 +149,12 @@ class LspPort:
         spent = host.meter.task(task.id)
         return f"{spent.tokens_in + spent.tokens_out} tokens · ${spent.cost:.4f}"
 
-    def _end_progress(self, task: Task) -> None:
-        self._pending.pop(task.id, None)
+    def end(self, task: Task) -> None:
         token = self._tokens.pop(task.id, None)
         if token is not None and not self.server.closing:
             outcome = f"{task.state} · {self._spent(task)}"
             self.server.work_done_progress.end(token, types.WorkDoneProgressEnd(message=outcome))
             self.server.work_done_progress.tokens.pop(token, None)
-
-    def end(self, task: Task) -> None:
-        self._end_progress(task)
         if task.state == "done":
             answer = visible(task.result or "", single_line=True)
             if len(answer) > SHORT_ANSWER_CHARS:

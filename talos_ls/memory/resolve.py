@@ -166,6 +166,11 @@ class WorkspaceIndex:
         return index
 
     # ------------------------------------------------------------------ lookups
+    def __len__(self) -> int:
+        """How many files are indexed (without copying the list)."""
+        with self._lock:
+            return len(self._paths)
+
     @property
     def files(self) -> list[str]:
         """Every indexed file, sorted (a copy)."""
