@@ -237,6 +237,7 @@ class Host:
         await self.start()
         await self.review_rules()
         prepared = await self.offload.run(self._prepare, request, context)
+        loop = self.loop  # the configuration at the request: a later change is for later tasks
 
         async def run(task: Task) -> str:
             await self.port.begin(task)  # the progress exists before the first step reports
@@ -255,7 +256,6 @@ class Host:
             await self._settle_proposals(task)
             return text
 
-        loop = self.loop  # the configuration at the request: a later change is for later tasks
         task = self.registry.start(self.agent_id, request, run)
         if prepared.question is not None:
             self.spawn(self._deliver(prepared.question, task))

@@ -33,6 +33,7 @@ logger = logging.getLogger(__name__)
 SKIP = "Skip"
 APPLIED_WAIT_S = 2.0  # how long the buffer may take to show an applied edit
 SHORT_ANSWER_CHARS = 300
+CREATE_S = 5.0  # how long a task waits for the client to create its progress
 
 
 def document_uri(path: Path) -> str:
@@ -121,9 +122,9 @@ class LspPort:
         if not self.server.can_show_progress or self.server.closing:
             return
         token = f"talos/task/{task.id}"
-        try:
-            await self.server.work_done_progress.create_async(token)
-        except JsonRpcException:
+        try:  # a client that never answers must not hold the task up
+            await asyncio.wait_for(self.server.work_done_progress.create_async(token), CREATE_S)
+        except (JsonRpcException, TimeoutError):
             return
         self.server.work_done_progress.begin(token, types.WorkDoneProgressBegin(
             title=f"Talos: {visible(task.title, single_line=True)[:60]}", cancellable=True,
