@@ -216,11 +216,14 @@ class Host:
         self.skills, self.skill_problems = await self.offload.run(discover, root)
         if self.config.watch:  # first: a change during the scan is applied after it
             self.spawn(watch(root, self.files_changed, self._stop), daemon=True)
-        build = self.offload.run(self.index.scan)
         if self.config.background_index:
-            self.spawn(build, daemon=True)
+            self.spawn(self._build_index(), daemon=True)
         else:
-            await build
+            await self._build_index()
+
+    async def _build_index(self) -> None:
+        await self.offload.run(self.index.scan)
+        self.report_status()  # the status says when the index is ready
 
     def files_changed(self, changes: Sequence[tuple[str, str]]) -> None:
         """Files changed on disk (a watcher, the editor's didChangeWatchedFiles): the index
@@ -481,7 +484,8 @@ class Host:
         config.caps.require_enforceable(config.model.model, prices)
         self.config = config
         self.meter.prices = prices
-        self.model = ModelClient(config.model)
+        if config.model != self.model.config:  # a new client only for a new endpoint or model
+            self.model = ModelClient(config.model)
         self.loop = AgentLoop(self.model, self.meter, config.caps, self.registry)
         self.queue.budget_turns = config.budget_turns
         if hasattr(self, "policy"):

@@ -11,15 +11,18 @@ applies its own rules (nested `.gitignore` files included) to what gets through.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import os
+import threading
 from collections.abc import Callable, Iterable
 from pathlib import Path
 from urllib.parse import urlsplit
 from urllib.request import url2pathname
 
 import pathspec
-from watchfiles import Change, DefaultFilter, awatch
+import watchfiles
+from watchfiles import Change, DefaultFilter
 
 from .files import read_regular
 from .memory.resolve import MAX_SOURCE_BYTES, SKIP_DIRS
@@ -80,35 +83,58 @@ async def watch(
 ) -> None:
     """Call `on_changes` on the event loop with each batch of changes under `root`, sorted
     `(kind, absolute path)` pairs with kind "added", "modified" or "deleted", until `stop` is
-    set. The callback must be cheap (hand the batch to a thread). A root that is missing or
-    goes away, or a watcher the OS refuses (too many watches, say), is logged as a warning and
-    ends the watch: the index then stays as it was, and a later scan catches it up."""
+    set (or this coroutine is cancelled). The callback must be cheap (hand the batch to a
+    thread). A root that is missing or goes away, or a watcher the OS refuses (too many
+    watches, say), is logged as a warning and ends the watch: the index then stays as it was,
+    and a later scan catches it up.
+
+    The watcher runs in a thread of its own: setting up the OS watches of 10,000 directories
+    takes a quarter of a second, and the filter reads `.gitignore`; neither may stall the loop."""
     root = Path(root).resolve()
-    changes = awatch(
-        root,
-        watch_filter=WorkspaceFilter(root),
-        debounce=debounce_ms,
-        step=step_ms,
-        stop_event=stop,
-        rust_timeout=_ROOT_CHECK_MS,
-        yield_on_timeout=True,
-    )
+    loop = asyncio.get_running_loop()
+    ended: asyncio.Future[None] = loop.create_future()
+    cancelled = threading.Event()
+
+    class Stop:  # what watchfiles polls: the caller's event, or our cancellation
+        def is_set(self) -> bool:
+            return stop.is_set() or cancelled.is_set()
+
+    def finish() -> None:
+        if not ended.done():
+            ended.set_result(None)
+
+    def deliver(batch: set[tuple[Change, str]]) -> None:
+        if not cancelled.is_set():
+            on_changes(sorted((change.name, path) for change, path in batch))
+
+    def follow() -> None:
+        try:
+            for batch in watchfiles.watch(
+                root,
+                watch_filter=WorkspaceFilter(root),
+                debounce=debounce_ms,
+                step=step_ms,
+                stop_event=Stop(),
+                rust_timeout=_ROOT_CHECK_MS,
+                yield_on_timeout=True,
+                raise_interrupt=False,
+            ):
+                if batch:
+                    loop.call_soon_threadsafe(deliver, batch)
+                if not root.is_dir():
+                    logger.warning("not watching %s for changes: it is gone", root)
+                    return
+        except (OSError, RuntimeError) as exc:  # RuntimeError: watchfiles' own errors
+            logger.warning("not watching %s for changes: %s", root, exc)
+        finally:
+            with contextlib.suppress(RuntimeError):  # the loop is already closed
+                loop.call_soon_threadsafe(finish)
+
+    threading.Thread(target=follow, name="talos-watch", daemon=True).start()
     try:
-        while True:
-            try:
-                batch = await anext(changes)
-            except StopAsyncIteration:  # `stop` was set
-                return
-            except (OSError, RuntimeError) as exc:  # RuntimeError: watchfiles' own errors
-                logger.warning("not watching %s for changes: %s", root, exc)
-                return
-            if batch:
-                on_changes(sorted((change.name, path) for change, path in batch))
-            if not root.is_dir():
-                logger.warning("not watching %s for changes: it is gone", root)
-                return
+        await ended
     finally:
-        await changes.aclose()
+        cancelled.set()
 
 
 def lsp_changes(events: Iterable[tuple[int, str]]) -> list[tuple[str, str]]:

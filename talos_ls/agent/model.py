@@ -25,15 +25,24 @@ import random
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
-
-import openai
+from typing import TYPE_CHECKING, Any
 
 from ..redact import add_secret, redact, redact_url
 from .cost import Usage
 
 logger = logging.getLogger(__name__)
 DEFAULT_BASE_URL = "https://api.openai.com/v1"
+
+if TYPE_CHECKING:
+    import openai
+
+
+def _sdk() -> Any:
+    """The `openai` package, imported at the first model call: it costs 0.4 s and some 27 MB,
+    which a language server should not pay to answer `initialize`."""
+    import openai
+
+    return openai
 
 
 class ModelError(Exception):
@@ -101,17 +110,24 @@ class ModelClient:
         self.config = config
         self._key = os.environ.get(config.api_key_env) or ""
         add_secret(self._key)
-        self._client = openai.AsyncOpenAI(
-            api_key=self._key or "no-key",  # local servers need none; the SDK wants something
-            base_url=config.endpoint,
-            max_retries=0,  # retries are ours: bounded, honouring Retry-After, never mid-stream
-            timeout=config.timeout,
-        )
+        self._sdk_client: openai.AsyncOpenAI | None = None
+
+    @property
+    def _client(self) -> openai.AsyncOpenAI:
+        if self._sdk_client is None:
+            self._sdk_client = _sdk().AsyncOpenAI(
+                api_key=self._key or "no-key",  # local servers need none; the SDK wants one
+                base_url=self.config.endpoint,
+                max_retries=0,  # retries are ours: bounded, honouring Retry-After, not mid-stream
+                timeout=self.config.timeout,
+            )
+        return self._sdk_client
 
     async def probe(self) -> None:
         """One cheap request (the model list) to see that the endpoint answers and takes the
         key. Raises ModelError saying what is wrong."""
         endpoint = self.config.shown_endpoint
+        openai = _sdk()
         try:
             await self._client.models.list()
         except openai.AuthenticationError:
@@ -133,6 +149,7 @@ class ModelClient:
         """One model turn, streamed; `on_text` gets each piece of text as it arrives."""
         cfg = self.config
         endpoint = cfg.shown_endpoint
+        openai = _sdk()
         for attempt in range(cfg.max_retries + 1):
             try:
                 return await self._stream(messages, tools, on_text)
@@ -178,6 +195,7 @@ class ModelClient:
         tools: Sequence[dict[str, Any]],
         on_text: Callable[[str], None] | None,
     ) -> Completion:
+        openai = _sdk()
         kwargs: dict[str, Any] = {
             "model": self.config.model,
             "messages": list(messages),

@@ -171,3 +171,16 @@ async def test_two_daemons_on_one_workspace_share_the_turn_counter(tmp_path, ws,
     finally:
         await _stop(first)
         await _stop(second)
+
+
+async def test_the_status_says_when_the_index_is_ready(tmp_path, options):
+    root = tmp_path / "mid"
+    _generate(root, 3000)  # long enough to scan that the first status comes before it ends
+    editor = await start_editor(tmp_path / "home", [root], options)
+    try:
+        status = await editor.until(
+            lambda: (s := editor.last_status()) and s.folders and s.folders[0].index.ready and s,
+            "a status with the index ready")  # fmt: skip
+        assert status.folders[0].index.files == 3000
+    finally:
+        await _stop(editor)
