@@ -229,7 +229,11 @@ class Host:
         """Files changed on disk (a watcher, the editor's didChangeWatchedFiles): the index
         takes them in a worker thread."""
         if changes:
-            self.spawn(self.offload.run(self.index.apply, list(changes)))
+            self.spawn(self._apply_changes(list(changes)))
+
+    async def _apply_changes(self, changes: list[tuple[str, str]]) -> None:
+        await self.offload.run(self.index.apply, changes)
+        self.report_status()
 
     # ---------------------------------------------------------------- turns
     async def turn(self, request: str, context: EditorContext | None = None) -> TurnResult:
@@ -461,7 +465,8 @@ class Host:
             "tokens_in": session.tokens_in,
             "tokens_out": session.tokens_out,
             "cost_session": str(session.cost),
-            "index": {"ready": self.index.ready.is_set(), "files": len(self.index)},
+            "index": {"ready": self.index.ready.is_set(), "files": len(self.index),
+                      "watched_by": "server" if self.config.watch else "editor"},
             "sandbox": None if state is None else {"available": state.available,
                                                     "detail": state.detail},
         }  # fmt: skip

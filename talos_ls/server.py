@@ -182,11 +182,30 @@ async def _start(ls: TalosServer) -> None:
     problems = ls._early_problems + await _pull_configuration(ls)
     for problem in problems:
         ls.show(types.MessageType.Error, f"Talos setting refused: {problem}")
+    D.client_watches = await _watch_through_client(ls)
     folders = [uri_path(f.uri) for f in ls.workspace.folders.values()]
     if not folders and ls.workspace.root_path:
         folders = [Path(ls.workspace.root_path)]
     await D.open([f for f in folders if f is not None])
     D.publish()
+
+
+async def _watch_through_client(ls: TalosServer) -> bool:
+    """Ask the editor to report file changes, when it can: it watches anyway, and our own
+    watcher's setup holds the interpreter for a moment per ten thousand directories."""
+    caps = ls.client_capabilities.workspace if ls.client_capabilities else None
+    watched = caps.did_change_watched_files if caps else None
+    if not (watched and watched.dynamic_registration):
+        return False
+    options = types.DidChangeWatchedFilesRegistrationOptions(
+        watchers=[types.FileSystemWatcher(glob_pattern="**/*")])  # fmt: skip
+    try:
+        await ls.client_register_capability_async(types.RegistrationParams(registrations=[
+            types.Registration(id="talos-files", method=types.WORKSPACE_DID_CHANGE_WATCHED_FILES,
+                               register_options=options)]))  # fmt: skip
+    except JsonRpcException:
+        return False
+    return True
 
 
 async def _pull_configuration(ls: TalosServer) -> list[str]:

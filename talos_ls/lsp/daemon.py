@@ -102,6 +102,7 @@ class Daemon:
         self._folder_status: dict[Path, dict[str, Any]] = {}
         self._ready = asyncio.Event()
         self._store_url = ""
+        self.client_watches = False  # the editor reports file changes: no watcher of ours
 
     # ------------------------------------------------------------ lifecycle
     def configure(self, raw: Mapping[str, Any]) -> list[str]:
@@ -122,7 +123,7 @@ class Daemon:
         return HostConfig(workspace=root, model=s.model_config(), mode=s.permission_mode,
                           caps=s.caps(), budget_turns=s.question_budget_turns,
                           prices=s.price_table(), concurrency=TASKS_AT_ONCE,
-                          background_index=True, watch=True)  # fmt: skip
+                          background_index=True, watch=not self.client_watches)  # fmt: skip
 
     async def open(self, folders: Sequence[Path]) -> None:
         """Open the store and a host for each folder. A store that cannot be opened is

@@ -36,7 +36,9 @@ def _converter():
     return conv
 
 
-def capabilities(prompts: bool = True, progress: bool = True) -> types.ClientCapabilities:
+def capabilities(
+    prompts: bool = True, progress: bool = True, watches: bool = False
+) -> types.ClientCapabilities:
     window = types.WindowClientCapabilities(
         work_done_progress=progress,
         show_message=types.ShowMessageRequestClientCapabilities() if prompts else None,
@@ -44,6 +46,8 @@ def capabilities(prompts: bool = True, progress: bool = True) -> types.ClientCap
     workspace = types.WorkspaceClientCapabilities(
         apply_edit=True, configuration=True, workspace_folders=True,
         did_change_configuration=types.DidChangeConfigurationClientCapabilities(),
+        did_change_watched_files=types.DidChangeWatchedFilesClientCapabilities(
+            dynamic_registration=watches),
     )  # fmt: skip
     return types.ClientCapabilities(window=window, workspace=workspace)
 
@@ -59,6 +63,7 @@ class Editor:
         self.prompts: list[types.ShowMessageRequestParams] = []
         self.statuses: list[Any] = []
         self.proposals: list[Any] = []
+        self.registrations: list[types.Registration] = []
         self.edits: list[types.ApplyWorkspaceEditParams] = []
         self.apply_ok = True
         self.versions: dict[str, int] = {}  # open documents' versions
@@ -165,6 +170,10 @@ async def start_editor(
                 content_changes=[types.TextDocumentContentChangeWholeDocument(
                     text=change.edits[0].new_text)]))  # fmt: skip
         return types.ApplyWorkspaceEditResult(applied=ok)
+
+    @client.feature(types.CLIENT_REGISTER_CAPABILITY)
+    def on_register(ls, params: types.RegistrationParams):
+        editor.registrations.extend(params.registrations)
 
     @client.feature("talos/status")
     def on_status(ls, params):

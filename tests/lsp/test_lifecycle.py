@@ -184,3 +184,28 @@ async def test_the_status_says_when_the_index_is_ready(tmp_path, options):
         assert status.folders[0].index.files == 3000
     finally:
         await _stop(editor)
+
+
+async def test_an_editor_that_watches_files_keeps_the_index_current(tmp_path, ws, options):
+    from .conftest import capabilities
+
+    editor = await start_editor(tmp_path / "home", [ws], options,
+                                caps=capabilities(watches=True))  # fmt: skip
+    try:
+        (registration,) = await editor.until(lambda: editor.registrations, "a registration")
+        assert registration.method == "workspace/didChangeWatchedFiles"
+        await editor.until(
+            lambda: (s := editor.last_status()) and s.folders and s.folders[0].index.files == 1,
+            "the index of one file")  # fmt: skip
+        assert editor.last_status().folders[0].index.watched_by == "editor"  # not us as well
+        new = ws / "src" / "parser.py"
+        new.write_text("def parse():\n    pass\n")
+        event = types.FileEvent(uri=new.as_uri(), type=types.FileChangeType.Created)
+        editor.client.workspace_did_change_watched_files(
+            types.DidChangeWatchedFilesParams(changes=[event])
+        )
+        await editor.until(
+            lambda: (s := editor.last_status()) and s.folders[0].index.files == 2,
+            "the new file indexed")  # fmt: skip
+    finally:
+        await _stop(editor)
