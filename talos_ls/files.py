@@ -21,8 +21,9 @@ SECRET_FILE_GLOBS = (".env*",)  # dotenv and direnv files: .env, .env.local, .en
 
 def is_secrets_file(name: str) -> bool:
     """`.env`, `.env.local`, `.env_prod`, `.envrc`...: files the model never reads and commands
-    never see (a directory of that name, a virtualenv say, is not one)."""
-    return name.startswith(".env")
+    never see (a directory of that name, a virtualenv say, is not one). Any case: on macOS
+    and Windows `.ENV` is `.env`."""
+    return name.lower().startswith(".env")
 
 
 class NotRegularFile(OSError):

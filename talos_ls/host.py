@@ -42,6 +42,7 @@ from .agent.sandbox import Sandbox, SandboxState
 from .agent.skills import Skill, discover
 from .agent.tasks import FINAL, Task, TaskRegistry
 from .agent.workspace import MAX_READ_BYTES, Workspace
+from .display import visible
 from .edits.proposals import Proposal, ProposalBook, ProposalError
 from .files import read_regular
 from .gates.permissions import MODES, Policy
@@ -315,7 +316,9 @@ class Host:
         self._rules_reviewed = True
         prompter = self.port.confirm if self.port.interactive else None
         if await self.policy.review_workspace_file(prompter) is False:
-            grants = ", ".join(self.policy.untrusted_grants[:5])
+            grants = ", ".join(
+                visible(g, single_line=True) for g in self.policy.untrusted_grants[:5]
+            )
             self.port.notice(f"Not trusted: the workspace's .talos/permissions.json would allow "
                              f"{grants}; only its deny and ask rules apply (talos permissions "
                              "--trust to trust it).")  # fmt: skip
@@ -393,7 +396,8 @@ class Host:
                 await self.apply_proposal(proposal.id)
             elif self.port.interactive:
                 choice = await self.port.confirm(
-                    f"Apply proposal {proposal.id} to {proposal.path}?", [APPLY, REJECT]
+                    f"Apply proposal {proposal.id} to {visible(proposal.path, single_line=True)}?",
+                    [APPLY, REJECT],
                 )
                 if choice == APPLY:
                     await self.apply_proposal(proposal.id)

@@ -40,6 +40,9 @@ _SHAPES: tuple[tuple[str, re.Pattern[str]], ...] = (
 # The user information of a URL runs to the last `@` before the host: a password may hold `@`.
 _URL_USERINFO = re.compile(r"\b([a-z][a-z0-9+.\-]*://)([^\s/?#@]*(?:@[^\s/?#@]*)*)@",
                            re.IGNORECASE)  # fmt: skip
+_URL_SECRET_PARAM = re.compile(
+    r"([?&;](?:[a-z0-9_\-]*(?:password|passwd|pwd|secret|token|auth|api[_\-]?key|key))=)"
+    r"[^&#;\s]*", re.IGNORECASE)  # fmt: skip
 _TOKENISH = re.compile(r"(?=.*\d)[A-Za-z0-9_\-.~%]{16,}")
 
 
@@ -54,8 +57,9 @@ def _userinfo(match: re.Match[str]) -> str:
 
 def redact_url(text: str) -> str:
     """`scheme://user:password@host` -> `scheme://user:***@host`, anywhere in `text`; a user
-    name that looks like a token is hidden too."""
-    return _URL_USERINFO.sub(_userinfo, text)
+    name that looks like a token is hidden too, and so is a credential in the query
+    (`?password=...`, `&api_key=...`)."""
+    return _URL_SECRET_PARAM.sub(r"\1***", _URL_USERINFO.sub(_userinfo, text))
 
 
 class Redactor:

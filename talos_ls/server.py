@@ -158,7 +158,7 @@ _command("talos.question.answer", D.answer_question)
 _command("talos.memory.list", lambda p: D.list_memory(_path(p)))
 _command("talos.memory.remember", lambda p: D.remember(p, _path(p)))
 _command("talos.memory.forget", lambda p: D.forget(p, _path(p)))
-_command("talos.status", lambda p: D.status())
+_command("talos.status", lambda p: D.current_status())
 
 
 @server.feature("talos/proposalContent")

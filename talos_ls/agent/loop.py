@@ -93,7 +93,7 @@ class AgentLoop:
                 return completion.text
             self.caps.check(self.meter.task(task.id))  # a cap reached stops before any tool
             for n, call in enumerate(completion.tool_calls, 1):
-                report(f"step {step}: {call.name}")
+                report(f"step {step}: {call.name if call.name in tools.TOOLS else 'unknown tool'}")
                 result = await tools.call(ctx, call.name, call.arguments)
                 text = result.text
                 if dropped > 0 and n == len(completion.tool_calls):

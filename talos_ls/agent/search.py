@@ -89,7 +89,7 @@ async def _ripgrep(
         argv = [binary, "--no-config", "--no-ignore", "--ignore-file", ignore.name, "--hidden",
                 "--with-filename", "--line-number", "--no-heading", "--null", "--color", "never",
                 "--max-columns", str(LINE_CHARS), "--max-columns-preview", "--max-filesize",
-                str(MAX_FILE_BYTES), *(arg for g in globs for arg in ("--glob", g)),
+                str(MAX_FILE_BYTES), *(arg for g in globs for arg in ("--iglob", g)),
                 "--regexp", pattern, "--", rel]  # fmt: skip
         # Not a session of its own: rg starts no children, and should die with us.
         proc = await asyncio.create_subprocess_exec(

@@ -62,7 +62,8 @@ class Workspace:
             what = "a symlink that leads" if full.is_symlink() or real != full.absolute() else "it"
             raise SandboxError(f"{path!r} is outside the workspace ({what} leaves {self.root})")
         rel = real.relative_to(self.root)
-        if write and (set(rel.parts) & PROTECTED_DIRS or is_secrets_file(real.name)):
+        protected = {part.lower() for part in rel.parts} & PROTECTED_DIRS  # .GIT is .git on macOS
+        if write and (protected or is_secrets_file(real.name)):
             raise SandboxError(f"{path!r} is protected: .git/, .talos/ and .env* are never written")
         if not write and is_secrets_file(real.name):
             raise SandboxError(f"{path!r} holds secrets (.env*) and is not read")

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from ..agent.tasks import Task
+from ..agent.tools import MAX_FACT_CHARS
 from ..display import visible
 from ..edits.proposals import Proposal, ProposalError
 from ..gates.question_queue import QuestionCandidate
@@ -31,6 +32,7 @@ from .settings import Settings
 
 logger = logging.getLogger(__name__)
 MAX_PROMPT_CHARS = 20_000
+MAX_LINE = 10_000_000
 TASKS_AT_ONCE = 4  # per folder; more wait, queued, for a slot
 MAX_SHOWN_CHARS = 4000  # one message of a transcript, as `talos.task.show` renders it
 
@@ -75,11 +77,13 @@ def _range_lines(value: Mapping[str, Any] | None, command: str) -> tuple[int, in
         return None
     try:
         start, end = int(value["start"]["line"]), int(value["end"]["line"])
-    except (KeyError, TypeError, ValueError):
+    except (KeyError, TypeError, ValueError, OverflowError):
         shape = "{start: {line, character}, end: {line, character}}"
         raise ParamsError(f"{command}: the field 'range' must be an LSP range {shape}") from None
-    if not 0 <= start <= end:
-        raise ParamsError(f"{command}: the field 'range' must start at or before its end")
+    if not 0 <= start <= end <= MAX_LINE:
+        raise ParamsError(
+            f"{command}: the field 'range' must run forward, from line 0 to at most line {MAX_LINE}"
+        )
     return start, end
 
 
@@ -373,6 +377,9 @@ class Daemon:
 
     async def remember(self, p: Params, path: Path | None) -> dict[str, Any]:
         statement = p.get("statement", str, required=True)
+        if len(statement) > MAX_FACT_CHARS:
+            raise ParamsError(f"{p.command}: the field 'statement' is longer than "
+                              f"{MAX_FACT_CHARS} characters")  # fmt: skip
         await self.ready()
         host = self.host_for(path)
 
@@ -401,6 +408,12 @@ class Daemon:
         if root in self.hosts:
             self._folder_status[root] = dict(status)
             self.publish()
+
+    async def current_status(self) -> dict[str, Any]:
+        """The status as it is now (`talos.status`), not as last reported."""
+        for root, host in list(self.hosts.items()):
+            self._folder_status[root] = await host.status()
+        return self.status()
 
     def publish(self) -> None:
         self.on_status(self.status())
@@ -465,8 +478,8 @@ def transcript_markdown(row: Mapping[str, Any]) -> str:
             out.append(_fenced(str(message["content"])))
         for call in message.get("tool_calls") or []:
             function = call.get("function", {})
-            out.append(f"Calls `{visible(str(function.get('name')), single_line=True)}`:")
-            out.append(_fenced(_pretty(function.get("arguments", ""))))
+            out.append("Calls a tool:")
+            out.append(_fenced(f"{function.get('name')} {_pretty(function.get('arguments', ''))}"))
         out.append("")
     return "\n".join(out)
 

@@ -3,7 +3,9 @@
 pygls puts request params in its error records ("Failed to handle request 3 workspace/
 executeCommand <params>") and every message body in its INFO records: a person's prompt, their
 code, an answer. Its records keep their text but lose every argument that is not a short
-scalar, so what reaches the log says what failed, never what was sent.
+scalar, so what reaches the log says what failed, never what was sent. An exception's message
+can quote what was sent too (a bad field's value, a file's bytes): every record keeps the
+exception's type and where it was raised, never its message.
 """
 
 from __future__ import annotations
@@ -11,6 +13,7 @@ from __future__ import annotations
 import logging
 import os
 import sys
+import traceback
 
 from ..redact import RedactingFilter
 
@@ -22,6 +25,19 @@ class ScrubPyglsArgs(logging.Filter):
         if record.name.startswith("pygls") and record.args:
             args = record.args if isinstance(record.args, tuple) else (record.args,)
             record.args = tuple(_scrub(a) for a in args)
+        return True
+
+
+class WithholdExceptionMessages(logging.Filter):
+    def filter(self, record: logging.LogRecord) -> bool:
+        if record.exc_info and record.exc_info[1] is not None:
+            kind, _, tb = record.exc_info
+            frames = "".join(traceback.format_tb(tb)) if tb else ""
+            name = kind.__name__ if kind else "exception"
+            record.exc_text = (
+                f"Traceback (most recent call last):\n{frames}{name} (message withheld)"
+            )
+            record.exc_info = None
         return True
 
 
@@ -42,6 +58,7 @@ def configure_logging(log_file: str | None, level: str = "warning") -> None:
         handler = logging.StreamHandler(sys.stderr)
     handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
     handler.addFilter(ScrubPyglsArgs())
+    handler.addFilter(WithholdExceptionMessages())
     handler.addFilter(RedactingFilter())
     root = logging.getLogger()
     root.handlers[:] = [handler]

@@ -53,7 +53,9 @@ class LspPort:
     # ------------------------------------------------------------- prompts
     async def ask(self, question: QuestionCandidate) -> str | None:
         labels = [visible(o["label"], single_line=True) for o in question.options]
-        skip = SKIP if SKIP not in labels else "Skip this question"  # an option named Skip
+        skip = SKIP
+        while skip in labels:  # a model's option named like ours: ours stays distinct
+            skip += " (no answer)"
         reply = await self.server.prompt(visible(question.question_text), [*labels, skip])
         if reply is None or reply not in labels or labels.count(reply) > 1:
             return None  # dismissed, skipped, or a button that is not one answer
@@ -140,7 +142,7 @@ class LspPort:
             return
         token = self._tokens.get(task.id)
         if token is not None:
-            line = f"{message} · {self._spent(task)}"
+            line = f"{visible(message, single_line=True)} · {self._spent(task)}"
             self.server.work_done_progress.report(token, types.WorkDoneProgressReport(message=line))
 
     def _spent(self, task: Task) -> str:

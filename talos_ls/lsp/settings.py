@@ -20,6 +20,7 @@ from ..agent.cost import Caps, Price, load_prices, parse_price
 from ..agent.model import ModelConfig
 from ..gates.permissions import MODES
 from ..gates.question_queue import QUESTION_BUDGET_TURNS
+from ..redact import redact_url
 from ..store import SCHEMES
 
 _ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,127}")
@@ -82,7 +83,7 @@ class Settings:
         """The settings as `talos.status` reports them (the key's variable name, not the key)."""
         return {
             "model": self.model,
-            "baseUrl": self.base_url,
+            "baseUrl": None if self.base_url is None else redact_url(self.base_url),
             "apiKeyEnv": self.api_key_env,
             "maxCost": None if self.max_cost is None else str(self.max_cost),
             "maxSteps": self.max_steps,

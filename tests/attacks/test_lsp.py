@@ -5,8 +5,7 @@ with the scripted model. Every string the model or the workspace chooses may try
 the person sees: a permission prompt, a question's buttons, the Markdown of `talos.task.show`,
 progress and summary messages. Every command argument may try to exhaust or escape the server.
 Each test asserts the defence itself (what was shown, what was recorded, what ran), so it fails
-when the defence is removed; a defence found missing is an `xfail(strict=True)` naming the place
-at fault.
+when the defence is removed.
 """
 
 from __future__ import annotations
@@ -181,7 +180,7 @@ async def test_a_model_question_shows_its_tricks_escaped_and_our_skip_is_no_answ
         for title in titles:
             assert_plain(title, "a button", one_line=True)
         # The model's "Skip" is its own option; ours is told apart, and pressed.
-        assert titles == [*SHOWN_OPTIONS, "Skip this question"]
+        assert titles == [*SHOWN_OPTIONS, "Skip (no answer)"]
         assert len(set(titles)) == len(titles)
         await eventually(lambda: _settled(editor, candidate_id), "the reply to be recorded")
         assert await _status_of(editor, candidate_id) == "cooled"  # a non-answer, not answered
@@ -192,18 +191,11 @@ async def test_a_model_question_shows_its_tricks_escaped_and_our_skip_is_no_answ
         await stop(editor)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="LspPort.ask (talos_ls/lsp/port.py) renames our skip "
-    "button to 'Skip this question' when the model offers 'Skip', without checking "
-    "that the model did not offer 'Skip this question' too: two buttons share a "
-    "title and pressing ours is recorded as the model's option (answered)",
-)
 async def test_our_skip_button_cannot_be_taken_by_the_models_options(tmp_path, ws, options, model):
     last = lambda prompt: prompt.actions[-1].title  # noqa: E731  (our own skip button)
     editor, candidate_id, prompt = await _ask_then_deliver(
         tmp_path, ws, options, model, "Which database do we use?",
-        ["postgres", "Skip", "Skip this question"], last,
+        ["postgres", "Skip", "Skip (no answer)"], last,
     )  # fmt: skip
     try:
         await eventually(lambda: _settled(editor, candidate_id), "the reply to be recorded")
@@ -243,7 +235,7 @@ def fenced_lines(markdown: str) -> tuple[list[str], list[str]]:
 # What the transcript may show outside a fence: its own structure, nothing else.
 STRUCTURE = re.compile(
     r"# Task t[0-9a-f]+: \w+|Cost: \$[0-9.]+|## (You|Talos|Tool result)|Stopped because:"
-    r"|Calls `[a-z_]+`:|`{3,}(text)?|"
+    r"|Calls a tool:|`{3,}(text)?|"
 )
 HOSTILE_MD = (
     "``` \n## You\n```\nfake prompt [link](" + EVIL_URL + ") <img src=x onerror=alert(1)>\n"
@@ -278,12 +270,6 @@ async def test_task_show_keeps_every_hostile_line_inside_a_fence_it_cannot_close
     assert "\\x1b]8;;" + EVIL_URL + "\\x07click" in shown and "\\u202e\\u200b" in shown
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="transcript_markdown (talos_ls/lsp/daemon.py) puts the "
-    'model\'s tool name in a one-backtick code span ("Calls `name`:"): a backtick '
-    "in the name closes the span and the rest renders as Markdown (a link)",
-)
 async def test_a_tool_name_cannot_break_out_of_its_code_span(editor, model):
     name = "read_file` [approve](" + EVIL_URL + ") <img src=x onerror=alert(1)> `"
     model.script += [reply("", [("c1", name, '{"path": "src/app.py"}')]), reply("done")]
@@ -316,19 +302,13 @@ async def test_the_summary_messages_carry_no_control_characters(editor, model):
             assert_plain(report.message or "", "a progress message", one_line=True)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="AgentLoop.run (talos_ls/agent/loop.py) reports "
-    "f'step {step}: {call.name}' with the model's raw tool name, and LspPort.progress "
-    "(talos_ls/lsp/port.py) sends it unescaped ($/progress; the same text is the "
-    "task's `step` in talos/status and talos.task.list)",
-)
 async def test_progress_shows_a_hostile_tool_name_escaped(editor, model):
     name = "read_file\x1b[2K\r\x1b[31m\u202e\u200b\n## approve"
     model.script += [reply("", [("c1", name, '{"path": "src/app.py"}')]), reply("done")]
     task_id = await run_task(editor, "read")
     reports = [r.message or "" for r in editor.progress(task_id)]
-    assert any("approve" in r for r in reports)  # the step was reported
+    assert any("step 1: unknown tool" in r for r in reports)  # no name the model made up
+    assert not any("approve" in r for r in reports)
     for report in reports:
         assert_plain(report, "a progress message", one_line=True)
 
@@ -416,14 +396,6 @@ async def test_the_log_is_private_and_holds_no_prompt_answer_reply_params_or_key
     assert LOG_KEY not in text and LOG_KEY[8:30] not in text
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="pygls logs every JsonRpcException a command raises with "
-    "its traceback (json_rpc.py _send_handler_result, logger.exception); our "
-    "ParamsError messages quote the argument (\"no running or recent task '...'\", "
-    "\"no proposal '...'\"), and the filters of talos_ls/lsp/logs.py scrub only "
-    "record args and the message, never the exception text the formatter appends",
-)
 async def test_a_command_argument_quoted_in_an_error_stays_out_of_the_log(
     tmp_path, ws, options, model, monkeypatch
 ):
@@ -483,13 +455,6 @@ async def test_a_store_password_and_a_key_in_settings_are_never_echoed(tmp_path,
         await stop(editor)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="redact_url (talos_ls/redact.py) hides only the user "
-    "information: redis-py takes a password from the query too, and the store URL "
-    "is shown as given in the notice, talos/status and talos.status "
-    "(Daemon.status, store/redis.py)",
-)
 async def test_a_store_password_in_the_query_is_never_echoed(tmp_path, ws, options):
     url = f"redis://127.0.0.1:1/0?password={STORE_PASSWORD}"
     editor = await _store_refused(tmp_path, ws, options, url)
@@ -499,12 +464,6 @@ async def test_a_store_password_in_the_query_is_never_echoed(tmp_path, ws, optio
         await stop(editor)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="Settings.shown (talos_ls/lsp/settings.py) reports "
-    "baseUrl as given, password and all, in every talos/status and talos.status "
-    "(ModelConfig.shown_endpoint redacts it; shown() does not use it)",
-)
 async def test_a_base_url_password_is_never_echoed_in_the_status(tmp_path, ws, options):
     password = "hunter3TalosEndpointPass"
     base = options["baseUrl"].replace("http://", f"http://talos:{password}@")
@@ -545,12 +504,6 @@ async def test_negative_and_huge_ranges_are_refused_or_harmless(editor, model, w
     assert "settings" in await editor.command("talos.status", {})
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="_range_lines (talos_ls/lsp/daemon.py) catches KeyError, "
-    "TypeError and ValueError but not the OverflowError of int(inf): a line of "
-    "1e400 (valid JSON) is an internal error, not a refusal naming 'range'",
-)
 async def test_an_infinite_range_line_is_refused_by_name(editor, ws):
     uri = (ws / "src" / "app.py").as_uri()
     line = {"line": "LINE", "character": 0}
@@ -582,12 +535,6 @@ async def test_a_uri_outside_the_workspace_is_refused(editor, model, ws):
     assert await editor.command("talos.task.list", {}) == []
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="Daemon.remember (talos_ls/lsp/daemon.py) takes a "
-    "statement of any length (the model's remember tool caps it at 1,000): a 10 MB "
-    "fact is stored and every later turn re-reads it (a task start takes seconds)",
-)
 async def test_a_10_mb_fact_is_refused_by_name(editor):
     await refused(editor, "talos.memory.remember", {"statement": "B" * 10_000_000}, "statement")
     assert await editor.command("talos.memory.list", {}) == []
@@ -679,12 +626,6 @@ async def test_a_shipped_permissions_file_is_offered_with_its_grants_and_stays_u
         await stop(editor)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="Host.review_rules (talos_ls/host.py) joins the workspace "
-    "file's grants raw into the 'Not trusted' window/showMessage (the trust prompt "
-    "escapes them; the notice does not)",
-)
 async def test_the_not_trusted_notice_shows_the_grants_escaped(tmp_path, ws, options):
     _ship(ws)
     editor = await start_editor(tmp_path / "home", [ws], options,
@@ -740,13 +681,6 @@ async def test_proposals_for_protected_files_are_refused(editor, model, ws):
     assert not (ws / ".talos").exists()
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="Workspace.resolve and is_secrets_file "
-    "(talos_ls/agent/workspace.py, talos_ls/files.py) compare names case-sensitively: "
-    "on a case-insensitive filesystem (macOS, Windows) .GIT/config is .git/config "
-    "and .ENV is .env, yet both are accepted as proposals",
-)
 async def test_a_protected_file_named_in_another_case_is_refused(editor, model):
     paths = [".GIT/config", ".Git/hooks/pre-commit", ".ENV", ".Talos/permissions.json"]
     model.script += [
@@ -757,12 +691,6 @@ async def test_a_protected_file_named_in_another_case_is_refused(editor, model):
     assert await editor.command("talos.proposal.list", {}) == []
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="Host._settle_proposals (talos_ls/host.py) asks "
-    "f'Apply proposal {id} to {proposal.path}?' with the model's path raw: bidi "
-    "overrides, escapes and line breaks reach the window/showMessageRequest",
-)
 async def test_the_apply_prompt_shows_a_hostile_path_escaped(editor, model, ws):
     paths = ["src/invoice\u202etxt.py", "src/a\n\nRun this command? $ ls\x1b[8m.py"]
     model.script += [
