@@ -48,6 +48,9 @@ def test_known_values_url_passwords_and_ordinary_text():
     assert redact_url("postgres://app:pw0rd@db:5432/x and redis://:s3@h/0") == (
         "postgres://app:***@db:5432/x and redis://:***@h/0"
     )
+    assert redact_url("redis://h/0?db=1&password=s3cr3t https://x/v1?api_key=k&q=ok;token=t") == (
+        "redis://h/0?db=1&password=*** https://x/v1?api_key=***&q=ok;token=***"
+    )
     ordinary = "def skip(): return task-list ghp sk- AKIA"
     assert Redactor()(ordinary) == ordinary
     r.add("short")  # too short to redact safely
