@@ -226,7 +226,6 @@ class Session:
         self.statuses: list[tuple[float, Any]] = []
         self.progress: dict[str, list[tuple[str, float, Any]]] = {}
         self.prompts = 0
-        self.config_pokes = 0  # didChangeConfiguration sent to learn the index state
         self.t_spawn = self.t_initialized = 0.0
         features = dict(DEFAULT_CLIENT_FEATURES)
         default_progress = features[types.PROGRESS]
@@ -507,37 +506,10 @@ class Bench:
             lambda st: bool(st.get("folders")) and all(f["index"]["ready"] for f in st["folders"])
         )
 
-    async def wait_index(
-        self,
-        s: Session,
-        timeout: float = INDEX_WAIT_S,
-        poll: float = 0.05,
-        quiet_until: float | None = None,
-    ) -> tuple[float, Any]:
-        """The first status with every folder's index ready: (arrival time, status).
-
-        talos-ls sends no status when the index build ends (only when something else changes
-        and a status is computed later), so every `poll` seconds an empty
-        `workspace/didChangeConfiguration` makes each host report its status again; the time
-        is known to within `poll`. Each of those costs the server a new model client (some
-        25 ms on its event loop), which slows the build down: until `quiet_until`
-        (perf_counter time) nothing is sent."""
-        check = self.indexed(s)
-        deadline = time.perf_counter() + timeout
-        if quiet_until is not None and not check():
-            with contextlib.suppress(TimeoutError):
-                await s.until(check, "the index", max(0.0, quiet_until - time.perf_counter()))
-        while not (found := check()):
-            if time.perf_counter() > deadline:
-                raise TimeoutError(f"{s.kind}: timed out waiting for the index")
-            await s.until(self.hosted(s), "the first status")
-            s.client.workspace_did_change_configuration(
-                types.DidChangeConfigurationParams(settings={"talos": {}})
-            )
-            s.config_pokes += 1
-            with contextlib.suppress(TimeoutError):
-                await s.until(check, "the index", poll)
-        return found
+    async def wait_index(self, s: Session, timeout: float = INDEX_WAIT_S) -> tuple[float, Any]:
+        """The first status with every folder's index ready: (arrival time, status). The
+        server reports its status when an index is ready."""
+        return await s.until(self.indexed(s), "the index", timeout)
 
     # ------------------------------------------------------------- 1 and 2
     async def startup(self, reps: int) -> dict[str, Any]:
@@ -690,7 +662,7 @@ class Bench:
             lambda st: bool(st.get("folders")) and st["folders"][0]["index"]["ready"]
         )
         await s.until(lambda: s.end_at(tid), f"the end of {tid}")
-        t_ready, st = await self.wait_index(s, poll=0.2)
+        t_ready, st = await self.wait_index(s)
         await asyncio.sleep(0.3)
         resp, begin, ends = [], [], []
         for _ in range(samples):
@@ -725,46 +697,31 @@ class Bench:
     async def index_ready(self, size: int, reps: int, ca_requests: bool) -> dict[str, Any]:
         root = self.work / f"ws-index-{size}"
         written = make_workspace(root, size)
-        print(f"[5] index ready on {written:,} files, {reps} runs (+1 to estimate)", flush=True)
-        # The first run asks every 0.25 s and gives an estimate; the others stay quiet until
-        # 85% of it, then ask every 50 ms.
-        times, files, rss, pokes = [], [], [], []
-        estimate = None
-        for rep in range(reps + 1):
+        print(f"[5] index ready on {written:,} files, {reps} runs", flush=True)
+        times, files, rss = [], [], []
+        for rep in range(reps):
             s, _ = await self.session("talos", root, f"index-{size}-{rep}")
-            quiet = None if estimate is None else s.t_initialized + 0.85 * estimate
-            t, st = await self.wait_index(s, poll=0.25 if estimate is None else 0.05,
-                                          quiet_until=quiet)  # fmt: skip
-            elapsed = t - s.t_initialized
-            if estimate is None:
-                estimate = elapsed
-            else:
-                times.append(elapsed)
-                files.append(st["folders"][0]["index"]["files"])
-                pokes.append(s.config_pokes)
+            t, st = await self.wait_index(s)
+            times.append(t - s.t_initialized)
+            files.append(st["folders"][0]["index"]["files"])
             await asyncio.sleep(0.5)
             rss.append(rss_kb(s.pid)["VmRSS"] / 1024)
             await self.finish(s, f"index-{size}")
         out: dict[str, Any] = {
             "files_written": written,
             "files_indexed": files,
-            "estimate_s": estimate,
             "ready_after_initialized_s": times,
-            "pokes": pokes,  # 1: ready at the first question, the figure is an upper bound
             "rss_mb_after": rss,
         }
         if ca_requests:
             # codeAction while the index is being built, in a run of its own, with nothing
             # else sent: for 80% of the shortest build time measured above.
-            span = 0.8 * min(times or [estimate])
+            span = 0.8 * min(times)
             s, _ = await self.session("talos", root, f"index-ca-{size}")
             uri = s.open_document(next(root.glob("src/p0/m0/d0/mod1.py")))
             during = []
             while time.perf_counter() - s.t_initialized < span:
                 during.append(await s.code_action(uri))
-            s.client.workspace_did_change_configuration(
-                types.DidChangeConfigurationParams(settings={"talos": {}})
-            )
             await asyncio.sleep(0.5)
             last = s.statuses[-1][1] if s.statuses else {}
             ready_after = bool(last.get("folders")) and last["folders"][0]["index"]["ready"]

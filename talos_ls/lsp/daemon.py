@@ -102,7 +102,6 @@ class Daemon:
         self.store: Store | None = None
         self.store_problem: str | None = None
         self.hosts: dict[Path, Host] = {}
-        self.ports: dict[Path, EditorPort] = {}
         self._folder_status: dict[Path, dict[str, Any]] = {}
         self._ready = asyncio.Event()
         self._store_url = ""
@@ -151,13 +150,13 @@ class Daemon:
             self.notice(f"Talos skips the workspace folder {visible(str(folder))}: "
                         "not a directory")  # fmt: skip
             return
-        port = self.make_port(root)
         try:
-            host = Host(self.store, self.host_config(root), port, offload=self.offload)
+            host = Host(self.store, self.host_config(root), self.make_port(root),
+                        offload=self.offload)  # fmt: skip
         except ValueError as exc:
             self.notice(f"Talos cannot serve {visible(str(root))}: {exc}")
             return
-        self.hosts[root], self.ports[root] = host, port
+        self.hosts[root] = host
         await host.start()
         host.spawn(host.review_rules())
         host.report_status()
@@ -165,7 +164,6 @@ class Daemon:
     async def remove_folder(self, folder: Path) -> None:
         root = folder.resolve()
         host = self.hosts.pop(root, None)
-        self.ports.pop(root, None)
         self._folder_status.pop(root, None)
         if host is not None:
             await host.close()
