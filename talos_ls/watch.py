@@ -12,8 +12,10 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import logging
 import os
+import sys
 import threading
 from collections.abc import Callable, Iterable
 from pathlib import Path
@@ -31,6 +33,8 @@ logger = logging.getLogger(__name__)
 
 _ROOT_CHECK_MS = 2_000  # how often, with no event, the watcher checks that the root is there
 _LSP_KINDS = {1: "added", 2: "modified", 3: "deleted"}  # LSP FileChangeType
+# What the watcher's process may see of ours: enough to start Python, no credential.
+_CHILD_ENV = frozenset({"PATH", "PYTHONPATH", "PYTHONHOME", "LANG", "LC_ALL", "TMPDIR"})
 
 
 class WorkspaceFilter(DefaultFilter):
@@ -88,53 +92,72 @@ async def watch(
     watches, say), is logged as a warning and ends the watch: the index then stays as it was,
     and a later scan catches it up.
 
-    The watcher runs in a thread of its own: setting up the OS watches of 10,000 directories
-    takes a quarter of a second, and the filter reads `.gitignore`; neither may stall the loop."""
+    The watcher runs in a child process (`python -m talos_ls.watch`): setting up the OS
+    watches of 10,000 directories holds the interpreter's lock for a quarter of a second,
+    which no thread can hide from the event loop. The child gets no secret (a minimal
+    environment), reports JSON lines, and ends when its stdin closes, with us."""
     root = Path(root).resolve()
-    loop = asyncio.get_running_loop()
-    ended: asyncio.Future[None] = loop.create_future()
-    cancelled = threading.Event()
-
-    class Stop:  # what watchfiles polls: the caller's event, or our cancellation
-        def is_set(self) -> bool:
-            return stop.is_set() or cancelled.is_set()
-
-    def finish() -> None:
-        if not ended.done():
-            ended.set_result(None)
-
-    def deliver(batch: set[tuple[Change, str]]) -> None:
-        if not cancelled.is_set():
-            on_changes(sorted((change.name, path) for change, path in batch))
-
-    def follow() -> None:
-        try:
-            for batch in watchfiles.watch(
-                root,
-                watch_filter=WorkspaceFilter(root),
-                debounce=debounce_ms,
-                step=step_ms,
-                stop_event=Stop(),
-                rust_timeout=_ROOT_CHECK_MS,
-                yield_on_timeout=True,
-                raise_interrupt=False,
-            ):
-                if batch:
-                    loop.call_soon_threadsafe(deliver, batch)
-                if not root.is_dir():
-                    logger.warning("not watching %s for changes: it is gone", root)
-                    return
-        except (OSError, RuntimeError) as exc:  # RuntimeError: watchfiles' own errors
-            logger.warning("not watching %s for changes: %s", root, exc)
-        finally:
-            with contextlib.suppress(RuntimeError):  # the loop is already closed
-                loop.call_soon_threadsafe(finish)
-
-    threading.Thread(target=follow, name="talos-watch", daemon=True).start()
+    env = {k: v for k, v in os.environ.items() if k in _CHILD_ENV}
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "talos_ls.watch", str(root), str(debounce_ms), str(step_ms),
+        stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE, env=env,
+    )  # fmt: skip
+    assert proc.stdout is not None and proc.stdin is not None
+    stopped = asyncio.ensure_future(stop.wait())
     try:
-        await ended
+        while True:
+            line = asyncio.ensure_future(proc.stdout.readline())
+            await asyncio.wait({line, stopped}, return_when=asyncio.FIRST_COMPLETED)
+            if not line.done():
+                line.cancel()
+                return
+            if not line.result():
+                return  # the child ended (it said why)
+            report = json.loads(line.result())
+            if "warning" in report:
+                logger.warning("%s", report["warning"])
+            else:
+                on_changes([(kind, path) for kind, path in report["changes"]])
     finally:
-        cancelled.set()
+        stopped.cancel()
+        proc.stdin.close()
+        with contextlib.suppress(ProcessLookupError):
+            proc.terminate()
+        await proc.wait()
+
+
+def _follow(root: Path, debounce_ms: int, step_ms: int) -> None:
+    """The child: watch `root`, print each batch as a JSON line, stop when stdin closes."""
+    stop = threading.Event()
+
+    def parent_gone() -> None:
+        sys.stdin.buffer.read()
+        stop.set()
+
+    def say(report: dict) -> None:
+        print(json.dumps(report), flush=True)
+
+    threading.Thread(target=parent_gone, daemon=True).start()
+    try:
+        for batch in watchfiles.watch(
+            root,
+            watch_filter=WorkspaceFilter(root),
+            debounce=debounce_ms,
+            step=step_ms,
+            stop_event=stop,
+            rust_timeout=_ROOT_CHECK_MS,
+            yield_on_timeout=True,
+            raise_interrupt=False,
+        ):
+            if batch:
+                say({"changes": sorted((change.name, path) for change, path in batch)})
+            if not root.is_dir():
+                say({"warning": f"not watching {root} for changes: it is gone"})
+                return
+    except (OSError, RuntimeError) as exc:  # RuntimeError: watchfiles' own errors
+        say({"warning": f"not watching {root} for changes: {exc}"})
+    except BrokenPipeError:
+        pass
 
 
 def lsp_changes(events: Iterable[tuple[int, str]]) -> list[tuple[str, str]]:
@@ -151,3 +174,7 @@ def lsp_changes(events: Iterable[tuple[int, str]]) -> list[tuple[str, str]]:
         if os.path.isabs(path):
             found.append((name, os.path.normpath(path)))
     return found
+
+
+if __name__ == "__main__":
+    _follow(Path(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3]))
