@@ -19,8 +19,7 @@ import sys
 import threading
 from collections.abc import Callable, Iterable
 from pathlib import Path
-from urllib.parse import urlsplit
-from urllib.request import url2pathname
+from urllib.parse import unquote, urlsplit
 
 import pathspec
 import watchfiles
@@ -170,7 +169,7 @@ def lsp_changes(events: Iterable[tuple[int, str]]) -> list[tuple[str, str]]:
         parts = urlsplit(uri)
         if name is None or parts.scheme != "file" or parts.netloc not in ("", "localhost"):
             continue
-        path = url2pathname(parts.path)
+        path = unquote(parts.path)
         if os.path.isabs(path):
             found.append((name, os.path.normpath(path)))
     return found
