@@ -36,8 +36,9 @@ SHORT_ANSWER_CHARS = 300
 CREATE_S = 5.0  # how long a task waits for the client to create its progress
 
 
-def document_uri(path: Path) -> str:
-    return unquote(path.as_uri())
+def _document(server: TalosServer, path: Path) -> Any:
+    """The editor's open document of `path`, or None (pygls keys them by unquoted URI)."""
+    return server.workspace.text_documents.get(unquote(path.as_uri()))
 
 
 class LspPort:
@@ -67,13 +68,13 @@ class LspPort:
 
     # ----------------------------------------------------------- documents
     def read_document(self, path: str) -> tuple[str, int | None] | None:
-        doc = self.server.workspace.text_documents.get(document_uri(self.root / path))
+        doc = _document(self.server, self.root / path)
         if doc is None:
             return None
         return doc.source, doc.version
 
     async def show_proposal(self, proposal: Proposal) -> None:
-        uri = document_uri(self.root / proposal.path)
+        uri = (self.root / proposal.path).as_uri()
         self.server.notify("talos/proposals", {"uri": uri, "proposals": [
             {"id": proposal.id, "path": proposal.path, "status": proposal.status,
              "task_id": proposal.task_id, "hunks": len(proposal.hunks)}]})  # fmt: skip
@@ -86,8 +87,8 @@ class LspPort:
                 return False
             await daemon.offload.run(host.workspace.write_text, proposal.path, new_text)
             return True
-        uri = document_uri(self.root / proposal.path)
-        current = self.server.workspace.text_documents.get(uri)
+        path = self.root / proposal.path
+        uri, current = path.as_uri(), _document(self.server, path)
         if current is None or current.version != version:
             return False
         end = types.Position(line=len(current.lines), character=0)
@@ -105,14 +106,14 @@ class LspPort:
             return False
         if not result.applied:
             return False
-        return await self._shows(uri, new_text)
+        return await self._shows(path, new_text)
 
-    async def _shows(self, uri: str, text: str) -> bool:
+    async def _shows(self, path: Path, text: str) -> bool:
         """Whether the editor's buffer holds `text` (its didChange may trail the reply)."""
         loop = asyncio.get_running_loop()
         deadline = loop.time() + APPLIED_WAIT_S
         while True:
-            doc = self.server.workspace.text_documents.get(uri)
+            doc = _document(self.server, path)
             if doc is not None and doc.source == text:
                 return True
             if loop.time() > deadline:
