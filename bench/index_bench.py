@@ -36,6 +36,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from timing import timed  # bench/timing.py, beside this script
+
 from talos_ls.memory.resolve import WorkspaceIndex, resolve
 
 PER_DIR = 10
@@ -82,20 +84,6 @@ def make_workspace(root: Path, n: int) -> None:
 def rss_bytes() -> int:
     with open("/proc/self/statm") as fh:
         return int(fh.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
-
-
-def timed(fn: Callable[[int], object], calls: int) -> dict:
-    samples = []
-    for i in range(calls):
-        t0 = time.perf_counter_ns()
-        fn(i)
-        samples.append((time.perf_counter_ns() - t0) / 1000)
-    samples.sort()
-    return {
-        "median_us": statistics.median(samples),
-        "p95_us": samples[min(len(samples) - 1, int(len(samples) * 0.95))],
-        "calls": calls,
-    }
 
 
 def measure(root: Path, n: int) -> dict:

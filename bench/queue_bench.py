@@ -15,14 +15,14 @@ from __future__ import annotations
 import argparse
 import json
 import platform
-import statistics
 import sys
 import tempfile
 import time
-from collections.abc import Callable
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from timing import timed  # bench/timing.py, beside this script
 
 from talos_ls.gates.question_queue import QuestionQueue
 from talos_ls.store import open_store
@@ -58,22 +58,6 @@ def seed(qq: QuestionQueue, n: int) -> list[str]:
                           options=[{"label": "staging"}, {"label": "prod"}])  # fmt: skip
         open_ids.append(cand.candidate_id)
     return open_ids
-
-
-def timed(fn: Callable[[int], object], calls: int, before: Callable[[int], None] | None = None):
-    samples = []
-    for i in range(calls):
-        if before:
-            before(i)
-        t0 = time.perf_counter_ns()
-        fn(i)
-        samples.append((time.perf_counter_ns() - t0) / 1000)
-    samples.sort()
-    return {
-        "median_us": statistics.median(samples),
-        "p95_us": samples[min(len(samples) - 1, int(len(samples) * 0.95))],
-        "calls": calls,
-    }
 
 
 def bench_size(backend: str, n: int, calls: int, workdir: Path, redis_url: str) -> dict:
