@@ -74,7 +74,8 @@ class EditorPort(Protocol):
     async def confirm(self, message: str, options: Sequence[str]) -> str | None:
         """A choice (a permission prompt, applying a proposal); None when dismissed."""
 
-    async def show_proposal(self, proposal: Proposal) -> None: ...
+    async def show_proposal(self, proposal: Proposal) -> None:
+        """A proposal was made, or its state changed (applied, rejected, stale, undone)."""
 
     async def apply(self, proposal: Proposal, new_text: str, version: int | None) -> bool:
         """Write the proposal's new content over the document at `version` (the editor's
@@ -424,7 +425,19 @@ class Host:
         if not await self.port.apply(proposal, new_text, version):
             return False
         self.proposals.applied(proposal_id, new_text, hunks)
+        await self.port.show_proposal(proposal)
         return True
+
+    async def reject_proposal(self, proposal_id: str) -> Proposal:
+        proposal = self.proposals.reject(proposal_id)
+        await self.port.show_proposal(proposal)
+        return proposal
+
+    def document_changed(self, path: str, text: str) -> None:
+        """The person edited a file (in the editor, or on disk): the proposals made on what it
+        was turn stale, and are shown so."""
+        for proposal in self.proposals.base_changed(path, text):
+            self.spawn(self.port.show_proposal(proposal))
 
     async def undo(self) -> Proposal:
         """Put back the file the last applied proposal changed, if it is still as left."""
@@ -437,6 +450,7 @@ class Host:
         if not await self.port.apply(proposal, base, version):
             proposal.status = "applied"  # the file was not touched: still undoable
             raise ProposalError(f"the editor did not take the undo of {proposal.id}")
+        await self.port.show_proposal(proposal)
         return proposal
 
     # --------------------------------------------------------------- status

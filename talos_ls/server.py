@@ -17,6 +17,7 @@ import argparse
 import asyncio
 import logging
 import sys
+import tempfile
 from collections.abc import Awaitable, Callable, Sequence
 from pathlib import Path
 from typing import Any
@@ -28,6 +29,7 @@ from pygls.lsp.server import LanguageServer
 
 from . import __version__
 from .agent.workspace import SandboxError
+from .lsp import review
 from .lsp.actions import code_actions
 from .lsp.daemon import Daemon, Params, ParamsError
 from .lsp.logs import configure_logging
@@ -39,7 +41,8 @@ SHUTDOWN_S = 2.0
 COMMANDS = (
     "talos.task.start", "talos.task.cancel", "talos.task.list", "talos.task.show",
     "talos.proposal.list", "talos.proposal.show", "talos.proposal.apply",
-    "talos.proposal.reject", "talos.undo", "talos.questions.list", "talos.question.answer",
+    "talos.proposal.reject", "talos.proposal.diff", "talos.undo", "talos.questions.list",
+    "talos.question.answer",
     "talos.memory.list", "talos.memory.remember", "talos.memory.forget", "talos.status",
 )  # fmt: skip
 
@@ -55,6 +58,7 @@ class TalosServer(LanguageServer):
         self.closing = False
         self._jobs: set[asyncio.Future] = set()
         self._early_problems: list[str] = []
+        self._diff_dir: Path | None = None
 
     # ------------------------------------------------- what the client can
     @property
@@ -97,6 +101,28 @@ class TalosServer(LanguageServer):
     def report_server_error(self, error: Exception, source: Any) -> None:
         if not self.closing:
             super().report_server_error(error, source)
+
+    def refresh_lenses(self) -> None:
+        """Ask the client to fetch code lenses again, when it can be asked."""
+        workspace = self.client_capabilities.workspace if self.client_capabilities else None
+        lenses = workspace.code_lens if workspace else None
+        if lenses and lenses.refresh_support and not self.closing:
+            self.workspace_code_lens_refresh(None)
+
+    async def show_diff(self, p: Params) -> dict[str, Any]:
+        """A proposal's unified diff: opened in the editor where it can show a document (a
+        private temporary file, outside the workspace), and returned in any case."""
+        diff = self.daemon.proposal_diff(p)
+        window = self._window
+        if not (window and window.show_document and window.show_document.support):
+            return {"diff": diff, "uri": None}
+        if self._diff_dir is None:
+            self._diff_dir = Path(tempfile.mkdtemp(prefix="talos-diff-"))
+        path = self._diff_dir / f"{p.raw['proposal_id']}.diff"
+        path.write_text(diff)
+        shown = await self.window_show_document_async(types.ShowDocumentParams(
+            uri=path.as_uri(), take_focus=True))  # fmt: skip
+        return {"diff": diff, "uri": path.as_uri() if shown.success else None}
 
     def spawn(self, coro: Awaitable[Any]) -> None:
         job = asyncio.ensure_future(coro)
@@ -152,6 +178,7 @@ _command("talos.proposal.list", lambda p: D.list_proposals(_path(p)))
 _command("talos.proposal.show", D.show_proposal)
 _command("talos.proposal.apply", D.apply_proposal)
 _command("talos.proposal.reject", D.reject_proposal)
+_command("talos.proposal.diff", server.show_diff)
 _command("talos.undo", lambda p: D.undo(_path(p)))
 _command("talos.questions.list", lambda p: D.list_questions())
 _command("talos.question.answer", D.answer_question)
@@ -253,7 +280,24 @@ def watched_files_changed(ls: TalosServer, params: types.DidChangeWatchedFilesPa
     ),
 )
 def code_action(ls: TalosServer, params: types.CodeActionParams) -> list[types.CodeAction]:
-    return code_actions(params)
+    path = uri_path(params.text_document.uri)
+    on_file = D.proposals_at(path) if path else []
+    return review.code_actions(on_file, params.range) + code_actions(params)
+
+
+@server.feature(types.TEXT_DOCUMENT_CODE_LENS)
+def code_lens(ls: TalosServer, params: types.CodeLensParams) -> list[types.CodeLens]:
+    path = uri_path(params.text_document.uri)
+    return review.code_lenses(D.proposals_at(path) if path else [])
+
+
+@server.feature(types.TEXT_DOCUMENT_DID_CHANGE)
+def document_changed(ls: TalosServer, params: types.DidChangeTextDocumentParams) -> None:
+    """The person typed: proposals made on what the document was turn stale."""
+    path = uri_path(params.text_document.uri)
+    doc = ls.workspace.text_documents.get(unquote(params.text_document.uri))
+    if path is not None and doc is not None:
+        D.document_changed(path, doc.source)
 
 
 @server.feature(types.SHUTDOWN)

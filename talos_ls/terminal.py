@@ -85,6 +85,8 @@ class TerminalPort:
         return await self._choose(message, options, "confirm")
 
     async def show_proposal(self, proposal: Proposal) -> None:
+        if proposal.status != "pending":
+            return  # applying, rejecting: the terminal says so where it happens
         path = visible(proposal.path, single_line=True)
         self.console.print(
             Text.assemble(

@@ -13,6 +13,7 @@ from __future__ import annotations
 import builtins
 import difflib
 import hashlib
+import re
 import threading
 import uuid
 from collections.abc import Sequence
@@ -25,6 +26,16 @@ STATUSES = ("pending", "applied", "rejected", "stale", "undone")
 class ProposalError(ValueError):
     """A proposal that cannot be made or used; the message says why (and goes to the model
     when the model made it)."""
+
+
+_LINE = re.compile(r"[^\r\n]*(?:\r\n|\r|\n)|[^\r\n]+$")
+
+
+def lines(text: str) -> list[str]:
+    """`text` cut into lines as editors count them (LSP: after `\n`, `\r\n` or a lone `\r`),
+    each with its ending. `str.splitlines` also cuts at form feeds and U+2028, which would put
+    a hunk on another line than the one the editor shows."""
+    return _LINE.findall(text)
 
 
 def content_hash(text: str) -> str:
@@ -60,17 +71,17 @@ class Proposal:
         unknown = chosen - set(range(len(self.hunks)))
         if unknown:
             raise ProposalError(f"proposal {self.id} has no hunk(s) {sorted(unknown)}")
-        lines = self.base_text.splitlines(keepends=True)
+        text = lines(self.base_text)
         for hunk in sorted(self.hunks, key=lambda h: h.base_start, reverse=True):
             if hunk.index in chosen:
-                lines[hunk.base_start : hunk.base_end] = hunk.new_lines
-        return "".join(lines)
+                text[hunk.base_start : hunk.base_end] = hunk.new_lines
+        return "".join(text)
 
     def diff(self) -> str:
         return "".join(
             difflib.unified_diff(
-                self.base_text.splitlines(keepends=True),
-                self.new_text.splitlines(keepends=True),
+                lines(self.base_text),
+                lines(self.new_text),
                 fromfile=f"a/{self.path}",
                 tofile=f"b/{self.path}",
             )
@@ -78,7 +89,7 @@ class Proposal:
 
 
 def _hunks(base: str, new: str) -> list[Hunk]:
-    a, b = base.splitlines(keepends=True), new.splitlines(keepends=True)
+    a, b = lines(base), lines(new)
     matcher = difflib.SequenceMatcher(a=a, b=b, autojunk=False)
     hunks: list[Hunk] = []
     for tag, i1, i2, j1, j2 in matcher.get_opcodes():

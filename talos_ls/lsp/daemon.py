@@ -321,13 +321,31 @@ class Daemon:
         applied = await host.apply_proposal(proposal.id, hunks)
         return {"proposal_id": proposal.id, "applied": applied, "status": proposal.status}
 
-    def reject_proposal(self, p: Params) -> dict[str, Any]:
+    async def reject_proposal(self, p: Params) -> dict[str, Any]:
         host, proposal = self._proposal(p.get("proposal_id", str, required=True))
         try:
-            host.proposals.reject(proposal.id)
+            await host.reject_proposal(proposal.id)
         except ProposalError as exc:
             raise ParamsError(str(exc)) from None
         return {"proposal_id": proposal.id, "status": proposal.status}
+
+    def proposals_at(self, path: Path) -> list[Proposal]:
+        """The proposals on one file, for its diagnostics, code actions and lenses."""
+        for root, host in self.hosts.items():
+            if path.is_relative_to(root):
+                return host.proposals.list(path.relative_to(root).as_posix())
+        return []
+
+    def document_changed(self, path: Path, text: str) -> None:
+        for root, host in self.hosts.items():
+            if path.is_relative_to(root):
+                rel = path.relative_to(root).as_posix()
+                if any(p.status == "pending" for p in host.proposals.list(rel)):
+                    host.document_changed(rel, text)
+
+    def proposal_diff(self, p: Params) -> str:
+        _, proposal = self._proposal(p.get("proposal_id", str, required=True))
+        return proposal.diff()
 
     async def undo(self, path: Path | None) -> dict[str, Any]:
         await self.ready()

@@ -25,6 +25,7 @@ from ..agent.tasks import Task
 from ..display import visible
 from ..edits.proposals import Proposal
 from ..gates.question_queue import QuestionCandidate
+from . import review
 
 if TYPE_CHECKING:
     from ..server import TalosServer
@@ -74,10 +75,19 @@ class LspPort:
         return doc.source, doc.version
 
     async def show_proposal(self, proposal: Proposal) -> None:
+        """The file's proposals as diagnostics (open or not: clients show both) and as a
+        `talos/proposals` notification; code actions and lenses are asked for by the client."""
         uri = (self.root / proposal.path).as_uri()
+        mine = self.server.daemon.proposals_at(self.root / proposal.path)
+        if self.server.closing:
+            return
+        self.server.text_document_publish_diagnostics(
+            types.PublishDiagnosticsParams(uri=uri, diagnostics=review.diagnostics(mine))
+        )
         self.server.notify("talos/proposals", {"uri": uri, "proposals": [
-            {"id": proposal.id, "path": proposal.path, "status": proposal.status,
-             "task_id": proposal.task_id, "hunks": len(proposal.hunks)}]})  # fmt: skip
+            {"id": p.id, "path": p.path, "status": p.status, "task_id": p.task_id,
+             "hunks": len(p.hunks)} for p in mine]})  # fmt: skip
+        self.server.refresh_lenses()
 
     async def apply(self, proposal: Proposal, new_text: str, version: int | None) -> bool:
         if version is None:  # not open in the editor: written on disk, safely
@@ -91,11 +101,9 @@ class LspPort:
         uri, current = path.as_uri(), _document(self.server, path)
         if current is None or current.version != version:
             return False
-        end = types.Position(line=len(current.lines), character=0)
         edit = types.TextDocumentEdit(
             text_document=types.OptionalVersionedTextDocumentIdentifier(uri=uri, version=version),
-            edits=[types.TextEdit(range=types.Range(start=types.Position(line=0, character=0),
-                                                    end=end), new_text=new_text)],
+            edits=list(review.text_edits(current.source, new_text)),
         )  # fmt: skip
         try:
             result = await self.server.workspace_apply_edit_async(types.ApplyWorkspaceEditParams(

@@ -52,6 +52,31 @@ def capabilities(
     return types.ClientCapabilities(window=window, workspace=workspace)
 
 
+def offset(text: str, position: types.Position) -> int:
+    """An LSP position (line, UTF-16 character) as an index into `text`."""
+    from talos_ls.edits.proposals import lines
+
+    cut = lines(text)
+    start = sum(len(line) for line in cut[: position.line])
+    line = cut[position.line] if position.line < len(cut) else ""
+    units = 0
+    for i, ch in enumerate(line):
+        if units >= position.character:
+            return start + i
+        units += 2 if ord(ch) > 0xFFFF else 1
+    return start + len(line.rstrip("\r\n")) if position.line < len(cut) else len(text)
+
+
+def apply_edits(text: str, edits: list[types.TextEdit]) -> str:
+    """What an editor does with a TextDocumentEdit: each range replaced, all against the
+    original text."""
+    spans = sorted(((offset(text, e.range.start), offset(text, e.range.end), e.new_text)
+                    for e in edits), reverse=True)  # fmt: skip
+    for start, end, new in spans:
+        text = text[:start] + new + text[end:]
+    return text
+
+
 class Editor:
     """A client and what the person does: `replies` answers prompts in order (None:
     dismissed), `prompts` keeps what was shown, `statuses` every `talos/status`."""
@@ -67,12 +92,14 @@ class Editor:
         self.edits: list[types.ApplyWorkspaceEditParams] = []
         self.apply_ok = True
         self.versions: dict[str, int] = {}  # open documents' versions
+        self.texts: dict[str, str] = {}  # and their text
         self.initialized: types.InitializeResult | None = None
 
     def open(self, path: Path, text: str | None = None) -> str:
         uri = path.as_uri()
         self.versions[uri] = 1
         text = path.read_text() if text is None else text
+        self.texts[uri] = text
         item = types.TextDocumentItem(uri=uri, language_id="python", version=1, text=text)
         self.client.text_document_did_open(types.DidOpenTextDocumentParams(text_document=item))
         return uri
@@ -80,6 +107,7 @@ class Editor:
     def type(self, uri: str, text: str) -> None:
         """The person edits the buffer (unsaved)."""
         self.versions[uri] += 1
+        self.texts[uri] = text
         doc = types.VersionedTextDocumentIdentifier(uri=uri, version=self.versions[uri])
         change = types.TextDocumentContentChangeWholeDocument(text=text)
         self.client.text_document_did_change(
@@ -157,18 +185,14 @@ async def start_editor(
 
     @client.feature(types.WORKSPACE_APPLY_EDIT)
     def on_apply(ls, params: types.ApplyWorkspaceEditParams):
-        """As an editor does: a whole-document edit at the buffer's version lands, and the
-        buffer's change is sent before the reply; `apply_ok` False plays a refusal."""
+        """As an editor does: edits at the buffer's version land, and the buffer's change is
+        sent before the reply; `apply_ok` False plays a refusal."""
         editor.edits.append(params)
         (change,) = params.edit.document_changes
         uri, version = change.text_document.uri, change.text_document.version
         ok = editor.apply_ok and editor.versions.get(uri) == version
         if ok:
-            editor.versions[uri] = version + 1
-            client.text_document_did_change(types.DidChangeTextDocumentParams(
-                text_document=types.VersionedTextDocumentIdentifier(uri=uri, version=version + 1),
-                content_changes=[types.TextDocumentContentChangeWholeDocument(
-                    text=change.edits[0].new_text)]))  # fmt: skip
+            editor.type(uri, apply_edits(editor.texts[uri], change.edits))
         return types.ApplyWorkspaceEditResult(applied=ok)
 
     @client.feature(types.CLIENT_REGISTER_CAPABILITY)

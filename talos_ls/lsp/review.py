@@ -1,0 +1,144 @@
+"""Proposals as any LSP client shows them, with no plugin: a diagnostic on each changed range,
+code actions and code lenses that apply (all, or one hunk), reject or show the diff, and the
+text edits that apply them.
+
+Every position is at the start of a line, or at the end of a last line without an ending (its
+length counted in UTF-16 code units, as LSP requires), and lines are counted as editors count
+them (`edits.proposals.lines`), so non-ASCII text, astral characters and CRLF files are edited
+exactly.
+"""
+
+from __future__ import annotations
+
+import difflib
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+from lsprotocol import types
+
+from ..display import visible
+from ..edits.proposals import Hunk, Proposal, lines
+
+SOURCE = "talos"
+SUMMARY_CHARS = 80
+
+
+def _utf16(text: str) -> int:
+    return len(text.encode("utf-16-le")) // 2
+
+
+def _position(text_lines: Sequence[str], line: int) -> types.Position:
+    """The start of `line`; past the last line, the end of the document."""
+    if line < len(text_lines) or not text_lines or text_lines[-1].endswith(("\n", "\r")):
+        return types.Position(line=line, character=0)
+    last = text_lines[-1]
+    return types.Position(line=len(text_lines) - 1, character=_utf16(last))
+
+
+def line_range(text_lines: Sequence[str], start: int, end: int) -> types.Range:
+    """Lines [start, end) of a document as an LSP range."""
+    return types.Range(start=_position(text_lines, start), end=_position(text_lines, end))
+
+
+def text_edits(old: str, new: str) -> list[types.TextEdit]:
+    """Whole-line edits that turn `old` into `new`: what `workspace/applyEdit` sends, so only
+    the changed lines move (the cursor, folds and marks elsewhere stay)."""
+    a, b = lines(old), lines(new)
+    matcher = difflib.SequenceMatcher(a=a, b=b, autojunk=False)
+    return [
+        types.TextEdit(range=line_range(a, i1, i2), new_text="".join(b[j1:j2]))
+        for tag, i1, i2, j1, j2 in matcher.get_opcodes()
+        if tag != "equal"
+    ]
+
+
+def _summary(hunk: Hunk) -> str:
+    removed, added = len(hunk.old_lines), len(hunk.new_lines)
+    first = next((line.strip() for line in hunk.new_lines if line.strip()), "")
+    shown = visible(first, single_line=True)
+    if len(shown) > SUMMARY_CHARS:
+        shown = shown[:SUMMARY_CHARS] + "…"
+    change = f"-{removed} +{added} line(s)"
+    return f"{change}: {shown}" if shown else change
+
+
+def diagnostics(proposals: Iterable[Proposal]) -> list[types.Diagnostic]:
+    """One per hunk of each pending or stale proposal, on the lines it replaces."""
+    out = []
+    for proposal in proposals:
+        if proposal.status not in ("pending", "stale"):
+            continue
+        base = lines(proposal.base_text)
+        for hunk in proposal.hunks:
+            stale = proposal.status == "stale"
+            message = (f"Talos proposal {proposal.id}, change {hunk.index + 1} of "
+                       f"{len(proposal.hunks)}: {_summary(hunk)}"
+                       + (" (stale: the file changed since; it cannot be applied)"
+                          if stale else ""))  # fmt: skip
+            out.append(types.Diagnostic(
+                range=line_range(base, hunk.base_start, hunk.base_end), message=message,
+                severity=types.DiagnosticSeverity.Warning if stale
+                else types.DiagnosticSeverity.Information,
+                source=SOURCE, code=proposal.id,
+                data={"proposal_id": proposal.id, "hunk": hunk.index},
+            ))  # fmt: skip
+    return out
+
+
+def _overlaps(r: types.Range, start: int, end: int) -> bool:
+    """Whether lines [start, end) (a point for an insertion) meet the range's lines."""
+    return start <= r.end.line and r.start.line <= max(start, end - 1)
+
+
+def _command(title: str, name: str, arguments: dict[str, Any]) -> types.Command:
+    return types.Command(title=title, command=name, arguments=[arguments])
+
+
+def _hunk_command(proposal: Proposal, hunk: Hunk) -> types.Command | None:
+    """Apply one hunk: offered when there are several and the proposal can be applied."""
+    if proposal.status != "pending" or len(proposal.hunks) < 2:
+        return None
+    title = f"Apply this hunk ({hunk.index + 1} of {len(proposal.hunks)})"
+    arguments = {"proposal_id": proposal.id, "hunks": [hunk.index]}
+    return _command(title, "talos.proposal.apply", arguments)
+
+
+def _proposal_commands(proposal: Proposal) -> list[types.Command]:
+    pid, count = proposal.id, len(proposal.hunks)
+    commands = []
+    if proposal.status == "pending":
+        every = f" (all {count} changes)" if count > 1 else ""
+        commands.append(_command(f"Apply {pid}{every}", "talos.proposal.apply",
+                                 {"proposal_id": pid}))  # fmt: skip
+    commands.append(_command(f"Reject {pid}", "talos.proposal.reject", {"proposal_id": pid}))
+    commands.append(_command(f"Show diff of {pid}", "talos.proposal.diff", {"proposal_id": pid}))
+    return commands
+
+
+def code_actions(proposals: Iterable[Proposal], selection: types.Range) -> list[types.CodeAction]:
+    """For each proposal with a hunk on the selected lines: those hunks, then the proposal."""
+    commands: list[types.Command] = []
+    for proposal in proposals:
+        if proposal.status not in ("pending", "stale"):
+            continue
+        touched = [h for h in proposal.hunks if _overlaps(selection, h.base_start, h.base_end)]
+        if touched:
+            commands += [c for h in touched if (c := _hunk_command(proposal, h)) is not None]
+            commands += _proposal_commands(proposal)
+    return [types.CodeAction(title=c.title, command=c, kind=types.CodeActionKind.QuickFix)
+            for c in commands]  # fmt: skip
+
+
+def code_lenses(proposals: Iterable[Proposal]) -> list[types.CodeLens]:
+    """Above each hunk: its actions."""
+    out = []
+    for proposal in proposals:
+        if proposal.status not in ("pending", "stale"):
+            continue
+        base = lines(proposal.base_text)
+        for hunk in proposal.hunks:
+            at = line_range(base, hunk.base_start, hunk.base_start)
+            one = _hunk_command(proposal, hunk)
+            commands = ([one] if one else []) + _proposal_commands(proposal)
+            out += [types.CodeLens(range=at, command=c) for c in commands]
+    return out
