@@ -1,0 +1,136 @@
+"""Reviewing proposals in any LSP client: diagnostics, code actions, code lenses, per-hunk
+application with exact edits, staleness, the diff."""
+
+from __future__ import annotations
+
+import itertools
+import json
+
+import pytest
+from lsprotocol import types
+
+from talos_ls.demo.scripted_model import reply
+from talos_ls.lsp.review import text_edits
+
+from .conftest import apply_edits, capabilities, start_editor
+
+BASE = "def a():\n    return 1\n\n\ndef b():\n    return 2\n"
+TWO_HUNKS = json.dumps({"path": "src/app.py", "blocks": [
+    {"search": "return 1", "replace": "return 10"},
+    {"search": "return 2", "replace": "return 20"},
+]})  # fmt: skip
+
+
+async def _propose(editor, model, arguments=TWO_HUNKS):
+    model.script += [reply("", [("c1", "propose_edit", arguments)]), reply("proposed")]
+    task_id = (await editor.command("talos.task.start", {"prompt": "bigger"}))["task_id"]
+    await editor.finished(task_id)
+    (proposal,) = await editor.command("talos.proposal.list", {})
+    return proposal
+
+
+def _range(line_a, line_b):
+    return types.Range(start=types.Position(line=line_a, character=0),
+                       end=types.Position(line=line_b, character=0))  # fmt: skip
+
+
+async def _actions(editor, uri, line):
+    return await editor.client.text_document_code_action_async(types.CodeActionParams(
+        text_document=types.TextDocumentIdentifier(uri=uri), range=_range(line, line),
+        context=types.CodeActionContext(diagnostics=[])))  # fmt: skip
+
+
+async def _run(editor, action):
+    return await editor.command(action.command.command, *action.command.arguments)
+
+
+async def test_diagnostics_actions_and_lenses_then_one_hunk_applied(editor, model, ws):
+    app = ws / "src" / "app.py"
+    app.write_text(BASE)
+    uri = editor.open(app)
+    proposal = await _propose(editor, model)
+    found = await editor.until(lambda: editor.client.diagnostics.get(uri), "the diagnostics")
+    assert [(d.range.start.line, d.range.end.line) for d in found] == [(1, 2), (5, 6)]
+    assert {d.source for d in found} == {"talos"}
+    assert {d.severity for d in found} == {types.DiagnosticSeverity.Information}
+    assert "change 2 of 2: -1 +1 line(s): return 20" in found[1].message
+    actions = await _actions(editor, uri, 5)
+    pid = proposal["id"]
+    assert [a.title for a in actions][:4] == [
+        "Apply this hunk (2 of 2)", f"Apply {pid} (all 2 changes)", f"Reject {pid}",
+        f"Show diff of {pid}"]  # fmt: skip
+    assert await _actions(editor, uri, 3) == []  # a line between the hunks
+    lenses = await editor.client.text_document_code_lens_async(
+        types.CodeLensParams(text_document=types.TextDocumentIdentifier(uri=uri))
+    )
+    assert [(lens.range.start.line, lens.command.title) for lens in lenses][:2] == [
+        (1, "Apply this hunk (1 of 2)"), (1, f"Apply {pid} (all 2 changes)")]  # fmt: skip
+    assert len(lenses) == 8
+    result = await _run(editor, actions[0])
+    assert result["applied"]
+    assert editor.texts[uri] == BASE.replace("return 2", "return 20")  # that hunk, no other
+    await editor.until(lambda: len(editor.client.diagnostics[uri]) == 0, "the diagnostics gone")
+
+
+@pytest.mark.parametrize("base", [
+    "é😀 = 1\r\nline = 2\r\nx = 1\r\n",
+    "a = '😀😀'\nx = 1",  # no final newline
+    "a\rb\rx = 1\r",  # lone CR endings
+    "form\x0cfeed = 1\nsep\u2028y = 1\nx = 1\n",  # not line breaks for an editor
+])  # fmt: skip
+async def test_an_edit_lands_exactly_whatever_the_text(editor, model, ws, base):
+    app = ws / "src" / "app.py"
+    app.write_bytes(base.encode())
+    uri = editor.open(app, base)
+    edit = json.dumps({"path": "src/app.py", "blocks": [{"search": "x = 1",
+                                                          "replace": "x = 'ä𝄞'"}]})  # fmt: skip
+    proposal = await _propose(editor, model, edit)
+    result = await editor.command("talos.proposal.apply", {"proposal_id": proposal["id"]})
+    assert result["applied"]
+    assert editor.texts[uri] == base.replace("x = 1", "x = 'ä𝄞'")
+
+
+async def test_a_proposal_turns_stale_when_the_person_types_and_is_refused(editor, model, ws):
+    app = ws / "src" / "app.py"
+    app.write_text(BASE)
+    uri = editor.open(app)
+    proposal = await _propose(editor, model)
+    editor.type(uri, BASE + "# typed\n")
+    found = await editor.until(
+        lambda: (d := editor.client.diagnostics.get(uri)) and "stale" in d[0].message and d,
+        "stale diagnostics")  # fmt: skip
+    assert found[0].severity == types.DiagnosticSeverity.Warning
+    titles = [a.title for a in await _actions(editor, uri, 1)]
+    assert not any(t.startswith("Apply") for t in titles) and f"Reject {proposal['id']}" in titles
+    result = await editor.command("talos.proposal.apply", {"proposal_id": proposal["id"]})
+    assert not result["applied"] and result["status"] == "stale"
+    assert editor.texts[uri] == BASE + "# typed\n"
+
+
+async def test_show_diff_returns_it_and_opens_it_where_the_client_can(tmp_path, ws, options, model):
+    caps = capabilities()
+    caps.window.show_document = types.ShowDocumentClientCapabilities(support=True)
+    editor = await start_editor(tmp_path / "home", [ws], options, caps=caps)
+    try:
+        proposal = await _propose(
+            editor,
+            model,
+            json.dumps(
+                {"path": "src/app.py", "blocks": [{"search": "return 1", "replace": "return 2"}]}
+            ),
+        )
+        shown = await editor.command("talos.proposal.diff", {"proposal_id": proposal["id"]})
+        assert "-    return 1\n+    return 2\n" in shown["diff"]
+        (document,) = editor.client.shown_documents
+        assert document.uri == shown["uri"] and not shown["uri"].startswith(ws.as_uri())
+    finally:
+        await editor.client.shutdown_session()
+        await editor.client.stop()
+
+
+CASES = ["", "a", "a\n", "a\nb", "a\r\nb\r\n", "a\rb", "😀\n𝄞x\n", "é\r\nü", "\n\n\n", "x\u2028y\n"]
+
+
+@pytest.mark.parametrize("old, new", list(itertools.product(CASES, CASES)))
+def test_text_edits_turn_old_into_new(old, new):
+    assert apply_edits(old, text_edits(old, new)) == new
