@@ -235,6 +235,16 @@ class Host:
 
     async def _apply_changes(self, changes: list[tuple[str, str]]) -> None:
         await self.offload.run(self.index.apply, changes)
+        for path in {path for _, path in changes}:
+            where = Path(path)
+            rel = where.relative_to(self.workspace.root).as_posix() \
+                if where.is_relative_to(self.workspace.root) else None  # fmt: skip
+            if rel and any(p.status == "pending" for p in self.proposals.list(rel)):
+                try:  # written on disk under a proposal (the editor's buffer wins if open)
+                    text, _ = await self.offload.run(self._current, rel)
+                except (OSError, ValueError):
+                    text = ""  # gone or unreadable: not the proposal's base any more
+                self.document_changed(rel, text)
         self.report_status()
 
     # ---------------------------------------------------------------- turns

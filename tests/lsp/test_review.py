@@ -134,3 +134,28 @@ CASES = ["", "a", "a\n", "a\nb", "a\r\nb\r\n", "a\rb", "😀\n𝄞x\n", "é\r\n�
 @pytest.mark.parametrize("old, new", list(itertools.product(CASES, CASES)))
 def test_text_edits_turn_old_into_new(old, new):
     assert apply_edits(old, text_edits(old, new)) == new
+
+
+async def test_a_write_on_disk_makes_a_proposal_stale(tmp_path, ws, options, model):
+    from .conftest import capabilities as caps
+
+    editor = await start_editor(tmp_path / "home", [ws], options, caps=caps(watches=True))
+    try:
+        app = ws / "src" / "app.py"
+        app.write_text(BASE)
+        proposal = await _propose(editor, model)
+        app.write_text(BASE + "# written by another tool\n")
+        event = types.FileEvent(uri=app.as_uri(), type=types.FileChangeType.Changed)
+        editor.client.workspace_did_change_watched_files(
+            types.DidChangeWatchedFilesParams(changes=[event])
+        )
+        found = await editor.until(
+            lambda: (d := editor.client.diagnostics.get(app.as_uri())) and "stale" in d[0].message,
+            "stale diagnostics")  # fmt: skip
+        assert found
+        result = await editor.command("talos.proposal.apply", {"proposal_id": proposal["id"]})
+        assert not result["applied"] and result["status"] == "stale"
+        assert app.read_text() == BASE + "# written by another tool\n"
+    finally:
+        await editor.client.shutdown_session()
+        await editor.client.stop()
