@@ -449,12 +449,16 @@ class Host:
         for proposal in self.proposals.base_changed(path, text):
             self.spawn(self.port.show_proposal(proposal))
 
-    async def undo(self) -> Proposal:
-        """Put back the file the last applied proposal changed, if it is still as left."""
-        applied = [p for p in self.proposals.list() if p.status == "applied"]
-        if not applied:
-            raise ProposalError("nothing to undo: no proposal has been applied")
-        proposal = applied[-1]
+    async def undo(self, proposal_id: str | None = None) -> Proposal:
+        """Put back the file a proposal changed (the last applied one by default), if the file
+        is still as the proposal left it."""
+        if proposal_id is not None:
+            proposal = self.proposals.get(proposal_id)
+        else:
+            applied = [p for p in self.proposals.list() if p.status == "applied"]
+            if not applied:
+                raise ProposalError("nothing to undo: no proposal has been applied")
+            proposal = applied[-1]
         current, version = await self.offload.run(self._current, proposal.path)
         base = self.proposals.undo(proposal.id, current)
         if not await self.port.apply(proposal, base, version):

@@ -347,10 +347,12 @@ class Daemon:
         _, proposal = self._proposal(p.get("proposal_id", str, required=True))
         return proposal.diff()
 
-    async def undo(self, path: Path | None) -> dict[str, Any]:
+    async def undo(self, p: Params, path: Path | None) -> dict[str, Any]:
+        proposal_id = p.get("proposal_id", str)
         await self.ready()
+        host = self._proposal(proposal_id)[0] if proposal_id else self.host_for(path)
         try:
-            proposal = await self.host_for(path).undo()
+            proposal = await host.undo(proposal_id)
         except ProposalError as exc:
             raise ParamsError(str(exc)) from None
         return {"proposal_id": proposal.id, "path": proposal.path, "status": proposal.status}

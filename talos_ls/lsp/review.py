@@ -116,8 +116,14 @@ def _proposal_commands(proposal: Proposal) -> list[types.Command]:
 
 
 def code_actions(proposals: Iterable[Proposal], selection: types.Range) -> list[types.CodeAction]:
-    """For each proposal with a hunk on the selected lines: those hunks, then the proposal."""
+    """For each proposal with a hunk on the selected lines: those hunks, then the proposal;
+    and undoing the file's last applied proposal."""
+    proposals = list(proposals)
     commands: list[types.Command] = []
+    applied = [p for p in proposals if p.status == "applied"]
+    if applied:
+        pid = applied[-1].id
+        commands.append(_command(f"Undo {pid}", "talos.undo", {"proposal_id": pid}))
     for proposal in proposals:
         if proposal.status not in ("pending", "stale"):
             continue

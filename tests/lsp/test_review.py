@@ -159,3 +159,22 @@ async def test_a_write_on_disk_makes_a_proposal_stale(tmp_path, ws, options, mod
     finally:
         await editor.client.shutdown_session()
         await editor.client.stop()
+
+
+async def test_undo_from_a_code_action_and_not_over_later_edits(editor, model, ws):
+    app = ws / "src" / "app.py"
+    app.write_text(BASE)
+    uri = editor.open(app)
+    proposal = await _propose(editor, model)
+    assert (await editor.command("talos.proposal.apply", {"proposal_id": proposal["id"]}))[
+        "applied"]  # fmt: skip
+    (undo,) = [a for a in await _actions(editor, uri, 0) if a.title.startswith("Undo")]
+    assert undo.title == f"Undo {proposal['id']}"
+    assert (await _run(editor, undo))["status"] == "undone"
+    assert editor.texts[uri] == BASE
+    second = await _propose(editor, model)
+    await editor.command("talos.proposal.apply", {"proposal_id": second["id"]})
+    editor.type(uri, editor.texts[uri] + "# mine\n")
+    with pytest.raises(Exception, match="changed after proposal"):
+        await editor.command("talos.undo", {"proposal_id": second["id"]})
+    assert editor.texts[uri].endswith("# mine\n")
