@@ -14,7 +14,9 @@ process of its own, so its threads do not share the client's interpreter.
    generated workspaces (after the index is ready, and once right after initialize);
 5. index ready on the largest workspace: `initialized` sent -> first status with
    `index.ready` (and codeAction latency while that build runs, in a run of its own);
-6. shutdown with a running task (the model hangs): `shutdown` sent -> process exited.
+6. shutdown with a running task (the model hangs): `shutdown` sent -> process exited;
+7. proposals: `talos.task.start` -> the proposal's `publishDiagnostics` (the model proposes an
+   edit at once), and `codeAction` latency on a document with 50 pending hunks.
 
     .venv/bin/python bench/lsp_bench.py                      # 10,000 and 100,000 files
     .venv/bin/python bench/lsp_bench.py --quick              # a smoke run: small sizes
@@ -92,6 +94,9 @@ for line in sys.stdin:
     if op == "reply":
         for _ in range(cmd.get("times", 1)):
             model.script.append(reply(cmd.get("text"), delay=cmd.get("delay", 0.0)))
+    elif op == "propose":
+        model.script.append(reply("", [("c1", "propose_edit", cmd["arguments"])]))
+        model.script.append(reply("proposed"))
     elif op == "hang":
         for _ in range(cmd.get("times", 1)):
             model.script.append(hang())
@@ -239,6 +244,14 @@ class Session:
             default_progress(ls, params)
 
         features[types.PROGRESS] = on_progress
+        self.diagnostics: list[tuple[float, str, int]] = []  # arrival, uri, how many
+        default_diagnostics = features[types.TEXT_DOCUMENT_PUBLISH_DIAGNOSTICS]
+
+        def on_diagnostics(ls: Any, params: types.PublishDiagnosticsParams) -> None:
+            self.diagnostics.append((time.perf_counter(), params.uri, len(params.diagnostics)))
+            default_diagnostics(ls, params)
+
+        features[types.TEXT_DOCUMENT_PUBLISH_DIAGNOSTICS] = on_diagnostics
         register_lsp_features(self.client, features)
 
         @self.client.feature(types.WINDOW_SHOW_MESSAGE_REQUEST)
@@ -749,6 +762,58 @@ class Bench:
         shutil.rmtree(root, ignore_errors=True)
         return out
 
+    # ------------------------------------------------------------------ 7
+    async def proposals(self, samples: int, requests: int, hunks: int = 50) -> dict[str, Any]:
+        print(f"[7] proposals: {samples} to diagnostics; codeAction on {hunks} hunks", flush=True)
+        root = self.work / "ws-review"
+        target = root / "src" / "review.py"
+        target.parent.mkdir(parents=True, exist_ok=True)
+        base = "".join(f"x_{i} = {i}\n" for i in range(2 * hunks))
+        target.write_text(base)
+        one = json.dumps({"path": "src/review.py", "blocks": [
+            {"search": "x_0 = 0\n", "replace": "x_0 = 'zero'\n"}]})  # fmt: skip
+        negated = "".join(f"x_{i} = {i}\n" if i % 2 else f"x_{i} = -{i}\n"
+                          for i in range(2 * hunks))  # fmt: skip
+        many = json.dumps({"path": "src/review.py", "content": negated})
+        s, _ = await self.session("talos", root, "review")
+        await self.wait_index(s)
+        uri = s.open_document(target)
+        self.model.send(op="clear")
+        to_diagnostics = []
+        for n in range(samples + 1):  # the first, untimed, warms up (the model client)
+            self.model.send(op="propose", arguments=one)
+            t0 = time.perf_counter()
+            await s.command("talos.task.start", {"prompt": "zero"})
+            t, _, _ = await s.until(
+                lambda t0=t0: next((d for d in s.diagnostics if d[0] > t0 and d[1] == uri
+                                    and d[2] > 0), None), "the diagnostics")  # fmt: skip
+            if n:
+                to_diagnostics.append(t - t0)
+            (proposal,) = [p for p in await s.command("talos.proposal.list", {})
+                           if p["status"] == "pending"]  # fmt: skip
+            await s.command("talos.proposal.reject", {"proposal_id": proposal["id"]})
+            await asyncio.sleep(0.1)
+        self.model.send(op="propose", arguments=many)
+        mark = time.perf_counter()
+        await s.command("talos.task.start", {"prompt": "negate"})
+        await s.until(lambda: next((d for d in s.diagnostics if d[0] > mark and d[2] == hunks),
+                                   None), f"{hunks} diagnostics")  # fmt: skip
+        latencies = []
+        for n in range(30 + requests):
+            line = (n * 7) % (2 * hunks)
+            params = types.CodeActionParams(
+                text_document=types.TextDocumentIdentifier(uri=uri),
+                range=types.Range(start=types.Position(line=line, character=0),
+                                  end=types.Position(line=line, character=0)),
+                context=types.CodeActionContext(diagnostics=[]))  # fmt: skip
+            t0 = time.perf_counter()
+            await asyncio.wait_for(s.client.text_document_code_action_async(params), WAIT_S)
+            if n >= 30:  # after a warm-up
+                latencies.append(time.perf_counter() - t0)
+        await self.finish(s, "review")
+        return {"start_to_diagnostics_ms": summary(to_diagnostics),
+                "code_action_50_hunks_ms": summary(latencies)}  # fmt: skip
+
     # ------------------------------------------------------------------ 6
     async def shutdown(self, reps: int) -> dict[str, Any]:
         print(f"[6] shutdown, {reps} runs a case", flush=True)
@@ -924,6 +989,18 @@ def table(r: dict[str, Any]) -> list[str]:
                 f"{ms(t['median'])} ({ms(t['max'])}) | {ms(b['median'])} ({ms(b['max'])})"
                 f" | {t['median'] / b['median']:.1f}x | | |"
             )
+    pr = r.get("proposals")
+    if pr:
+        d, c = pr["start_to_diagnostics_ms"], pr["code_action_50_hunks_ms"]
+        rows.append(
+            f"| 7. task.start -> the proposal's diagnostics, p50 (p99) ms | {ms(d['median'])} "
+            f"({ms(d['p99'])}) | | | model's proposal -> diagnostics <= 50 ms | "
+            f"{yes(d['median'] <= 50)} (an upper bound) |"
+        )
+        rows.append(
+            f"| 7. codeAction p50 / p99 ms, 50 pending hunks ({c['n']} req) | "
+            f"{ms(c['median'])} / {ms(c['p99'])} | | | p99 <= 25 ms | {yes(c['p99'] <= 25)} |"
+        )
     return rows
 
 
@@ -937,7 +1014,7 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
     results: dict[str, Any] = {"machine": machine(), "sizes": sizes, "quick": q}
     work = Path(tempfile.mkdtemp(prefix="lsp-bench-"))
     bench = Bench(work, q)
-    only = set(args.only.split(",")) if args.only else {"1", "3", "4", "5", "6"}
+    only = set(args.only.split(",")) if args.only else {"1", "3", "4", "5", "6", "7"}
     try:
         if "1" in only:
             results["startup"] = await bench.startup(3 if q else 10)
@@ -951,6 +1028,8 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
             results["index_ready"] = await bench.index_ready(max(sizes), 1 if q else 3, True)
         if "6" in only:
             results["shutdown"] = await bench.shutdown(2 if q else 5)
+        if "7" in only:
+            results["proposals"] = await bench.proposals(5 if q else 20, 100 if q else 500)
     finally:
         bench.close()
         results["server_stderr"] = bench.stderr
