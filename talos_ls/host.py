@@ -43,7 +43,7 @@ from .agent.skills import Skill, discover
 from .agent.tasks import FINAL, Task, TaskRegistry
 from .agent.workspace import MAX_READ_BYTES, Workspace
 from .display import visible
-from .edits.proposals import Proposal, ProposalBook, ProposalError
+from .edits.proposals import OPEN, Proposal, ProposalBook, ProposalError
 from .files import read_regular
 from .gates.permissions import MODES, Policy
 from .gates.question_queue import AnswerResult, QuestionCandidate, QuestionQueue
@@ -239,7 +239,7 @@ class Host:
             where = Path(path)
             rel = where.relative_to(self.workspace.root).as_posix() \
                 if where.is_relative_to(self.workspace.root) else None  # fmt: skip
-            if rel and any(p.status == "pending" for p in self.proposals.list(rel)):
+            if rel and any(p.status in OPEN for p in self.proposals.list(rel)):
                 try:  # written on disk under a proposal (the editor's buffer wins if open)
                     text, _ = await self.offload.run(self._current, rel)
                 except (OSError, ValueError):
@@ -455,7 +455,8 @@ class Host:
         if proposal_id is not None:
             proposal = self.proposals.get(proposal_id)
         else:
-            applied = [p for p in self.proposals.list() if p.status == "applied"]
+            applied = [p for p in self.proposals.list()
+                       if p.undo_text is not None and p.status != "undone"]  # fmt: skip
             if not applied:
                 raise ProposalError("nothing to undo: no proposal has been applied")
             proposal = applied[-1]

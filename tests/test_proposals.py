@@ -24,7 +24,14 @@ def test_hunks_and_partial_apply():
     text = book.apply(p.id, BASE, hunks=[0])
     assert text == "a\nB\nc\nd\ne\n"
     book.applied(p.id, text, [0])
-    assert p.status == "applied" and p.applied_hunks == (0,)
+    assert p.status == "partly_applied" and p.applied_hunks == (0,)
+    (rest,) = p.hunks  # what is left, against the file as it now is
+    assert (rest.base_start, rest.old_lines, rest.new_lines) == (4, ("e\n",), ("E\n", "f\n"))
+    final = book.apply(p.id, text)
+    assert final == NEW
+    book.applied(p.id, final, None)
+    assert p.status == "applied"
+    assert book.undo(p.id, NEW) == text  # the last application only
 
 
 def test_stale_base_is_never_applied():

@@ -20,7 +20,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 KEEP_APPLIED = 20
-STATUSES = ("pending", "applied", "rejected", "stale", "undone")
+OPEN = ("pending", "partly_applied")  # what can still be applied
+STATUSES = ("pending", "partly_applied", "applied", "rejected", "stale", "undone")
 
 
 class ProposalError(ValueError):
@@ -64,6 +65,7 @@ class Proposal:
     status: str = "pending"
     applied_hunks: tuple[int, ...] = ()
     applied_hash: str | None = None
+    undo_text: str | None = None  # the file before the last application
 
     def text_with(self, hunks: Sequence[int] | None = None) -> str:
         """The base with the chosen hunks applied (all when None)."""
@@ -165,16 +167,16 @@ class ProposalBook:
         stale = []
         with self._lock:
             for p in self._items.values():
-                if p.path == path and p.status == "pending" and p.base_hash != current:
+                if p.path == path and p.status in OPEN and p.base_hash != current:
                     p.status = "stale"
                     stale.append(p)
         return stale
 
     def apply(self, proposal_id: str, current_text: str, hunks: Sequence[int] | None = None) -> str:
-        """The file's new content. Refused unless the proposal is pending and the file is
-        still its base; the caller writes it and then calls `applied`."""
+        """The file's new content. Refused unless the proposal is open (pending, or partly
+        applied) and the file is still its base; the caller writes it and calls `applied`."""
         proposal = self.get(proposal_id)
-        if proposal.status != "pending":
+        if proposal.status not in OPEN:
             raise ProposalError(f"proposal {proposal_id} is {proposal.status}, not pending")
         if content_hash(current_text) != proposal.base_hash:
             proposal.status = "stale"
@@ -184,14 +186,22 @@ class ProposalBook:
         return proposal.text_with(hunks)
 
     def applied(self, proposal_id: str, written_text: str, hunks: Sequence[int] | None) -> None:
+        """Some hunks landed: the rest stay to review, against the file as it now is (partly
+        applied); all of them: applied. Either way the last application can be undone."""
         proposal = self.get(proposal_id)
-        proposal.status = "applied"
-        proposal.applied_hunks = tuple(range(len(proposal.hunks)) if hunks is None else hunks)
+        proposal.undo_text = proposal.base_text
         proposal.applied_hash = content_hash(written_text)
+        proposal.applied_hunks = tuple(range(len(proposal.hunks)) if hunks is None else hunks)
+        if written_text == proposal.new_text:
+            proposal.status = "applied"
+            return
+        proposal.status = "partly_applied"
+        proposal.base_text, proposal.base_hash = written_text, proposal.applied_hash
+        proposal.hunks = _hunks(written_text, proposal.new_text)
 
     def reject(self, proposal_id: str) -> Proposal:
         proposal = self.get(proposal_id)
-        if proposal.status not in ("pending", "stale"):
+        if proposal.status not in (*OPEN, "stale"):
             raise ProposalError(f"proposal {proposal_id} is {proposal.status}; nothing to reject")
         proposal.status = "rejected"
         return proposal
@@ -202,14 +212,14 @@ class ProposalBook:
         with self._lock:
             for pid in [p.id for p in self._items.values() if p.status in ("rejected", "undone")]:
                 del self._items[pid]
-            applied = [p.id for p in self._items.values() if p.status == "applied"]
+            applied = [p.id for p in self._items.values() if p.status == "applied"]  # settled
             for pid in applied[: max(0, len(applied) - keep_applied)]:
                 del self._items[pid]
 
     def undo(self, proposal_id: str, current_text: str) -> str:
         """The base content back, if the file is still exactly as the proposal left it."""
         proposal = self.get(proposal_id)
-        if proposal.status != "applied":
+        if proposal.undo_text is None or proposal.status not in ("applied", "partly_applied"):
             raise ProposalError(f"proposal {proposal_id} is {proposal.status}, not applied")
         if content_hash(current_text) != proposal.applied_hash:
             raise ProposalError(
@@ -217,4 +227,4 @@ class ProposalBook:
                 "would lose those changes"
             )
         proposal.status = "undone"
-        return proposal.base_text
+        return proposal.undo_text

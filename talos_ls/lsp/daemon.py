@@ -20,7 +20,7 @@ from typing import Any
 from ..agent.tasks import Task
 from ..agent.tools import MAX_FACT_CHARS
 from ..display import visible
-from ..edits.proposals import Proposal, ProposalError
+from ..edits.proposals import OPEN, Proposal, ProposalError
 from ..gates.question_queue import QuestionCandidate
 from ..host import EditorContext, EditorPort, Host, HostConfig
 from ..memory.reconcile import Reconciler
@@ -340,7 +340,7 @@ class Daemon:
         for root, host in self.hosts.items():
             if path.is_relative_to(root):
                 rel = path.relative_to(root).as_posix()
-                if any(p.status == "pending" for p in host.proposals.list(rel)):
+                if any(p.status in OPEN for p in host.proposals.list(rel)):
                     host.document_changed(rel, text)
 
     def proposal_diff(self, p: Params) -> str:

@@ -17,7 +17,7 @@ from typing import Any
 from lsprotocol import types
 
 from ..display import visible
-from ..edits.proposals import Hunk, Proposal, lines
+from ..edits.proposals import OPEN, Hunk, Proposal, lines
 
 SOURCE = "talos"
 SUMMARY_CHARS = 80
@@ -66,7 +66,7 @@ def diagnostics(proposals: Iterable[Proposal]) -> list[types.Diagnostic]:
     """One per hunk of each pending or stale proposal, on the lines it replaces."""
     out = []
     for proposal in proposals:
-        if proposal.status not in ("pending", "stale"):
+        if proposal.status not in (*OPEN, "stale"):
             continue
         base = lines(proposal.base_text)
         for hunk in proposal.hunks:
@@ -96,7 +96,7 @@ def _command(title: str, name: str, arguments: dict[str, Any]) -> types.Command:
 
 def _hunk_command(proposal: Proposal, hunk: Hunk) -> types.Command | None:
     """Apply one hunk: offered when there are several and the proposal can be applied."""
-    if proposal.status != "pending" or len(proposal.hunks) < 2:
+    if proposal.status not in OPEN or len(proposal.hunks) < 2:
         return None
     title = f"Apply this hunk ({hunk.index + 1} of {len(proposal.hunks)})"
     arguments = {"proposal_id": proposal.id, "hunks": [hunk.index]}
@@ -106,7 +106,7 @@ def _hunk_command(proposal: Proposal, hunk: Hunk) -> types.Command | None:
 def _proposal_commands(proposal: Proposal) -> list[types.Command]:
     pid, count = proposal.id, len(proposal.hunks)
     commands = []
-    if proposal.status == "pending":
+    if proposal.status in OPEN:
         every = f" (all {count} changes)" if count > 1 else ""
         commands.append(_command(f"Apply {pid}{every}", "talos.proposal.apply",
                                  {"proposal_id": pid}))  # fmt: skip
@@ -120,12 +120,12 @@ def code_actions(proposals: Iterable[Proposal], selection: types.Range) -> list[
     and undoing the file's last applied proposal."""
     proposals = list(proposals)
     commands: list[types.Command] = []
-    applied = [p for p in proposals if p.status == "applied"]
+    applied = [p for p in proposals if p.undo_text is not None and p.status != "undone"]
     if applied:
         pid = applied[-1].id
         commands.append(_command(f"Undo {pid}", "talos.undo", {"proposal_id": pid}))
     for proposal in proposals:
-        if proposal.status not in ("pending", "stale"):
+        if proposal.status not in (*OPEN, "stale"):
             continue
         touched = [h for h in proposal.hunks if _overlaps(selection, h.base_start, h.base_end)]
         if touched:
@@ -139,7 +139,7 @@ def code_lenses(proposals: Iterable[Proposal]) -> list[types.CodeLens]:
     """Above each hunk: its actions."""
     out = []
     for proposal in proposals:
-        if proposal.status not in ("pending", "stale"):
+        if proposal.status not in (*OPEN, "stale"):
             continue
         base = lines(proposal.base_text)
         for hunk in proposal.hunks:

@@ -67,9 +67,19 @@ async def test_diagnostics_actions_and_lenses_then_one_hunk_applied(editor, mode
         (1, "Apply this hunk (1 of 2)"), (1, f"Apply {pid} (all 2 changes)")]  # fmt: skip
     assert len(lenses) == 8
     result = await _run(editor, actions[0])
-    assert result["applied"]
+    assert result["applied"] and result["status"] == "partly_applied"
     assert editor.texts[uri] == BASE.replace("return 2", "return 20")  # that hunk, no other
+    (left,) = await editor.until(
+        lambda: len(d := editor.client.diagnostics[uri]) == 1 and d, "one diagnostic left"
+    )
+    assert left.range.start.line == 1 and "change 1 of 1" in left.message
+    result = await editor.command("talos.proposal.apply", {"proposal_id": pid})
+    assert result["applied"] and result["status"] == "applied"
+    assert editor.texts[uri] == BASE.replace("return 2", "return 20").replace("n 1", "n 10")
     await editor.until(lambda: len(editor.client.diagnostics[uri]) == 0, "the diagnostics gone")
+    undone = await editor.command("talos.undo", {})
+    assert undone["status"] == "undone"
+    assert editor.texts[uri] == BASE.replace("return 2", "return 20")  # the last application
 
 
 @pytest.mark.parametrize("base", [
