@@ -69,6 +69,28 @@ CLAIMABLE_FIELDS = frozenset(
 
 ANSWERABLE_STATUSES = ("delivered", "pending")
 
+PROPOSAL_FIELDS = (
+    "id",
+    "agent_id",
+    "task_id",
+    "path",
+    "base_hash",
+    "base_text",
+    "new_text",
+    "version",
+    "hunks",
+    "status",
+    "applied_hunks",
+    "applied_hash",
+    "created_at",
+    "updated_at",
+)
+
+PROPOSAL_STATUSES = ("pending", "applied", "partly_applied", "rejected", "stale", "undone")
+
+# Every status but pending is settled: `proposal_prune` may delete it.
+SETTLED_PROPOSAL_STATUSES = tuple(s for s in PROPOSAL_STATUSES if s != "pending")
+
 
 class StoreError(Exception):
     """A store could not be opened or an atomic step failed. The message names the store URL
@@ -81,6 +103,88 @@ def check_claimable(updates: Mapping[str, Any], guard: Mapping[str, Any] | None)
     fields = set(updates) | set(guard or {})
     if not fields <= CLAIMABLE_FIELDS:
         raise ValueError(f"fields not claimable: {sorted(fields - CLAIMABLE_FIELDS)}")
+
+
+def _is_int(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _check_proposal_field(name: str, value: Any) -> Any:
+    """`value` as stored for proposal field `name`, or ValueError naming the field."""
+
+    def bad(expected: str) -> ValueError:
+        return ValueError(f"proposal field {name!r} must be {expected}, got {type(value).__name__}")
+
+    if name in ("id", "agent_id", "path", "base_hash"):
+        if not isinstance(value, str) or not value:
+            raise bad("a non-empty string")
+        return value
+    if name in ("base_text", "new_text"):
+        if not isinstance(value, str):
+            raise bad("a string")
+        return value
+    if name in ("task_id", "applied_hash"):
+        if value is not None and not isinstance(value, str):
+            raise bad("a string or None")
+        return value
+    if name == "version":
+        if value is not None and not _is_int(value):
+            raise bad("an int or None")
+        return value
+    if name == "status":
+        if value not in PROPOSAL_STATUSES:
+            raise ValueError(
+                f"proposal field 'status' must be one of {', '.join(PROPOSAL_STATUSES)}, "
+                f"got {value!r:.40}"
+            )
+        return value
+    if name == "hunks":
+        if not isinstance(value, list | tuple) or not all(isinstance(h, dict) for h in value):
+            raise bad("a list of objects")
+        return [dict(h) for h in value]
+    if name == "applied_hunks":
+        if not isinstance(value, list | tuple) or not all(_is_int(i) for i in value):
+            raise bad("a list of ints")
+        return list(value)
+    if name in ("created_at", "updated_at"):
+        if not (_is_int(value) or isinstance(value, float)) or value != value:
+            raise bad("a number of seconds")
+        return float(value)
+    raise ValueError(f"unknown proposal field {name!r}")
+
+
+def check_proposal(row: Mapping[str, Any]) -> dict[str, Any]:
+    """A proposal row with every PROPOSAL_FIELDS (and no other), normalized: JSON fields as
+    lists, times as floats. ValueError naming the first field that is missing or wrong."""
+    missing = [f for f in PROPOSAL_FIELDS if f not in row]
+    if missing:
+        raise ValueError(f"proposal row is missing field(s): {', '.join(missing)}")
+    unknown = sorted(set(row) - set(PROPOSAL_FIELDS))
+    if unknown:
+        raise ValueError(f"unknown proposal field(s): {', '.join(unknown)}")
+    return {f: _check_proposal_field(f, row[f]) for f in PROPOSAL_FIELDS}
+
+
+def check_proposal_claim(
+    from_statuses: Sequence[str], updates: Mapping[str, Any]
+) -> tuple[list[str], dict[str, Any]]:
+    """The arguments of `Store.proposal_claim`, checked: known statuses, and updates to known
+    fields other than `id` and `agent_id` (which never change)."""
+    if isinstance(from_statuses, str):
+        raise ValueError("from_statuses must be a sequence of statuses, not one string")
+    statuses = list(from_statuses)
+    unknown = [s for s in statuses if s not in PROPOSAL_STATUSES]
+    if unknown:
+        raise ValueError(f"unknown proposal status(es): {unknown!r}")
+    fixed = sorted(set(updates) & {"id", "agent_id"})
+    if fixed:
+        raise ValueError(f"a claim cannot change proposal field(s): {', '.join(fixed)}")
+    return statuses, {f: _check_proposal_field(f, v) for f, v in updates.items()}
+
+
+def check_keep_settled(keep_settled: int) -> None:
+    if not _is_int(keep_settled) or keep_settled < 0:
+        raise ValueError(f"keep_settled must be an int >= 0, got {keep_settled!r}")
 
 
 class Store(ABC):
@@ -274,3 +378,35 @@ class Store(ABC):
     @abstractmethod
     def qq_agents(self) -> dict[str, int | None]:
         """Every agent with candidates or a budget, with its last delivery turn."""
+
+    # ------------------------------------------------------------ proposals
+    @abstractmethod
+    def proposal_put(self, row: Mapping[str, Any]) -> None:
+        """Create or replace a proposed edit (all PROPOSAL_FIELDS; `hunks` a list of objects,
+        `applied_hunks` a list of ints). ValueError names a missing or malformed field, or an
+        id that already belongs to another agent."""
+
+    @abstractmethod
+    def proposal_get(self, proposal_id: str) -> dict[str, Any] | None: ...
+
+    @abstractmethod
+    def proposal_list(
+        self, agent_id: str, path: str | None = None, statuses: Sequence[str] | None = None
+    ) -> list[dict[str, Any]]:
+        """The agent's proposals (of one `path`, with a status in `statuses`, when given),
+        oldest first: ordered by (created_at, id)."""
+
+    @abstractmethod
+    def proposal_claim(
+        self, proposal_id: str, from_statuses: Sequence[str], updates: Mapping[str, Any]
+    ) -> dict[str, Any] | None:
+        """Compare-and-set, one atomic step: iff the proposal exists and its status is one of
+        `from_statuses`, apply `updates` (any fields but `id` and `agent_id`; None clears a
+        nullable one) and return the updated row; else None. Of several processes claiming
+        the same proposal from the same statuses, exactly one gets the row."""
+
+    @abstractmethod
+    def proposal_prune(self, agent_id: str, keep_settled: int) -> int:
+        """Delete the agent's settled proposals (every status but pending) beyond the newest
+        `keep_settled`, newest by (updated_at, id). Pending ones always stay. Returns how
+        many were deleted."""

@@ -24,10 +24,14 @@ from .base import (
     CANDIDATE_FIELDS,
     FACT_FIELDS,
     JOURNAL_FIELDS,
+    PROPOSAL_FIELDS,
     TASK_FIELDS,
     Store,
     StoreError,
     check_claimable,
+    check_keep_settled,
+    check_proposal,
+    check_proposal_claim,
 )
 
 try:
@@ -70,6 +74,8 @@ _SCRIPTS = (
     "journal_close",
     "task_put",
 )
+# Prefixed with `_lib.lua` and `proposal_lib.lua`.
+_PROPOSAL_SCRIPTS = ("proposal_put", "proposal_claim", "proposal_prune")
 
 T = TypeVar("T")
 
@@ -84,6 +90,10 @@ def _cand_locator(candidate_id: str) -> str:
 
 def _task_locator(task_id: str) -> str:
     return "talos:task:{" + task_id + "}"
+
+
+def _proposal_locator(proposal_id: str) -> str:
+    return "talos:prop:{" + proposal_id + "}"
 
 
 def _fact_locator(key: str) -> str:
@@ -125,6 +135,13 @@ _TASK_PARSERS: dict[str, Callable] = {
     "updated_at": float,
     "transcript": json.loads,
 }
+_PROPOSAL_PARSERS: dict[str, Callable] = {
+    "version": int,
+    "hunks": json.loads,
+    "applied_hunks": json.loads,
+    "created_at": float,
+    "updated_at": float,
+}
 _JOURNAL_PARSERS: dict[str, Callable] = {
     "payload": json.loads,
     "captured_at": float,
@@ -139,6 +156,10 @@ def _candidate(flat: Sequence[str] | Mapping[str, str]) -> dict[str, Any]:
 
 def _fact(raw: Mapping[str, str]) -> dict[str, Any]:
     return _decode(raw, FACT_FIELDS, _FACT_PARSERS)
+
+
+def _proposal(raw: Mapping[str, str]) -> dict[str, Any]:
+    return _decode(raw, PROPOSAL_FIELDS, _PROPOSAL_PARSERS)
 
 
 def _guarded(method: Callable[..., T]) -> Callable[..., T]:
@@ -199,13 +220,17 @@ class RedisStore(Store):
         except StoreError:
             self.close()
             raise
-        lib = resources.files(__package__).joinpath("lua/_lib.lua").read_text()
+        lua = resources.files(__package__).joinpath("lua")
+        lib = lua.joinpath("_lib.lua").read_text()
         self._scripts = {
-            name: client.register_script(
-                lib + "\n" + resources.files(__package__).joinpath(f"lua/{name}.lua").read_text()
-            )
+            name: client.register_script(lib + "\n" + lua.joinpath(f"{name}.lua").read_text())
             for name in _SCRIPTS
         }
+        proposal_lib = lib + "\n" + lua.joinpath("proposal_lib.lua").read_text()
+        for name in _PROPOSAL_SCRIPTS:
+            self._scripts[name] = client.register_script(
+                proposal_lib + "\n" + lua.joinpath(f"{name}.lua").read_text()
+            )
         try:  # loaded up front, so even a first call is one round trip
             pipe = client.pipeline(transaction=False)
             for script in self._scripts.values():
@@ -500,3 +525,62 @@ class RedisStore(Store):
             last = self._client.get(_prefix(agent) + "bucket")
             agents[agent] = None if last is None else int(last)
         return dict(sorted(agents.items()))
+
+    # ------------------------------------------------------------ proposals
+    @_guarded
+    def proposal_put(self, row: Mapping[str, Any]) -> None:
+        values = check_proposal(row)
+        agent, pid = values["agent_id"], values["id"]
+        locator = _proposal_locator(pid)
+        owner = self._client.get(locator)
+        if owner is not None and owner != agent:
+            raise ValueError(f"proposal {pid} belongs to another agent")
+        self._client.set(locator, agent)
+        fields = {k: _encode(v) for k, v in values.items()}
+        self._run("proposal_put", agent, pid, json.dumps(fields, ensure_ascii=False))
+
+    @_guarded
+    def proposal_get(self, proposal_id: str) -> dict[str, Any] | None:
+        agent = self._client.get(_proposal_locator(proposal_id))
+        if agent is None:
+            return None
+        raw = self._client.hgetall(_prefix(agent) + "p:" + proposal_id)
+        return _proposal(raw) if raw else None
+
+    @_guarded
+    def proposal_list(
+        self, agent_id: str, path: str | None = None, statuses: Sequence[str] | None = None
+    ) -> list[dict[str, Any]]:
+        wanted = None if statuses is None else set(statuses)
+        return [
+            row
+            for row in map(_proposal, self._indexed(agent_id, "proposals", "p:"))
+            if (path is None or row["path"] == path) and (wanted is None or row["status"] in wanted)
+        ]
+
+    @_guarded
+    def proposal_claim(
+        self, proposal_id: str, from_statuses: Sequence[str], updates: Mapping[str, Any]
+    ) -> dict[str, Any] | None:
+        statuses, values = check_proposal_claim(from_statuses, updates)
+        agent = self._client.get(_proposal_locator(proposal_id))
+        if agent is None:
+            return None
+        flat = self._run(
+            "proposal_claim",
+            agent,
+            proposal_id,
+            json.dumps(statuses, ensure_ascii=False),
+            json.dumps({k: _encode(v) for k, v in values.items()}, ensure_ascii=False),
+        )
+        return _proposal(_pairs(flat)) if flat else None
+
+    @_guarded
+    def proposal_prune(self, agent_id: str, keep_settled: int) -> int:
+        check_keep_settled(keep_settled)
+        deleted = self._run("proposal_prune", agent_id, int(keep_settled))
+        pipe = self._client.pipeline(transaction=False)  # one slot per locator: no multi-key DEL
+        for pid in deleted:
+            pipe.delete(_proposal_locator(pid))
+        pipe.execute()
+        return len(deleted)

@@ -26,10 +26,14 @@ from .base import (
     CANDIDATE_FIELDS,
     FACT_FIELDS,
     JOURNAL_FIELDS,
+    PROPOSAL_FIELDS,
     TASK_FIELDS,
     Store,
     StoreError,
     check_claimable,
+    check_keep_settled,
+    check_proposal,
+    check_proposal_claim,
 )
 
 APPLICATION_ID = 0x54414C53  # "TALS"
@@ -37,6 +41,7 @@ DEFAULT_TIMEOUT_S = 2.0
 OPEN_RETRY_S = 10.0  # how long opening waits out other daemons preparing the same file
 _SQLITE_MAGIC = b"SQLite format 3\x00"
 _JSON_FIELDS = ("target_keys", "options", "cue_tokens")
+_PROPOSAL_JSON = ("hunks", "applied_hunks")
 
 # Each entry migrates the schema from version i to i + 1. Never edit a released entry; append.
 MIGRATIONS: tuple[tuple[str, ...], ...] = (
@@ -136,6 +141,28 @@ MIGRATIONS: tuple[tuple[str, ...], ...] = (
         "CREATE INDEX tasks_agent ON tasks(agent_id, created_at)",
         "CREATE TABLE turns (agent_id TEXT PRIMARY KEY, turn INTEGER NOT NULL)",
     ),
+    (  # v4: proposed edits, so a restarted server shows the same ones
+        """CREATE TABLE proposals (
+            id TEXT PRIMARY KEY,
+            agent_id TEXT NOT NULL,
+            task_id TEXT,
+            path TEXT NOT NULL,
+            base_hash TEXT NOT NULL,
+            base_text TEXT NOT NULL,
+            new_text TEXT NOT NULL,
+            version INTEGER,
+            hunks TEXT NOT NULL,
+            status TEXT NOT NULL,
+            applied_hunks TEXT NOT NULL,
+            applied_hash TEXT,
+            created_at REAL NOT NULL,
+            updated_at REAL NOT NULL
+        )""",
+        "CREATE INDEX proposals_agent ON proposals(agent_id, created_at, id)",
+        "CREATE INDEX proposals_path ON proposals(agent_id, path, created_at, id)",
+        """CREATE INDEX proposals_settled ON proposals(agent_id, updated_at, id)
+            WHERE status != 'pending'""",
+    ),
 )
 SCHEMA_VERSION = len(MIGRATIONS)
 
@@ -163,6 +190,13 @@ def _candidate(row: sqlite3.Row) -> dict[str, Any]:
 
 def _fact(row: sqlite3.Row) -> dict[str, Any]:
     return {name: row[name] for name in FACT_FIELDS}
+
+
+def _proposal(row: sqlite3.Row) -> dict[str, Any]:
+    out = {name: row[name] for name in PROPOSAL_FIELDS}
+    for name in _PROPOSAL_JSON:
+        out[name] = json.loads(out[name])
+    return out
 
 
 class SQLiteStore(Store):
@@ -760,3 +794,68 @@ class SQLiteStore(Store):
             budgets = conn.execute("SELECT agent_id, last_delivery_turn FROM question_budget")
             agents.update(dict(budgets.fetchall()))
         return dict(sorted(agents.items()))
+
+    # ------------------------------------------------------------ proposals
+    def proposal_put(self, row: Mapping[str, Any]) -> None:
+        values = check_proposal(row)
+        for name in _PROPOSAL_JSON:
+            values[name] = _dumps(values[name])
+        cols = ", ".join(PROPOSAL_FIELDS)
+        marks = ", ".join(":" + c for c in PROPOSAL_FIELDS)
+        with self._write() as conn:
+            owner = conn.execute(
+                "SELECT agent_id FROM proposals WHERE id = ?", (values["id"],)
+            ).fetchone()
+            if owner is not None and owner[0] != values["agent_id"]:
+                raise ValueError(f"proposal {values['id']} belongs to another agent")
+            conn.execute(f"INSERT OR REPLACE INTO proposals ({cols}) VALUES ({marks})", values)
+
+    def proposal_get(self, proposal_id: str) -> dict[str, Any] | None:
+        with self._read() as conn:
+            row = conn.execute("SELECT * FROM proposals WHERE id = ?", (proposal_id,)).fetchone()
+        return None if row is None else _proposal(row)
+
+    def proposal_list(
+        self, agent_id: str, path: str | None = None, statuses: Sequence[str] | None = None
+    ) -> list[dict[str, Any]]:
+        where, args = "agent_id = :a", {"a": agent_id}
+        if path is not None:
+            where += " AND path = :p"
+            args["p"] = path
+        if statuses is not None:
+            where += " AND status IN (SELECT value FROM json_each(:s))"
+            args["s"] = _dumps(list(statuses))
+        with self._read() as conn:
+            rows = conn.execute(
+                f"SELECT * FROM proposals WHERE {where} ORDER BY created_at, id", args
+            ).fetchall()
+        return [_proposal(r) for r in rows]
+
+    def proposal_claim(
+        self, proposal_id: str, from_statuses: Sequence[str], updates: Mapping[str, Any]
+    ) -> dict[str, Any] | None:
+        statuses, values = check_proposal_claim(from_statuses, updates)
+        for name in _PROPOSAL_JSON:
+            if name in values:
+                values[name] = _dumps(values[name])
+        sets = ", ".join(f"{f} = :u_{f}" for f in values) or "status = status"
+        args: dict[str, Any] = {"id": proposal_id, "from": _dumps(statuses)}
+        args.update({f"u_{f}": v for f, v in values.items()})
+        with self._write() as conn:  # one statement: the status test and the write together
+            rows = conn.execute(
+                f"""UPDATE proposals SET {sets} WHERE id = :id
+                      AND status IN (SELECT value FROM json_each(:from)) RETURNING *""",
+                args,
+            ).fetchall()
+        return _proposal(rows[0]) if rows else None
+
+    def proposal_prune(self, agent_id: str, keep_settled: int) -> int:
+        check_keep_settled(keep_settled)
+        with self._write() as conn:
+            cur = conn.execute(
+                """DELETE FROM proposals WHERE id IN (
+                    SELECT id FROM proposals WHERE agent_id = ? AND status != 'pending'
+                     ORDER BY updated_at DESC, id DESC LIMIT -1 OFFSET ?)""",
+                (agent_id, keep_settled),
+            )
+            return cur.rowcount
