@@ -166,7 +166,15 @@ local function review()
   -- the other hunk stays to review.
   local pid = propose('propose', 2)
   local actions = actions_at(1)
-  record('actions', { line = 1, titles = titles(actions) })
+  local lenses = request('textDocument/codeLens', {
+    textDocument = { uri = vim.uri_from_bufnr(bufnr) },
+  })
+  record('actions', {
+    line = 1, titles = titles(actions),
+    lenses = vim.tbl_map(function(l) return { l.range.start.line, l.command.title } end, lenses),
+    -- no window/showDocument in Neovim 0.7: the diff is only returned
+    diff = run(find(actions, 'Show diff of ' .. pid)),
+  })
   local result = run(find(actions, 'Apply this hunk (1 of 2)'))
   record('apply_hunk', { result = result, lines = lines() })
   local rest = wait_for('the other hunk\'s diagnostic alone', function()
@@ -210,7 +218,22 @@ local function first_edit_in_flight()
                               diagnostics = diagnostics(pid) })
 end
 
-local SCENARIOS = { review = review, first_edit_in_flight = first_edit_in_flight }
+-- The whole proposal applied from its code action, then undone from another.
+local function apply_all_then_undo()
+  local pid = propose('propose', 2)
+  local result = run(find(actions_at(5), 'Apply ' .. pid .. ' (all 2 changes)'))
+  record('apply_all', { result = result, lines = lines() })
+  wait_for('the diagnostics gone', function() return #diagnostics(pid) == 0 end)
+  local actions = actions_at(0)
+  record('applied', { titles = titles(actions) })
+  result = run(find(actions, 'Undo ' .. pid))
+  record('undo', { result = result, lines = lines() })
+end
+
+local SCENARIOS = {
+  review = review, first_edit_in_flight = first_edit_in_flight,
+  apply_all_then_undo = apply_all_then_undo,
+}
 
 local function main()
   bufnr = vim.api.nvim_get_current_buf() -- the file given on the command line
