@@ -136,6 +136,7 @@ class HostConfig:
     concurrency: int = 2
     budget_turns: int = 5
     auto_apply: bool = False  # `talos run --apply`
+    ask_to_apply: bool = True  # a prompt per proposal at the task's end (the terminal)
     prices: Mapping[str, Any] | None = None
     # A daemon answers at once and builds the index behind; a one-shot run waits for it.
     background_index: bool = False
@@ -182,7 +183,7 @@ class Host:
             self.facts, confidence_gate_threshold=config.confidence_gate
         )
         self.sandbox = Sandbox(self.workspace.root, hidden=store.local_files())
-        self.proposals = ProposalBook()
+        self.proposals = ProposalBook(store, self.agent_id)
         self.meter = CostMeter(prices=dict(config.prices or load_prices()))
         config.caps.require_enforceable(config.model.model, self.meter.prices)
         self.registry = TaskRegistry(store, self.meter, config.concurrency, self.offload,
@@ -216,6 +217,7 @@ class Host:
             Policy.load, root, self.config.mode, sandboxed=self.sandbox_state.available
         )
         self.skills, self.skill_problems = await self.offload.run(discover, root)
+        await self.offload.run(self.proposals.load)  # what an earlier server left to review
         if self.config.watch:  # first: a change during the scan is applied after it
             self.spawn(watch(root, self.files_changed, self._stop), daemon=True)
         if self.config.background_index:
@@ -316,7 +318,7 @@ class Host:
     def _task_changed(self, task: Task) -> None:
         if task.state in FINAL:
             self.port.end(task)
-            self.proposals.prune()
+            self.spawn(self.offload.run(self.proposals.prune))
         self.report_status()
 
     async def review_rules(self) -> None:
@@ -396,16 +398,17 @@ class Host:
     # ------------------------------------------------------------ proposals
     async def _settle_proposals(self, task: Task) -> None:
         """Apply what the mode or a path rule allows (or everything with --apply, `auto_apply`);
-        ask about the rest at an interactive port; leave it pending otherwise."""
+        ask about the rest at an interactive terminal; leave it pending otherwise (an editor
+        reviews it with code actions)."""
         for proposal in self.proposals.list():
             if proposal.task_id != task.id or proposal.status != "pending":
                 continue
             verdict = self.policy.check_write(proposal.path).verdict
             if verdict == "deny":
-                self.proposals.reject(proposal.id)
+                await self.reject_proposal(proposal.id)
             elif verdict == "allow" or self.config.auto_apply:
                 await self.apply_proposal(proposal.id)
-            elif self.port.interactive:
+            elif self.port.interactive and self.config.ask_to_apply:
                 choice = await self.port.confirm(
                     f"Apply proposal {proposal.id} to {visible(proposal.path, single_line=True)}?",
                     [APPLY, REJECT],
@@ -413,7 +416,7 @@ class Host:
                 if choice == APPLY:
                     await self.apply_proposal(proposal.id)
                 elif choice == REJECT:
-                    self.proposals.reject(proposal.id)
+                    await self.reject_proposal(proposal.id)
 
     def _current(self, path: str) -> tuple[str, int | None]:
         """A file's text as the person sees it: the editor's buffer, else the disk."""
@@ -424,36 +427,45 @@ class Host:
         return (read_regular(real, MAX_READ_BYTES).decode() if real.exists() else "", None)
 
     async def apply_proposal(self, proposal_id: str, hunks: Sequence[int] | None = None) -> bool:
-        """Apply a proposal through the port, refusing a stale one. True when it landed."""
-        proposal = self.proposals.get(proposal_id)
+        """Apply a proposal through the port, refusing a stale one. The application is claimed
+        in the store before anything is written (of two servers, one applies), and released
+        if the write fails. True when it landed."""
+        run = self.offload.run
         try:
-            current, version = await self.offload.run(self._current, proposal.path)
-            new_text = self.proposals.apply(proposal_id, current, hunks)
+            proposal = await run(self.proposals.get, proposal_id)
+            current, version = await run(self._current, proposal.path)
+            new_text = await run(self.proposals.apply, proposal_id, current, hunks)
+            before = await run(self.proposals.applied, proposal_id, new_text, hunks)
         except (ProposalError, OSError, UnicodeDecodeError) as exc:
             logger.info("proposal %s not applied: %s", proposal_id, exc)
             return False
         if not await self.port.apply(proposal, new_text, version):
+            await run(self.proposals.revert, proposal_id, before)
+            # the person may have typed meanwhile (an edit refused for its version)
+            await self._base_changed(proposal.path, (await run(self._current, proposal.path))[0])
             return False
-        self.proposals.applied(proposal_id, new_text, hunks)
         await self.port.show_proposal(proposal)
         return True
 
     async def reject_proposal(self, proposal_id: str) -> Proposal:
-        proposal = self.proposals.reject(proposal_id)
+        proposal = await self.offload.run(self.proposals.reject, proposal_id)
         await self.port.show_proposal(proposal)
         return proposal
 
     def document_changed(self, path: str, text: str) -> None:
         """The person edited a file (in the editor, or on disk): the proposals made on what it
         was turn stale, and are shown so."""
-        for proposal in self.proposals.base_changed(path, text):
-            self.spawn(self.port.show_proposal(proposal))
+        self.spawn(self._base_changed(path, text))
+
+    async def _base_changed(self, path: str, text: str) -> None:
+        for proposal in await self.offload.run(self.proposals.base_changed, path, text):
+            await self.port.show_proposal(proposal)
 
     async def undo(self, proposal_id: str | None = None) -> Proposal:
         """Put back the file a proposal changed (the last applied one by default), if the file
         is still as the proposal left it."""
         if proposal_id is not None:
-            proposal = self.proposals.get(proposal_id)
+            proposal = await self.offload.run(self.proposals.get, proposal_id)
         else:
             applied = [p for p in self.proposals.list()
                        if p.undo_text is not None and p.status != "undone"]  # fmt: skip
@@ -461,9 +473,10 @@ class Host:
                 raise ProposalError("nothing to undo: no proposal has been applied")
             proposal = applied[-1]
         current, version = await self.offload.run(self._current, proposal.path)
-        base = self.proposals.undo(proposal.id, current)
+        before = {"status": proposal.status}
+        base = await self.offload.run(self.proposals.undo, proposal.id, current)
         if not await self.port.apply(proposal, base, version):
-            proposal.status = "applied"  # the file was not touched: still undoable
+            await self.offload.run(self.proposals.revert, proposal.id, before)  # still undoable
             raise ProposalError(f"the editor did not take the undo of {proposal.id}")
         await self.port.show_proposal(proposal)
         return proposal

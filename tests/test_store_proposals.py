@@ -10,7 +10,7 @@ import pytest
 import redis
 
 from talos_ls.store import StoreError, open_store
-from talos_ls.store.base import PROPOSAL_FIELDS, PROPOSAL_STATUSES
+from talos_ls.store.base import PROPOSAL_FIELDS, SETTLED_PROPOSAL_STATUSES
 
 BASE = "first line\r\nsecond — ünïcode\r\nthird 🐍 astral 𝔘\n"
 NEW = "first line\r\nsecond — changed\r\nthird 🐍 astral 𝔘\nfourth\r"
@@ -45,6 +45,7 @@ def proposal(pid: str = "p1", **over) -> dict:
         "status": "pending",
         "applied_hunks": [],
         "applied_hash": None,
+        "undo_text": None,
         "created_at": 1000.25,
         "updated_at": 1000.25,
     }
@@ -277,23 +278,25 @@ def test_a_second_daemon_sees_the_same_states(store, store_url):
 
 
 # ---------------------------------------------------------------------- prune
-def test_prune_keeps_pending_and_the_newest_settled(store):
+def test_prune_keeps_open_ones_and_the_newest_settled(store):
     agent = "/home/dana/proj"
     store.proposal_put(proposal("pending-old", created_at=1.0, updated_at=1.0))
-    for i, status in enumerate(PROPOSAL_STATUSES[1:] * 2):  # every settled status, twice
+    store.proposal_put(proposal("partly-old", status="partly_applied", created_at=2.0,
+                                updated_at=2.0))  # fmt: skip
+    for i, status in enumerate(SETTLED_PROPOSAL_STATUSES * 2):  # every settled status, twice
         store.proposal_put(proposal(f"s{i}", status=status, updated_at=100.0 + i))
     store.proposal_put(proposal("tie-a", status="applied", updated_at=200.0))
     store.proposal_put(proposal("tie-b", status="rejected", updated_at=200.0))
     store.proposal_put(proposal("elsewhere", agent_id="other", status="applied"))
-    assert store.proposal_prune(agent, 3) == 9
+    assert store.proposal_prune(agent, 3) == 7
     left = {r["id"] for r in store.proposal_list(agent)}
-    assert left == {"pending-old", "s9", "tie-a", "tie-b"}
+    assert left == {"pending-old", "partly-old", "s7", "tie-a", "tie-b"}
     assert store.proposal_get("s0") is None
     assert store.proposal_prune(agent, 3) == 0
     assert store.proposal_prune(agent, 1) == 2  # ties by id: the larger id is the newer
-    assert {r["id"] for r in store.proposal_list(agent)} == {"pending-old", "tie-b"}
+    assert {r["id"] for r in store.proposal_list(agent)} == {"pending-old", "partly-old", "tie-b"}
     assert store.proposal_prune(agent, 0) == 1
-    assert [r["id"] for r in store.proposal_list(agent)] == ["pending-old"]
+    assert [r["id"] for r in store.proposal_list(agent)] == ["pending-old", "partly-old"]
     assert store.proposal_get("elsewhere") is not None
 
 

@@ -11,13 +11,19 @@ workspace sandbox, or the editor's `workspace/applyEdit`).
 from __future__ import annotations
 
 import builtins
+import contextlib
 import difflib
 import hashlib
 import re
 import threading
+import time
 import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from ..store import Store
 
 KEEP_APPLIED = 20
 OPEN = ("pending", "partly_applied")  # what can still be applied
@@ -66,6 +72,7 @@ class Proposal:
     applied_hunks: tuple[int, ...] = ()
     applied_hash: str | None = None
     undo_text: str | None = None  # the file before the last application
+    created_at: float = field(default_factory=time.time)
 
     def text_with(self, hunks: Sequence[int] | None = None) -> str:
         """The base with the chosen hunks applied (all when None)."""
@@ -116,13 +123,72 @@ def apply_blocks(text: str, blocks: Sequence[tuple[str, str]], path: str = "the 
     return text
 
 
-@dataclass
 class ProposalBook:
-    """Every proposal of a session, by id. Safe to share between threads."""
+    """The proposals of one agent (a workspace), by id. Safe to share between threads.
 
-    _items: dict[str, Proposal] = field(default_factory=dict)
-    _lock: threading.Lock = field(default_factory=threading.Lock)
+    With a store, every proposal is written through and every change of status is one atomic
+    claim there (`Store.proposal_claim`): a restarted server finds the pending ones, two servers
+    on one workspace see the same states, and of two trying to apply one proposal exactly one
+    can. Without a store (tests, one-shot runs) the same rules hold in memory."""
 
+    def __init__(self, store: Store | None = None, agent_id: str = "") -> None:
+        self.store = store
+        self.agent_id = agent_id
+        self._items: dict[str, Proposal] = {}
+        self._lock = threading.Lock()
+
+    # ------------------------------------------------------------ storage
+    def _row(self, p: Proposal) -> dict[str, Any]:
+        return {
+            "id": p.id, "agent_id": self.agent_id, "task_id": p.task_id, "path": p.path,
+            "base_hash": p.base_hash, "base_text": p.base_text, "new_text": p.new_text,
+            "version": p.version, "hunks": [_hunk_row(h) for h in p.hunks], "status": p.status,
+            "applied_hunks": list(p.applied_hunks), "applied_hash": p.applied_hash,
+            "undo_text": p.undo_text, "created_at": p.created_at, "updated_at": time.time(),
+        }  # fmt: skip
+
+    def _load(self, row: dict[str, Any]) -> Proposal:
+        """The cached proposal, brought up to the stored row (another server may have moved
+        it), or a new one."""
+        fields = {
+            "path": row["path"], "base_text": row["base_text"], "new_text": row["new_text"],
+            "base_hash": row["base_hash"], "hunks": [Hunk(**h) for h in row["hunks"]],
+            "version": row["version"], "task_id": row["task_id"], "status": row["status"],
+            "applied_hunks": tuple(row["applied_hunks"]), "applied_hash": row["applied_hash"],
+            "undo_text": row["undo_text"], "created_at": row["created_at"],
+        }  # fmt: skip
+        with self._lock:
+            known = self._items.get(row["id"])
+            if known is None:
+                known = self._items[row["id"]] = Proposal(id=row["id"], **fields)
+            else:
+                for name, value in fields.items():
+                    setattr(known, name, value)
+        return known
+
+    def _change(self, p: Proposal, from_statuses: Sequence[str], **updates: Any) -> None:
+        """One atomic step: `updates` land iff the status is one of `from_statuses`."""
+        if self.store is None:
+            with self._lock:
+                if p.status not in from_statuses:
+                    raise ProposalError(f"proposal {p.id} is {p.status}")
+                for name, value in updates.items():
+                    setattr(p, name, value)
+            return
+        stored = dict(updates, updated_at=time.time())
+        if "hunks" in stored:
+            stored["hunks"] = [_hunk_row(h) for h in stored["hunks"]]
+        if "applied_hunks" in stored:
+            stored["applied_hunks"] = list(stored["applied_hunks"])
+        row = self.store.proposal_claim(p.id, from_statuses, stored)
+        if row is None:
+            current = self.store.proposal_get(p.id)
+            if current is not None:
+                self._load(current)
+            raise ProposalError(f"proposal {p.id} is {p.status} (changed elsewhere)")
+        self._load(row)
+
+    # ------------------------------------------------------------ reading
     def create(
         self,
         path: str,
@@ -144,6 +210,8 @@ class ProposalBook:
             version=version,
             task_id=task_id,
         )
+        if self.store is not None:
+            self.store.proposal_put(self._row(proposal))
         with self._lock:
             self._items[proposal.id] = proposal
         return proposal
@@ -151,73 +219,91 @@ class ProposalBook:
     def get(self, proposal_id: str) -> Proposal:
         with self._lock:
             proposal = self._items.get(proposal_id)
-        if proposal is None:
+        if proposal is not None:
+            return proposal
+        row = self.store.proposal_get(str(proposal_id)) if self.store is not None else None
+        if row is None or row["agent_id"] != self.agent_id:
             raise ProposalError(f"no proposal {proposal_id!r}")
-        return proposal
+        return self._load(row)
 
-    def list(self, path: str | None = None) -> list[Proposal]:
+    def list(self, path: str | None = None) -> builtins.list[Proposal]:
+        """Oldest first, from memory (code actions ask often): what this book has made,
+        loaded (`load`) or changed. Every change still goes through the store's claim."""
         with self._lock:
-            items = list(self._items.values())
+            items = builtins.list(self._items.values())
         return [p for p in items if path is None or p.path == path]
 
+    def load(self) -> None:
+        """Take in the store's open proposals and recent settled ones (a restarted server, or
+        another one on the workspace). Blocking: call it off the event loop."""
+        if self.store is not None:
+            for row in self.store.proposal_list(self.agent_id):
+                self._load(row)
+
+    # ------------------------------------------------------------ changes
     def base_changed(self, path: str, current_text: str) -> builtins.list[Proposal]:
-        """The file changed (an edit in the editor, a write on disk): pending proposals whose
+        """The file changed (an edit in the editor, a write on disk): open proposals whose
         base it no longer is become stale. Returns them."""
         current = content_hash(current_text)
         stale = []
-        with self._lock:
-            for p in self._items.values():
-                if p.path == path and p.status in OPEN and p.base_hash != current:
-                    p.status = "stale"
+        for p in self.list(path):
+            if p.status in OPEN and p.base_hash != current:
+                with contextlib.suppress(ProposalError):  # moved on elsewhere meanwhile
+                    self._change(p, OPEN, status="stale")
                     stale.append(p)
         return stale
 
     def apply(self, proposal_id: str, current_text: str, hunks: Sequence[int] | None = None) -> str:
         """The file's new content. Refused unless the proposal is open (pending, or partly
-        applied) and the file is still its base; the caller writes it and calls `applied`."""
+        applied) and the file is still its base; the caller claims it with `applied`, writes
+        it, and `revert`s the claim if the write failed."""
         proposal = self.get(proposal_id)
         if proposal.status not in OPEN:
             raise ProposalError(f"proposal {proposal_id} is {proposal.status}, not pending")
         if content_hash(current_text) != proposal.base_hash:
-            proposal.status = "stale"
+            with contextlib.suppress(ProposalError):
+                self._change(proposal, OPEN, status="stale")
             raise ProposalError(
                 f"{proposal.path} changed since proposal {proposal_id} was made; it is stale"
             )
         return proposal.text_with(hunks)
 
-    def applied(self, proposal_id: str, written_text: str, hunks: Sequence[int] | None) -> None:
-        """Some hunks landed: the rest stay to review, against the file as it now is (partly
-        applied); all of them: applied. Either way the last application can be undone."""
+    def applied(
+        self, proposal_id: str, written_text: str, hunks: Sequence[int] | None
+    ) -> dict[str, Any]:
+        """Claim the application (atomic: of two claims one fails). Some hunks: the rest stay
+        to review against the file as it will be (partly applied); all: applied. Either way
+        the application can be undone. Returns what `revert` needs."""
         proposal = self.get(proposal_id)
-        proposal.undo_text = proposal.base_text
-        proposal.applied_hash = content_hash(written_text)
-        proposal.applied_hunks = tuple(range(len(proposal.hunks)) if hunks is None else hunks)
-        if written_text == proposal.new_text:
-            proposal.status = "applied"
-            return
-        proposal.status = "partly_applied"
-        proposal.base_text, proposal.base_hash = written_text, proposal.applied_hash
-        proposal.hunks = _hunks(written_text, proposal.new_text)
+        before = {name: getattr(proposal, name) for name in _APPLY_FIELDS}
+        updates: dict[str, Any] = {
+            "undo_text": proposal.base_text,
+            "applied_hash": content_hash(written_text),
+            "applied_hunks": tuple(range(len(proposal.hunks)) if hunks is None else hunks),
+            "status": "applied",
+        }
+        if written_text != proposal.new_text:
+            updates.update(status="partly_applied", base_text=written_text,
+                           base_hash=updates["applied_hash"],
+                           hunks=_hunks(written_text, proposal.new_text))  # fmt: skip
+        self._change(proposal, OPEN, **updates)
+        return before
+
+    def revert(self, proposal_id: str, before: dict[str, Any]) -> None:
+        """The write of a claimed application (or undo) failed: the proposal is as it was."""
+        proposal = self.get(proposal_id)
+        with contextlib.suppress(ProposalError):
+            self._change(proposal, (proposal.status,), **before)
 
     def reject(self, proposal_id: str) -> Proposal:
         proposal = self.get(proposal_id)
         if proposal.status not in (*OPEN, "stale"):
             raise ProposalError(f"proposal {proposal_id} is {proposal.status}; nothing to reject")
-        proposal.status = "rejected"
+        self._change(proposal, (*OPEN, "stale"), status="rejected")
         return proposal
 
-    def prune(self, keep_applied: int = KEEP_APPLIED) -> None:
-        """Settled proposals leave memory (a daemon runs for weeks): rejected and undone ones
-        at once, applied ones beyond the last `keep_applied` (those stay undoable)."""
-        with self._lock:
-            for pid in [p.id for p in self._items.values() if p.status in ("rejected", "undone")]:
-                del self._items[pid]
-            applied = [p.id for p in self._items.values() if p.status == "applied"]  # settled
-            for pid in applied[: max(0, len(applied) - keep_applied)]:
-                del self._items[pid]
-
     def undo(self, proposal_id: str, current_text: str) -> str:
-        """The base content back, if the file is still exactly as the proposal left it."""
+        """The file before the last application, if the file is still exactly as it left it."""
         proposal = self.get(proposal_id)
         if proposal.undo_text is None or proposal.status not in ("applied", "partly_applied"):
             raise ProposalError(f"proposal {proposal_id} is {proposal.status}, not applied")
@@ -226,5 +312,28 @@ class ProposalBook:
                 f"{proposal.path} changed after proposal {proposal_id} was applied; undoing "
                 "would lose those changes"
             )
-        proposal.status = "undone"
-        return proposal.undo_text
+        undo_text = proposal.undo_text
+        self._change(proposal, ("applied", "partly_applied"), status="undone")
+        return undo_text
+
+    def prune(self, keep_applied: int = KEEP_APPLIED) -> None:
+        """Settled proposals leave memory (a daemon runs for weeks): rejected and undone ones
+        at once, applied ones beyond the last `keep_applied` (those stay undoable). In the
+        store, settled ones beyond the newest `keep_applied` are deleted."""
+        if self.store is not None:
+            self.store.proposal_prune(self.agent_id, keep_applied)
+        with self._lock:
+            for pid in [p.id for p in self._items.values() if p.status in ("rejected", "undone")]:
+                del self._items[pid]
+            applied = [p.id for p in self._items.values() if p.status == "applied"]
+            for pid in applied[: max(0, len(applied) - keep_applied)]:
+                del self._items[pid]
+
+
+_APPLY_FIELDS = ("status", "base_text", "base_hash", "hunks", "applied_hunks", "applied_hash",
+                 "undo_text")  # fmt: skip
+
+
+def _hunk_row(h: Hunk) -> dict[str, Any]:
+    return {"index": h.index, "base_start": h.base_start, "base_end": h.base_end,
+            "old_lines": list(h.old_lines), "new_lines": list(h.new_lines)}  # fmt: skip

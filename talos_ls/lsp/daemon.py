@@ -50,6 +50,8 @@ class Params:
         if len(args) > 1:
             raise ParamsError(f"{command} takes one object argument, got {len(args)} arguments")
         raw = args[0] if args else {}
+        if raw == []:  # Lua's empty table, as Neovim sends `{}`
+            raw = {}
         if not isinstance(raw, Mapping):
             raise ParamsError(f"{command} takes one object argument, got {type(raw).__name__}")
         self.raw = raw
@@ -125,7 +127,7 @@ class Daemon:
         s = self.settings
         return HostConfig(workspace=root, model=s.model_config(), mode=s.permission_mode,
                           caps=s.caps(), budget_turns=s.question_budget_turns,
-                          prices=s.price_table(), concurrency=TASKS_AT_ONCE,
+                          prices=s.price_table(), concurrency=TASKS_AT_ONCE, ask_to_apply=False,
                           background_index=True, watch=not self.client_watches)  # fmt: skip
 
     async def open(self, folders: Sequence[Path]) -> None:
@@ -287,7 +289,8 @@ class Daemon:
         return transcript_markdown(row)
 
     # ----------------------------------------------------------- proposals
-    def list_proposals(self, path: Path | None) -> list[dict[str, Any]]:
+    async def list_proposals(self, path: Path | None) -> list[dict[str, Any]]:
+        await self.ready()
         out = []
         for host in self.hosts.values():
             rel = None

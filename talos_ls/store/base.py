@@ -82,14 +82,16 @@ PROPOSAL_FIELDS = (
     "status",
     "applied_hunks",
     "applied_hash",
+    "undo_text",
     "created_at",
     "updated_at",
 )
 
 PROPOSAL_STATUSES = ("pending", "applied", "partly_applied", "rejected", "stale", "undone")
 
-# Every status but pending is settled: `proposal_prune` may delete it.
-SETTLED_PROPOSAL_STATUSES = tuple(s for s in PROPOSAL_STATUSES if s != "pending")
+# Still to review: kept by `proposal_prune`. Every other status is settled: it may delete those.
+OPEN_PROPOSAL_STATUSES = ("pending", "partly_applied")
+SETTLED_PROPOSAL_STATUSES = tuple(s for s in PROPOSAL_STATUSES if s not in OPEN_PROPOSAL_STATUSES)
 
 
 class StoreError(Exception):
@@ -123,7 +125,7 @@ def _check_proposal_field(name: str, value: Any) -> Any:
         if not isinstance(value, str):
             raise bad("a string")
         return value
-    if name in ("task_id", "applied_hash"):
+    if name in ("task_id", "applied_hash", "undo_text"):
         if value is not None and not isinstance(value, str):
             raise bad("a string or None")
         return value

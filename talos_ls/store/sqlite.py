@@ -155,13 +155,14 @@ MIGRATIONS: tuple[tuple[str, ...], ...] = (
             status TEXT NOT NULL,
             applied_hunks TEXT NOT NULL,
             applied_hash TEXT,
+            undo_text TEXT,
             created_at REAL NOT NULL,
             updated_at REAL NOT NULL
         )""",
         "CREATE INDEX proposals_agent ON proposals(agent_id, created_at, id)",
         "CREATE INDEX proposals_path ON proposals(agent_id, path, created_at, id)",
         """CREATE INDEX proposals_settled ON proposals(agent_id, updated_at, id)
-            WHERE status != 'pending'""",
+            WHERE status NOT IN ('pending', 'partly_applied')""",
     ),
 )
 SCHEMA_VERSION = len(MIGRATIONS)
@@ -854,7 +855,8 @@ class SQLiteStore(Store):
         with self._write() as conn:
             cur = conn.execute(
                 """DELETE FROM proposals WHERE id IN (
-                    SELECT id FROM proposals WHERE agent_id = ? AND status != 'pending'
+                    SELECT id FROM proposals WHERE agent_id = ?
+                       AND status NOT IN ('pending', 'partly_applied')
                      ORDER BY updated_at DESC, id DESC LIMIT -1 OFFSET ?)""",
                 (agent_id, keep_settled),
             )

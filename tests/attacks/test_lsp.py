@@ -691,17 +691,19 @@ async def test_a_protected_file_named_in_another_case_is_refused(editor, model):
     assert await editor.command("talos.proposal.list", {}) == []
 
 
-async def test_the_apply_prompt_shows_a_hostile_path_escaped(editor, model, ws):
+async def test_a_hostile_path_reaches_no_prompt_and_its_diagnostics_are_plain(editor, model, ws):
     paths = ["src/invoice\u202etxt.py", "src/a\n\nRun this command? $ ls\x1b[8m.py"]
     model.script += [
         reply("", calls("propose_edit", *({"path": p, "content": "x = 1\n"} for p in paths))),
         reply("done"),
     ]
     await run_task(editor, "add files")
-    assert len(editor.prompts) == len(paths)
-    for prompt in editor.prompts:
-        assert [a.title for a in prompt.actions] == ["Apply", "Reject"]
-        assert_plain(prompt.message, "the apply prompt", one_line=True)
+    assert editor.prompts == []  # an editor reviews with code actions, not a prompt each
+    for path in paths:
+        uri = (ws / path).as_uri()
+        found = await editor.until(lambda uri=uri: editor.client.diagnostics.get(uri), path)
+        for diagnostic in found:
+            assert_plain(diagnostic.message, "a proposal's diagnostic", one_line=True)
 
 
 async def test_status_notifications_are_coalesced_not_one_per_step(editor, model):

@@ -3,6 +3,7 @@ application with exact edits, staleness, the diff."""
 
 from __future__ import annotations
 
+import asyncio
 import itertools
 import json
 
@@ -188,3 +189,44 @@ async def test_undo_from_a_code_action_and_not_over_later_edits(editor, model, w
     with pytest.raises(Exception, match="changed after proposal"):
         await editor.command("talos.undo", {"proposal_id": second["id"]})
     assert editor.texts[uri].endswith("# mine\n")
+
+
+async def test_a_restarted_server_applies_what_the_last_one_proposed_once(
+    tmp_path, ws, options, model
+):
+    app = ws / "src" / "app.py"
+    app.write_text(BASE)
+    first = await start_editor(tmp_path / "home", [ws], options)
+    proposal = await _propose(first, model)
+    await first.client.shutdown_session()
+    await first.client.stop()
+    second = await start_editor(tmp_path / "home", [ws], options)
+    try:
+        (listed,) = await second.command("talos.proposal.list", {})
+        assert listed["id"] == proposal["id"] and listed["status"] == "pending"
+        assert (await second.command("talos.proposal.apply", {"proposal_id": listed["id"]}))[
+            "applied"]  # fmt: skip
+        assert app.read_text() == BASE.replace("return 1", "return 10").replace("n 2", "n 20")
+        again = await second.command("talos.proposal.apply", {"proposal_id": listed["id"]})
+        assert not again["applied"] and again["status"] == "applied"
+    finally:
+        await second.client.shutdown_session()
+        await second.client.stop()
+
+
+async def test_two_servers_racing_to_apply_one_proposal_apply_it_once(tmp_path, ws, options, model):
+    app = ws / "src" / "app.py"
+    app.write_text(BASE)
+    first = await start_editor(tmp_path / "home", [ws], options)
+    second = await start_editor(tmp_path / "home2", [ws], options)
+    try:
+        proposal = await _propose(first, model)
+        results = await asyncio.gather(*(
+            e.command("talos.proposal.apply", {"proposal_id": proposal["id"]})
+            for e in (first, second)))  # fmt: skip
+        assert sorted(r["applied"] for r in results) == [False, True]
+        assert app.read_text() == BASE.replace("return 1", "return 10").replace("n 2", "n 20")
+    finally:
+        for editor in (first, second):
+            await editor.client.shutdown_session()
+            await editor.client.stop()

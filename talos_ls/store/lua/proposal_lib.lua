@@ -2,12 +2,13 @@
 -- P .. 'p:<id>' of strings (integers in decimal, floats as Python's repr, lists as JSON,
 -- absent = NULL), indexed by
 --   proposals  zset id -> created_at: every proposal, in (created_at, id) order
---   psettled   zset id -> updated_at: settled proposals (every status but pending), for prune
+--   psettled   zset id -> updated_at: settled proposals (all but pending and partly_applied,
+--              which are still to review), for prune
 -- Scores are passed on as the strings Python wrote, so they round-trip exactly.
 
 local function proposal_index(id, p)
   redis.call('ZADD', P .. 'proposals', p.created_at, id)
-  if p.status == 'pending' then
+  if p.status == 'pending' or p.status == 'partly_applied' then
     redis.call('ZREM', P .. 'psettled', id)
   else
     redis.call('ZADD', P .. 'psettled', p.updated_at, id)
