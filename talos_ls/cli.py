@@ -22,7 +22,9 @@ from pathlib import Path
 from typing import Any
 
 from . import __version__
+from .agent.workspace import SandboxError, Workspace
 from .display import visible
+from .edits import proposals as edits
 from .gates.permissions import MODES
 from .gates.question_queue import QUESTION_BUDGET_TURNS, QuestionCandidate
 from .memory.facts import SOURCES, Fact, FactStore
@@ -146,6 +148,30 @@ def _parser() -> argparse.ArgumentParser:
         action="store_true",
         help="trust the workspace's .talos/permissions.json as it is now",
     )
+    pr = sub.add_parser("proposals", help="the proposed edits waiting for review",
+                        description="Proposals Talos made in this workspace (in any editor or "
+                        "terminal) that are still to review: pending, partly applied or stale "
+                        "(--all: every one).")  # fmt: skip
+    pr.add_argument("--workspace", default=".", metavar="DIR")
+    pr.add_argument("--all", action="store_true", help="include applied, rejected, undone")
+    pr.add_argument("--diff", action="store_true", help="show each one's diff")
+    pr.add_argument("--json", action="store_true", help="print JSON")
+    ap = sub.add_parser("apply", help="apply a proposal (or some of its hunks)",
+                        description="Write a proposal into its file, refused when the file "
+                        "changed since the proposal was made (it is stale). Exit code 1 when "
+                        "it was not applied.")  # fmt: skip
+    ap.add_argument("id")
+    ap.add_argument("--hunk", type=_count, action="append", metavar="N",
+                    help="only hunk N (1 is the first; repeat for more)")  # fmt: skip
+    ap.add_argument("--workspace", default=".", metavar="DIR")
+    rj = sub.add_parser("reject", help="reject a proposal", description="Reject a proposal.")
+    rj.add_argument("id")
+    rj.add_argument("--workspace", default=".", metavar="DIR")
+    ud = sub.add_parser("undo", help="undo the last applied proposal",
+                        description="Put back the file a proposal changed (the last applied "
+                        "one, or ID), if the file is still as the proposal left it.")  # fmt: skip
+    ud.add_argument("id", nargs="?")
+    ud.add_argument("--workspace", default=".", metavar="DIR")
     sub.add_parser("demo", help="a complete scripted session: no API key, no network",
                    description="Two turns of a real Talos session in a temporary workspace, "
                    "with a scripted model and scripted replies, labelled as such.")  # fmt: skip
@@ -390,6 +416,78 @@ def _memory_conflicts(store: Store, args: argparse.Namespace) -> int:
     return 0
 
 
+# ------------------------------------------------------------------ proposals
+def _book(store: Store, args: argparse.Namespace) -> tuple[edits.ProposalBook, Workspace]:
+    """The workspace's proposals (its agent is its directory), as the store holds them."""
+    workspace = Workspace(args.workspace)
+    book = edits.ProposalBook(store, str(workspace.root))
+    book.load()
+    return book, workspace
+
+
+def _on_disk(workspace: Workspace, path: str) -> str:
+    return workspace.read_text(path) if workspace.resolve(path, write=True).exists() else ""
+
+
+def _proposals(store: Store, args: argparse.Namespace) -> int:
+    book, _ = _book(store, args)
+    shown = [p for p in book.list() if args.all or p.status in (*edits.OPEN, "stale")]
+    if args.json:
+        print(json.dumps([{"id": p.id, "path": p.path, "status": p.status, "task": p.task_id,
+                           "hunks": len(p.hunks), "diff": p.diff()} for p in shown],
+                         indent=2, ensure_ascii=False))  # fmt: skip
+        return 0
+    if not shown:
+        _say("no proposal to review" + ("" if args.all else " (--all for every one)"))
+    for p in shown:
+        _say(f"{p.id}  {p.status:14}  {len(p.hunks)} hunk(s)  {p.path}")
+        if args.diff:
+            _say(p.diff())
+    return 0
+
+
+def _apply(store: Store, args: argparse.Namespace) -> int:
+    book, workspace = _book(store, args)
+    proposal = book.get(args.id)
+    hunks = None if not args.hunk else [n - 1 for n in args.hunk]
+    new_text = book.apply(proposal.id, _on_disk(workspace, proposal.path), hunks)
+    before = book.applied(proposal.id, new_text, hunks)  # claimed: nobody else applies it
+    try:
+        workspace.write_text(proposal.path, new_text)
+    except OSError:
+        book.revert(proposal.id, before)
+        raise
+    left = f"; {len(proposal.hunks)} hunk(s) left" if proposal.status == "partly_applied" else ""
+    _say(f"applied {proposal.id} to {proposal.path}{left}")
+    return 0
+
+
+def _reject(store: Store, args: argparse.Namespace) -> int:
+    book, _ = _book(store, args)
+    proposal = book.reject(args.id)
+    _say(f"rejected {proposal.id} ({proposal.path})")
+    return 0
+
+
+def _undo(store: Store, args: argparse.Namespace) -> int:
+    book, workspace = _book(store, args)
+    if args.id is None:
+        done = [p for p in book.list() if p.undo_text is not None and p.status != "undone"]
+        if not done:
+            raise edits.ProposalError("nothing to undo: no proposal has been applied")
+        args.id = done[-1].id
+    proposal = book.get(args.id)
+    before = {"status": proposal.status}
+    text = book.undo(proposal.id, _on_disk(workspace, proposal.path))
+    try:
+        workspace.write_text(proposal.path, text)
+    except OSError:
+        book.revert(proposal.id, before)
+        raise
+    _say(f"undid {proposal.id}: {proposal.path} is back as it was")
+    return 0
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = _parser()
     args = parser.parse_args(argv)
@@ -411,7 +509,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         _say(f"talos: error: {exc}", file=sys.stderr)
         return 1
     try:
-        return {"questions": _questions, "memory": _memory}[args.command](store, args)
+        by_store = {"questions": _questions, "memory": _memory, "proposals": _proposals,
+                    "apply": _apply, "reject": _reject, "undo": _undo}  # fmt: skip
+        return by_store[args.command](store, args)
+    except (edits.ProposalError, SandboxError) as exc:
+        _say(f"talos: error: {exc}", file=sys.stderr)
+        return 1
     except StoreError as exc:
         _say(f"talos: error: {exc}", file=sys.stderr)
         return 1

@@ -407,16 +407,22 @@ class Host:
             if verdict == "deny":
                 await self.reject_proposal(proposal.id)
             elif verdict == "allow" or self.config.auto_apply:
-                await self.apply_proposal(proposal.id)
+                await self._apply_or_say(proposal)
             elif self.port.interactive and self.config.ask_to_apply:
                 choice = await self.port.confirm(
                     f"Apply proposal {proposal.id} to {visible(proposal.path, single_line=True)}?",
                     [APPLY, REJECT],
                 )
                 if choice == APPLY:
-                    await self.apply_proposal(proposal.id)
+                    await self._apply_or_say(proposal)
                 elif choice == REJECT:
                     await self.reject_proposal(proposal.id)
+
+    async def _apply_or_say(self, proposal: Proposal) -> None:
+        if not await self.apply_proposal(proposal.id) and proposal.status == "stale":
+            self.port.notice(f"Proposal {proposal.id} was not applied: "
+                             f"{visible(proposal.path, single_line=True)} changed since it was "
+                             "made (it is stale).")  # fmt: skip
 
     def _current(self, path: str) -> tuple[str, int | None]:
         """A file's text as the person sees it: the editor's buffer, else the disk."""

@@ -68,14 +68,18 @@ class TerminalPort:
             return reply
         if not self.interactive:
             return None
-        try:
-            reply = await asyncio.to_thread(input, "> ")
-        except EOFError:
-            return None
-        reply = reply.strip()
-        if reply.isdigit() and 1 <= int(reply) <= len(options):
-            return options[int(reply) - 1]
-        return reply or None
+        while True:
+            try:
+                reply = (await asyncio.to_thread(input, "> ")).strip()
+            except EOFError:
+                return None
+            if reply.isdigit() and 1 <= int(reply) <= len(options):
+                return options[int(reply) - 1]
+            chosen = [o for o in options if o.casefold() == reply.casefold()]
+            if kind == "ask" or not reply or chosen:  # a question takes words; Enter dismisses
+                return chosen[0] if chosen else reply or None
+            self.console.print(Text(f"Not one of the choices: answer 1 to {len(options)}, or "
+                                    "press Enter to dismiss.", style="yellow"))  # fmt: skip
 
     async def ask(self, question: QuestionCandidate) -> str | None:
         labels = [o["label"] for o in question.options]

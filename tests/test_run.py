@@ -102,7 +102,9 @@ def test_in_a_pseudo_terminal(tmp_path, server, ws):
     assert "1. pytest" in plain(term.raw)
     term.send("1\n")  # answer the question: pytest
     term.until("Apply proposal")
-    term.send("1\n")  # Apply
+    term.send("yes please\n")  # not one of the choices: asked again, not taken as Reject
+    term.until("Not one of the choices")
+    term.send("apply\n")  # the choice's name, in any case
     term.until("main now returns 2")
     assert term.finish() == 0
     assert (ws / "src" / "app.py").read_text() == "def main():\n    return 2\n"

@@ -1,0 +1,68 @@
+"""`talos proposals`, `talos apply`, `talos reject`, `talos undo`: the same proposals the
+editors see, from the terminal, through the same store and the same atomic claims."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from talos_ls.cli import main
+from talos_ls.edits.proposals import ProposalBook
+from talos_ls.store import open_store
+
+BASE = "def a():\n    return 1\n\n\ndef b():\n    return 2\n"
+NEW = BASE.replace("return 1", "return 10").replace("return 2", "return 20")
+
+
+@pytest.fixture
+def setup(tmp_path):
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    (ws / "app.py").write_text(BASE)
+    url = "sqlite:///" + str(tmp_path / "talos.db")
+    store = open_store(url)
+    proposal = ProposalBook(store, str(ws.resolve())).create("app.py", BASE, NEW, task_id="t1")
+    store.close()
+
+    def talos(*argv):
+        return main(["--store", url, *argv, "--workspace", str(ws)])
+
+    return ws, proposal.id, talos
+
+
+def test_list_apply_one_hunk_then_the_rest_then_undo(setup, capsys):
+    ws, pid, talos = setup
+    assert talos("proposals", "--json") == 0
+    (listed,) = json.loads(capsys.readouterr().out)
+    assert (listed["id"], listed["status"], listed["hunks"]) == (pid, "pending", 2)
+    assert talos("apply", pid, "--hunk", "2") == 0
+    assert "1 hunk(s) left" in capsys.readouterr().out
+    assert (ws / "app.py").read_text() == BASE.replace("return 2", "return 20")
+    assert talos("apply", pid) == 0
+    assert (ws / "app.py").read_text() == NEW
+    assert talos("apply", pid) == 1  # once only
+    assert "not pending" in capsys.readouterr().err
+    assert talos("undo") == 0
+    assert (ws / "app.py").read_text() == BASE.replace("return 2", "return 20")
+
+
+def test_a_stale_proposal_is_refused_and_said_so(setup, capsys):
+    ws, pid, talos = setup
+    (ws / "app.py").write_text(BASE + "# mine\n")
+    assert talos("apply", pid) == 1
+    assert "changed since proposal" in capsys.readouterr().err
+    assert (ws / "app.py").read_text() == BASE + "# mine\n"
+    assert talos("proposals") == 0
+    assert f"{pid}  stale" in capsys.readouterr().out
+
+
+def test_reject_and_nothing_to_undo(setup, capsys):
+    ws, pid, talos = setup
+    assert talos("reject", pid) == 0
+    assert talos("proposals") == 0
+    assert "no proposal to review" in capsys.readouterr().out
+    assert talos("undo") == 1
+    assert "nothing to undo" in capsys.readouterr().err
+    assert talos("apply", "p-unknown") == 1
+    assert (ws / "app.py").read_text() == BASE
