@@ -282,7 +282,9 @@ def watched_files_changed(ls: TalosServer, params: types.DidChangeWatchedFilesPa
 def code_action(ls: TalosServer, params: types.CodeActionParams) -> list[types.CodeAction]:
     path = uri_path(params.text_document.uri)
     on_file = D.proposals_at(path) if path else []
-    return review.code_actions(on_file, params.range) + code_actions(params)
+    return review.code_actions(on_file, params.range, params.text_document.uri) + code_actions(
+        params
+    )
 
 
 @server.feature(types.TEXT_DOCUMENT_CODE_LENS)

@@ -103,19 +103,26 @@ def _hunk_command(proposal: Proposal, hunk: Hunk) -> types.Command | None:
     return _command(title, "talos.proposal.apply", arguments)
 
 
-def _proposal_commands(proposal: Proposal) -> list[types.Command]:
+def _proposal_commands(proposal: Proposal, uri: str = "") -> list[types.Command]:
     pid, count = proposal.id, len(proposal.hunks)
     commands = []
     if proposal.status in OPEN:
         every = f" (all {count} changes)" if count > 1 else ""
         commands.append(_command(f"Apply {pid}{every}", "talos.proposal.apply",
                                  {"proposal_id": pid}))  # fmt: skip
+    elif proposal.status == "stale" and uri:  # the agent is asked again only when you ask
+        prompt = (f"Your proposal {pid} for this file went stale: the file changed since. "
+                  "Propose the same change again, against the file as it is now.")  # fmt: skip
+        commands.append(_command(f"Ask Talos to redo {pid} on the file as it is",
+                                 "talos.task.start", {"prompt": prompt, "uri": uri}))  # fmt: skip
     commands.append(_command(f"Reject {pid}", "talos.proposal.reject", {"proposal_id": pid}))
     commands.append(_command(f"Show diff of {pid}", "talos.proposal.diff", {"proposal_id": pid}))
     return commands
 
 
-def code_actions(proposals: Iterable[Proposal], selection: types.Range) -> list[types.CodeAction]:
+def code_actions(
+    proposals: Iterable[Proposal], selection: types.Range, uri: str = ""
+) -> list[types.CodeAction]:
     """For each proposal with a hunk on the selected lines: those hunks, then the proposal;
     and undoing the file's last applied proposal."""
     proposals = list(proposals)
@@ -130,7 +137,7 @@ def code_actions(proposals: Iterable[Proposal], selection: types.Range) -> list[
         touched = [h for h in proposal.hunks if _overlaps(selection, h.base_start, h.base_end)]
         if touched:
             commands += [c for h in touched if (c := _hunk_command(proposal, h)) is not None]
-            commands += _proposal_commands(proposal)
+            commands += _proposal_commands(proposal, uri)
     return [types.CodeAction(title=c.title, command=c, kind=types.CodeActionKind.QuickFix)
             for c in commands]  # fmt: skip
 

@@ -111,8 +111,12 @@ async def test_a_proposal_turns_stale_when_the_person_types_and_is_refused(edito
         lambda: (d := editor.client.diagnostics.get(uri)) and "stale" in d[0].message and d,
         "stale diagnostics")  # fmt: skip
     assert found[0].severity == types.DiagnosticSeverity.Warning
-    titles = [a.title for a in await _actions(editor, uri, 1)]
+    actions = await _actions(editor, uri, 1)
+    titles = [a.title for a in actions]
     assert not any(t.startswith("Apply") for t in titles) and f"Reject {proposal['id']}" in titles
+    (redo,) = [a for a in actions if a.title.startswith("Ask Talos to redo")]
+    assert redo.command.command == "talos.task.start"  # only when the person asks
+    assert proposal["id"] in redo.command.arguments[0]["prompt"]
     result = await editor.command("talos.proposal.apply", {"proposal_id": proposal["id"]})
     assert not result["applied"] and result["status"] == "stale"
     assert editor.texts[uri] == BASE + "# typed\n"
