@@ -38,6 +38,7 @@ from .store import StoreError
 
 logger = logging.getLogger(__name__)
 SHUTDOWN_S = 2.0
+PROPOSAL_SCHEME = "talos-proposal"
 COMMANDS = (
     "talos.task.start", "talos.task.cancel", "talos.task.list", "talos.task.show",
     "talos.proposal.list", "talos.proposal.show", "talos.proposal.apply",
@@ -59,6 +60,7 @@ class TalosServer(LanguageServer):
         self._jobs: set[asyncio.Future] = set()
         self._early_problems: list[str] = []
         self._diff_dir: Path | None = None
+        self.content_provider = False  # the client serves talos-proposal: documents
 
     # ------------------------------------------------- what the client can
     @property
@@ -110,19 +112,26 @@ class TalosServer(LanguageServer):
             self.workspace_code_lens_refresh(None)
 
     async def show_diff(self, p: Params) -> dict[str, Any]:
-        """A proposal's unified diff: opened in the editor where it can show a document (a
-        private temporary file, outside the workspace), and returned in any case."""
+        """A proposal's unified diff, returned; and opened where the editor can show a
+        document: as a `talos-proposal:` virtual document when the client said it serves that
+        scheme (from `talos/proposalContent`), else a private temporary file outside the
+        workspace."""
         diff = self.daemon.proposal_diff(p)
         window = self._window
         if not (window and window.show_document and window.show_document.support):
             return {"diff": diff, "uri": None}
-        if self._diff_dir is None:
-            self._diff_dir = Path(tempfile.mkdtemp(prefix="talos-diff-"))
-        path = self._diff_dir / f"{p.raw['proposal_id']}.diff"
-        path.write_text(diff)
+        pid = p.raw["proposal_id"]
+        if self.content_provider:
+            uri = f"{PROPOSAL_SCHEME}:/{pid}.diff"
+        else:
+            if self._diff_dir is None:
+                self._diff_dir = Path(tempfile.mkdtemp(prefix="talos-diff-"))
+            path = self._diff_dir / f"{pid}.diff"
+            path.write_text(diff)
+            uri = path.as_uri()
         shown = await self.window_show_document_async(types.ShowDocumentParams(
-            uri=path.as_uri(), take_focus=True))  # fmt: skip
-        return {"diff": diff, "uri": path.as_uri() if shown.success else None}
+            uri=uri, take_focus=True))  # fmt: skip
+        return {"diff": diff, "uri": uri if shown.success else None}
 
     def spawn(self, coro: Awaitable[Any]) -> None:
         job = asyncio.ensure_future(coro)
@@ -197,7 +206,9 @@ async def proposal_content(ls: TalosServer, params: Any) -> str:
 # ----------------------------------------------------------------- lifecycle
 @server.feature(types.INITIALIZE)
 def initialize(ls: TalosServer, params: types.InitializeParams) -> None:
-    ls._early_problems = D.configure(params.initialization_options or {})
+    options = params.initialization_options or {}
+    ls._early_problems = D.configure(options)
+    ls.content_provider = isinstance(options, dict) and options.get("contentProvider") is True
 
 
 @server.feature(types.INITIALIZED)

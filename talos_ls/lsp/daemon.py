@@ -311,8 +311,11 @@ class Daemon:
     def proposal_content(self, p: Params) -> str:
         _, proposal = self._proposal(p.get("proposal_id", str, required=True))
         side = p.get("side", str, required=True)
+        if side == "diff":
+            return proposal.diff()
         if side not in ("base", "proposed"):
-            raise ParamsError(f"{p.command}: the field 'side' must be 'base' or 'proposed'")
+            raise ParamsError(f"{p.command}: the field 'side' must be 'base', 'proposed' or "
+                              "'diff'")  # fmt: skip
         return proposal.base_text if side == "base" else proposal.new_text
 
     async def apply_proposal(self, p: Params) -> dict[str, Any]:

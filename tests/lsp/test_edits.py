@@ -78,7 +78,7 @@ async def test_reject_and_proposal_content(editor, model):
     with pytest.raises(JsonRpcException) as caught:
         await editor.client.protocol.send_request_async(
             "talos/proposalContent", {"proposal_id": proposal["id"], "side": "left"})  # fmt: skip
-    assert "'side' must be 'base' or 'proposed'" in caught.value.message
+    assert "'side' must be 'base', 'proposed' or 'diff'" in caught.value.message
     rejected = await editor.command("talos.proposal.reject", {"proposal_id": proposal["id"]})
     assert rejected["status"] == "rejected"
     with pytest.raises(JsonRpcException):

@@ -234,3 +234,27 @@ async def test_two_servers_racing_to_apply_one_proposal_apply_it_once(tmp_path, 
         for editor in (first, second):
             await editor.client.shutdown_session()
             await editor.client.stop()
+
+
+async def test_show_diff_as_a_virtual_document_for_a_content_provider(tmp_path, ws, options, model):
+    caps = capabilities()
+    caps.window.show_document = types.ShowDocumentClientCapabilities(support=True)
+    editor = await start_editor(tmp_path / "home", [ws], {**options, "contentProvider": True},
+                                caps=caps)  # fmt: skip
+    try:
+        proposal = await _propose(
+            editor,
+            model,
+            json.dumps(
+                {"path": "src/app.py", "blocks": [{"search": "return 1", "replace": "return 2"}]}
+            ),
+        )
+        shown = await editor.command("talos.proposal.diff", {"proposal_id": proposal["id"]})
+        assert shown["uri"] == f"talos-proposal:/{proposal['id']}.diff"
+        assert [d.uri for d in editor.client.shown_documents] == [shown["uri"]]
+        served = await editor.client.protocol.send_request_async(
+            "talos/proposalContent", {"proposal_id": proposal["id"], "side": "diff"})  # fmt: skip
+        assert served == shown["diff"] and "+    return 2" in served
+    finally:
+        await editor.client.shutdown_session()
+        await editor.client.stop()
