@@ -301,7 +301,7 @@ def code_action(ls: TalosServer, params: types.CodeActionParams) -> list[types.C
 @server.feature(types.TEXT_DOCUMENT_CODE_LENS)
 def code_lens(ls: TalosServer, params: types.CodeLensParams) -> list[types.CodeLens]:
     path = uri_path(params.text_document.uri)
-    return review.code_lenses(D.proposals_at(path) if path else [])
+    return review.code_lenses(D.proposals_at(path) if path else [], params.text_document.uri)
 
 
 @server.feature(types.TEXT_DOCUMENT_DID_CHANGE)

@@ -11,7 +11,7 @@ exactly.
 from __future__ import annotations
 
 import difflib
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from typing import Any
 
 from lsprotocol import types
@@ -62,26 +62,33 @@ def _summary(hunk: Hunk) -> str:
     return f"{change}: {shown}" if shown else change
 
 
+def _hunks_to_review(
+    proposals: Iterable[Proposal],
+) -> Iterator[tuple[Proposal, Hunk, list[str]]]:
+    """Each hunk of each proposal still shown (open or stale), with its base's lines."""
+    for proposal in proposals:
+        if proposal.status in (*OPEN, "stale"):
+            base = lines(proposal.base_text)
+            for hunk in proposal.hunks:
+                yield proposal, hunk, base
+
+
 def diagnostics(proposals: Iterable[Proposal]) -> list[types.Diagnostic]:
     """One per hunk of each pending or stale proposal, on the lines it replaces."""
     out = []
-    for proposal in proposals:
-        if proposal.status not in (*OPEN, "stale"):
-            continue
-        base = lines(proposal.base_text)
-        for hunk in proposal.hunks:
-            stale = proposal.status == "stale"
-            message = (f"Talos proposal {proposal.id}, change {hunk.index + 1} of "
-                       f"{len(proposal.hunks)}: {_summary(hunk)}"
-                       + (" (stale: the file changed since; it cannot be applied)"
-                          if stale else ""))  # fmt: skip
-            out.append(types.Diagnostic(
-                range=line_range(base, hunk.base_start, hunk.base_end), message=message,
-                severity=types.DiagnosticSeverity.Warning if stale
-                else types.DiagnosticSeverity.Information,
-                source=SOURCE, code=proposal.id,
-                data={"proposal_id": proposal.id, "hunk": hunk.index},
-            ))  # fmt: skip
+    for proposal, hunk, base in _hunks_to_review(proposals):
+        stale = proposal.status == "stale"
+        message = (f"Talos proposal {proposal.id}, change {hunk.index + 1} of "
+                   f"{len(proposal.hunks)}: {_summary(hunk)}"
+                   + (" (stale: the file changed since; it cannot be applied)"
+                      if stale else ""))  # fmt: skip
+        out.append(types.Diagnostic(
+            range=line_range(base, hunk.base_start, hunk.base_end), message=message,
+            severity=types.DiagnosticSeverity.Warning if stale
+            else types.DiagnosticSeverity.Information,
+            source=SOURCE, code=proposal.id,
+            data={"proposal_id": proposal.id, "hunk": hunk.index},
+        ))  # fmt: skip
     return out
 
 
@@ -142,16 +149,12 @@ def code_actions(
             for c in commands]  # fmt: skip
 
 
-def code_lenses(proposals: Iterable[Proposal]) -> list[types.CodeLens]:
+def code_lenses(proposals: Iterable[Proposal], uri: str = "") -> list[types.CodeLens]:
     """Above each hunk: its actions."""
     out = []
-    for proposal in proposals:
-        if proposal.status not in (*OPEN, "stale"):
-            continue
-        base = lines(proposal.base_text)
-        for hunk in proposal.hunks:
-            at = line_range(base, hunk.base_start, hunk.base_start)
-            one = _hunk_command(proposal, hunk)
-            commands = ([one] if one else []) + _proposal_commands(proposal)
-            out += [types.CodeLens(range=at, command=c) for c in commands]
+    for proposal, hunk, base in _hunks_to_review(proposals):
+        at = line_range(base, hunk.base_start, hunk.base_start)
+        one = _hunk_command(proposal, hunk)
+        commands = ([one] if one else []) + _proposal_commands(proposal, uri)
+        out += [types.CodeLens(range=at, command=c) for c in commands]
     return out

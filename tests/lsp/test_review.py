@@ -122,10 +122,12 @@ async def test_a_proposal_turns_stale_when_the_person_types_and_is_refused(edito
     assert editor.texts[uri] == BASE + "# typed\n"
 
 
-async def test_show_diff_returns_it_and_opens_it_where_the_client_can(tmp_path, ws, options, model):
+async def _shown_diff(tmp_path, ws, options, model, **extra):
+    """`talos.proposal.diff` at a client that can show documents: (what it answered, the
+    proposal, the documents it was asked to show)."""
     caps = capabilities()
     caps.window.show_document = types.ShowDocumentClientCapabilities(support=True)
-    editor = await start_editor(tmp_path / "home", [ws], options, caps=caps)
+    editor = await start_editor(tmp_path / "home", [ws], {**options, **extra}, caps=caps)
     try:
         proposal = await _propose(
             editor,
@@ -135,12 +137,25 @@ async def test_show_diff_returns_it_and_opens_it_where_the_client_can(tmp_path, 
             ),
         )
         shown = await editor.command("talos.proposal.diff", {"proposal_id": proposal["id"]})
-        assert "-    return 1\n+    return 2\n" in shown["diff"]
-        (document,) = editor.client.shown_documents
-        assert document.uri == shown["uri"] and not shown["uri"].startswith(ws.as_uri())
+        served = await editor.client.protocol.send_request_async(
+            "talos/proposalContent", {"proposal_id": proposal["id"], "side": "diff"})  # fmt: skip
+        assert served == shown["diff"] and "-    return 1\n+    return 2\n" in served
+        return shown, proposal, [d.uri for d in editor.client.shown_documents]
     finally:
         await editor.client.shutdown_session()
         await editor.client.stop()
+
+
+async def test_show_diff_returns_it_and_opens_it_where_the_client_can(tmp_path, ws, options, model):
+    shown, _, documents = await _shown_diff(tmp_path, ws, options, model)
+    assert documents == [shown["uri"]] and shown["uri"].startswith("file://")
+    assert not shown["uri"].startswith(ws.as_uri())  # outside the workspace
+
+
+async def test_show_diff_as_a_virtual_document_for_a_content_provider(tmp_path, ws, options, model):
+    shown, proposal, documents = await _shown_diff(tmp_path, ws, options, model,
+                                                   contentProvider=True)  # fmt: skip
+    assert documents == [shown["uri"]] == [f"talos-proposal:/{proposal['id']}.diff"]
 
 
 CASES = ["", "a", "a\n", "a\nb", "a\r\nb\r\n", "a\rb", "😀\n𝄞x\n", "é\r\nü", "\n\n\n", "x\u2028y\n"]
@@ -234,27 +249,3 @@ async def test_two_servers_racing_to_apply_one_proposal_apply_it_once(tmp_path, 
         for editor in (first, second):
             await editor.client.shutdown_session()
             await editor.client.stop()
-
-
-async def test_show_diff_as_a_virtual_document_for_a_content_provider(tmp_path, ws, options, model):
-    caps = capabilities()
-    caps.window.show_document = types.ShowDocumentClientCapabilities(support=True)
-    editor = await start_editor(tmp_path / "home", [ws], {**options, "contentProvider": True},
-                                caps=caps)  # fmt: skip
-    try:
-        proposal = await _propose(
-            editor,
-            model,
-            json.dumps(
-                {"path": "src/app.py", "blocks": [{"search": "return 1", "replace": "return 2"}]}
-            ),
-        )
-        shown = await editor.command("talos.proposal.diff", {"proposal_id": proposal["id"]})
-        assert shown["uri"] == f"talos-proposal:/{proposal['id']}.diff"
-        assert [d.uri for d in editor.client.shown_documents] == [shown["uri"]]
-        served = await editor.client.protocol.send_request_async(
-            "talos/proposalContent", {"proposal_id": proposal["id"], "side": "diff"})  # fmt: skip
-        assert served == shown["diff"] and "+    return 2" in served
-    finally:
-        await editor.client.shutdown_session()
-        await editor.client.stop()
