@@ -81,6 +81,10 @@ class EditorPort(Protocol):
         """Write the proposal's new content over the document at `version` (the editor's
         buffer version the host checked; None: the file on disk). True when it landed."""
 
+    async def settle(self, proposal: Proposal) -> None:
+        """Before an application: make the editor able to check the edit's version (see
+        LspPort.settle); nothing to do elsewhere."""
+
     def read_document(self, path: str) -> tuple[str, int | None] | None:
         """The editor's text of a workspace file and its version, when the editor has it open
         (unsaved text wins over the disk); None otherwise. Called from worker threads."""
@@ -439,6 +443,7 @@ class Host:
         run = self.offload.run
         try:
             proposal = await run(self.proposals.get, proposal_id)
+            await self.port.settle(proposal)
             current, version = await run(self._current, proposal.path)
             new_text = await run(self.proposals.apply, proposal_id, current, hunks)
             before = await run(self.proposals.applied, proposal_id, new_text, hunks)

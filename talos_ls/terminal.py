@@ -108,6 +108,9 @@ class TerminalPort:
     def read_document(self, path: str) -> tuple[str, int | None] | None:
         return None  # no editor buffers: the disk is the truth
 
+    async def settle(self, proposal: Proposal) -> None:
+        pass
+
     async def begin(self, task: Task) -> None:
         self.progress(task, "working")
 

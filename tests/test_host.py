@@ -52,6 +52,9 @@ class ScriptedPort:
     def read_document(self, path):
         return None
 
+    async def settle(self, proposal):
+        pass
+
     async def begin(self, task):
         pass
 

@@ -116,6 +116,39 @@ class LspPort:
             return False
         return await self._shows(path, new_text)
 
+    async def settle(self, proposal: Proposal) -> None:
+        """Before an application: a document still at version 0 is moved past it.
+
+        Neovim (0.7 at least) opens a document at version 0 and checks an edit's version only
+        when it is above 0: an edit at 0 would replace whatever the person typed on its lines
+        meanwhile, and the buffer would then show the expected text. So an empty edit (an
+        insertion of nothing, which cannot overwrite typing) goes first: Neovim answers it with
+        a didChange, and the real edit then goes at that version, which it checks. A client
+        that sends no didChange keeps version 0 (the unchecked edit): one round trip, and at
+        most `APPLIED_WAIT_S`, spent on a document's first edit only."""
+        path = self.root / proposal.path
+        doc = _document(self.server, path)
+        if doc is None or doc.version != 0 or self.server.closing:
+            return
+        nothing = types.TextEdit(range=types.Range(start=types.Position(line=0, character=0),
+                                                   end=types.Position(line=0, character=0)),
+                                 new_text="")  # fmt: skip
+        edit = types.TextDocumentEdit(
+            text_document=types.OptionalVersionedTextDocumentIdentifier(uri=path.as_uri(),
+                                                                        version=0),
+            edits=[nothing])  # fmt: skip
+        try:
+            await self.server.workspace_apply_edit_async(types.ApplyWorkspaceEditParams(
+                edit=types.WorkspaceEdit(document_changes=[edit])))  # fmt: skip
+        except JsonRpcException:
+            return
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + APPLIED_WAIT_S
+        while (doc := _document(self.server, path)) is not None and doc.version == 0:
+            if loop.time() > deadline:
+                return
+            await asyncio.sleep(0.02)
+
     async def _shows(self, path: Path, text: str) -> bool:
         """Whether the editor's buffer holds `text` (its didChange may trail the reply)."""
         loop = asyncio.get_running_loop()
