@@ -116,7 +116,7 @@ class TalosServer(LanguageServer):
         document: as a `talos-proposal:` virtual document when the client said it serves that
         scheme (from `talos/proposalContent`), else a private temporary file outside the
         workspace."""
-        diff = self.daemon.proposal_diff(p)
+        diff = await self.daemon.proposal_diff(p)
         window = self._window
         if not (window and window.show_document and window.show_document.support):
             return {"diff": diff, "uri": None}

@@ -205,10 +205,13 @@ class Daemon:
                 return host, task
         raise ParamsError(f"no running or recent task {task_id!r}")
 
-    def _proposal(self, proposal_id: str) -> tuple[Host, Proposal]:
+    async def _proposal(self, proposal_id: str) -> tuple[Host, Proposal]:
+        """The proposal and its folder's host: from memory, else from the store (one another
+        server made), off the event loop."""
+        await self.ready()
         for host in self.hosts.values():
             try:
-                return host, host.proposals.get(proposal_id)
+                return host, await self.offload.run(host.proposals.get, proposal_id)
             except ProposalError:
                 continue
         raise ParamsError(f"no proposal {proposal_id!r}")
@@ -301,15 +304,15 @@ class Daemon:
             out += [_proposal_summary(pr) for pr in host.proposals.list(rel)]
         return out
 
-    def show_proposal(self, p: Params) -> dict[str, Any]:
-        _, proposal = self._proposal(p.get("proposal_id", str, required=True))
+    async def show_proposal(self, p: Params) -> dict[str, Any]:
+        _, proposal = await self._proposal(p.get("proposal_id", str, required=True))
         return {**_proposal_summary(proposal), "diff": proposal.diff(),
                 "hunks": [{"index": h.index, "start_line": h.base_start,
                            "end_line": h.base_end, "old": list(h.old_lines),
                            "new": list(h.new_lines)} for h in proposal.hunks]}  # fmt: skip
 
-    def proposal_content(self, p: Params) -> str:
-        _, proposal = self._proposal(p.get("proposal_id", str, required=True))
+    async def proposal_content(self, p: Params) -> str:
+        _, proposal = await self._proposal(p.get("proposal_id", str, required=True))
         side = p.get("side", str, required=True)
         if side == "diff":
             return proposal.diff()
@@ -319,7 +322,7 @@ class Daemon:
         return proposal.base_text if side == "base" else proposal.new_text
 
     async def apply_proposal(self, p: Params) -> dict[str, Any]:
-        host, proposal = self._proposal(p.get("proposal_id", str, required=True))
+        host, proposal = await self._proposal(p.get("proposal_id", str, required=True))
         hunks = p.get("hunks", list)
         if hunks is not None and not all(isinstance(h, int) and not isinstance(h, bool)
                                          for h in hunks):  # fmt: skip
@@ -328,7 +331,7 @@ class Daemon:
         return {"proposal_id": proposal.id, "applied": applied, "status": proposal.status}
 
     async def reject_proposal(self, p: Params) -> dict[str, Any]:
-        host, proposal = self._proposal(p.get("proposal_id", str, required=True))
+        host, proposal = await self._proposal(p.get("proposal_id", str, required=True))
         try:
             await host.reject_proposal(proposal.id)
         except ProposalError as exc:
@@ -349,14 +352,14 @@ class Daemon:
                 if any(p.status in OPEN for p in host.proposals.list(rel)):
                     host.document_changed(rel, text)
 
-    def proposal_diff(self, p: Params) -> str:
-        _, proposal = self._proposal(p.get("proposal_id", str, required=True))
+    async def proposal_diff(self, p: Params) -> str:
+        _, proposal = await self._proposal(p.get("proposal_id", str, required=True))
         return proposal.diff()
 
     async def undo(self, p: Params, path: Path | None) -> dict[str, Any]:
         proposal_id = p.get("proposal_id", str)
         await self.ready()
-        host = self._proposal(proposal_id)[0] if proposal_id else self.host_for(path)
+        host = (await self._proposal(proposal_id))[0] if proposal_id else self.host_for(path)
         try:
             proposal = await host.undo(proposal_id)
         except ProposalError as exc:
