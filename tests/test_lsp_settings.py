@@ -65,3 +65,14 @@ def test_null_is_the_default_and_a_cost_cap_needs_a_price():
     s, problems = Settings().updated({"model": "unpriced-local-model", "maxCost": 1})
     assert problems and problems[0].startswith("maxCost:") and s.max_cost is None
     assert s.model == "unpriced-local-model"
+
+
+def test_the_status_says_whether_the_model_has_a_price():
+    """A client shows dollars for a priced model and tokens for one without a price."""
+    assert Settings().shown()["priced"] is True  # gpt-4.1-mini is in the built-in table
+    local, _ = Settings().updated({"model": "unpriced-local-model"})
+    assert local.shown()["priced"] is False
+    priced, _ = local.updated(
+        {"prices": {"unpriced-local-model": {"input": 1, "cached_input": 0.5, "output": 2}}}
+    )
+    assert priced.shown()["priced"] is True

@@ -83,6 +83,7 @@ class Settings:
         """The settings as `talos.status` reports them (the key's variable name, not the key)."""
         return {
             "model": self.model,
+            "priced": self.model in self.price_table(),  # else a client shows tokens, not $
             "baseUrl": None if self.base_url is None else redact_url(self.base_url),
             "apiKeyEnv": self.api_key_env,
             "maxCost": None if self.max_cost is None else str(self.max_cost),
