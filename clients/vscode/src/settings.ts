@@ -1,0 +1,129 @@
+/**
+ * The `talos.*` settings, checked here before they reach the server, so a typo is named where
+ * it was made (the server checks them again and keeps its last good value). Pure: unit-tested.
+ * The API key is never a setting: it lives in SecretStorage and reaches the server only through
+ * its environment, under the name `talos.apiKeyEnv` gives.
+ */
+
+export const PERMISSION_MODES = ['read-only', 'ask', 'auto-edit', 'full-auto'] as const;
+/** The server names the schemes it supports when it refuses one; this catches the typos. */
+const STORE_URL = /^(sqlite|rediss?)(\+[a-z]+)?:\/\//i;
+const ENV_NAME = /^[A-Za-z_][A-Za-z0-9_]{0,127}$/;
+/** Values that look like a key rather than the name of a variable holding one. */
+const KEYISH = /^(sk-|sk_|ghp_|gh[ousr]_|xox[abp]-|AKIA)|^[A-Za-z0-9_-]{32,}$/;
+
+/** The server's settings (its `initializationOptions` and `talos` configuration section). */
+export interface ServerSettings {
+  model?: string | null;
+  baseUrl?: string | null;
+  apiKeyEnv?: string | null;
+  prices?: Record<string, { input: number; cached_input: number; output: number }> | null;
+  maxCost?: number | null;
+  maxSteps?: number | null;
+  permissionMode?: string | null;
+  storeUrl?: string | null;
+  questionBudgetTurns?: number | null;
+  promptTimeout?: number | null;
+}
+
+export interface Checked {
+  settings: ServerSettings;
+  /** One line per refused setting, naming it; never echoing a value that could be a key. */
+  problems: string[];
+}
+
+type Check = (value: unknown) => unknown;
+
+function text(value: unknown): string {
+  if (typeof value !== 'string' || !value.trim() || value.length > 200) throw new Error('must be a non-empty string of at most 200 characters');
+  if (/[\u0000-\u001f]/.test(value)) throw new Error('must not contain control characters');
+  return value.trim();
+}
+
+function wholeNumber(min: number, max: number): Check {
+  return (value) => {
+    if (typeof value !== 'number' || !Number.isInteger(value) || value < min || value > max) throw new Error(`must be a whole number from ${min} to ${max}`);
+    return value;
+  };
+}
+
+function positive(max: number, unit: string): Check {
+  return (value) => {
+    if (typeof value !== 'number' || !Number.isFinite(value) || value <= 0 || value > max) throw new Error(`must be a number of ${unit} above 0 and at most ${max}`);
+    return value;
+  };
+}
+
+const CHECKS: Record<keyof ServerSettings, Check> = {
+  model: text,
+  baseUrl(value) {
+    const url = text(value);
+    let parsed: URL;
+    try {
+      parsed = new URL(url);
+    } catch {
+      throw new Error('must be an http(s) URL such as http://localhost:11434/v1');
+    }
+    if (parsed.protocol !== 'http:' && parsed.protocol !== 'https:') throw new Error('must be an http(s) URL such as http://localhost:11434/v1');
+    return url;
+  },
+  apiKeyEnv(value) {
+    if (typeof value !== 'string' || !ENV_NAME.test(value)) throw new Error('must be the NAME of an environment variable, such as OPENAI_API_KEY');
+    if (KEYISH.test(value)) throw new Error('looks like a key: give the NAME of the variable that holds it; use "Talos: Set API Key" for the key');
+    return value;
+  },
+  prices(value) {
+    if (typeof value !== 'object' || value === null || Array.isArray(value)) throw new Error('must be an object {"model": {"input", "cached_input", "output"}}');
+    const out: Record<string, { input: number; cached_input: number; output: number }> = {};
+    for (const [model, entry] of Object.entries(value)) {
+      const e = entry as Record<string, unknown>;
+      const fields = ['input', 'cached_input', 'output'] as const;
+      if (typeof e !== 'object' || e === null || !fields.every((f) => typeof e[f] === 'number' && Number.isFinite(e[f]) && (e[f] as number) >= 0)) {
+        throw new Error(`${JSON.stringify(model)} needs input, cached_input and output: USD per million tokens, 0 or more`);
+      }
+      out[model] = { input: e.input as number, cached_input: e.cached_input as number, output: e.output as number };
+    }
+    return out;
+  },
+  maxCost: positive(1_000_000, 'US dollars'),
+  maxSteps: wholeNumber(1, 1_000_000),
+  permissionMode(value) {
+    if (typeof value !== 'string' || !(PERMISSION_MODES as readonly string[]).includes(value)) throw new Error(`must be one of ${PERMISSION_MODES.join(', ')}`);
+    return value;
+  },
+  storeUrl(value) {
+    const url = text(value);
+    if (!STORE_URL.test(url)) throw new Error('must be a sqlite:/// or redis:// URL');
+    return url;
+  },
+  questionBudgetTurns: wholeNumber(1, 1000),
+  promptTimeout: positive(86400, 'seconds'),
+};
+
+export const SETTING_NAMES = Object.keys(CHECKS) as (keyof ServerSettings)[];
+
+/**
+ * The server's settings from the `talos` configuration section (`get` reads one key). An
+ * unset or null value is sent as null (the server's default); a refused one is left out, so
+ * the server keeps its last good value, and named in `problems`.
+ */
+export function checkSettings(get: (key: string) => unknown): Checked {
+  const settings: Record<string, unknown> = {};
+  const problems: string[] = [];
+  if (get('apiKey') !== undefined && get('apiKey') !== null) {
+    problems.push('talos.apiKey: the key never goes in settings; use "Talos: Set API Key" (kept in the OS keychain)');
+  }
+  for (const name of SETTING_NAMES) {
+    const value = get(name);
+    if (value === undefined || value === null || value === '') {
+      settings[name] = null;
+      continue;
+    }
+    try {
+      settings[name] = CHECKS[name](value);
+    } catch (error) {
+      problems.push(`talos.${name}: ${(error as Error).message}`);
+    }
+  }
+  return { settings: settings as ServerSettings, problems };
+}

@@ -1,0 +1,301 @@
+/**
+ * The connection to `talos-ls`: finds and starts it with the key from SecretStorage in its
+ * environment, restarts it after a crash with back-off, checks settings before they are sent,
+ * and keeps the latest `talos/status`. Everything else in the extension goes through here.
+ */
+import * as vscode from 'vscode';
+import {
+  type ApplyWorkspaceEditParams,
+  type ApplyWorkspaceEditRequest,
+  type ApplyWorkspaceEditResult,
+  CancellationToken,
+  CloseAction,
+  DidChangeConfigurationNotification,
+  ErrorAction,
+  LanguageClient,
+  ShowMessageNotification,
+  ShowMessageRequest,
+  State,
+  TransportKind,
+  type LanguageClientOptions,
+  type MessageActionItem,
+  type ServerOptions,
+} from 'vscode-languageclient/node';
+import { Backoff, findServer, notFoundMessage, serverEnv } from './launch';
+import { checkSettings, type Checked } from './settings';
+import type { Connection, ServerStatus } from './status';
+import { message } from './text';
+
+export const SECRET_KEY = 'talos.apiKey';
+
+export interface ProposalsChanged {
+  uri: string;
+  proposals: { id: string; path: string; status: string; task_id: string | null; hunks: number }[];
+}
+
+export class Talos implements vscode.Disposable {
+  private client: LanguageClient | undefined;
+  private readonly backoff = new Backoff();
+  private notified = false;
+  private lastProblems = '';
+  status: ServerStatus | undefined;
+  connection: Connection = 'stopped';
+
+  readonly log: vscode.LogOutputChannel;
+  private readonly statusEmitter = new vscode.EventEmitter<void>();
+  private readonly proposalsEmitter = new vscode.EventEmitter<ProposalsChanged>();
+  /** The status or the connection changed. */
+  readonly onDidChange = this.statusEmitter.event;
+  /** A file's proposals were made or changed state. */
+  readonly onProposals = this.proposalsEmitter.event;
+  /** Set by the extension: how to show a proposal as a diff (the server's "Show diff"). */
+  showDiff: (proposalId: string) => Promise<void> = async () => undefined;
+
+  constructor(private readonly context: vscode.ExtensionContext) {
+    this.log = vscode.window.createOutputChannel('Talos', { log: true });
+  }
+
+  get running(): boolean {
+    return this.client?.state === State.Running;
+  }
+
+  /** One server command with one object argument (the server's convention). */
+  async execute<T = unknown>(command: string, argument: object = {}): Promise<T> {
+    const client = await this.ready();
+    return (await client.sendRequest('workspace/executeCommand', { command, arguments: [argument] })) as T;
+  }
+
+  async request<T = unknown>(method: string, params: object): Promise<T> {
+    const client = await this.ready();
+    return (await client.sendRequest(method, params)) as T;
+  }
+
+  private async ready(): Promise<LanguageClient> {
+    if (!this.client || this.connection === 'failed' || this.connection === 'stopped') {
+      throw new Error('the Talos language server is not running (Talos: Restart)');
+    }
+    if (this.client.state !== State.Running) await this.client.start();
+    return this.client;
+  }
+
+  /** The settings as they are now, checked; problems are shown once per new set. */
+  settings(): Checked {
+    const config = vscode.workspace.getConfiguration('talos');
+    const checked = checkSettings((key) => config.get(key));
+    const problems = checked.problems.join('\n');
+    if (problems && problems !== this.lastProblems) {
+      void vscode.window.showWarningMessage(`Talos settings refused (the server keeps its last good value): ${checked.problems.join('; ')}`, 'Open Settings').then((pick) => {
+        if (pick) void vscode.commands.executeCommand('workbench.action.openSettings', 'talos');
+      });
+    }
+    this.lastProblems = problems;
+    return checked;
+  }
+
+  /** Sends the current settings (after a change of `talos.*`). */
+  async configurationChanged(): Promise<void> {
+    const checked = this.settings();
+    if (this.client?.state === State.Running) {
+      await this.client.sendNotification(DidChangeConfigurationNotification.type, { settings: { talos: checked.settings } });
+    }
+  }
+
+  async start(): Promise<void> {
+    const folders = (vscode.workspace.workspaceFolders ?? []).map((f) => f.uri.fsPath);
+    const config = vscode.workspace.getConfiguration('talos');
+    const found = findServer(config.get<string>('server.command') ?? '', folders, process.env.PATH ?? '');
+    if (!found.command) {
+      this.setConnection('failed');
+      this.log.error(notFoundMessage(found.tried));
+      this.notifyFailure(notFoundMessage(found.tried));
+      return;
+    }
+    const checked = this.settings();
+    const secret = await this.context.secrets.get(SECRET_KEY);
+    const serverOptions: ServerOptions = {
+      command: found.command,
+      args: config.get<string[]>('server.args') ?? [],
+      transport: TransportKind.stdio,
+      options: { env: serverEnv(process.env, checked.settings.apiKeyEnv, secret), cwd: folders[0] },
+    };
+    const client = new LanguageClient('talos', 'Talos', serverOptions, this.clientOptions(checked));
+    this.client = client;
+    this.handleMessages(client);
+    client.onNotification('talos/status', (status: ServerStatus) => {
+      this.status = status;
+      this.statusEmitter.fire();
+    });
+    client.onNotification('talos/proposals', (params: ProposalsChanged) => this.proposalsEmitter.fire(params));
+    client.onDidChangeState((e) => {
+      if (this.client !== client) return;
+      if (e.newState === State.Running) {
+        this.notified = false;
+        this.setConnection('running');
+        void this.refreshStatus();
+      } else if (e.newState === State.Starting) {
+        this.setConnection('starting');
+      }
+    });
+    this.log.info(`starting ${found.command}`);
+    this.setConnection('starting');
+    try {
+      await client.start();
+    } catch (error) {
+      if (this.client !== client) return;
+      this.setConnection('failed');
+      const why = `Talos: talos-ls (${found.command}) could not start: ${(error as Error).message}. If it is not installed there, install it with "pip install talos-ls" or set talos.server.command.`;
+      this.log.error(why);
+      this.notifyFailure(why);
+    }
+  }
+
+  /** Stops the server and starts it again: a new process with the current key and settings. */
+  async restart(): Promise<void> {
+    this.backoff.reset();
+    this.notified = false;
+    await this.stop();
+    await this.start();
+  }
+
+  async stop(): Promise<void> {
+    const client = this.client;
+    this.client = undefined;
+    this.status = undefined;
+    this.setConnection('stopped');
+    if (client) {
+      try {
+        await client.dispose(3000);
+      } catch (error) {
+        this.log.warn(`the server did not stop cleanly: ${(error as Error).message}`);
+      }
+    }
+  }
+
+  async refreshStatus(): Promise<void> {
+    try {
+      this.status = await this.execute<ServerStatus>('talos.status');
+      this.statusEmitter.fire();
+    } catch (error) {
+      this.log.warn(`talos.status: ${(error as Error).message}`);
+    }
+  }
+
+  dispose(): void {
+    void this.stop();
+    this.statusEmitter.dispose();
+    this.proposalsEmitter.dispose();
+    this.log.dispose();
+  }
+
+  private setConnection(connection: Connection): void {
+    this.connection = connection;
+    void vscode.commands.executeCommand('setContext', 'talos.running', connection === 'running');
+    this.statusEmitter.fire();
+  }
+
+  /** One notification per failure to start (not one per retry), with the way out. */
+  private notifyFailure(text: string): void {
+    if (this.notified) return;
+    this.notified = true;
+    void vscode.window.showErrorMessage(text, 'Show Log', 'Open Settings', 'Restart').then((pick) => {
+      if (pick === 'Show Log') this.log.show();
+      else if (pick === 'Open Settings') void vscode.commands.executeCommand('workbench.action.openSettings', 'talos.server');
+      else if (pick === 'Restart') void this.restart();
+    });
+  }
+
+  private clientOptions(checked: Checked): LanguageClientOptions {
+    return {
+      documentSelector: [{ scheme: 'file' }],
+      outputChannel: this.log,
+      revealOutputChannelOn: 4, // never: failures are notified once, by us
+      initializationOptions: { ...checked.settings, contentProvider: true },
+      errorHandler: {
+        error: () => ({ action: ErrorAction.Continue, handled: true }),
+        closed: () => this.closed(),
+      },
+      middleware: {
+        workspace: {
+          // The server pulls the `talos` section: it gets the checked settings, never the
+          // client's own keys (server.command) nor a refused value.
+          configuration: async (params, token, next) => {
+            const values = await next(params, token);
+            if (!Array.isArray(values)) return values;
+            return values.map((value, i) => (params.items[i]?.section === 'talos' ? this.settings().settings : value));
+          },
+          handleApplyEdit: async (params, next) => this.applyAndSave(params, next),
+        },
+        executeCommand: async (command, args, next) => {
+          if (command === 'talos.proposal.diff') {
+            const id = (args[0] as { proposal_id?: unknown } | undefined)?.proposal_id;
+            if (typeof id === 'string') return this.showDiff(id);
+          }
+          return next(command, args);
+        },
+        window: {
+          showDocument: async (params, token, next) => {
+            const match = /^talos-proposal:\/([A-Za-z0-9_-]+)\.diff$/.exec(params.uri);
+            if (match) {
+              await this.showDiff(match[1]);
+              return { success: true };
+            }
+            return next(params, token);
+          },
+        },
+      },
+    };
+  }
+
+  /**
+   * A proposal's edit applied to an open document is saved when the document had no unsaved
+   * changes before: "Apply" writes the file, as it does for a file that is not open. A
+   * document the person was editing stays unsaved.
+   */
+  private async applyAndSave(params: ApplyWorkspaceEditParams, next: ApplyWorkspaceEditRequest.HandlerSignature): Promise<ApplyWorkspaceEditResult> {
+    const uris = (params.edit.documentChanges ?? []).flatMap((c) => ('textDocument' in c ? [c.textDocument.uri] : []));
+    const clean = vscode.workspace.textDocuments.filter((d) => uris.includes(d.uri.toString()) && !d.isDirty);
+    const result = (await next(params, CancellationToken.None)) as ApplyWorkspaceEditResult;
+    if (result?.applied) {
+      for (const document of clean) {
+        if (document.isDirty) await document.save();
+      }
+    }
+    return result;
+  }
+
+  /** The server's messages and prompts, with links broken and hidden characters shown. */
+  private handleMessages(client: LanguageClient): void {
+    client.onNotification(ShowMessageNotification.type, (params) => {
+      const text = message(params.message);
+      if (params.type === 1) void vscode.window.showErrorMessage(text);
+      else if (params.type === 2) void vscode.window.showWarningMessage(text);
+      else void vscode.window.showInformationMessage(text);
+    });
+    client.onRequest(ShowMessageRequest.type, async (params) => {
+      const actions = params.actions ?? [];
+      const shown = actions.map((a) => ({ title: message(a.title), original: a }));
+      const show = params.type === 1 ? vscode.window.showErrorMessage : params.type === 2 ? vscode.window.showWarningMessage : vscode.window.showInformationMessage;
+      const pick = await show(message(params.message), ...shown.map((s) => ({ title: s.title })));
+      const chosen: MessageActionItem | null = pick ? (shown.find((s) => s.title === pick.title)?.original ?? null) : null;
+      return chosen;
+    });
+  }
+
+  /** After a crash: restart with back-off, or give up and say so once. */
+  private async closed(): Promise<{ action: CloseAction; handled: boolean }> {
+    const client = this.client;
+    const delay = this.backoff.crashed(Date.now());
+    if (delay === undefined) {
+      this.setConnection('failed');
+      const why = 'Talos: the language server crashed 5 times in 3 minutes and was not restarted. The log says why.';
+      this.log.error(why);
+      this.notifyFailure(why);
+      return { action: CloseAction.DoNotRestart, handled: true };
+    }
+    this.log.warn(`the language server stopped; restarting in ${delay / 1000} s`);
+    this.setConnection('starting');
+    await new Promise((resolve) => setTimeout(resolve, delay));
+    if (this.client !== client) return { action: CloseAction.DoNotRestart, handled: true };
+    return { action: CloseAction.Restart, handled: true };
+  }
+}

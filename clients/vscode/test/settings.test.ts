@@ -1,0 +1,59 @@
+import assert from 'node:assert/strict';
+import { test } from 'node:test';
+import { checkSettings, SETTING_NAMES } from '../src/settings';
+
+const from = (values: Record<string, unknown>) => checkSettings((key) => values[key]);
+
+test('good values pass through; unset ones are sent as null (the server default)', () => {
+  const { settings, problems } = from({ model: ' gpt-4o ', baseUrl: 'http://localhost:11434/v1', maxCost: 0.5, maxSteps: 20, permissionMode: 'auto-edit', questionBudgetTurns: 3, promptTimeout: 60, storeUrl: 'redis://127.0.0.1:6379/0', prices: { m: { input: 1, cached_input: 0.5, output: 2 } } });
+  assert.deepEqual(problems, []);
+  assert.equal(settings.model, 'gpt-4o');
+  assert.equal(settings.maxCost, 0.5);
+  assert.equal(settings.apiKeyEnv, null);
+  assert.deepEqual(settings.prices, { m: { input: 1, cached_input: 0.5, output: 2 } });
+  assert.deepEqual(Object.keys(settings).sort(), [...SETTING_NAMES].sort());
+});
+
+for (const [name, value, says] of [
+  ['maxSteps', 0, 'whole number from 1'],
+  ['maxSteps', 2.5, 'whole number'],
+  ['maxCost', -1, 'above 0'],
+  ['maxCost', Number.NaN, 'above 0'],
+  ['permissionMode', 'yolo', 'one of read-only, ask'],
+  ['baseUrl', 'file:///etc/passwd', 'http(s) URL'],
+  ['baseUrl', 'not a url', 'http(s) URL'],
+  ['storeUrl', 'mysql://x', 'sqlite:/// or redis://'],
+  ['questionBudgetTurns', '5', 'whole number'],
+  ['prices', { m: { input: 1 } }, '"m" needs input, cached_input and output'],
+  ['prices', { m: { input: -1, cached_input: 0, output: 0 } }, '0 or more'],
+  ['promptTimeout', 0, 'seconds'],
+  ['model', 'a\u0007b', 'control characters'],
+  ['apiKeyEnv', 'MY KEY', 'NAME of an environment variable'],
+] as [string, unknown, string][]) {
+  test(`talos.${name} = ${JSON.stringify(value)} is refused, named, and not sent`, () => {
+    const { settings, problems } = from({ [name]: value, maxSteps: name === 'maxSteps' ? value : 7 });
+    assert.equal(problems.length, 1);
+    assert.ok(problems[0].startsWith(`talos.${name}: `), problems[0]);
+    assert.ok(problems[0].includes(says), problems[0]);
+    assert.ok(!(name in settings), `${name} must be left out so the server keeps its last good value`);
+  });
+}
+
+test('a key in settings is refused and never echoed', () => {
+  const key = 'sk-proj-0123456789abcdefghijklmnopqrstuv';
+  const { settings, problems } = from({ apiKey: key, apiKeyEnv: key });
+  assert.equal(problems.length, 2);
+  assert.ok(problems.every((p) => !p.includes(key)));
+  assert.ok(!JSON.stringify(settings).includes(key));
+  // A key that is also a valid variable name is caught by its look.
+  const token = 'ghp_0123456789abcdefghijklmnopqrstuvwxyzAB';
+  const named = from({ apiKeyEnv: token });
+  assert.ok(named.problems[0].startsWith('talos.apiKeyEnv: looks like a key'), named.problems[0]);
+  assert.ok(!named.problems[0].includes(token) && !JSON.stringify(named.settings).includes(token));
+});
+
+test('the client-only keys never reach the server', () => {
+  const { settings } = from({ 'server.command': '/bin/sh', 'trace.server': 'verbose', model: 'm' });
+  assert.ok(!JSON.stringify(settings).includes('/bin/sh'));
+  assert.ok(!('server' in settings) && !('trace' in settings));
+});
