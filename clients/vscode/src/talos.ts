@@ -24,7 +24,7 @@ import {
 import { Backoff, findServer, notFoundMessage, serverEnv } from './launch';
 import { checkSettings, type Checked } from './settings';
 import type { Connection, ServerStatus } from './status';
-import { message } from './text';
+import { label, message } from './text';
 
 export const SECRET_KEY = 'talos.apiKey';
 
@@ -224,6 +224,22 @@ export class Talos implements vscode.Disposable {
             return values.map((value, i) => (params.items[i]?.section === 'talos' ? this.settings().settings : value));
           },
           handleApplyEdit: async (params, next) => this.applyAndSave(params, next),
+        },
+        // Titles and progress texts carry the model's or a linter's words: no icons, no links.
+        provideCodeLenses: async (document, token, next) => {
+          const lenses = await next(document, token);
+          for (const lens of lenses ?? []) if (lens.command) lens.command.title = label(lens.command.title, 200);
+          return lenses;
+        },
+        provideCodeActions: async (document, range, context, token, next) => {
+          const actions = await next(document, range, context, token);
+          for (const action of actions ?? []) action.title = label(action.title, 200);
+          return actions;
+        },
+        handleWorkDoneProgress: (token, params, next) => {
+          if ('title' in params && typeof params.title === 'string') params.title = label(params.title, 200);
+          if (typeof params.message === 'string') params.message = label(params.message, 300);
+          next(token, params);
         },
         executeCommand: async (command, args, next) => {
           if (command === 'talos.proposal.diff') {
