@@ -55,6 +55,10 @@ export async function activate(context: vscode.ExtensionContext): Promise<void> 
       }
       wasRunning = running;
     }),
+    // Trusting the workspace lets its .venv's talos-ls be found.
+    vscode.workspace.onDidGrantWorkspaceTrust(async () => {
+      if (talos?.connection === 'failed') await talos.restart();
+    }),
     vscode.workspace.onDidChangeConfiguration(async (event) => {
       if (!event.affectsConfiguration('talos')) return;
       if (AT_START.some((key) => event.affectsConfiguration(key))) {

@@ -127,3 +127,49 @@ export function checkSettings(get: (key: string) => unknown): Checked {
   }
   return { settings: settings as ServerSettings, problems };
 }
+
+/** One setting as VS Code's `inspect()` gives it: each layer's value. */
+export interface Layers {
+  defaultValue?: unknown;
+  globalValue?: unknown;
+  workspaceValue?: unknown;
+  workspaceFolderValue?: unknown;
+}
+
+/**
+ * Settings a repository must not choose for you: where the key is sent (`baseUrl`), which
+ * variable is sent as the key, where the store is, what a token costs (a price of 0 would
+ * disarm the cost cap) and which program runs. Declared `machine` scope in package.json, so
+ * VS Code ignores them in a workspace's `.vscode/settings.json`; read from the user layer here
+ * too, so that holds whatever the manifest says.
+ */
+export const USER_ONLY = new Set(['baseUrl', 'apiKeyEnv', 'storeUrl', 'prices', 'server.command', 'server.args']);
+/** Settings a workspace may only make stricter: the mode, lower, and the caps, smaller. */
+const MODE_RANK = new Map<unknown, number>(PERMISSION_MODES.map((m, i) => [m, i]));
+
+function given(value: unknown): boolean {
+  return value !== undefined && value !== null && value !== '';
+}
+
+/**
+ * The value a setting takes from its layers. A cloned repository's `.vscode/settings.json` is
+ * the workspace's content, so it can lower the permission mode and the caps but never raise
+ * them, and cannot set the user-only settings at all.
+ */
+export function effective(name: string, layers: Layers | undefined): unknown {
+  if (!layers) return undefined;
+  const user = given(layers.globalValue) ? layers.globalValue : layers.defaultValue;
+  if (USER_ONLY.has(name)) return user;
+  const workspace = given(layers.workspaceFolderValue) ? layers.workspaceFolderValue : layers.workspaceValue;
+  if (!given(workspace)) return user;
+  if (name === 'permissionMode') {
+    const mine = MODE_RANK.get(user) ?? MODE_RANK.get('ask')!;
+    const theirs = MODE_RANK.get(workspace);
+    return theirs !== undefined && theirs < mine ? workspace : user;
+  }
+  if (name === 'maxCost' || name === 'maxSteps') {
+    if (typeof workspace !== 'number') return user;
+    return typeof user === 'number' ? Math.min(user, workspace) : workspace;
+  }
+  return workspace;
+}

@@ -22,7 +22,7 @@ import {
   type ServerOptions,
 } from 'vscode-languageclient/node';
 import { Backoff, findServer, notFoundMessage, serverEnv } from './launch';
-import { checkSettings, type Checked } from './settings';
+import { checkSettings, effective, type Checked } from './settings';
 import type { Connection, ServerStatus } from './status';
 import { label, message } from './text';
 
@@ -81,7 +81,7 @@ export class Talos implements vscode.Disposable {
   /** The settings as they are now, checked; problems are shown once per new set. */
   settings(): Checked {
     const config = vscode.workspace.getConfiguration('talos');
-    const checked = checkSettings((key) => config.get(key));
+    const checked = checkSettings((key) => effective(key, config.inspect(key)));
     const problems = checked.problems.join('\n');
     if (problems && problems !== this.lastProblems) {
       void vscode.window.showWarningMessage(`Talos settings refused (the server keeps its last good value): ${checked.problems.join('; ')}`, 'Open Settings').then((pick) => {
@@ -101,9 +101,11 @@ export class Talos implements vscode.Disposable {
   }
 
   async start(): Promise<void> {
-    const folders = (vscode.workspace.workspaceFolders ?? []).map((f) => f.uri.fsPath);
+    // A workspace's own .venv is a program the repository chose: used only once it is trusted.
+    const folders = vscode.workspace.isTrusted ? (vscode.workspace.workspaceFolders ?? []).map((f) => f.uri.fsPath) : [];
     const config = vscode.workspace.getConfiguration('talos');
-    const found = findServer(config.get<string>('server.command') ?? '', folders, process.env.PATH ?? '');
+    const command = effective('server.command', config.inspect('server.command'));
+    const found = findServer(typeof command === 'string' ? command : '', folders, process.env.PATH ?? '');
     if (!found.command) {
       this.setConnection('failed');
       this.log.error(notFoundMessage(found.tried));
@@ -114,7 +116,7 @@ export class Talos implements vscode.Disposable {
     const secret = await this.context.secrets.get(SECRET_KEY);
     const serverOptions: ServerOptions = {
       command: found.command,
-      args: config.get<string[]>('server.args') ?? [],
+      args: (effective('server.args', config.inspect('server.args')) as string[] | undefined) ?? [],
       transport: TransportKind.stdio,
       options: { env: serverEnv(process.env, checked.settings.apiKeyEnv, secret), cwd: folders[0] },
     };

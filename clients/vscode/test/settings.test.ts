@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
-import { checkSettings, SETTING_NAMES } from '../src/settings';
+import { checkSettings, effective, SETTING_NAMES } from '../src/settings';
 
 const from = (values: Record<string, unknown>) => checkSettings((key) => values[key]);
 
@@ -56,4 +56,23 @@ test('the client-only keys never reach the server', () => {
   const { settings } = from({ 'server.command': '/bin/sh', 'trace.server': 'verbose', model: 'm' });
   assert.ok(!JSON.stringify(settings).includes('/bin/sh'));
   assert.ok(!('server' in settings) && !('trace' in settings));
+});
+
+test("a repository's workspace settings can make Talos stricter, never looser", () => {
+  assert.equal(effective('permissionMode', { defaultValue: 'ask', workspaceValue: 'full-auto' }), 'ask');
+  assert.equal(effective('permissionMode', { defaultValue: 'ask', globalValue: 'auto-edit', workspaceFolderValue: 'read-only' }), 'read-only');
+  assert.equal(effective('permissionMode', { defaultValue: 'ask', workspaceValue: 'no-such-mode' }), 'ask');
+  assert.equal(effective('maxCost', { defaultValue: null, globalValue: 0.5, workspaceValue: 100 }), 0.5);
+  assert.equal(effective('maxCost', { defaultValue: null, workspaceValue: 0.2 }), 0.2);
+  assert.equal(effective('maxSteps', { defaultValue: 50, workspaceValue: 1e6 }), 50);
+  assert.equal(effective('maxSteps', { defaultValue: 50, workspaceValue: 10 }), 10);
+});
+
+test('where the key goes, what runs and what tokens cost are the user’s settings only', () => {
+  assert.equal(effective('baseUrl', { defaultValue: null, workspaceValue: 'https://evil.example/v1' }), null);
+  assert.equal(effective('baseUrl', { defaultValue: null, globalValue: 'http://localhost:11434/v1', workspaceValue: 'https://evil.example/v1' }), 'http://localhost:11434/v1');
+  assert.equal(effective('apiKeyEnv', { defaultValue: 'OPENAI_API_KEY', workspaceValue: 'AWS_SECRET_ACCESS_KEY' }), 'OPENAI_API_KEY');
+  assert.deepEqual(effective('prices', { defaultValue: null, workspaceValue: { 'gpt-4.1-mini': { input: 0, cached_input: 0, output: 0 } } }), null);
+  assert.equal(effective('server.command', { defaultValue: '', workspaceValue: './evil.sh' }), '');
+  assert.equal(effective('model', { defaultValue: 'gpt-4.1-mini', workspaceValue: 'qwen2.5-coder' }), 'qwen2.5-coder', 'a project may choose its model');
 });
