@@ -11,6 +11,7 @@ from __future__ import annotations
 import os
 import shutil
 from pathlib import Path
+from typing import NoReturn
 
 import pytest
 
@@ -18,15 +19,20 @@ BWRAP_INSTALL = "apt-get install -y bubblewrap"
 RG_INSTALL = "apt-get install -y ripgrep"
 
 
-def require_binary(name: str, install: str) -> str:
-    found = shutil.which(name)
-    if found:
-        return found
-    reason = f"needs {name}: {install}"
+def unavailable(reason: str) -> NoReturn:
+    """Skip for something missing that pip cannot provide (`reason` says how to get it); a
+    failure under TALOS_TEST_REQUIRE_ALL=1."""
     if os.environ.get("TALOS_TEST_REQUIRE_ALL") == "1":
         pytest.fail(f"{reason} (TALOS_TEST_REQUIRE_ALL=1 turns this skip into a failure)",
                     pytrace=False)  # fmt: skip
     pytest.skip(reason)
+
+
+def require_binary(name: str, install: str) -> str:
+    found = shutil.which(name)
+    if found:
+        return found
+    unavailable(f"needs {name}: {install}")
 
 
 def require_sandbox() -> str:

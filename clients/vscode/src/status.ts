@@ -47,6 +47,7 @@ export interface StatusView {
 export function dollars(cost: string | undefined): string {
   const value = Number(cost ?? '0');
   if (!Number.isFinite(value)) return '$?';
+  if (value > 0 && value < 0.0001) return '<$0.0001'; // spent, if not much: never shown as $0
   return value < 1 ? `$${value.toFixed(4)}` : `$${value.toFixed(2)}`;
 }
 

@@ -75,6 +75,7 @@ test('the budget line says when the next question may come', () => {
 test('dollars and tokens', () => {
   assert.equal(dollars('0'), '$0.0000');
   assert.equal(dollars('0.00015'), '$0.0001');
+  assert.equal(dollars('0.00002'), '<$0.0001');
   assert.equal(dollars('12.345'), '$12.35');
   assert.equal(dollars('nonsense'), '$?');
   assert.equal(tokens(999), '999');
