@@ -5,7 +5,7 @@
  */
 import * as vscode from 'vscode';
 import { PROPOSAL_SCHEME, TASK_SCHEME, parseProposalPath, proposalPath, taskPath } from './documents';
-import { dollars } from './status';
+import { dollars, statusView } from './status';
 import { SECRET_KEY, type Talos } from './talos';
 import { label, message } from './text';
 import { idOf, type ProposalInfo, type QuestionInfo, type TaskInfo } from './views';
@@ -166,6 +166,23 @@ export function registerCommands(context: vscode.ExtensionContext, talos: Talos)
     if (tabs.length) await vscode.window.tabGroups.close(tabs);
   };
 
+  register('talos.showProposals', async () => {
+    const proposals = (await talos.execute<ProposalInfo[]>('talos.proposal.list')).filter((p) => REVIEWABLE.includes(p.status));
+    if (!proposals.length) {
+      void vscode.window.showInformationMessage('Talos: no proposals to review.');
+      return;
+    }
+    const pick = await vscode.window.showQuickPick(
+      proposals.map((p) => ({ label: label(p.path, 100), description: `${p.id} · ${p.hunks} change${p.hunks === 1 ? '' : 's'} · ${p.status}`, proposal: p })),
+      { title: 'Talos: Proposals' },
+    );
+    if (!pick) return;
+    const open = OPEN_STATUSES.includes(pick.proposal.status);
+    const action = await vscode.window.showQuickPick([...(open ? ['Apply'] : []), 'Show Diff', 'Reject'], { title: `${label(pick.proposal.path, 80)} (${pick.proposal.id})` });
+    const commands: Record<string, string> = { Apply: 'talos.applyProposal', 'Show Diff': 'talos.showProposalDiff', Reject: 'talos.rejectProposal' };
+    if (action) await vscode.commands.executeCommand(commands[action], pick.proposal.id);
+  });
+
   register('talos.showProposalDiff', async (arg) => {
     const proposal = await proposalFor(arg, 'Talos: Show Proposal Diff');
     if (proposal) await showDiff(proposal);
@@ -270,6 +287,11 @@ export function registerCommands(context: vscode.ExtensionContext, talos: Talos)
   });
 
   // --------------------------------------------------- server and the key
+  register('talos.showStatus', async () => {
+    await talos.refreshStatus();
+    const view = statusView(talos.status, talos.connection);
+    await vscode.window.showInformationMessage('Talos status', { modal: true, detail: view.tooltip.replace(/\n\nClick for tasks\.$/, '') });
+  });
   register('talos.restart', () => talos.restart());
   register('talos.showLog', async () => talos.log.show());
   register('talos.setApiKey', async () => {

@@ -38,6 +38,7 @@ export async function activate(context: vscode.ExtensionContext): Promise<void> 
     vscode.workspace.registerTextDocumentContentProvider(PROPOSAL_SCHEME, proposals),
     vscode.workspace.registerTextDocumentContentProvider(TASK_SCHEME, transcripts),
     vscode.window.registerTreeDataProvider('talos.overview', overview),
+    vscode.commands.registerCommand('talos.refreshView', () => overview.refresh()),
     statusBar(talos),
     // A proposal partly applied or made stale: its open diff shows it as it is now.
     talos.onProposals((changed) => {
