@@ -1,0 +1,244 @@
+"""The real VS Code workbench, headless: code-server (VS Code 1.100 from npm, installed by
+`clients/vscode/e2e/setup.sh`) with a fresh profile, driven by Playwright over Debian's
+Chromium. What the test needs is found here or the test skips with the command that provides
+it (a failure under TALOS_TEST_REQUIRE_ALL=1).
+
+The extension host runs in node on this machine, so the extension starts the real `talos-ls`
+exactly as a desktop VS Code would; everything the person sees is in the browser page.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import time
+import urllib.request
+from collections.abc import Iterator
+from contextlib import contextmanager, suppress
+from pathlib import Path
+from typing import Any
+
+from ..system import unavailable
+
+REPO = Path(__file__).resolve().parents[2]
+EXTENSION = REPO / "clients" / "vscode"
+SETUP = "clients/vscode/e2e/setup.sh"
+BUILD = "cd clients/vscode && npm ci && npm run package"
+CHROMIUM = Path("/usr/bin/chromium")
+START_S = 60  # code-server answering /healthz
+# Chromium as CI runs it: no sandbox as root, no GPU, and nothing phoning home.
+CHROMIUM_ARGS = [
+    "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
+    "--disable-background-networking", "--disable-component-update", "--disable-sync",
+    "--no-first-run", "--disable-default-apps", "--disable-extensions",
+]  # fmt: skip
+
+
+def e2e_dir() -> Path:
+    return Path(os.environ.get("TALOS_E2E_DIR") or Path.home() / ".cache" / "talos-e2e")
+
+
+def require_code_server() -> Path:
+    binary = e2e_dir() / "code-server" / "node_modules" / ".bin" / "code-server"
+    if not binary.exists():
+        unavailable(f"needs code-server 4.100.3 in {binary.parents[2]}: {SETUP}")
+    return binary
+
+
+def require_chromium() -> Path:
+    if not CHROMIUM.exists():
+        unavailable(f"needs {CHROMIUM}: apt-get install -y chromium (or {SETUP})")
+    return CHROMIUM
+
+
+def require_playwright() -> Any:
+    try:
+        from playwright import sync_api
+    except ImportError:
+        unavailable("needs the playwright package: .venv/bin/pip install -e '.[e2e]'")
+    return sync_api
+
+
+def require_vsix() -> Path:
+    """The packaged extension (`npm run package` writes clients/vscode/talos-vscode.vsix), or
+    $TALOS_E2E_VSIX; one older than the extension's sources would test old code, so it counts
+    as missing."""
+    if os.environ.get("TALOS_E2E_VSIX"):
+        vsix = Path(os.environ["TALOS_E2E_VSIX"])
+        if not vsix.exists():
+            unavailable(f"TALOS_E2E_VSIX={vsix} does not exist: {BUILD}")
+        return vsix
+    found = sorted([*EXTENSION.glob("talos-vscode*.vsix"), *EXTENSION.glob("dist/*.vsix")],
+                   key=lambda p: p.stat().st_mtime)  # fmt: skip
+    if not found:
+        unavailable(f"needs the extension's .vsix: {BUILD}")
+    vsix = found[-1]
+    sources = [EXTENSION / "package.json", *(EXTENSION / "src").rglob("*.ts")]
+    newest = max((p for p in sources if p.exists()), key=lambda p: p.stat().st_mtime, default=None)
+    if newest is not None and newest.stat().st_mtime > vsix.stat().st_mtime:
+        unavailable(f"{vsix.relative_to(REPO)} is older than {newest.relative_to(REPO)}: {BUILD}")
+    return vsix
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class CodeServer:
+    """One code-server with a profile of its own under `root`: XDG dirs and HOME there too, so
+    the extension's talos-ls keeps its store and config there, not in the user's."""
+
+    def __init__(self, binary: Path, root: Path, settings: dict[str, Any],
+                 env: dict[str, str]) -> None:  # fmt: skip
+        self.binary = binary
+        self.root = root
+        self.user_data = root / "user-data"
+        self.extensions = root / "extensions"
+        self.home = root / "home"
+        self.log = root / "code-server.log"
+        self.port = free_port()
+        self.process: subprocess.Popen[bytes] | None = None
+        (self.user_data / "User").mkdir(parents=True)
+        self.extensions.mkdir()
+        self.home.mkdir()
+        (self.user_data / "User" / "settings.json").write_text(json.dumps(settings, indent=2))
+        theirs = ("TALOS_", "XDG_", "OPENAI_", "VSCODE_", "CODE_SERVER")
+        keep = {k: v for k, v in os.environ.items() if not k.startswith(theirs)}
+        keep.update({
+            "HOME": str(self.home),
+            "XDG_CONFIG_HOME": str(self.home / ".config"),
+            "XDG_DATA_HOME": str(self.home / ".local" / "share"),
+            "XDG_STATE_HOME": str(self.home / ".local" / "state"),
+            "XDG_CACHE_HOME": str(self.home / ".cache"),
+            "PASSWORD": "",
+        })  # fmt: skip
+        keep.update(env)
+        self.env = keep
+
+    def _argv(self, *args: str) -> list[str]:
+        return [str(self.binary), "--user-data-dir", str(self.user_data),
+                "--extensions-dir", str(self.extensions), *args]  # fmt: skip
+
+    def install(self, vsix: Path) -> None:
+        done = subprocess.run(self._argv("--install-extension", str(vsix)), env=self.env,
+                              capture_output=True, text=True, timeout=120)  # fmt: skip
+        installed = [p.name for p in self.extensions.iterdir() if p.is_dir()]
+        if done.returncode != 0 or not installed:
+            raise AssertionError(
+                f"code-server --install-extension {vsix} failed "
+                f"(exit {done.returncode}):\n{done.stdout}\n{done.stderr}"
+            )
+
+    def start(self, folder: Path) -> str:
+        argv = self._argv("--bind-addr", f"127.0.0.1:{self.port}", "--auth", "none",
+                          "--disable-telemetry", "--disable-update-check",
+                          "--disable-workspace-trust", "--disable-getting-started-override",
+                          str(folder))  # fmt: skip
+        with self.log.open("wb") as log:  # a session of its own: stopped by process group
+            self.process = subprocess.Popen(
+                argv, env=self.env, cwd=folder, stdin=subprocess.DEVNULL, stdout=log,
+                stderr=subprocess.STDOUT, start_new_session=True,
+            )  # fmt: skip
+        deadline = time.monotonic() + START_S
+        while time.monotonic() < deadline:
+            if self.process.poll() is not None:
+                raise AssertionError(f"code-server exited ({self.process.returncode}):\n"
+                                     f"{self.logs()}")  # fmt: skip
+            with suppress(OSError), urllib.request.urlopen(f"{self.url}/healthz", timeout=2) as r:
+                if r.status == 200:
+                    return self.url
+            time.sleep(0.2)
+        raise AssertionError(f"code-server did not answer /healthz in {START_S} s:\n{self.logs()}")
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def stop(self) -> None:
+        """The whole process group: a file watcher child outlives code-server otherwise; the
+        extension host's talos-ls gets the TERM too."""
+        if self.process is None:
+            return
+        for sig, wait_s in ((signal.SIGTERM, 5), (signal.SIGKILL, 5)):
+            with suppress(ProcessLookupError):
+                os.killpg(self.process.pid, sig)
+            try:
+                self.process.wait(timeout=wait_s)
+                break
+            except subprocess.TimeoutExpired:
+                continue
+        with suppress(ProcessLookupError):  # stragglers of the group
+            os.killpg(self.process.pid, signal.SIGKILL)
+        self.process = None
+
+    def log_files(self) -> list[Path]:
+        """code-server's own output, then the workbench's logs: the extension host's, and the
+        extension's output channels (Talos's among them)."""
+        logs = sorted((self.user_data / "logs").rglob("*.log")) if (
+            self.user_data / "logs").exists() else []  # fmt: skip
+        wanted = ("exthost", "Talos", "remoteagent")
+        keep = [p for p in logs if any(k in p.as_posix() for k in wanted)]
+        return [self.log, *keep]
+
+    def logs(self, tail: int = 4000) -> str:
+        out = []
+        for path in self.log_files():
+            with suppress(OSError):
+                text = path.read_text(errors="replace")
+                out.append(f"--- {path.relative_to(self.root)}\n{text[-tail:]}")
+        return "\n".join(out)
+
+
+@contextmanager
+def browser(sync_api: Any, chromium: Path) -> Iterator[Any]:
+    """A Playwright page in Debian's Chromium (Playwright downloads no browser of its own)."""
+    with sync_api.sync_playwright() as playwright:
+        b = playwright.chromium.launch(executable_path=str(chromium), headless=True,
+                                       args=CHROMIUM_ARGS)  # fmt: skip
+        try:
+            context = b.new_context(viewport={"width": 1400, "height": 900})
+            yield context.new_page()
+        finally:
+            b.close()
+
+
+class Shots:
+    """Screenshots, numbered in order, written to the artifacts directory and to the test's
+    tmp dir."""
+
+    def __init__(self, page: Any, dirs: list[Path]) -> None:
+        self.page = page
+        self.dirs = dirs
+        self.count = 0
+        self.taken: list[Path] = []
+        for d in dirs:
+            if d.exists():
+                shutil.rmtree(d)
+            d.mkdir(parents=True)
+
+    def __call__(self, name: str) -> Path | None:
+        self.count += 1
+        file = f"{self.count:02d}-{name}.png"
+        try:
+            data = self.page.screenshot(timeout=10_000)
+        except Exception:  # the page may be gone after a failure: the logs still tell
+            return None
+        for d in self.dirs:
+            (d / file).write_bytes(data)
+        self.taken.append(self.dirs[0] / file)
+        return self.dirs[0] / file
+
+    def copy(self, files: list[Path], root: Path) -> None:
+        """Logs kept beside the screenshots."""
+        for d in self.dirs:
+            for f in files:
+                if f.exists():
+                    target = d / "logs" / f.relative_to(root)
+                    target.parent.mkdir(parents=True, exist_ok=True)
+                    shutil.copyfile(f, target)
