@@ -34,6 +34,7 @@ from .lsp.actions import code_actions
 from .lsp.daemon import Daemon, Params, ParamsError
 from .lsp.logs import configure_logging
 from .lsp.port import LspPort
+from .lsp.prompts import PromptBook
 from .store import StoreError
 
 logger = logging.getLogger(__name__)
@@ -43,7 +44,7 @@ COMMANDS = (
     "talos.task.start", "talos.task.cancel", "talos.task.list", "talos.task.show",
     "talos.proposal.list", "talos.proposal.show", "talos.proposal.apply",
     "talos.proposal.reject", "talos.proposal.diff", "talos.undo", "talos.questions.list",
-    "talos.question.answer",
+    "talos.question.answer", "talos.prompt.answer",
     "talos.memory.list", "talos.memory.remember", "talos.memory.forget", "talos.status",
 )  # fmt: skip
 
@@ -61,6 +62,8 @@ class TalosServer(LanguageServer):
         self._early_problems: list[str] = []
         self._diff_dir: Path | None = None
         self.content_provider = False  # the client serves talos-proposal: documents
+        self.deferred_prompts = False  # prompts as talos/prompt, answered by command
+        self.prompts = PromptBook(self.notify)
 
     # ------------------------------------------------- what the client can
     @property
@@ -69,7 +72,8 @@ class TalosServer(LanguageServer):
 
     @property
     def can_prompt(self) -> bool:
-        return self._window is not None and self._window.show_message is not None
+        window = self._window
+        return self.deferred_prompts or (window is not None and window.show_message is not None)
 
     @property
     def can_show_progress(self) -> bool:
@@ -86,16 +90,21 @@ class TalosServer(LanguageServer):
     def _publish_status(self, status: dict[str, Any]) -> None:
         self.notify("talos/status", status)
 
-    async def prompt(self, message: str, options: Sequence[str]) -> str | None:
-        """A choice shown as buttons; None when dismissed, unanswered in time, or impossible."""
+    async def prompt(
+        self, message: str, options: Sequence[str], kind: str = "question"
+    ) -> str | None:
+        """A choice shown as buttons (or sent as `talos/prompt` to a client that answers
+        later); None when dismissed, unanswered in time, or impossible."""
         if not self.can_prompt or self.closing:
             return None
+        timeout = self.daemon.settings.prompt_timeout
+        if self.deferred_prompts:
+            return await self.prompts.ask(kind, message, options, timeout)
         params = types.ShowMessageRequestParams(
             type=types.MessageType.Info, message=message,
             actions=[types.MessageActionItem(title=o) for o in options])  # fmt: skip
         try:
-            item = await asyncio.wait_for(self.window_show_message_request_async(params),
-                                          self.daemon.settings.prompt_timeout)  # fmt: skip
+            item = await asyncio.wait_for(self.window_show_message_request_async(params), timeout)
         except (TimeoutError, JsonRpcException):
             return None
         return None if item is None else item.title
@@ -191,6 +200,7 @@ _command("talos.proposal.diff", server.show_diff)
 _command("talos.undo", lambda p: D.undo(p, _path(p)))
 _command("talos.questions.list", lambda p: D.list_questions())
 _command("talos.question.answer", D.answer_question)
+_command("talos.prompt.answer", server.prompts.answer)
 _command("talos.memory.list", lambda p: D.list_memory(_path(p)))
 _command("talos.memory.remember", lambda p: D.remember(p, _path(p)))
 _command("talos.memory.forget", lambda p: D.forget(p, _path(p)))
@@ -209,6 +219,7 @@ def initialize(ls: TalosServer, params: types.InitializeParams) -> None:
     options = params.initialization_options or {}
     ls._early_problems = D.configure(options)
     ls.content_provider = isinstance(options, dict) and options.get("contentProvider") is True
+    ls.deferred_prompts = isinstance(options, dict) and options.get("deferredPrompts") is True
 
 
 @server.feature(types.INITIALIZED)

@@ -1,7 +1,8 @@
 """The EditorPort of the language server: how a host reaches the person through any LSP client.
 
 Questions and permission prompts are `window/showMessageRequest` (options as buttons, and "Skip"
-for questions); a null reply, "Skip", no reply within the prompt timeout, or a client that
+for questions), or `talos/prompt` answered by command for a client that asked for deferred
+prompts (`prompts.py`); a null reply, "Skip", no reply within the prompt timeout, or a client that
 cannot show prompts is a dismissal, never an answer. Tasks are work-done progress whose cancel
 button cancels the task (pygls does not cancel `executeCommand` coroutines, so the task never
 runs under the request). An edit is applied with the document version the host checked; the
@@ -64,7 +65,7 @@ class LspPort:
         return question.options[labels.index(reply)]["label"]
 
     async def confirm(self, message: str, options: Sequence[str]) -> str | None:
-        reply = await self.server.prompt(message, list(options))
+        reply = await self.server.prompt(message, list(options), kind="permission")
         return reply if reply in options else None
 
     # ----------------------------------------------------------- documents
