@@ -326,6 +326,19 @@ function SCENARIOS.review()
   record('cancel', { note = wait_for('the answer', function() return noted('no task is running') end) })
 end
 
+-- :'<,'>TalosTask on the lines of b(), where another tool has a diagnostic.
+function SCENARIOS.selection()
+  local app, client = start()
+  local ns = vim.api.nvim_create_namespace('ruff-test')
+  vim.diagnostic.set(ns, app, { { lnum = 4, col = 0, message = 'b is never called',
+                                  source = 'ruff', severity = vim.diagnostic.severity.WARN } })
+  local before = uv.hrtime()
+  vim.cmd('5,6TalosTask what does b return?')
+  local command_ms = (uv.hrtime() - before) / 1e6
+  local task_id = task_ended(client)
+  record('selection', { task_id = task_id, command_ms = command_ms })
+end
+
 -- A permission prompt, answered through the picker.
 function SCENARIOS.permission()
   local app, client = start()

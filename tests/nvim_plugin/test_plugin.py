@@ -177,6 +177,17 @@ def test_the_plugin_reviews_a_task_in_neovim(tmp_path, model):
           f"ticks, longest gap {task['longest_gap_ms']:.0f} ms")  # fmt: skip
 
 
+def test_a_task_on_the_selected_lines_sends_them_with_their_diagnostics(tmp_path, model):
+    model.script.append(reply("It returns 2."))
+    run = play(tmp_path, model, "selection")
+    assert run["selection"]["command_ms"] < 200, str(run)
+    (user,) = [m["content"] for m in model.requests[0]["body"]["messages"] if m["role"] == "user"]
+    assert user.startswith("what does b return?"), user
+    assert "The person is in src/app.py, lines 5-6." in user, user
+    assert "def b():\n    return 2" in user and "return 1" not in user, user  # those lines only
+    assert "Problems reported there:\n- b is never called" in user, user
+
+
 def test_a_permission_prompt_is_answered_through_vim_ui_select(tmp_path, model):
     require_sandbox()
     model.script += [
@@ -223,12 +234,16 @@ def test_setup_uses_vim_lsp_start_where_it_exists_one_client_per_root(tmp_path, 
 
 
 # ------------------------------------------------------------------ static
-def test_luacheck_is_clean():
+@pytest.mark.parametrize("cwd, argv", [
+    (ROOT, ["--config", "clients/neovim/.luacheckrc", "clients/neovim"]),  # as .ci/run runs it
+    (PLUGIN, ["."]),  # from the plugin's directory, its .luacheckrc found
+])  # fmt: skip
+def test_luacheck_is_clean(cwd, argv):
     luacheck = require_binary("luacheck", LUACHECK_INSTALL)
-    done = subprocess.run([luacheck, "--no-color", "."], cwd=PLUGIN, capture_output=True,
+    done = subprocess.run([luacheck, "--no-color", *argv], cwd=cwd, capture_output=True,
                           text=True, timeout=60)  # fmt: skip
     assert done.returncode == 0, done.stdout + done.stderr
-    assert "0 warnings / 0 errors" in done.stdout
+    assert "0 warnings / 0 errors" in done.stdout, done.stdout
 
 
 def test_helptags_take_the_help_file_and_help_talos_opens_it(tmp_path):
