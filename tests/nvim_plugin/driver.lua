@@ -59,11 +59,13 @@ vim.ui.select = function(items, opts, on_choice)
                   statusline = require('talos').statusline() }
   table.insert(selects, entry)
   local pick = table.remove(picks, 1)
+  local delay = type(pick) == 'table' and pick.delay or 100
+  pick = type(pick) == 'table' and pick.pick or pick
   vim.defer_fn(function()
     local index = pick and pick(shown) or nil
     entry.chosen = index and shown[index] or vim.NIL
     on_choice(index and items[index] or nil, index)
-  end, 100)
+  end, delay)
 end
 
 local function containing(text)
@@ -346,6 +348,22 @@ function SCENARIOS.permission()
   vim.cmd('TalosTask make it')
   local task_id = task_ended(client)
   record('permission', { task_id = task_id, select = selects[1] or vim.NIL, app = app })
+end
+
+-- A permission prompt answered after the server's timeout: the late choice is not sent.
+function SCENARIOS.late()
+  local settings = vim.deepcopy(cfg.settings)
+  settings.promptTimeout = 1
+  local _, client = start(settings)
+  table.insert(picks, { pick = containing('Allow once'), delay = 2500 })
+  vim.cmd('TalosTask make it')
+  local task_id = task_ended(client)
+  local pending_after_close = vim.tbl_count(require('talos.prompts').pending())
+  wait_for('the late choice', function() return selects[1] and selects[1].chosen end)
+  local late = wait_for('the late choice noted', function() return noted('already ended') end)
+  vim.wait(300, function() return false end, 10) -- an answer sent now would come back refused
+  record('late', { task_id = task_id, late = late, pending_after_close = pending_after_close,
+                   refused = noted('prompt_id') or vim.NIL })
 end
 
 -- Hostile text: in the statusline and in the quickfix list it stays plain, on one line.

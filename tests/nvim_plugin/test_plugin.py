@@ -201,6 +201,21 @@ def test_a_permission_prompt_is_answered_through_vim_ui_select(tmp_path, model):
     assert (tmp_path / "ws" / "made.txt").exists(), str(run)
 
 
+def test_a_choice_made_after_the_prompt_timed_out_is_not_sent_and_denies(tmp_path, model):
+    require_sandbox()
+    model.script += [
+        reply("", [("c1", "run_command", json.dumps({"command": "touch made.txt"}))]),
+        reply("not made"),
+    ]
+    run = play(tmp_path, model, "late")
+    late = run["late"]
+    assert late["pending_after_close"] == 0, str(run)  # talos/promptClosed dropped it
+    assert "already ended" in late["late"] and late["refused"] is None, str(run)
+    assert not (tmp_path / "ws" / "made.txt").exists(), str(run)
+    (result,) = [m["content"] for m in model.requests[1]["body"]["messages"] if m["role"] == "tool"]
+    assert "dismissed: denied" in result, result
+
+
 def test_hostile_text_cannot_break_the_statusline_or_a_quickfix_entry(tmp_path, model):
     evil = {"path": "src/app.py", "blocks": [
         {"search": "return 1", "replace": "return '\x1b[31m%s %{execute(\"qa!\")}\u202ecba'"},
