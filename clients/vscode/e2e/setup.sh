@@ -41,6 +41,18 @@ missing_native() {
     done
 }
 
+mkdir -p "$E2E_DIR"
+command -v node >/dev/null && command -v npm >/dev/null || die "needs node (20) and npm"
+
+# node-gyp builds against the headers that come with node (package nodejs: /usr/include/node);
+# without nodedir it would download them, and there is no network for that.
+node_include=$(dirname "$(dirname "$(command -v node)")")/include/node
+if [[ -z ${npm_config_nodedir:-} && -f $node_include/node.h ]]; then
+    export npm_config_nodedir=${node_include%/include/node}
+fi
+[[ -n ${npm_config_nodedir:-} || -n $(npm config get nodedir 2>/dev/null | grep -v '^undefined$') ]] ||
+    die "no node headers ($node_include/node.h) for building code-server's native modules"
+
 # 1. apt packages
 need=()
 for pkg in "${APT_PACKAGES[@]}"; do
@@ -51,15 +63,14 @@ if ((${#need[@]})); then
     say "apt-get install ${need[*]} (Chromium takes about 80 s)"
     t=$SECONDS
     { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq \
-        --no-install-recommends "${need[@]}"; } >"$E2E_DIR.apt.log" 2>&1 ||
-        { tail -20 "$E2E_DIR.apt.log" >&2; die "apt-get install ${need[*]}"; }
+        --no-install-recommends "${need[@]}"; } >"$E2E_DIR/apt.log" 2>&1 ||
+        { tail -20 "$E2E_DIR/apt.log" >&2; die "apt-get install ${need[*]}"; }
     say "apt packages installed in $((SECONDS - t)) s"
 else
     say "apt packages present: ${APT_PACKAGES[*]}"
 fi
 [[ -x /usr/bin/chromium ]] || die "/usr/bin/chromium missing after installing chromium"
 command -v rg >/dev/null || die "rg missing after installing ripgrep"
-mkdir -p "$E2E_DIR"
 
 # 2. code-server
 installed_version() { node -p "require('$CS/package.json').version" 2>/dev/null || true; }
