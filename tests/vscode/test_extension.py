@@ -216,6 +216,8 @@ def test_task_question_diff_and_apply_in_vscode(tmp_path, model):
             shots.copy(code_server.log_files(), code_server.root)
     finally:
         code_server.stop()
+    stores = list((code_server.home / ".local" / "state" / "talos").glob("*.db"))
+    assert stores, "talos-ls kept its store outside the test's HOME"
     print(f"VS Code session: {time.monotonic() - started:.1f} s; screenshots in {shots.dirs[0]}")
 
 
@@ -270,6 +272,11 @@ def play(person: Person, page: Any, url: str, ws: Path, model: ScriptedModelServ
     with person.step("d-cost"):
         person.wait_status(r"Talos.*" + re.escape(COST))
         assert len(model.requests) == 2, [r["path"] for r in model.requests]
+        # the settings and the key's variable reached talos-ls through the extension
+        first = model.requests[0]
+        headers = {k.lower(): v for k, v in first["headers"].items()}
+        assert headers.get("authorization") == "Bearer dummy-test-key"
+        assert first["body"]["model"] == "fake-model"
 
     with person.step("e-diff"):
         person.palette("Talos: Show Proposal Diff")
