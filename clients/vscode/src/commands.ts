@@ -8,7 +8,7 @@ import { PROPOSAL_SCHEME, TASK_SCHEME, parseProposalPath, proposalPath, taskPath
 import { dollars, statusView } from './status';
 import { SECRET_KEY, type Talos } from './talos';
 import { label, message } from './text';
-import { idOf, type ProposalInfo, type QuestionInfo, type TaskInfo } from './views';
+import { answerable, idOf, type ProposalInfo, type QuestionInfo, type TaskInfo } from './views';
 
 const OPEN_STATUSES = ['pending', 'partly_applied'];
 const REVIEWABLE = [...OPEN_STATUSES, 'stale'];
@@ -208,7 +208,7 @@ export function registerCommands(context: vscode.ExtensionContext, talos: Talos)
     vscode.window.setStatusBarMessage(`Talos: rejected ${proposal.id}`, 5000);
   });
 
-  register('talos.undo', async (arg) => {
+  register('talos.undoProposal', async (arg) => {
     const id = idOf(arg, 'proposal');
     const active = vscode.window.activeTextEditor?.document.uri;
     const argument = id ? { proposal_id: id } : active?.scheme === 'file' ? { uri: active.toString() } : {};
@@ -229,7 +229,7 @@ export function registerCommands(context: vscode.ExtensionContext, talos: Talos)
   };
 
   register('talos.showQuestions', async () => {
-    const questions = await talos.execute<QuestionInfo[]>('talos.questions.list');
+    const questions = await answerable(talos);
     if (!questions.length) {
       void vscode.window.showInformationMessage('Talos: no open questions.');
       return;
@@ -240,7 +240,7 @@ export function registerCommands(context: vscode.ExtensionContext, talos: Talos)
 
   register('talos.answerQuestion', async (arg) => {
     const id = idOf(arg, 'question');
-    const question = (await talos.execute<QuestionInfo[]>('talos.questions.list')).find((q) => q.candidate_id === id);
+    const question = (await answerable(talos)).find((q) => q.candidate_id === id);
     if (question) await answer(question);
     else void vscode.window.showInformationMessage('Talos: that question is no longer open.');
   });

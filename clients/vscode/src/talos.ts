@@ -16,7 +16,6 @@ import {
   ShowMessageNotification,
   ShowMessageRequest,
   State,
-  TransportKind,
   type LanguageClientOptions,
   type MessageActionItem,
   type ServerOptions,
@@ -117,7 +116,8 @@ export class Talos implements vscode.Disposable {
     const serverOptions: ServerOptions = {
       command: found.command,
       args: (effective('server.args', config.inspect('server.args')) as string[] | undefined) ?? [],
-      transport: TransportKind.stdio,
+      // No `transport`: with TransportKind.stdio the client appends `--stdio`, which talos-ls
+      // (stdio by default) refuses.
       options: { env: serverEnv(process.env, checked.settings.apiKeyEnv, secret), cwd: folders[0] },
     };
     const client = new LanguageClient('talos', 'Talos', serverOptions, this.clientOptions(checked));

@@ -102,7 +102,7 @@ export class Overview implements vscode.TreeDataProvider<Node>, vscode.Disposabl
         const proposals = (await this.talos.execute<ProposalInfo[]>('talos.proposal.list')).filter((p) => ['pending', 'partly_applied', 'stale'].includes(p.status));
         return proposals.length ? proposals.map((proposal) => ({ kind: 'proposal', proposal })) : [{ kind: 'message', text: 'Nothing to review' }];
       }
-      const questions = await this.talos.execute<QuestionInfo[]>('talos.questions.list');
+      const questions = await answerable(this.talos);
       return questions.length ? questions.map((question) => ({ kind: 'question', question })) : [{ kind: 'message', text: 'No open questions' }];
     } catch (error) {
       return [{ kind: 'message', text: label(`Unavailable: ${(error as Error).message}`, 200) }];
@@ -114,6 +114,15 @@ export class Overview implements vscode.TreeDataProvider<Node>, vscode.Disposabl
     this.changed.dispose();
     for (const l of this.listeners) l.dispose();
   }
+}
+
+/**
+ * The open questions the person can answer now. A cooled one (dismissed, to be asked again
+ * after its cooldown) is open but not answerable: the queue would refuse the answer.
+ */
+export async function answerable(talos: Talos): Promise<QuestionInfo[]> {
+  const questions = await talos.execute<QuestionInfo[]>('talos.questions.list');
+  return questions.filter((q) => q.status === 'pending' || q.status === 'delivered');
 }
 
 /** The id of the task, proposal or question a tree node, a string or a command argument names. */

@@ -25,3 +25,11 @@ test('every server setting is contributed, and the user-only ones cannot be set 
   for (const name of SETTING_NAMES) assert.ok(`talos.${name}` in properties, name);
   for (const name of USER_ONLY) assert.equal(properties[`talos.${name}`].scope, 'machine', name);
 });
+
+test("no extension command takes a server command's name (the client registers those itself)", () => {
+  const server = ['talos.task.start', 'talos.task.cancel', 'talos.task.list', 'talos.task.show', 'talos.proposal.list', 'talos.proposal.show',
+    'talos.proposal.apply', 'talos.proposal.reject', 'talos.proposal.diff', 'talos.undo', 'talos.questions.list', 'talos.question.answer',
+    'talos.memory.list', 'talos.memory.remember', 'talos.memory.forget', 'talos.status', 'talos.prompt.answer'];
+  const contributed = manifest.contributes.commands.map((c: { command: string }) => c.command);
+  assert.deepEqual(contributed.filter((c: string) => server.includes(c)), []);
+});
