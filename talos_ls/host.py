@@ -222,6 +222,10 @@ class Host:
         )
         self.skills, self.skill_problems = await self.offload.run(discover, root)
         await self.offload.run(self.proposals.load)  # what an earlier server left to review
+        # Tasks a dead process left running are interrupted, here and while we run.
+        self._interrupted(await self.registry.recover(self.agent_id))
+        self.spawn(self.registry.keep_alive(self.agent_id, self._stop, self._interrupted),
+                   daemon=True)  # fmt: skip
         if self.config.watch:  # first: a change during the scan is applied after it
             self.spawn(watch(root, self.files_changed, self._stop), daemon=True)
         if self.config.background_index:
@@ -318,6 +322,16 @@ class Host:
         task.activity = message
         self.port.progress(task, message)
         self.report_status()
+
+    def _interrupted(self, tasks: list[Task]) -> None:
+        if tasks:
+            titles = "; ".join(visible(t.title, single_line=True)[:60] for t in tasks[:3])
+            more = f" and {len(tasks) - 3} more" if len(tasks) > 3 else ""
+            self.port.notice(
+                f"Talos: {len(tasks)} task(s) were interrupted when talos-ls "
+                f"stopped: {titles}{more}. talos.task.show has what each did."
+            )
+            self.report_status()
 
     def _task_changed(self, task: Task) -> None:
         if task.state in FINAL:

@@ -36,7 +36,11 @@ FACT_FIELDS = (
 )
 
 TASK_FIELDS = ("id", "agent_id", "state", "title", "created_at", "updated_at", "cost", "error",
-               "transcript")  # fmt: skip
+               "transcript", "owner")  # fmt: skip
+
+# A task in one of these states has a live process working on it, or had one that died: a
+# process that starts marks the latter `interrupted` (`Store.task_interrupt`).
+OPEN_TASK_STATES = ("queued", "running")
 
 JOURNAL_FIELDS = ("id", "agent_id", "kind", "target", "payload", "captured_at", "invalid_at")
 
@@ -261,6 +265,29 @@ class Store(ABC):
     @abstractmethod
     def task_list(self, agent_id: str) -> list[dict[str, Any]]:
         """The agent's tasks, oldest first."""
+
+    @abstractmethod
+    def task_open(self, agent_id: str) -> list[dict[str, Any]]:
+        """The agent's tasks whose state is one of OPEN_TASK_STATES, oldest first: what a
+        starting process checks for owners that died."""
+
+    @abstractmethod
+    def task_interrupt(
+        self, task_id: str, owner: str | None, at: float, error: str
+    ) -> dict[str, Any] | None:
+        """The atomic recovery step: iff the task exists, its state is one of OPEN_TASK_STATES
+        and its `owner` is `owner` (None matches a record without one), set state
+        `interrupted`, `error` and `updated_at = at`, and return the updated row; else None
+        (another process recovered it first, or its owner wrote meanwhile)."""
+
+    @abstractmethod
+    def owner_beat(self, owner: str, until: float) -> None:
+        """Record that the process `owner` is alive until `until` (seconds since the epoch):
+        its lease. Leases long expired may be deleted by the same step."""
+
+    @abstractmethod
+    def owner_lease(self, owner: str) -> float | None:
+        """Until when `owner` said it is alive; None when it never said so (or long ago)."""
 
     # -------------------------------------------------------- question queue
     @abstractmethod

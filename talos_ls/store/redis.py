@@ -43,6 +43,7 @@ except ImportError:  # pragma: no cover - exercised only without the extra insta
 
 SCHEMA_KEY = "talos:schema"
 SCHEMA_VERSION = 1
+LEASE_KEEP_S = 7 * 86400.0  # an owner's lease this long expired is deleted
 PASSWORD_ENV = "TALOS_REDIS_PASSWORD"
 _INT_FIELDS = frozenset(
     (
@@ -73,6 +74,8 @@ _SCRIPTS = (
     "journal_add",
     "journal_close",
     "task_put",
+    "task_open",
+    "task_interrupt",
 )
 # Prefixed with `_lib.lua` and `proposal_lib.lua`.
 _PROPOSAL_SCRIPTS = ("proposal_put", "proposal_claim", "proposal_prune")
@@ -90,6 +93,10 @@ def _cand_locator(candidate_id: str) -> str:
 
 def _task_locator(task_id: str) -> str:
     return "talos:task:{" + task_id + "}"
+
+
+def _owner_key(owner: str) -> str:
+    return "talos:owner:{" + owner + "}"
 
 
 def _proposal_locator(proposal_id: str) -> str:
@@ -348,6 +355,32 @@ class RedisStore(Store):
     def task_list(self, agent_id: str) -> list[dict[str, Any]]:
         rows = self._indexed(agent_id, "tasks", "t:")
         return [_decode(raw, TASK_FIELDS, _TASK_PARSERS) for raw in rows]
+
+    @_guarded
+    def task_open(self, agent_id: str) -> list[dict[str, Any]]:
+        rows = self._hashes(agent_id, "t:", self._run("task_open", agent_id))
+        return [_decode(raw, TASK_FIELDS, _TASK_PARSERS) for raw in rows]
+
+    @_guarded
+    def task_interrupt(
+        self, task_id: str, owner: str | None, at: float, error: str
+    ) -> dict[str, Any] | None:
+        agent = self._client.get(_task_locator(task_id))
+        if agent is None:
+            return None
+        flat = self._run("task_interrupt", agent, task_id, owner or "", repr(float(at)), error)
+        return _decode(_pairs(flat), TASK_FIELDS, _TASK_PARSERS) if flat else None
+
+    @_guarded
+    def owner_beat(self, owner: str, until: float) -> None:
+        # Redis deletes a lease LEASE_KEEP_S after it expired, as SQLite's owner_beat does.
+        self._client.set(_owner_key(owner), repr(float(until)),
+                         pxat=int((until + LEASE_KEEP_S) * 1000))  # fmt: skip
+
+    @_guarded
+    def owner_lease(self, owner: str) -> float | None:
+        value = self._client.get(_owner_key(owner))
+        return None if value is None else float(value)
 
     # -------------------------------------------------------- question queue
     @_guarded

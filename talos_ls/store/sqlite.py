@@ -39,6 +39,7 @@ from .base import (
 APPLICATION_ID = 0x54414C53  # "TALS"
 DEFAULT_TIMEOUT_S = 2.0
 OPEN_RETRY_S = 10.0  # how long opening waits out other daemons preparing the same file
+LEASE_KEEP_S = 7 * 86400.0  # an owner's lease this long expired is deleted
 _SQLITE_MAGIC = b"SQLite format 3\x00"
 _JSON_FIELDS = ("target_keys", "options", "cue_tokens")
 _PROPOSAL_JSON = ("hunks", "applied_hunks")
@@ -163,6 +164,13 @@ MIGRATIONS: tuple[tuple[str, ...], ...] = (
         "CREATE INDEX proposals_path ON proposals(agent_id, path, created_at, id)",
         """CREATE INDEX proposals_settled ON proposals(agent_id, updated_at, id)
             WHERE status NOT IN ('pending', 'partly_applied')""",
+    ),
+    (  # v5: a task names the process running it, and processes hold leases: a process that
+        # starts marks the tasks of dead ones interrupted
+        "ALTER TABLE tasks ADD COLUMN owner TEXT",
+        """CREATE INDEX tasks_open ON tasks(agent_id, created_at)
+            WHERE state IN ('queued', 'running')""",
+        "CREATE TABLE owners (owner TEXT PRIMARY KEY, lease_until REAL NOT NULL)",
     ),
 )
 SCHEMA_VERSION = len(MIGRATIONS)
@@ -459,7 +467,7 @@ class SQLiteStore(Store):
 
     # ---------------------------------------------------------------- tasks
     def task_put(self, row: Mapping[str, Any]) -> None:
-        values = dict(row, transcript=_dumps(row["transcript"]))
+        values = dict(row, transcript=_dumps(row["transcript"]), owner=row.get("owner"))
         cols = ", ".join(TASK_FIELDS)
         marks = ", ".join(":" + c for c in TASK_FIELDS)
         with self._write() as conn:
@@ -480,6 +488,42 @@ class SQLiteStore(Store):
                 "SELECT * FROM tasks WHERE agent_id = ? ORDER BY created_at, id", (agent_id,)
             ).fetchall()
         return [self._task(r) for r in rows]
+
+    def task_open(self, agent_id: str) -> list[dict[str, Any]]:
+        with self._read() as conn:
+            rows = conn.execute(
+                "SELECT * FROM tasks WHERE agent_id = ? AND state IN ('queued', 'running') "
+                "ORDER BY created_at, id",
+                (agent_id,),
+            ).fetchall()
+        return [self._task(r) for r in rows]
+
+    def task_interrupt(
+        self, task_id: str, owner: str | None, at: float, error: str
+    ) -> dict[str, Any] | None:
+        with self._write() as conn:
+            row = conn.execute(
+                "UPDATE tasks SET state = 'interrupted', error = ?, updated_at = ? "
+                "WHERE id = ? AND state IN ('queued', 'running') AND owner IS ? RETURNING *",
+                (error, float(at), task_id, owner),
+            ).fetchone()
+        return None if row is None else self._task(row)
+
+    def owner_beat(self, owner: str, until: float) -> None:
+        with self._write() as conn:
+            conn.execute(
+                "INSERT INTO owners (owner, lease_until) VALUES (?, ?) "
+                "ON CONFLICT (owner) DO UPDATE SET lease_until = excluded.lease_until",
+                (owner, float(until)),
+            )
+            conn.execute("DELETE FROM owners WHERE lease_until < ?", (until - LEASE_KEEP_S,))
+
+    def owner_lease(self, owner: str) -> float | None:
+        with self._read() as conn:
+            row = conn.execute(
+                "SELECT lease_until FROM owners WHERE owner = ?", (owner,)
+            ).fetchone()
+        return None if row is None else float(row[0])
 
     # -------------------------------------------------------- question queue
     def qq_propose(
