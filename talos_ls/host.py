@@ -52,7 +52,7 @@ from .memory.facts import FactStore
 from .memory.resolve import WorkspaceIndex, resolve
 from .memory.rules import RulesFiles
 from .offload import Offload
-from .store import Store
+from .store import Store, StoreError
 from .watch import watch
 
 logger = logging.getLogger(__name__)
@@ -203,6 +203,8 @@ class Host:
         self._stop = asyncio.Event()
         self._status_dirty = False
         self._status_job: asyncio.Task | None = None
+        self._last_stored: dict[str, Any] = {"turn": 0, "open_questions": 0,
+                                             "budget_opens_at_turn": None}  # fmt: skip
 
     # ---------------------------------------------------------------- start
     async def start(self) -> None:
@@ -543,13 +545,18 @@ class Host:
         }  # fmt: skip
 
     def _stored_status(self) -> dict[str, Any]:
+        """From the store; while it fails, what it said last (the status never fails)."""
         agent = self.agent_id
-        last = self.store.qq_last_delivery(agent)
-        return {
-            "turn": self.store.turn_current(agent),
-            "open_questions": len(self.store.qq_open(agent)),
-            "budget_opens_at_turn": None if last is None else last + self.queue.budget_turns,
-        }
+        try:
+            last = self.store.qq_last_delivery(agent)
+            self._last_stored = {
+                "turn": self.store.turn_current(agent),
+                "open_questions": len(self.store.qq_open(agent)),
+                "budget_opens_at_turn": None if last is None else last + self.queue.budget_turns,
+            }
+        except StoreError:
+            pass
+        return self._last_stored
 
     # -------------------------------------------------------- configuration
     def reconfigure(self, config: HostConfig) -> None:

@@ -15,7 +15,7 @@ import logging
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from decimal import Decimal
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from ..agent.tasks import Task
 from ..agent.tools import MAX_FACT_CHARS
@@ -28,6 +28,7 @@ from ..offload import Offload
 from ..redact import redact_url
 from ..store import Store, StoreError, default_store_url, open_store
 from ..watch import lsp_changes
+from .health import GuardedStore, StoreHealth
 from .settings import Settings
 
 logger = logging.getLogger(__name__)
@@ -102,7 +103,8 @@ class Daemon:
         self.settings = Settings()
         self.offload = Offload(workers=4, name="talos-ls")
         self.store: Store | None = None
-        self.store_problem: str | None = None
+        self.health = StoreHealth("", notice, self.publish, self._probe_store, self._store_back)
+        self._waiting: list[Path] = []  # folders to serve once the store works
         self.hosts: dict[Path, Host] = {}
         self._folder_status: dict[Path, dict[str, Any]] = {}
         self._ready = asyncio.Event()
@@ -130,23 +132,68 @@ class Daemon:
                           prices=s.price_table(), concurrency=TASKS_AT_ONCE, ask_to_apply=False,
                           background_index=True, watch=not self.client_watches)  # fmt: skip
 
+    @property
+    def store_problem(self) -> str | None:
+        return self.health.problem
+
     async def open(self, folders: Sequence[Path]) -> None:
-        """Open the store and a host for each folder. A store that cannot be opened is
-        reported; the server keeps answering, and commands say why they cannot work."""
+        """Open the store and a host for each folder. A store that cannot be opened, or fails
+        later, is reported once (`health.py`); the server keeps answering, commands say why
+        they cannot work, and the store is taken back when it works again."""
         self._store_url = self.settings.store_url or ""
+        self.health.url = self.settings.store_url or default_store_url()
+        self.health.bind(asyncio.get_running_loop())
+        self._waiting = list(folders)
         try:
-            self.store = await self.offload.run(open_store, self.settings.store_url)
+            opened = await self.offload.run(open_store, self.settings.store_url)
+            self.store = cast(Store, GuardedStore(opened, self.health))
         except StoreError as exc:
-            self.store_problem = str(exc)
-            self.notice(f"Talos cannot open its store: {exc}")
-        else:
-            for folder in folders:
-                await self.add_folder(folder)
+            self.health.failed(exc)
+        await self._serve_waiting()
         self._ready.set()
+
+    async def _serve_waiting(self) -> None:
+        waiting, self._waiting = self._waiting, []
+        for folder in waiting:
+            await self.add_folder(folder)
+
+    async def _probe_store(self) -> None:
+        """The recovery probe: (re)open the store (a file store is reopened: the file may
+        have been moved aside or its mount made writable), then prove it works."""
+        guarded = cast(GuardedStore | None, self.store)
+        old = None if guarded is None else guarded.target
+        if old is not None and not old.local_files():
+            await self.offload.run(old.probe)  # a server: its client reconnects by itself
+            return
+        if old is not None:
+            old.close()
+        new = await self.offload.run(open_store, self.settings.store_url)
+        try:
+            await self.offload.run(new.probe)
+        except StoreError:
+            new.close()
+            raise
+        if guarded is None:
+            self.store = cast(Store, GuardedStore(new, self.health))
+        else:
+            guarded.target = new
+
+    async def _store_back(self) -> None:
+        """The store works again: the folders that waited are served, and the records of
+        the tasks in memory written again (those written while it failed were lost)."""
+        await self._serve_waiting()
+        for host in self.hosts.values():
+            for task in host.registry.list():
+                host.registry.save(task)
+            host.report_status()
 
     async def add_folder(self, folder: Path) -> None:
         root = folder.resolve()
-        if root in self.hosts or self.store is None:
+        if self.store is None or not self.health.available:
+            if root not in self._waiting:
+                self._waiting.append(root)
+            return
+        if root in self.hosts:
             return
         if not root.is_dir():
             self.notice(f"Talos skips the workspace folder {visible(str(folder))}: "
@@ -158,8 +205,13 @@ class Daemon:
         except ValueError as exc:
             self.notice(f"Talos cannot serve {visible(str(root))}: {exc}")
             return
+        try:
+            await host.start()
+        except StoreError:  # the store failed meanwhile: served when it is back
+            await host.close()
+            self._waiting.append(root)
+            return
         self.hosts[root] = host
-        await host.start()
         host.spawn(host.review_rules())
         host.report_status()
 
@@ -167,6 +219,7 @@ class Daemon:
         root = folder.resolve()
         host = self.hosts.pop(root, None)
         self._folder_status.pop(root, None)
+        self._waiting = [f for f in self._waiting if f.resolve() != root]
         if host is not None:
             await host.close()
         self.publish()
@@ -176,6 +229,7 @@ class Daemon:
         hosts = list(self.hosts.values())
         self.hosts.clear()
         await asyncio.gather(*(h.close() for h in hosts), return_exceptions=True)
+        await self.health.close()
         await self.offload.drain()
         if self.store is not None:
             self.store.close()
@@ -183,8 +237,10 @@ class Daemon:
 
     async def ready(self) -> None:
         await self._ready.wait()
-        if self.store is None:
-            raise StoreError(f"the store is not available: {self.store_problem}")
+        await self.health.poke()
+        if self.store is None or (self._waiting and not self.hosts):
+            self.health.check()  # the problem, when there is one
+            raise StoreError("Talos's store is unavailable: no workspace folder is served yet")
 
     # ------------------------------------------------------------- routing
     def host_for(self, path: Path | None) -> Host:
@@ -455,7 +511,8 @@ class Daemon:
             "tokens_out": sum(f["tokens_out"] for f in folders),
             "cost_session": str(sum((Decimal(f["cost_session"]) for f in folders), Decimal(0))),
             "open_questions": sum(f["open_questions"] for f in folders),
-            "store": {"url": redact_url(url), "available": self.store is not None,
+            "store": {"url": redact_url(url),
+                      "available": self.store is not None and self.health.available,
                       "problem": self.store_problem},
             "settings": self.settings.shown(),
             "folders": folders,

@@ -98,10 +98,20 @@ OPEN_PROPOSAL_STATUSES = ("pending", "partly_applied")
 SETTLED_PROPOSAL_STATUSES = tuple(s for s in PROPOSAL_STATUSES if s not in OPEN_PROPOSAL_STATUSES)
 
 
+PROBE_AGENT = "talos:probe"  # the store probe writes only this agent's turn counter
+
+
 class StoreError(Exception):
     """A store could not be opened or an atomic step failed. The message names the store URL
     (with any password removed) and says what was wrong; it never carries a traceback's worth
-    of internals to the person."""
+    of internals to the person.
+
+    `reason` says what kind of fault it is (`faults.py`: read-only, full, corrupt, unreachable,
+    slow, busy, closed, other), so a daemon can say how to fix it."""
+
+    def __init__(self, message: str, reason: str = "other") -> None:
+        super().__init__(message)
+        self.reason = reason
 
 
 def check_claimable(updates: Mapping[str, Any], guard: Mapping[str, Any] | None) -> None:
@@ -205,6 +215,13 @@ class Store(ABC):
     def local_files(self) -> list[Path]:
         """Files on this machine that hold the store, if any: the command sandbox hides them."""
         return []
+
+    def probe(self) -> None:
+        """Prove the store takes writes now: one write step and one read (of the reserved
+        agent PROBE_AGENT, whose turn counter nothing else reads). StoreError, with its reason,
+        otherwise. A daemon whose store failed calls it to know when it is back."""
+        self.turn_next(PROBE_AGENT)
+        self.turn_current(PROBE_AGENT)
 
     # ---------------------------------------------------------------- facts
     @abstractmethod

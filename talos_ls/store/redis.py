@@ -20,6 +20,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from importlib import resources
 from typing import Any, TypeVar
 
+from . import faults
 from .base import (
     CANDIDATE_FIELDS,
     FACT_FIELDS,
@@ -169,17 +170,33 @@ def _proposal(raw: Mapping[str, str]) -> dict[str, Any]:
     return _decode(raw, PROPOSAL_FIELDS, _PROPOSAL_PARSERS)
 
 
+def _reason(exc: Exception) -> str:
+    """The kind of a redis-py error (`faults.py`)."""
+    text = str(exc)
+    if isinstance(exc, redis.TimeoutError):
+        return faults.SLOW
+    if isinstance(exc, redis.exceptions.ReadOnlyError):
+        return faults.READ_ONLY
+    if isinstance(exc, redis.exceptions.BusyLoadingError):
+        return faults.UNREACHABLE  # restarting: its data still loading
+    if isinstance(exc, redis.ConnectionError):
+        return faults.UNREACHABLE
+    if text.startswith(("OOM", "MISCONF")):
+        return faults.FULL  # out of memory, or cannot write its own disk
+    return faults.OTHER
+
+
 def _guarded(method: Callable[..., T]) -> Callable[..., T]:
     """Every failure of the server or the network becomes a StoreError naming the store."""
 
     @functools.wraps(method)
     def wrapper(self: RedisStore, *args: Any, **kwargs: Any) -> T:
         if self._client is None:
-            raise StoreError(f"store {self.url} is closed")
+            raise StoreError(f"store {self.url} is closed", faults.CLOSED)
         try:
             return method(self, *args, **kwargs)
         except redis.RedisError as exc:
-            raise StoreError(f"store {self.url}: {exc}") from None
+            raise StoreError(f"store {self.url}: {exc}", _reason(exc)) from None
 
     return wrapper
 
@@ -220,7 +237,7 @@ class RedisStore(Store):
                 )
         except redis.RedisError as exc:
             self.close()
-            raise StoreError(f"cannot reach store {url}: {exc}") from None
+            raise StoreError(f"cannot reach store {url}: {exc}", _reason(exc)) from None
         except TypeError as exc:  # connections are made lazily: a bad parameter shows here
             self.close()
             raise StoreError(f"store URL {url!r}: unknown parameter ({exc})") from None
@@ -245,7 +262,7 @@ class RedisStore(Store):
             pipe.execute()
         except redis.RedisError as exc:
             self.close()
-            raise StoreError(f"cannot load scripts into store {url}: {exc}") from None
+            raise StoreError(f"cannot load scripts into store {url}: {exc}", _reason(exc)) from None
 
     def close(self) -> None:
         client, self._client = self._client, None

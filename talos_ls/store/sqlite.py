@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
+from . import faults
 from .base import (
     CANDIDATE_FIELDS,
     FACT_FIELDS,
@@ -235,7 +236,7 @@ class SQLiteStore(Store):
                 check_same_thread=False,
             )
         except sqlite3.Error as exc:
-            raise StoreError(f"cannot open store {url}: {exc}") from None
+            raise self._fault(exc, f"cannot open store {url}") from None
         conn.row_factory = sqlite3.Row
         # Temporary b-trees (UNION, ORDER BY) in memory: on temp files, dedup cost 5x more.
         conn.execute("PRAGMA temp_store = MEMORY")
@@ -254,10 +255,10 @@ class SQLiteStore(Store):
                 self.close()
                 if isinstance(exc, StoreError):
                     raise
-                raise StoreError(f"cannot open store {url}: {exc}") from None
+                raise self._fault(exc, f"cannot open store {url}") from None
             except sqlite3.Error as exc:
                 self.close()
-                raise StoreError(f"cannot open store {url}: {exc}") from None
+                raise self._fault(exc, f"cannot open store {url}") from None
 
     # ------------------------------------------------------------ opening
     def _check_file(self, path: str, readonly: bool) -> None:
@@ -337,10 +338,29 @@ class SQLiteStore(Store):
                 self._conn.close()
                 self._conn = None
 
+    def _fault(self, exc: sqlite3.Error, prefix: str = "") -> StoreError:
+        """The driver's error as a StoreError naming the store, with its reason."""
+        files = self.local_files()
+        return StoreError(f"{prefix or 'store ' + self.url}: {exc}",
+                          faults.sqlite_reason(exc, files))  # fmt: skip
+
+    def probe(self) -> None:
+        """The base probe (a write and a read), then: room to grow, and every page sound
+        (`PRAGMA quick_check`, a full read: run only while the store is failing)."""
+        super().probe()
+        reason = faults.space_problem(self.local_files())
+        if reason is not None:
+            what = "is read-only" if reason == faults.READ_ONLY else "has no room to grow"
+            raise StoreError(f"store {self.url}: the database {what}", reason)
+        with self._read() as conn:
+            verdict = conn.execute("PRAGMA quick_check(1)").fetchone()[0]
+        if verdict != "ok":
+            raise StoreError(f"store {self.url}: {verdict}", faults.CORRUPT)
+
     # -------------------------------------------------------- transactions
     def _live(self) -> sqlite3.Connection:
         if self._conn is None:
-            raise StoreError(f"store {self.url} is closed")
+            raise StoreError(f"store {self.url} is closed", faults.CLOSED)
         return self._conn
 
     @contextmanager
@@ -351,7 +371,7 @@ class SQLiteStore(Store):
             try:
                 conn.execute("BEGIN IMMEDIATE")
             except sqlite3.Error as exc:
-                raise StoreError(f"store {self.url}: {exc}") from None
+                raise self._fault(exc) from None
             try:
                 yield conn
                 conn.execute("COMMIT")
@@ -359,7 +379,7 @@ class SQLiteStore(Store):
                 with suppress(sqlite3.Error):
                     conn.execute("ROLLBACK")
                 if isinstance(exc, sqlite3.Error):
-                    raise StoreError(f"store {self.url}: {exc}") from None
+                    raise self._fault(exc) from None
                 raise
 
     @contextmanager
@@ -369,7 +389,7 @@ class SQLiteStore(Store):
             try:
                 yield conn
             except sqlite3.Error as exc:
-                raise StoreError(f"store {self.url}: {exc}") from None
+                raise self._fault(exc) from None
 
     # ---------------------------------------------------------------- facts
     def fact_insert(self, row: Mapping[str, Any]) -> None:

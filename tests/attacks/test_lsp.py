@@ -420,7 +420,7 @@ async def _store_refused(tmp_path, ws, options, store_url: str, **configuration:
     editor = await start_editor(
         tmp_path / "home", [ws], {**options, "storeUrl": store_url}, configuration=configuration
     )
-    await editor.until(lambda: [m for m in editor.messages() if "cannot open its store" in m],
+    await editor.until(lambda: [m for m in editor.messages() if "store is unavailable" in m],
                        "the store refused")  # fmt: skip
     await editor.until(lambda: editor.statuses, "a status")
     return editor
@@ -431,7 +431,7 @@ async def _everything_shown(editor: Editor) -> str:
     pulled = await editor.command("talos.status", {})
     with pytest.raises(JsonRpcException) as caught:
         await editor.command("talos.task.start", {"prompt": "x"})
-    assert "store is not available" in caught.value.message
+    assert "store is unavailable" in caught.value.message
     return json.dumps([editor.messages(), repr(editor.statuses), pulled, caught.value.message])
 
 
