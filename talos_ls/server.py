@@ -7,6 +7,8 @@ methods). What pygls does not do for us, done here (see the notes on pygls 2's t
 - a task never runs under its `executeCommand` request (pygls does not cancel those): it runs
   in the background and is cancelled from its progress or with `talos.task.cancel`;
 - after `exit` nothing is sent (pygls would loop reporting errors on a closed stdout);
+- every frame read is answered or dropped as the spec says, and the reader survives any bytes
+  (pygls's reader leaves a request it cannot decode unanswered): `lsp/transport.py`;
 - pygls logs request params on errors and every message body at INFO: its loggers stay at
   WARNING and every record's arguments are scrubbed, so prompts and code never reach a log.
 """
@@ -29,7 +31,7 @@ from pygls.lsp.server import LanguageServer
 
 from . import __version__
 from .agent.workspace import SandboxError
-from .lsp import review
+from .lsp import review, transport
 from .lsp.actions import code_actions
 from .lsp.daemon import Daemon, Params, ParamsError
 from .lsp.logs import configure_logging
@@ -51,7 +53,8 @@ COMMANDS = (
 
 class TalosServer(LanguageServer):
     def __init__(self) -> None:
-        super().__init__("talos-ls", __version__, max_workers=4)
+        super().__init__("talos-ls", __version__, protocol_cls=transport.HardenedProtocol,
+                         converter_factory=transport.converter, max_workers=4)  # fmt: skip
         self.daemon = Daemon(
             lambda root: LspPort(self, root),
             self._publish_status,
@@ -171,6 +174,15 @@ def uri_path(uri: Any) -> Path | None:
     if parsed.scheme != "file" or parsed.netloc not in ("", "localhost"):
         raise ParamsError(f"the field 'uri' must be a file:// URI, got scheme {parsed.scheme!r}")
     return Path(unquote(parsed.path))
+
+
+def document_path(uri: str) -> Path | None:
+    """A document's path; None for one that is no file (`untitled:`, `git:`): no proposal of
+    Talos's is on it, so it is no error to ask."""
+    try:
+        return uri_path(uri)
+    except ParamsError:
+        return None
 
 
 def _path(p: Params) -> Path | None:
@@ -302,7 +314,7 @@ def watched_files_changed(ls: TalosServer, params: types.DidChangeWatchedFilesPa
     ),
 )
 def code_action(ls: TalosServer, params: types.CodeActionParams) -> list[types.CodeAction]:
-    path = uri_path(params.text_document.uri)
+    path = document_path(params.text_document.uri)
     on_file = D.proposals_at(path) if path else []
     return review.code_actions(on_file, params.range, params.text_document.uri) + code_actions(
         params
@@ -311,14 +323,14 @@ def code_action(ls: TalosServer, params: types.CodeActionParams) -> list[types.C
 
 @server.feature(types.TEXT_DOCUMENT_CODE_LENS)
 def code_lens(ls: TalosServer, params: types.CodeLensParams) -> list[types.CodeLens]:
-    path = uri_path(params.text_document.uri)
+    path = document_path(params.text_document.uri)
     return review.code_lenses(D.proposals_at(path) if path else [], params.text_document.uri)
 
 
 @server.feature(types.TEXT_DOCUMENT_DID_CHANGE)
 def document_changed(ls: TalosServer, params: types.DidChangeTextDocumentParams) -> None:
     """The person typed: proposals made on what the document was turn stale."""
-    path = uri_path(params.text_document.uri)
+    path = document_path(params.text_document.uri)
     doc = ls.workspace.text_documents.get(unquote(params.text_document.uri))
     if path is not None and doc is not None:
         D.document_changed(path, doc.source)
@@ -367,9 +379,9 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     protect_this_process()
     if tcp:
-        server.start_tcp(*tcp)
+        transport.serve_tcp(server, *tcp)
     else:
-        server.start_io()
+        transport.serve_io(server)
     return 0
 
 

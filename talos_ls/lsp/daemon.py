@@ -43,7 +43,12 @@ class ParamsError(ValueError):
 
 
 class Params:
-    """One command's single dict argument, read field by field with a clear error."""
+    """One command's single dict argument, read field by field with a clear error.
+
+    The argument is checked whole first: at most `MAX_DEPTH` levels of nesting and no string
+    that is not Unicode (a lone surrogate, which JSON's `\\ud800` escape can carry and which no
+    store or file can hold). An id is at most `MAX_ID_CHARS` characters, so a refusal that
+    names it stays short."""
 
     def __init__(self, command: str, arguments: Sequence[Any] | None) -> None:
         self.command = command
@@ -51,10 +56,11 @@ class Params:
         if len(args) > 1:
             raise ParamsError(f"{command} takes one object argument, got {len(args)} arguments")
         raw = args[0] if args else {}
-        if raw == []:  # Lua's empty table, as Neovim sends `{}`
+        if isinstance(raw, list) and not raw:  # Lua's empty table, as Neovim sends `{}`
             raw = {}
         if not isinstance(raw, Mapping):
             raise ParamsError(f"{command} takes one object argument, got {type(raw).__name__}")
+        _check_json(raw, command)
         self.raw = raw
 
     def get(self, name: str, kind: type | tuple[type, ...], required: bool = False) -> Any:
@@ -68,7 +74,37 @@ class Params:
             raise ParamsError(
                 f"{self.command}: the field {name!r} must be {_KINDS.get(names, names)}"
             )
+        if name in ID_FIELDS and isinstance(value, str) and len(value) > MAX_ID_CHARS:
+            raise ParamsError(f"{self.command}: the field {name!r} is longer than "
+                              f"{MAX_ID_CHARS} characters: no such id exists")  # fmt: skip
         return value
+
+
+MAX_DEPTH = 32  # levels of nesting in a command's argument; real ones use three
+MAX_ID_CHARS = 256
+ID_FIELDS = frozenset({"task_id", "proposal_id", "candidate_id", "prompt_id", "key"})
+
+
+def _check_json(raw: Any, command: str) -> None:
+    """Every string encodable as UTF-8 and nesting bounded; iterative, so no depth of
+    argument can exhaust the stack."""
+    stack: list[tuple[Any, int]] = [(raw, 1)]
+    while stack:
+        value, depth = stack.pop()
+        if isinstance(value, str):
+            if not value.isascii():
+                try:
+                    value.encode("utf-8")
+                except UnicodeEncodeError:
+                    raise ParamsError(f"{command}: the argument holds a string that is not "
+                                      "valid Unicode (a lone surrogate)") from None  # fmt: skip
+            continue
+        if isinstance(value, Mapping | list | tuple):
+            if depth > MAX_DEPTH:
+                raise ParamsError(f"{command}: the argument is nested more than {MAX_DEPTH} "
+                                  "levels deep")  # fmt: skip
+            items = [*value.keys(), *value.values()] if isinstance(value, Mapping) else value
+            stack.extend((item, depth + 1) for item in items)
 
 
 _KINDS = {"str": "a string", "int": "an integer", "dict": "an object", "list": "a list"}

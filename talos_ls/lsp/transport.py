@@ -1,0 +1,431 @@
+"""The wire: LSP frames read from the editor, hardened against whatever arrives.
+
+Why this module exists: pygls 2's reader (`pygls.io_.run_async`) trusts its input. A body that
+is not JSON or not UTF-8, a request whose params do not fit the method's type, an envelope
+without `jsonrpc`: each is logged and gets no response at all, so the client waits for ever. A
+`Content-Length` of ten gigabytes is read (and allocated) as asked; a header line without a
+newline is read whole; a frame shorter than it claims swallows the next message too. After
+`shutdown` pygls drops every request silently, where the spec asks for an error; and the
+params of a method lsprotocol does not know are rebuilt as namedtuples, one class per object
+and named by a `type_name` field the client chooses. And the future of every command (and of
+every async notification handler) stays in a dict for ever, holding its arguments and result.
+
+Here, instead, every frame the editor sends is answered or dropped, and the reader survives:
+- a request (a message with an id) always gets one response: its result, or an error naming
+  what was wrong (-32700 for a body that is not UTF-8 JSON, -32600 for a malformed envelope,
+  -32602 for params of the wrong shape, -32601 for an unknown method, -32002 before
+  `initialize`, -32600 after `shutdown` and for a second `initialize`); a second
+  `initialized` is dropped (it would open the store and the folders again);
+- a body that cannot be decoded, or whose id cannot be read, is answered with an error whose id
+  is null, as JSON-RPC 2.0 says;
+- a notification whose params do not fit is dropped (the spec: no response), and logged
+  without its content;
+- a header line is read at most `MAX_HEADER_LINE` bytes at a time, and a `Content-Length` over
+  `MAX_BODY` is refused with an error and never allocated; the reader then looks for the next
+  frame's header. A frame whose body does not decode but holds the start of another frame (a
+  truncated message) gives that frame back to the reader, so one short frame costs one message,
+  not two.
+
+Custom methods' params reach their handlers as plain JSON (dicts and lists).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+import re
+import sys
+import threading
+from collections.abc import Callable
+from concurrent.futures import Executor
+from typing import TYPE_CHECKING, Any, BinaryIO
+
+import cattrs
+from lsprotocol import types
+from pygls.exceptions import (
+    JsonRpcException,
+    JsonRpcInternalError,
+    JsonRpcInvalidParams,
+    JsonRpcInvalidRequest,
+    JsonRpcParseError,
+    JsonRpcServerNotInitialized,
+)
+from pygls.io_ import StdoutWriter
+from pygls.protocol import (
+    JsonRPCNotification,
+    JsonRPCRequestMessage,
+    JsonRPCResponseMessage,
+    LanguageServerProtocol,
+)
+
+if TYPE_CHECKING:
+    from pygls.lsp.server import LanguageServer
+
+logger = logging.getLogger(__name__)
+
+MAX_BODY = 64 * 1024 * 1024  # bytes of one message; a larger Content-Length is refused
+MAX_HEADER_LINE = 8 * 1024  # bytes of a header line read at once; longer ones are skipped
+_CONTENT_LENGTH = re.compile(rb"content-length[ \t]*:[ \t]*(\d{1,20})[ \t]*\r?\n\Z", re.I)
+_HEADER_START = b"content-length"
+
+
+# ------------------------------------------------------------------- reading
+class FrameReader:
+    """Bytes from a blocking binary stream (stdin), read in an executor, with a push-back
+    buffer: what a broken frame read too far is given back."""
+
+    def __init__(self, stream: BinaryIO, executor: Executor | None = None) -> None:
+        self.stream = stream
+        self.executor = executor
+        self._pending = bytearray()
+
+    def unread(self, data: bytes) -> None:
+        self._pending[:0] = data
+
+    async def _run(self, call: Callable[[int], bytes], n: int) -> bytes:
+        return await asyncio.get_running_loop().run_in_executor(self.executor, call, n)
+
+    async def readline(self, limit: int) -> bytes:
+        """A line (ending in b"\\n"), or at most `limit` bytes of one; b"" at the end."""
+        if self._pending:
+            end = self._pending.find(b"\n", 0, limit)
+            cut = end + 1 if end >= 0 else min(limit, len(self._pending))
+            head = bytes(self._pending[:cut])
+            del self._pending[:cut]
+            if head.endswith(b"\n") or len(head) >= limit:
+                return head
+            return head + await self._run(self.stream.readline, limit - len(head))
+        return await self._run(self.stream.readline, limit)
+
+    async def read(self, n: int) -> bytes:
+        """`n` bytes, fewer only at the end of the stream."""
+        head = bytes(self._pending[:n])
+        del self._pending[:n]
+        if len(head) == n:
+            return head
+        return head + await self._run(self.stream.read, n - len(head))
+
+
+class StreamFrameReader(FrameReader):
+    """The same over an asyncio stream (the TCP transport)."""
+
+    def __init__(self, stream: asyncio.StreamReader) -> None:
+        self.astream = stream
+        self._pending = bytearray()
+
+    async def readline(self, limit: int) -> bytes:
+        if self._pending:
+            return await super().readline(limit)
+        try:
+            return await self.astream.readuntil(b"\n")
+        except asyncio.IncompleteReadError as exc:
+            return exc.partial
+        except asyncio.LimitOverrunError as exc:  # no newline within the stream's buffer
+            return await self.astream.read(max(1, min(exc.consumed, limit)))
+
+    async def read(self, n: int) -> bytes:
+        head = bytes(self._pending[:n])
+        del self._pending[:n]
+        try:
+            return head + await self.astream.readexactly(n - len(head))
+        except asyncio.IncompleteReadError as exc:
+            return head + exc.partial
+
+
+async def read_frames(
+    stop: threading.Event, reader: FrameReader, protocol: HardenedProtocol
+) -> None:
+    """The message loop: headers, then a body of `Content-Length` bytes, handed over."""
+    length: int | None = None
+    while not stop.is_set():
+        line = await reader.readline(MAX_HEADER_LINE)
+        if not line:
+            break
+        match = _CONTENT_LENGTH.search(line)  # also at the end of garbage: resynchronised
+        if match:
+            length = int(match.group(1))
+            continue
+        if line.strip() or length is None:
+            continue  # another header (Content-Type), garbage, or a stray blank line
+        size, length = length, None
+        if size > MAX_BODY:
+            protocol.reply_error(None, JsonRpcInvalidRequest(
+                f"a message of {size} bytes is over the limit of {MAX_BODY} bytes; "
+                "it was not read"))  # fmt: skip
+            continue  # its body, if it comes, is skipped as lines until the next header
+        body = await reader.read(size)
+        if len(body) < size:
+            break  # the stream ended inside a body
+        rest = protocol.handle_body(body)
+        if rest:
+            reader.unread(rest)
+
+
+def next_frame_start(body: bytes) -> int | None:
+    """Where in an undecodable body another frame's header may begin: `Content-Length`, or a
+    start of it at the very end (the rest of it still unread)."""
+    lower = body.lower()
+    at = lower.find(_HEADER_START)
+    if at >= 0:
+        return at
+    for k in range(min(len(_HEADER_START) - 1, len(lower)), 0, -1):
+        if lower.endswith(_HEADER_START[:k]):
+            return len(body) - k
+    return None
+
+
+# ----------------------------------------------------------------- decoding
+def _no_constants(name: str) -> Any:
+    raise ValueError(f"{name} is not JSON")
+
+
+def _valid_id(value: Any) -> bool:
+    return isinstance(value, str) or (isinstance(value, int) and not isinstance(value, bool))
+
+
+def _salvage_id(body: bytes) -> Any:
+    """The id of a message whose body is not valid UTF-8, when the rest of it is JSON."""
+    try:
+        data = json.loads(body.decode("utf-8", "replace"), parse_constant=_no_constants)
+    except (ValueError, RecursionError):
+        return None
+    msg_id = data.get("id") if isinstance(data, dict) else None
+    return msg_id if _valid_id(msg_id) and "method" in data else None
+
+
+def _plain(cls: type, fields: tuple[str, ...]) -> Callable[[Any, Any], Any]:
+    """Structure a generic message keeping its params (or result) as plain JSON."""
+
+    def hook(obj: Any, _: Any) -> Any:
+        return cls(**{f: obj.get(f) for f in fields})
+
+    return hook
+
+
+def converter() -> cattrs.Converter:
+    """pygls's converter, but the params of methods lsprotocol does not know (and results of
+    requests it does not know) stay plain JSON, not namedtuples named by the client."""
+    from pygls.protocol import default_converter
+
+    conv = default_converter()
+    conv.register_structure_hook(
+        JsonRPCRequestMessage, _plain(JsonRPCRequestMessage, ("id", "method", "jsonrpc", "params"))
+    )
+    conv.register_structure_hook(
+        JsonRPCNotification, _plain(JsonRPCNotification, ("method", "jsonrpc", "params"))
+    )
+    conv.register_structure_hook(
+        JsonRPCResponseMessage, _plain(JsonRPCResponseMessage, ("id", "jsonrpc", "result"))
+    )
+    return conv
+
+
+class HardenedProtocol(LanguageServerProtocol):
+    """pygls's protocol with a checked envelope, a response to every request, and the spec's
+    errors before `initialize` and after `shutdown`."""
+
+    initialized = False  # `initialize` was received
+    started = False  # `initialized` was received
+
+    def _execute_handler(self, msg_id: Any, handler: Any, callback: Any,
+                         args: Any = None, kwargs: Any = None) -> None:  # fmt: skip
+        """pygls's, minus its leak: the future of a handler run for a notification or inside
+        a built-in (`executeCommand` runs every command so) is kept under a fresh id that
+        nothing removes, and with it the handler's result or exception, its traceback and its
+        arguments. Each is forgotten when it is done."""
+        super()._execute_handler(msg_id, handler, callback, args, kwargs)
+        future = self._request_futures.get(msg_id)
+        if future is not None:
+            future.add_done_callback(lambda done: self._forget(msg_id, done))
+
+    def _forget(self, msg_id: Any, future: Any) -> None:
+        if self._request_futures.get(msg_id) is future:
+            self._request_futures.pop(msg_id, None)
+
+    def reply_error(self, msg_id: Any, error: JsonRpcException) -> None:
+        """An error response; with `"id": null` when the id is unknown (lsprotocol would
+        leave the field out)."""
+        if msg_id is not None:
+            self._send_response(msg_id, error=error.to_response_error())
+            return
+        self._send_data({"jsonrpc": "2.0", "id": None,
+                         "error": {"code": error.code, "message": error.message}})  # fmt: skip
+
+    def handle_body(self, body: bytes) -> bytes | None:
+        """One frame's body: handled, or answered with the error. Returns the bytes to give
+        back to the reader when the body holds the start of another frame."""
+        try:
+            data = json.loads(body.decode("utf-8"), parse_constant=_no_constants)
+        except (ValueError, RecursionError) as exc:
+            return self._undecodable(body, exc)
+        self.handle_json(data)
+        return None
+
+    def _undecodable(self, body: bytes, exc: Exception) -> bytes | None:
+        if isinstance(exc, UnicodeDecodeError):
+            msg_id = _salvage_id(body)
+            if msg_id is not None:  # a whole message, but for its bytes: answered by its id
+                logger.warning("a message that is not UTF-8 (byte %d) was refused", exc.start)
+                self.reply_error(msg_id, JsonRpcParseError(
+                    f"the message is not valid UTF-8 (at byte {exc.start})"))  # fmt: skip
+                return None
+        start = next_frame_start(body)
+        if start is not None and start > 0:  # a truncated frame ran into the next one
+            logger.warning("a truncated message was refused")
+            self.reply_error(None, JsonRpcParseError("the message is truncated: it is not "
+                                                     "JSON"))  # fmt: skip
+            return body[start:]
+        if isinstance(exc, UnicodeDecodeError):
+            what = f"not valid UTF-8 (at byte {exc.start})"
+        else:
+            what = "nested too deeply" if isinstance(exc, RecursionError) else "not JSON"
+        logger.warning("a message that is %s was refused", what)
+        self.reply_error(None, JsonRpcParseError(f"the message is {what}"))
+        return None
+
+    def handle_json(self, data: Any) -> None:
+        """A decoded message: its envelope checked, structured, and handled."""
+        if not isinstance(data, dict):
+            kind = "a batch (LSP has none)" if isinstance(data, list) else type(data).__name__
+            self.reply_error(None, JsonRpcInvalidRequest(f"a message must be an object, not "
+                                                         f"{kind}"))  # fmt: skip
+            return
+        has_id, msg_id, method = "id" in data, data.get("id"), data.get("method")
+        if has_id and not _valid_id(msg_id):
+            self.reply_error(None, JsonRpcInvalidRequest("the id must be a string or an integer"))
+            return
+        problem = None
+        if data.get("jsonrpc") != "2.0":
+            problem = 'the field "jsonrpc" must be "2.0"'
+        elif "method" in data and not isinstance(method, str):
+            problem = 'the field "method" must be a string'
+        elif "method" not in data and not ("result" in data or "error" in data):
+            problem = 'a message needs a "method", a "result" or an "error"'
+        if problem:
+            logger.warning("a malformed message was refused: %s", problem)
+            if has_id and "method" not in data and msg_id in self._request_futures:
+                self._fail_pending(msg_id, problem)  # a broken response to one of ours
+            else:  # answered by its id, or with a null id (JSON-RPC 2.0)
+                self.reply_error(msg_id, JsonRpcInvalidRequest(problem))
+            return
+        if method is None:  # a response to one of our requests
+            self._handle_client_response(data, msg_id)
+        elif has_id:
+            self._handle_client_request(data, msg_id, method)
+        else:
+            self._handle_client_notification(data, method)
+
+    def _handle_client_request(self, data: dict[str, Any], msg_id: Any, method: str) -> None:
+        if self._shutdown and method != types.EXIT:
+            self.reply_error(msg_id, JsonRpcInvalidRequest(
+                f"{method}: the server is shut down; only exit is accepted"))  # fmt: skip
+            return
+        if not self.initialized and method != types.INITIALIZE:
+            self.reply_error(msg_id, JsonRpcServerNotInitialized(
+                f"{method}: the server is not initialized yet"))  # fmt: skip
+            return
+        if self.initialized and method == types.INITIALIZE:  # it would drop the open documents
+            self.reply_error(msg_id, JsonRpcInvalidRequest("initialize: the server is "
+                                                           "initialized already"))  # fmt: skip
+            return
+        try:
+            message = self._structure(data, method)
+        except JsonRpcException as exc:
+            self.reply_error(msg_id, exc)
+            return
+        if method == types.INITIALIZE:
+            self.initialized = True
+        try:
+            self.handle_message(message)
+        except Exception as exc:  # pygls answers its own handlers' errors; this is a backstop
+            logger.warning("%s failed: %s", method, type(exc).__name__)
+            self.reply_error(msg_id, JsonRpcInternalError(f"{method}: {type(exc).__name__}"))
+
+    def _handle_client_notification(self, data: dict[str, Any], method: str) -> None:
+        if not self.initialized and method != types.EXIT:
+            return  # the spec: notifications before initialize are dropped
+        if method == types.INITIALIZED:
+            if self.started:
+                return  # once: a second one would open the store and the folders again
+            self.started = True
+        try:
+            message = self._structure(data, method)
+            self.handle_message(message)
+        except Exception as exc:
+            logger.warning("the notification %s was dropped: %s", method[:64],
+                           type(exc).__name__)  # fmt: skip
+
+    def _handle_client_response(self, data: dict[str, Any], msg_id: Any) -> None:
+        message: Any
+        try:
+            if "error" in data:
+                message = self._converter.structure(data, types.ResponseErrorMessage)
+            else:
+                kind = self._result_types.pop(msg_id, None) or JsonRPCResponseMessage
+                message = self._converter.structure(data, kind)
+        except Exception:
+            self._fail_pending(msg_id, "the response does not fit the request")
+            return
+        self.handle_message(message)
+
+    def _fail_pending(self, msg_id: Any, problem: str) -> None:
+        """A malformed response to one of our requests: the request fails, not hangs."""
+        self._result_types.pop(msg_id, None)
+        future = self._request_futures.pop(msg_id, None)
+        if future is not None and not future.done():
+            future.set_exception(JsonRpcInternalError(f"the client's response: {problem}"))
+
+    def _structure(self, data: dict[str, Any], method: str) -> Any:
+        kind = self.get_message_type(method)
+        if kind is None:
+            kind = JsonRPCRequestMessage if "id" in data else JsonRPCNotification
+        try:
+            return self._converter.structure(data, kind)
+        except Exception:
+            raise JsonRpcInvalidParams(
+                f"{method[:200]}: the params do not have the shape this method takes"
+            ) from None
+
+
+# ---------------------------------------------------------------- transports
+def serve_io(server: LanguageServer, stdin: BinaryIO | None = None,
+             stdout: BinaryIO | None = None) -> None:  # fmt: skip
+    """What `LanguageServer.start_io` does, with the hardened reader."""
+    assert isinstance(server.protocol, HardenedProtocol)
+    server._stop_event = stop = threading.Event()
+    reader = FrameReader(stdin or sys.stdin.buffer, server.thread_pool)
+    server.protocol.set_writer(StdoutWriter(stdout or sys.stdout.buffer))
+    try:
+        asyncio.run(read_frames(stop, reader, server.protocol))
+    except BrokenPipeError:
+        logger.error("the connection to the client is lost; shutting down")
+    except (KeyboardInterrupt, SystemExit):
+        pass
+    finally:
+        server.shutdown()
+
+
+def serve_tcp(server: LanguageServer, host: str, port: int) -> None:
+    """What `LanguageServer.start_tcp` does (one client at a time), with the hardened reader."""
+    protocol = server.protocol
+    assert isinstance(protocol, HardenedProtocol)
+    server._stop_event = stop = threading.Event()
+
+    async def connection(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        protocol.set_writer(writer)  # type: ignore[arg-type]
+        await read_frames(stop, StreamFrameReader(reader), protocol)
+        server.shutdown()
+
+    async def listen() -> None:
+        server._server = await asyncio.start_server(connection, host, port)
+        async with server._server:
+            await server._server.serve_forever()
+
+    with contextlib.suppress(asyncio.CancelledError):
+        asyncio.run(listen())
+
+
+__all__ = ["MAX_BODY", "MAX_HEADER_LINE", "HardenedProtocol", "converter", "serve_io",
+           "serve_tcp"]  # fmt: skip
