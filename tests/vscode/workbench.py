@@ -242,3 +242,51 @@ class Shots:
                     target = d / "logs" / f.relative_to(root)
                     target.parent.mkdir(parents=True, exist_ok=True)
                     shutil.copyfile(f, target)
+
+
+# Every notification toast the workbench ever adds, with the last text it showed, kept in
+# `window.__talosToasts`: VS Code closes an identical notification when a second one comes
+# (and empties the closed toast), so counting the toasts on screen cannot tell one
+# notification from two; this can.
+TOAST_RECORDER = """
+(() => {
+  const toasts = window.__talosToasts = [];
+  const seen = new Set();
+  const record = (node) => {
+    if (!(node instanceof Element)) return;
+    const found = node.matches('.notification-toast') ? [node]
+      : Array.from(node.querySelectorAll('.notification-toast'));
+    for (const el of found) {
+      if (!seen.has(el)) { seen.add(el); toasts.push({ el, text: '' }); }
+    }
+  };
+  new MutationObserver((records) => {
+    for (const r of records) for (const n of r.addedNodes) record(n);
+    for (const t of toasts) {
+      const message = t.el.querySelector('.notification-list-item-message');
+      const text = ((message || t.el).textContent || '').replace(/\\s+/g, ' ').trim();
+      if (text) t.text = text;
+    }
+  }).observe(document, { childList: true, subtree: true, characterData: true });
+})();
+"""
+
+
+def recorded_toasts(page: Any) -> list[str]:
+    """The last text of every toast added since the page loaded (TOAST_RECORDER), in order."""
+    return page.evaluate("() => (window.__talosToasts || []).map((t) => t.text)")
+
+
+def files_containing(roots: list[Path], needle: bytes) -> list[Path]:
+    """Every regular file under `roots` whose bytes contain `needle` (symlinks not followed)."""
+    found = []
+    for root in roots:
+        if not root.exists():
+            continue
+        for path in sorted(root.rglob("*")):
+            if path.is_symlink() or not path.is_file():
+                continue
+            with suppress(OSError):
+                if needle in path.read_bytes():
+                    found.append(path)
+    return found
