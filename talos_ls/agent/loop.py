@@ -50,6 +50,10 @@ def system_prompt(
     return redact("\n\n".join(parts))  # a rules file or a fact may quote a credential
 
 
+def _prefixed(report: Callable[[str], None], prefix: str) -> Callable[[str], None]:
+    return lambda line: report(f"{prefix}: {line}")
+
+
 class AgentLoop:
     def __init__(
         self, model: ModelClient, meter: CostMeter, caps: Caps, registry: TaskRegistry
@@ -83,7 +87,9 @@ class AgentLoop:
                 task.transcript.append({"role": "user", "content": task.notes.pop(0)})
             step += 1
             report(f"step {step}: thinking")
-            completion = await self.model.complete(task.transcript, schemas, on_text)
+            completion = await self.model.complete(
+                task.transcript, schemas, on_text, on_retry=_prefixed(report, f"step {step}")
+            )
             self.meter.add(task.id, self.model.config.model, completion.usage)
             dropped = len(completion.tool_calls) - MAX_CALLS_PER_RESPONSE
             del completion.tool_calls[MAX_CALLS_PER_RESPONSE:]

@@ -12,6 +12,11 @@ or a transcript (it is registered with `redact`); a password in the base URL is 
 A local server without a key works. Usage the endpoint reports is checked (`Usage.checked`):
 impossible counts fail the step rather than corrupt the cost; when an endpoint reports none,
 it is estimated from the text (about four characters a token), so caps still bite.
+
+No model call waits for ever (see `ModelConfig`): the first chunk must come within `timeout`,
+each next one within `idle_timeout`, and the whole call end within `deadline`. A stream that
+ends without a finish reason (the connection dropped), a body that is not a stream, and a
+chunk that is not JSON or not a chunk are each a `ModelError` that says so.
 """
 
 from __future__ import annotations
@@ -22,6 +27,7 @@ import json
 import logging
 import os
 import random
+import re
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -32,6 +38,20 @@ from .cost import Usage
 
 logger = logging.getLogger(__name__)
 DEFAULT_BASE_URL = "https://api.openai.com/v1"
+
+IDLE_TIMEOUT = 60.0
+"""Seconds a stream may go without a chunk once it has begun, before the call is abandoned.
+
+Why it exists: the HTTP client's read timeout restarts at every byte, and an endpoint (or a
+proxy in front of it) that is stuck mid-stream may keep sending SSE keep-alive comments, or
+hold the socket open sending nothing at all; without this a task would run for ever. A model
+that is generating sends a chunk every few tokens, so a minute of silence mid-stream means it
+is stuck. Not retried after output began (a retry would repeat it)."""
+
+CALL_DEADLINE = 900.0
+"""Seconds one model call may take from request to last chunk, however steadily it streams:
+an endpoint that trickles output for ever (a model looping on itself with no token limit)
+still ends. Generous: a long answer at a slow local model's pace fits in it."""
 
 if TYPE_CHECKING:
     import openai
@@ -56,7 +76,13 @@ class ModelConfig:
     api_key_env: str = "OPENAI_API_KEY"
     max_retries: int = 3
     max_backoff: float = 30.0
+    # Seconds from sending the request to the first chunk: connecting, and the model reading
+    # the prompt and thinking (a reasoning model, or a local one on a CPU with a long
+    # transcript, may be silent for a while). Not retried: the endpoint may still be working
+    # on it (and billing it).
     timeout: float = 120.0
+    idle_timeout: float = IDLE_TIMEOUT
+    deadline: float = CALL_DEADLINE
 
     @property
     def endpoint(self) -> str:
@@ -95,14 +121,25 @@ class Completion:
 
 
 def _retry_after(exc: openai.APIStatusError) -> float | None:
-    value = exc.response.headers.get("retry-after") if exc.response is not None else None
-    if not value:
-        return None
-    try:
-        return max(0.0, float(value))
-    except ValueError:
-        parsed = email.utils.parsedate_to_datetime(value)
-        return max(0.0, parsed.timestamp() - time.time()) if parsed else None
+    """The wait the endpoint asked for, in seconds: `retry-after-ms` (OpenAI's), else
+    `Retry-After` as seconds or an HTTP date. None when absent or unreadable (the endpoint's
+    word is advice: a garbled header must not fail the call)."""
+    headers = exc.response.headers if exc.response is not None else {}
+    for name, scale in (("retry-after-ms", 0.001), ("retry-after", 1.0)):
+        value = (headers.get(name) or "").strip()
+        if not value:
+            continue
+        try:
+            seconds = float(value) * scale
+        except ValueError:
+            try:
+                parsed = email.utils.parsedate_to_datetime(value)
+            except (TypeError, ValueError, IndexError, OverflowError):
+                continue
+            seconds = parsed.timestamp() - time.time() if parsed else float("nan")
+        if seconds == seconds:  # not NaN; infinity is capped by the caller
+            return max(0.0, seconds)
+    return None
 
 
 class ModelClient:
@@ -119,7 +156,12 @@ class ModelClient:
                 api_key=self._key or "no-key",  # local servers need none; the SDK wants one
                 base_url=self.config.endpoint,
                 max_retries=0,  # retries are ours: bounded, honouring Retry-After, not mid-stream
-                timeout=self.config.timeout,
+                # A backstop only: `_stream` enforces the config's timeouts itself, with
+                # messages that say which, and a read timeout restarts at every keep-alive.
+                timeout=_sdk().Timeout(
+                    max(self.config.timeout, self.config.idle_timeout) + 30,
+                    connect=self.config.timeout,
+                ),
             )
         return self._sdk_client
 
@@ -145,22 +187,42 @@ class ModelClient:
         messages: Sequence[dict[str, Any]],
         tools: Sequence[dict[str, Any]] = (),
         on_text: Callable[[str], None] | None = None,
+        on_retry: Callable[[str], None] | None = None,
     ) -> Completion:
-        """One model turn, streamed; `on_text` gets each piece of text as it arrives."""
+        """One model turn, streamed; `on_text` gets each piece of text as it arrives, `on_retry`
+        a line saying why the call is tried again and when."""
         cfg = self.config
         endpoint = cfg.shown_endpoint
         openai = _sdk()
-        for attempt in range(cfg.max_retries + 1):
+        attempts = cfg.max_retries + 1
+        for attempt in range(attempts):
             try:
                 return await self._stream(messages, tools, on_text)
             except (openai.RateLimitError, openai.InternalServerError) as exc:
                 wait = _retry_after(exc)
                 what = f"{exc.status_code} from {endpoint}"
+                said = re.sub(r"^Error code: \d+( - )?", "", str(exc.message or ""))
+                said = " ".join(self._scrub(said).split())[:200]
+                last = f"{what} ({said})" if said else what
             except openai.APIConnectionError:
                 wait, what = None, f"no connection to {endpoint}"
+                last = what
+            except _Cut:  # the stream ended before any output: nothing to repeat
+                wait, what = None, f"the stream from {endpoint} ended before any output"
+                last = what
             except _PartialOutput as exc:
                 raise ModelError(
                     f"the stream from {endpoint} broke after output began: {exc}"
+                ) from None
+            except _CutAfterOutput:
+                raise ModelError(f"the stream from {endpoint} ended before the model finished "
+                                 "(no finish reason: the connection closed after output "
+                                 "began)") from None  # fmt: skip
+            except _Silence as exc:
+                raise ModelError(exc.describe(endpoint, cfg)) from None
+            except _Garbage as exc:
+                raise ModelError(
+                    f"{endpoint} sent {exc}: is it an OpenAI-compatible endpoint?"
                 ) from None
             except _BadUsage as exc:
                 raise ModelError(f"{endpoint} reported impossible usage ({exc}); the step is "
@@ -181,11 +243,18 @@ class ModelClient:
                 raise ModelError(
                     f"{endpoint} answered {exc.status_code}: {self._scrub(exc.message)}"
                 ) from None
+            except openai.APIError as exc:  # an error event in the stream
+                raise ModelError(
+                    f"{endpoint} reported an error mid-stream: {self._scrub(exc.message)}"
+                ) from None
             if attempt == cfg.max_retries:
-                raise ModelError(f"{what}, {attempt + 1} attempts; giving up")
+                raise ModelError(f"{last}, {attempt + 1} attempts; giving up")
             backoff = min(cfg.max_backoff, 0.5 * 2**attempt) * (0.5 + random.random() / 2)
             delay = min(cfg.max_backoff, wait if wait is not None else backoff)
             logger.info("model: %s; retrying in %.1f s", what, delay)
+            if on_retry is not None:
+                on_retry(f"{what}; retrying in {delay:.1f} s (attempt {attempt + 2} of "
+                         f"{attempts})")  # fmt: skip
             await asyncio.sleep(delay)
         raise AssertionError("unreachable")
 
@@ -195,57 +264,79 @@ class ModelClient:
         tools: Sequence[dict[str, Any]],
         on_text: Callable[[str], None] | None,
     ) -> Completion:
+        """One request, read to its end under the three limits: `timeout` to the first chunk,
+        `idle_timeout` between chunks, `deadline` for all of it."""
         openai = _sdk()
+        cfg = self.config
         kwargs: dict[str, Any] = {
-            "model": self.config.model,
+            "model": cfg.model,
             "messages": list(messages),
             "stream": True,
             "stream_options": {"include_usage": True},
         }
         if tools:
             kwargs["tools"] = list(tools)
-        stream = await self._client.chat.completions.create(**kwargs)
+        loop = asyncio.get_running_loop()
+        end = loop.time() + cfg.deadline
+        limit = "deadline" if cfg.timeout >= cfg.deadline else "first"
         result = Completion()
         calls: dict[int, ToolCall] = {}
         texts: list[str] = []
         started = reported = False
+        chunks = 0
         try:
-            async for chunk in stream:
-                if chunk.usage is not None:
-                    details = chunk.usage.prompt_tokens_details
-                    cached = details.cached_tokens if details else 0
-                    try:
-                        usage = Usage.checked(
-                            chunk.usage.prompt_tokens, chunk.usage.completion_tokens, cached or 0
-                        )
-                    except ValueError as exc:
-                        raise _BadUsage(str(exc)) from None
-                    reported = True
-                    result.usage = usage
-                for choice in chunk.choices:  # empty on the usage chunk
-                    delta = choice.delta
-                    if delta.content:
-                        started = True
-                        texts.append(delta.content)
-                        if on_text:
-                            on_text(delta.content)
-                    for tc in delta.tool_calls or []:
-                        started = True
-                        call = calls.setdefault(tc.index, ToolCall(tc.id or "", "", ""))
-                        if tc.id:
-                            call.id = tc.id
-                        if tc.function and tc.function.name:
-                            call.name = tc.function.name
-                        if tc.function and tc.function.arguments:
-                            call.arguments += tc.function.arguments
-                    if choice.finish_reason:
-                        result.finish_reason = choice.finish_reason
-        except (openai.APIConnectionError, openai.APIStatusError) as exc:
-            if started:
-                raise _PartialOutput(type(exc).__name__) from None
-            raise
-        finally:
-            await stream.close()  # also on cancellation: the server sees the stream end
+            async with asyncio.timeout_at(min(loop.time() + cfg.timeout, end)) as timer:
+                stream = await self._client.chat.completions.create(**kwargs)
+                try:
+                    while True:
+                        try:
+                            chunk = await stream.__anext__()
+                        except StopAsyncIteration:
+                            break
+                        except (ValueError, TypeError) as exc:  # json.JSONDecodeError
+                            raise _Garbage(f"a stream event that is not JSON ({exc})") from None
+                        chunks += 1
+                        idle = loop.time() + cfg.idle_timeout
+                        limit = "idle" if idle < end else "deadline"
+                        timer.reschedule(min(idle, end))
+                        piece = _read_chunk(chunk)
+                        if piece.usage is not None:
+                            result.usage = piece.usage
+                            reported = True
+                        if piece.texts or piece.calls:
+                            started = True
+                        for text in piece.texts:
+                            texts.append(text)
+                            if on_text:
+                                on_text(text)
+                        for index, call_id, name, arguments in piece.calls:
+                            call = calls.setdefault(index, ToolCall(call_id or "", "", ""))
+                            if call_id:
+                                call.id = call_id
+                            if name:
+                                call.name = name
+                            if arguments:
+                                call.arguments += arguments
+                        if piece.finish_reason:
+                            result.finish_reason = piece.finish_reason
+                except (openai.APIConnectionError, openai.APIStatusError) as exc:
+                    if started:
+                        raise _PartialOutput(_connection_words(exc)) from None
+                    raise
+                finally:
+                    await stream.close()  # also on cancellation: the server sees the stream end
+        except TimeoutError:
+            if not timer.expired():
+                raise
+            raise _Silence(limit, chunks, started) from None
+        if result.finish_reason is None:
+            if chunks == 0:
+                kind = stream.response.headers.get("content-type", "")
+                if not kind.lower().startswith("text/event-stream"):
+                    status = stream.response.status_code
+                    raise _Garbage(f"a {status} answer that is not a stream "
+                                   f"({kind or 'no content type'})")  # fmt: skip
+            raise _CutAfterOutput() if started else _Cut()
         result.text = "".join(texts)
         result.tool_calls = [calls[i] for i in sorted(calls)]
         # No usage, or none for a call that sent and got text: counted from the text instead, so
@@ -260,6 +351,72 @@ class ModelClient:
         return result
 
 
+@dataclass
+class _Piece:
+    """What one chunk carried, its types checked."""
+
+    texts: list[str] = field(default_factory=list)
+    calls: list[tuple[int, str | None, str | None, str | None]] = field(default_factory=list)
+    finish_reason: str | None = None
+    usage: Usage | None = None
+
+
+def _read_chunk(chunk: Any) -> _Piece:
+    """A chunk as `_Piece`. The SDK builds chunks without validating them, so a garbled one
+    (a JSON number, a string where a list belongs) is refused here, as `_Garbage`, rather than
+    failing somewhere later as an AttributeError."""
+    piece = _Piece()
+    try:
+        usage = getattr(chunk, "usage", None)
+        choices = getattr(chunk, "choices", None) or []
+        if not isinstance(choices, list) or isinstance(chunk, list | str | int | float):
+            raise TypeError("not a chunk")
+        if usage is not None:
+            details = usage.prompt_tokens_details
+            cached = details.cached_tokens if details else 0
+            try:
+                piece.usage = Usage.checked(
+                    usage.prompt_tokens, usage.completion_tokens, cached or 0
+                )
+            except ValueError as exc:
+                raise _BadUsage(str(exc)) from None
+        for choice in choices:  # empty on the usage chunk
+            delta = choice.delta
+            if delta is not None:
+                if delta.content:
+                    piece.texts.append(_string(delta.content))
+                for tc in delta.tool_calls or []:
+                    function = tc.function
+                    index = tc.index
+                    if isinstance(index, bool) or not isinstance(index, int):
+                        raise TypeError("a tool call without an index")
+                    piece.calls.append((
+                        index, _string(tc.id),
+                        _string(function.name) if function else None,
+                        _string(function.arguments) if function else None,
+                    ))  # fmt: skip
+            if choice.finish_reason:
+                piece.finish_reason = _string(choice.finish_reason)
+    except (AttributeError, TypeError) as exc:
+        raise _Garbage(f"a chunk that is not a chat completion chunk ({exc})") from None
+    return piece
+
+
+def _string(value: Any) -> Any:
+    if value is not None and not isinstance(value, str):
+        raise TypeError(f"{type(value).__name__} where text belongs")
+    return value
+
+
+def _connection_words(exc: Exception) -> str:
+    """What the HTTP client saw under the SDK's error: "connection lost (ReadError)"."""
+    cause = exc.__cause__ or exc.__context__
+    if cause is None:
+        return f"connection lost ({type(exc).__name__})"
+    detail = f": {cause}" if str(cause) else ""
+    return f"connection lost ({type(cause).__name__}{detail})"
+
+
 def _estimate(messages: Sequence[dict[str, Any]], result: Completion) -> Usage:
     """About four characters a token: enough for a cap to bite when an endpoint reports no
     usage, and marked as estimated."""
@@ -270,6 +427,37 @@ def _estimate(messages: Sequence[dict[str, Any]], result: Completion) -> Usage:
 
 class _PartialOutput(Exception):
     pass
+
+
+class _Cut(Exception):
+    """The stream ended (no error, no finish reason) before any output: safe to retry."""
+
+
+class _CutAfterOutput(Exception):
+    """The stream ended without a finish reason after output began: the connection dropped."""
+
+
+class _Garbage(Exception):
+    """The endpoint answered 200 with something that is not a chat completion stream."""
+
+
+class _Silence(Exception):
+    """A limit of `_stream` passed: `limit` is "first", "idle" or "deadline"."""
+
+    def __init__(self, limit: str, chunks: int, started: bool) -> None:
+        super().__init__(limit)
+        self.limit, self.chunks, self.started = limit, chunks, started
+
+    def describe(self, endpoint: str, cfg: ModelConfig) -> str:
+        if self.limit == "first":
+            return (f"no answer from {endpoint} within {cfg.timeout:g} s (modelTimeout); the "
+                    "request was abandoned")  # fmt: skip
+        if self.limit == "idle":
+            began = "after output began" if self.started else "before any output"
+            return (f"the stream from {endpoint} stalled: nothing for {cfg.idle_timeout:g} s "
+                    f"{began} (modelIdleTimeout); the request was abandoned")  # fmt: skip
+        return (f"the model call to {endpoint} was still going after {cfg.deadline:g} s, the "
+                "most one call may take; the request was abandoned")  # fmt: skip
 
 
 class _BadUsage(Exception):

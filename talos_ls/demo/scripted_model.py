@@ -7,11 +7,19 @@ Streamed responses are Server-Sent Events shaped exactly as the API sends them: 
 content deltas, tool-call deltas (id and name first, arguments in pieces, by index), a finish
 chunk, a usage chunk with empty `choices`, then `data: [DONE]`. Error responses carry the API's
 JSON error body and any headers (Retry-After). Every request is recorded for assertions.
+
+Faults, for the tests that prove a task ends whatever the endpoint does: `hang` (output, then
+keep-alives or silence), `silent` (not even the headers), `drop` (the connection closed or reset
+mid-stream), `raw` (any status, content type and body: garbage), `trickle` (a chunk now and then,
+for ever). Every fault that waits on the client counts its going away (`disconnects`).
 """
 
 from __future__ import annotations
 
 import json
+import select
+import socket
+import struct
 import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -62,10 +70,37 @@ def error(status: int, message: str, code: str | None = None, headers: dict | No
     return {"status": status, "json": body, "headers": headers or {}}
 
 
-def hang() -> dict:
-    """Send the first chunk, then nothing until the client goes away."""
-    return {"stream": [_chunk("fake-model", {"role": "assistant", "content": "Thinking"})],
-            "hang": True}  # fmt: skip
+def hang(text: str | None = "Thinking", keepalive: bool = True) -> dict:
+    """Send the first chunk (with `text` as output, if any), then no more data until the client
+    goes away: SSE keep-alive comments every 50 ms (a socket read timeout never fires), or with
+    `keepalive=False` not a byte."""
+    first = {"role": "assistant", "content": text} if text else {"role": "assistant"}
+    return {"stream": [_chunk("fake-model", first)], "hang": True, "keepalive": keepalive}
+
+
+def silent() -> dict:
+    """Read the request, then send nothing, not even the status line, until the client goes
+    away."""
+    return {"silent": True}
+
+
+def drop(step: dict, after: int, reset: bool = False) -> dict:
+    """Send the first `after` chunks of a `reply`, then close the connection: cleanly (the
+    body simply ends, as HTTP/1.0 allows) or, with `reset`, with a TCP reset."""
+    return {"stream": step["stream"][:after], "drop": "reset" if reset else "close"}
+
+
+def raw(body: bytes | str, content_type: str = "text/html", status: int = 200) -> dict:
+    """Any status, content type and body, exactly as given: a proxy's error page, a JSON
+    answer to a streamed request, SSE with garbage in it."""
+    data = body.encode() if isinstance(body, str) else body
+    return {"raw": data, "status_raw": status, "content_type": content_type}
+
+
+def trickle(interval: float, text: str = "more ") -> dict:
+    """A chunk of output every `interval` seconds, never finishing: never idle, never done."""
+    return {"stream": [_chunk("fake-model", {"role": "assistant", "content": ""})],
+            "trickle": interval, "text": text}  # fmt: skip
 
 
 class ScriptedModelServer:
@@ -73,6 +108,8 @@ class ScriptedModelServer:
         self.script: list[dict] = []
         self.requests: list[dict[str, Any]] = []
         self.disconnected = threading.Event()
+        self.disconnects = 0  # how many times a client went away while a fault waited on it
+        self._stopping = threading.Event()
         server = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -99,6 +136,17 @@ class ScriptedModelServer:
                 if "status" in step:
                     self._json(step["status"], step["json"], step.get("headers", {}))
                     return
+                if step.get("silent"):
+                    self._await_disconnect()
+                    return
+                if "raw" in step:
+                    self.send_response(step["status_raw"])
+                    self.send_header("Content-Type", step["content_type"])
+                    self.end_headers()
+                    self.wfile.write(step["raw"])
+                    self.wfile.flush()
+                    self.close_connection = True
+                    return
                 self.send_response(200)
                 self.send_header("Content-Type", "text/event-stream")
                 self.end_headers()
@@ -107,15 +155,54 @@ class ScriptedModelServer:
                         self.wfile.write(f"data: {json.dumps(chunk)}\n\n".encode())
                         self.wfile.flush()
                         time.sleep(step.get("delay", 0.0))
+                    if "drop" in step:
+                        self._drop(reset=step["drop"] == "reset")
+                        return
+                    if step.get("hang") and not step.get("keepalive", True):
+                        self._await_disconnect()
+                        return
                     if step.get("hang"):
-                        while True:  # until the client closes the stream
+                        while not server._stopping.is_set():  # until the client closes it
                             time.sleep(0.05)
                             self.wfile.write(b": keep-alive\n\n")
+                            self.wfile.flush()
+                    if "trickle" in step:
+                        piece = _chunk("fake-model", {"content": step["text"]})
+                        while not server._stopping.is_set():
+                            time.sleep(step["trickle"])
+                            self.wfile.write(f"data: {json.dumps(piece)}\n\n".encode())
                             self.wfile.flush()
                     self.wfile.write(b"data: [DONE]\n\n")
                     self.wfile.flush()
                 except (BrokenPipeError, ConnectionResetError):
-                    server.disconnected.set()
+                    server._went_away()
+
+            def _await_disconnect(self) -> None:
+                """Wait, sending nothing, until the client closes its end (or the server
+                stops). The request is read, so the socket turns readable only at EOF."""
+                sock = self.connection
+                while not server._stopping.is_set():
+                    readable, _, _ = select.select([sock], [], [], 0.05)
+                    if not readable:
+                        continue
+                    try:
+                        data = sock.recv(1, socket.MSG_PEEK)
+                    except OSError:
+                        data = b""
+                    if not data:
+                        server._went_away()
+                        self.close_connection = True
+                        return
+
+            def _drop(self, reset: bool) -> None:
+                self.wfile.flush()
+                if reset:  # SO_LINGER 0: close() sends RST instead of FIN
+                    linger = struct.pack("ii", 1, 0)
+                    self.connection.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, linger)
+                    self.connection.close()
+                else:
+                    self.connection.shutdown(socket.SHUT_RDWR)
+                self.close_connection = True
 
             def _json(self, status: int, payload: dict, headers: dict | None = None) -> None:
                 data = json.dumps(payload).encode()
@@ -138,6 +225,11 @@ class ScriptedModelServer:
     def url(self) -> str:
         return f"http://127.0.0.1:{self.httpd.server_address[1]}/v1"
 
+    def _went_away(self) -> None:
+        self.disconnects += 1
+        self.disconnected.set()
+
     def close(self) -> None:
+        self._stopping.set()  # a fault still waiting on a client stops
         self.httpd.shutdown()
         self.httpd.server_close()
