@@ -5,7 +5,9 @@ conversation and the tools, its usage is metered (and the caps checked again at 
 cap stops the task before another tool runs), and each tool call is run and its result added.
 The loop guard stops a task that keeps repeating the same failing call. A response may ask for
 at most MAX_CALLS_PER_RESPONSE tool calls: the rest are dropped from the conversation and the
-model is told, so one response cannot do the work of a thousand steps.
+model is told, so one response cannot do the work of a thousand steps. A model call that is
+retried (a 429, a 5xx) says so in the task's progress; one that fails raises ModelError, which
+fails the task with the message (model.py: no call waits for ever).
 """
 
 from __future__ import annotations

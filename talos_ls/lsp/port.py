@@ -198,7 +198,9 @@ class LspPort:
     def end(self, task: Task) -> None:
         token = self._tokens.pop(task.id, None)
         if token is not None and not self.server.closing:
-            outcome = f"{task.state} · {self._spent(task)}"
+            why = visible(task.error or "", single_line=True)[:SHORT_ANSWER_CHARS]
+            said = f"{task.state}: {why}" if why and task.state in ("failed", "stopped") else None
+            outcome = f"{said or task.state} · {self._spent(task)}"
             self.server.work_done_progress.end(token, types.WorkDoneProgressEnd(message=outcome))
             self.server.work_done_progress.tokens.pop(token, None)
         if task.state == "done":

@@ -43,6 +43,8 @@ class Settings:
     store_url: str | None = None
     question_budget_turns: int = QUESTION_BUDGET_TURNS
     prompt_timeout: float = 300.0  # seconds a prompt waits before it counts as dismissed
+    model_timeout: float = ModelConfig.timeout  # seconds to the model's first chunk
+    model_idle_timeout: float = ModelConfig.idle_timeout  # seconds of silence mid-stream
 
     def updated(self, raw: Mapping[str, Any]) -> tuple[Settings, list[str]]:
         """These settings with the given keys applied. Unknown keys are the client's own and
@@ -77,7 +79,9 @@ class Settings:
         return Caps(max_cost=self.max_cost, max_steps=self.max_steps)
 
     def model_config(self) -> ModelConfig:
-        return ModelConfig(self.model, base_url=self.base_url, api_key_env=self.api_key_env)
+        return ModelConfig(self.model, base_url=self.base_url, api_key_env=self.api_key_env,
+                           timeout=self.model_timeout,
+                           idle_timeout=self.model_idle_timeout)  # fmt: skip
 
     def shown(self) -> dict[str, Any]:
         """The settings as `talos.status` reports them (the key's variable name, not the key)."""
@@ -178,5 +182,7 @@ SETTINGS: dict[str, tuple[str, Callable[[Any], Any]]] = {
     "storeUrl": ("store_url", _store_url),
     "questionBudgetTurns": ("question_budget_turns", _count),
     "promptTimeout": ("prompt_timeout", _seconds),
+    "modelTimeout": ("model_timeout", _seconds),
+    "modelIdleTimeout": ("model_idle_timeout", _seconds),
 }
 DEFAULTS = {f.name: f.default for f in dataclasses.fields(Settings)}

@@ -1,0 +1,54 @@
+"""The real `talos-ls` against a scripted model that misbehaves (see tests/lsp/conftest.py for
+the editor). `options` carries small model timeouts, so a hang ends in about a second."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import pytest
+
+from talos_ls.demo.scripted_model import ScriptedModelServer
+
+from ..lsp.conftest import WAIT_S, start_editor
+
+QUICK = {"modelTimeout": 1, "modelIdleTimeout": 1}  # seconds; the smallest the settings take
+
+
+@pytest.fixture
+def model():
+    server = ScriptedModelServer()
+    yield server
+    server.close()
+
+
+@pytest.fixture
+def ws(tmp_path):
+    root = tmp_path / "ws"
+    (root / "src").mkdir(parents=True)
+    (root / "src" / "app.py").write_text("def main():\n    return 1\n")
+    return root
+
+
+@pytest.fixture
+def base_options(tmp_path, model) -> dict[str, Any]:
+    return {"model": "fake-model", "baseUrl": model.url,
+            "storeUrl": "sqlite:///" + str(tmp_path / "talos.db"),
+            "prices": {"fake-model": {"input": 1, "cached_input": 0.5, "output": 2}}}  # fmt: skip
+
+
+@pytest.fixture
+async def launch(tmp_path, ws):
+    """Start talos-ls with the given options; each one is shut down at the end."""
+    editors = []
+
+    async def launch(options: dict[str, Any]):
+        editor = await start_editor(tmp_path / f"home{len(editors)}", [ws], options)
+        editors.append(editor)
+        await editor.until(lambda: any(s.folders for s in editor.statuses), "the first status")
+        return editor
+
+    yield launch
+    for editor in editors:
+        await asyncio.wait_for(editor.client.shutdown_session(), WAIT_S)
+        await editor.client.stop()
