@@ -48,21 +48,6 @@ async def stop(editor) -> None:
     await editor.client.stop()
 
 
-@pytest.fixture
-def model():
-    server = ScriptedModelServer()
-    yield server
-    server.close()
-
-
-@pytest.fixture
-def ws(tmp_path) -> Path:
-    root = tmp_path / "ws"
-    (root / "src").mkdir(parents=True)
-    (root / "src" / "app.py").write_text("def main():\n    return 1\n")
-    return root
-
-
 async def test_twenty_tasks_at_once_on_one_daemon(tmp_path, ws, model):
     model.script += [reply(f"answer {i}", usage=USAGE, delay=0.02) for i in range(20)]
     editor = await start_editor(tmp_path / "home", [ws],
