@@ -16,10 +16,11 @@ import pytest
 from lsprotocol import types
 from pytest_lsp.client import LanguageClient, register_lsp_features
 
-from talos_ls.demo.scripted_model import ScriptedModelServer
 from talos_ls.store import open_store
 
-from ..lsp.conftest import WAIT_S, Editor, _converter, apply_edits, capabilities, server_env
+from ..lsp.conftest import WAIT_S, Editor, _converter, apply_edits, capabilities, model, server_env
+
+__all__ = ["model"]  # the scripted model of the language-server tests
 
 
 async def launch(home: Path, ws: Path, options: dict[str, Any], hold: bool = False) -> Editor:
@@ -123,14 +124,8 @@ async def stored_state(url: str, task_id: str, state: str) -> None:
 
 
 @pytest.fixture
-def model():
-    server = ScriptedModelServer()
-    yield server
-    server.close()
-
-
-@pytest.fixture
 def ws(tmp_path) -> Path:
+    """Two files: the crash tests propose an edit to each."""
     root = tmp_path / "ws"
     (root / "src").mkdir(parents=True)
     (root / "src" / "app.py").write_text("def main():\n    return 1\n")

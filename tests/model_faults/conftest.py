@@ -8,26 +8,11 @@ from typing import Any
 
 import pytest
 
-from talos_ls.demo.scripted_model import ScriptedModelServer
+from ..lsp.conftest import WAIT_S, model, start_editor, ws
 
-from ..lsp.conftest import WAIT_S, start_editor
+__all__ = ["model", "ws"]  # the scripted model and the small workspace
 
 QUICK = {"modelTimeout": 1, "modelIdleTimeout": 1}  # seconds; the smallest the settings take
-
-
-@pytest.fixture
-def model():
-    server = ScriptedModelServer()
-    yield server
-    server.close()
-
-
-@pytest.fixture
-def ws(tmp_path):
-    root = tmp_path / "ws"
-    (root / "src").mkdir(parents=True)
-    (root / "src" / "app.py").write_text("def main():\n    return 1\n")
-    return root
 
 
 @pytest.fixture
