@@ -106,13 +106,13 @@ async def test_full_tmpfs(tmp_path, ws, model, tmpfs):
         await stop(editor)
 
 
-async def test_read_only_database(tmp_path, ws, model, tmpfs):
-    """The database's file system is read-only when the daemon starts (a read-only mount: a
-    file system remounted read-only on errors, a read-only bind): the daemon answers, says the
-    database is read-only and what to check, and takes it back once it is writable, with
-    what it held. (A mount with a file open for writing cannot be remounted read-only, so the
-    fault is made between two sessions.)"""
-    db = tmpfs / "talos.db"
+async def broken_between_sessions(tmp_path, ws, model, db: Path, brk: Callable[[], None],
+                                  fix: Callable[[], None], word: str, hint: str,
+                                  kept: bool) -> None:  # fmt: skip
+    """The store is broken while no daemon runs: a first session stores a task and a fact;
+    `brk()`; the next daemon starts, answers, says `word` about `db` with `hint`, refuses
+    what needs the store; `fix()`; it recovers without a restart, asks the question held back
+    meanwhile, and holds the first session's fact if the file was `kept`."""
     url = "sqlite:///" + str(db)
     first = await start(tmp_path / "home", ws, model, url)
     try:
@@ -120,30 +120,42 @@ async def test_read_only_database(tmp_path, ws, model, tmpfs):
         await first.command("talos.memory.remember", {"statement": KEPT})
     finally:
         await stop(first)
-    remount(tmpfs, "ro")
+    brk()
     conflict(ws)
     editor = await start(tmp_path / "home", ws, model, url)
     try:
-        problem = await degraded(editor, "read-only", str(db), "check its permissions")
+        problem = await degraded(editor, word, str(db), hint)
         await still_answers(editor, ws)
-        await refused(editor, "talos.task.start", {"prompt": "write the tests"}, "read-only")
-        await refused(editor, "talos.memory.remember", {"statement": LOST}, "read-only")
+        await refused(editor, "talos.task.start", {"prompt": "write the tests"}, word)
+        await refused(editor, "talos.memory.remember", {"statement": LOST}, word)
         assert editor.prompts == []
         assert len(said(editor, UNAVAILABLE)) == 1 and problem in said(editor, UNAVAILABLE)[0]
-        remount(tmpfs, "rw")
+        fix()
         await recovered(editor)
         editor.replies.append(editor.button("pytest"))
         await task_runs(editor, model, "write the tests")
         await editor.until(lambda: editor.prompts, "the question, once the store works")
         memory = {f["statement"] for f in await editor.command("talos.memory.list", {})}
-        assert KEPT in memory and LOST not in memory
+        assert (KEPT in memory) == kept and LOST not in memory
         assert len(said(editor, UNAVAILABLE)) == 1 and len(said(editor, BACK)) == 1
     finally:
         await stop(editor)
 
 
+async def test_read_only_database(tmp_path, ws, model, tmpfs):
+    """The database's file system is read-only when the daemon starts (a read-only mount: a
+    file system remounted read-only on errors, a read-only bind): the daemon answers, says the
+    database is read-only and what to check, and takes it back once it is writable, with
+    what it held. (A mount with a file open for writing cannot be remounted read-only, so the
+    fault is made between two sessions.)"""
+    await broken_between_sessions(tmp_path, ws, model, tmpfs / "talos.db",
+                                  lambda: remount(tmpfs, "ro"), lambda: remount(tmpfs, "rw"),
+                                  "read-only", "check its permissions", kept=True)  # fmt: skip
+
+
 def garble(db: Path) -> None:
     """Garbage over every page but the first (the header and schema stay readable)."""
+    assert not db.with_name("talos.db-wal").exists()  # checkpointed at close
     page = int.from_bytes(db.read_bytes()[16:18], "big") or 65536
     size = db.stat().st_size
     with db.open("r+b") as fh:
@@ -156,30 +168,6 @@ async def test_corrupted_file(tmp_path, ws, model):
     and to move it aside; once it is moved, a new one is started without a restart."""
     db = tmp_path / "db" / "talos.db"
     db.parent.mkdir()
-    url = "sqlite:///" + str(db)
-    first = await start(tmp_path / "home", ws, model, url)
-    try:
-        await task_runs(first, model, "first")
-        await first.command("talos.memory.remember", {"statement": KEPT})
-    finally:
-        await stop(first)
-    assert not db.with_name("talos.db-wal").exists()  # checkpointed at close
-    garble(db)
-    conflict(ws)
-    editor = await start(tmp_path / "home", ws, model, url)
-    try:
-        problem = await degraded(editor, "corrupted", str(db), "move it aside")
-        await still_answers(editor, ws)
-        await refused(editor, "talos.task.start", {"prompt": "write the tests"}, "corrupted")
-        await refused(editor, "talos.memory.remember", {"statement": LOST}, "corrupted")
-        assert editor.prompts == []
-        assert len(said(editor, UNAVAILABLE)) == 1 and problem in said(editor, UNAVAILABLE)[0]
-        shutil.move(db, db.with_name("talos.db.corrupt"))  # what the message says to do
-        await recovered(editor)
-        editor.replies.append(editor.button("pytest"))
-        await task_runs(editor, model, "write the tests")
-        await editor.until(lambda: editor.prompts, "the question, in the new store")
-        assert LOST not in {f["statement"] for f in await editor.command("talos.memory.list", {})}
-        assert len(said(editor, UNAVAILABLE)) == 1 and len(said(editor, BACK)) == 1
-    finally:
-        await stop(editor)
+    await broken_between_sessions(tmp_path, ws, model, db, lambda: garble(db),
+                                  lambda: shutil.move(db, db.with_name("talos.db.corrupt")),
+                                  "corrupted", "move it aside", kept=False)  # fmt: skip
