@@ -84,6 +84,22 @@ local function client_or_say()
   return client
 end
 
+--- The server's list `method`: `empty` is said when it has nothing, else the person picks an
+--- item (shown by `format`) and `chosen` gets it, out of the picker's callback.
+local function pick_from(client, method, params, empty, picker, chosen)
+  M.exec(client, method, params, function(items)
+    items = list(items)
+    if #items == 0 then
+      return notify(empty)
+    end
+    vim.ui.select(items, picker, function(item)
+      if item then
+        vim.schedule(function() chosen(item) end)
+      end
+    end)
+  end)
+end
+
 -- A scratch buffer in a split: `name`, plain `lines`, read-only.
 local function scratch(name, lines, filetype, split)
   if split ~= false then
@@ -197,25 +213,15 @@ function M.tasks()
   if not client then
     return
   end
-  M.exec(client, 'talos.task.list', vim.empty_dict(), function(tasks)
-    tasks = list(tasks)
-    if #tasks == 0 then
-      return notify('no running or recent task')
-    end
-    vim.ui.select(tasks, {
-      prompt = 'Talos tasks',
-      kind = 'talos_task',
-      format_item = function(t)
-        return table.concat({ text.line(t.id, 20), text.line(t.state, 12),
-                              '$' .. text.line(t.cost, 12), text.line(t.title, 60),
-                              text.line(t.step, 40) }, '  ')
-      end,
-    }, function(t)
-      if t then
-        vim.schedule(function() M.show(t.id) end)
-      end
-    end)
-  end)
+  pick_from(client, 'talos.task.list', vim.empty_dict(), 'no running or recent task', {
+    prompt = 'Talos tasks',
+    kind = 'talos_task',
+    format_item = function(t)
+      return table.concat({ text.line(t.id, 20), text.line(t.state, 12),
+                            '$' .. text.line(t.cost, 12), text.line(t.title, 60),
+                            text.line(t.step, 40) }, '  ')
+    end,
+  }, function(t) M.show(t.id) end)
 end
 
 -- -------------------------------------------------------------- proposals
@@ -527,39 +533,28 @@ function M.questions()
   if not client then
     return
   end
-  M.exec(client, 'talos.questions.list', vim.empty_dict(), function(questions)
-    questions = list(questions)
-    if #questions == 0 then
-      return notify('no open question')
-    end
-    vim.ui.select(questions, {
-      prompt = 'Talos questions',
+  pick_from(client, 'talos.questions.list', vim.empty_dict(), 'no open question', {
+    prompt = 'Talos questions',
+    kind = 'talos_question',
+    format_item = function(q)
+      return text.line(q.question, 150) .. ' [' .. text.line(q.status, 20) .. ']'
+    end,
+  }, function(q)
+    vim.ui.select(list(q.options), {
+      prompt = 'Talos: ' .. text.line(q.question, 150),
       kind = 'talos_question',
-      format_item = function(q)
-        return text.line(q.question, 150) .. ' [' .. text.line(q.status, 20) .. ']'
-      end,
-    }, function(q)
-      if not q then
+      format_item = function(option) return text.line(option, 150) end,
+    }, function(option)
+      if not option then
         return
       end
-      vim.schedule(function()
-        vim.ui.select(list(q.options), {
-          prompt = 'Talos: ' .. text.line(q.question, 150),
-          kind = 'talos_question',
-          format_item = function(option) return text.line(option, 150) end,
-        }, function(option)
-          if not option then
-            return
-          end
-          local answer = { candidate_id = q.candidate_id, answer = option }
-          M.exec(client, 'talos.question.answer', answer, function(result)
-            if result.applied then
-              notify('answer recorded')
-            else
-              notify('answer not taken: ' .. text.line(result.reason, 40), WARN)
-            end
-          end)
-        end)
+      local answer = { candidate_id = q.candidate_id, answer = option }
+      M.exec(client, 'talos.question.answer', answer, function(result)
+        if result.applied then
+          notify('answer recorded')
+        else
+          notify('answer not taken: ' .. text.line(result.reason, 40), WARN)
+        end
       end)
     end)
   end)
@@ -605,16 +600,11 @@ function M.forget(key)
   if key and key ~= '' then
     return forget(key)
   end
-  M.exec(client, 'talos.memory.list', uri and { uri = uri } or vim.empty_dict(), function(facts)
-    vim.ui.select(list(facts), {
-      prompt = 'Talos: forget which fact?',
-      format_item = function(f) return text.line(f.statement, 150) end,
-    }, function(f)
-      if f then
-        forget(f.key)
-      end
-    end)
-  end)
+  pick_from(client, 'talos.memory.list', uri and { uri = uri } or vim.empty_dict(),
+            'nothing remembered', {
+    prompt = 'Talos: forget which fact?',
+    format_item = function(f) return text.line(f.statement, 150) end,
+  }, function(f) forget(f.key) end)
 end
 
 return M
