@@ -94,6 +94,10 @@ class EditorPort(Protocol):
 
     def progress(self, task: Task, message: str) -> None: ...
 
+    def stream(self, task: Task, text: str) -> None:
+        """A piece of the model's text as it arrives. Optional: the host calls it only on a
+        port that has it (one without shows the text when the task ends)."""
+
     def end(self, task: Task) -> None:
         """A task reached a final state: close its progress view."""
 
@@ -282,7 +286,9 @@ class Host:
                 read_document=self.port.read_document, sandbox=self.sandbox,
                 offload=self.offload,
             )  # fmt: skip
+            stream = getattr(self.port, "stream", None)
             text = await loop.run(ctx, task, prepared.prompt, prepared.system,
+                                  on_text=(lambda piece: stream(task, piece)) if stream else None,
                                   on_step=lambda message: self._step(task, message))  # fmt: skip
             await self._settle_proposals(task)
             return text
@@ -437,6 +443,10 @@ class Host:
                     await self._apply_or_say(proposal)
                 elif choice == REJECT:
                     await self.reject_proposal(proposal.id)
+                else:  # dismissed: it stays pending, and can be applied later
+                    self.port.notice(f"Proposal {proposal.id} left pending: `talos apply "
+                                     f"{proposal.id}` in the workspace applies it later, `talos "
+                                     f"reject {proposal.id}` drops it.")  # fmt: skip
 
     async def _apply_or_say(self, proposal: Proposal) -> None:
         if not await self.apply_proposal(proposal.id) and proposal.status == "stale":
@@ -534,7 +544,9 @@ class Host:
             **stored,
             "root": str(self.workspace.root),
             "running": [{"id": t.id, "title": t.title, "state": t.state, "step": t.activity,
-                         "cost": str(self.meter.task(t.id).cost)} for t in running],
+                         "cost": str(spent.cost), "tokens_in": spent.tokens_in,
+                         "tokens_out": spent.tokens_out, "unpriced": spent.unpriced}
+                        for t in running for spent in [self.meter.task(t.id)]],
             "tokens_in": session.tokens_in,
             "tokens_out": session.tokens_out,
             "cost_session": str(session.cost),

@@ -188,6 +188,10 @@ class LspPort:
             line = f"{visible(message, single_line=True)} · {self._spent(task)}"
             self.server.work_done_progress.report(token, types.WorkDoneProgressReport(message=line))
 
+    def stream(self, task: Task, text: str) -> None:
+        """The model's text is not streamed to the editor: its progress says what the task
+        does, and the answer comes when the task ends (a message and talos.task.show)."""
+
     def _spent(self, task: Task) -> str:
         host = self.server.daemon.hosts.get(self.root)
         if host is None:
