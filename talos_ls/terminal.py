@@ -33,7 +33,7 @@ from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import Any
 
-from rich.console import Console, Group, RenderableType
+from rich.console import Console, ConsoleOptions, Group, RenderableType, RenderResult
 from rich.control import Control
 from rich.live import Live
 from rich.live_render import LiveRender
@@ -47,7 +47,7 @@ from .display import visible
 from .edits.proposals import Proposal
 from .gates.question_queue import QuestionCandidate
 
-REFRESH_PER_SECOND = 4
+REFRESH_PER_SECOND = 8
 TAIL_LINES = 3  # of the streaming text, shown above the status line
 TAIL_CHARS = 4000  # enough source for TAIL_LINES at any sane width; wrapping more is waste
 SPINNER = "⠋⠙⠹⠸⠼⠴⠦⠧⠇⠏"
@@ -87,6 +87,17 @@ class _LiveRender(LiveRender):
     def restore_cursor(self) -> Control:
         height = self.last_render_height
         return _control("\r" + "\x1b[A\x1b[K" * height) if height else Control()
+
+
+class _Display:
+    """The live display's renderable, computed when drawn: the refresh thread's redraws and
+    the redraw under each printed line both show the state of that moment."""
+
+    def __init__(self, port: TerminalPort) -> None:
+        self.port = port
+
+    def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
+        yield self.port._render()
 
 
 class TerminalPort:
@@ -135,10 +146,11 @@ class TerminalPort:
     def _start_live(self) -> None:
         if not self.live_enabled or self._paused or not self._views or self._live is not None:
             return
-        live = Live(console=self.console, get_renderable=self._render, transient=True,
+        display = _Display(self)
+        live = Live(display, console=self.console, transient=True,
                     refresh_per_second=REFRESH_PER_SECOND, redirect_stdout=True,
                     redirect_stderr=True)  # fmt: skip
-        live._live_render = _LiveRender(live.get_renderable(), vertical_overflow="crop")
+        live._live_render = _LiveRender(display, vertical_overflow="crop")
         self._live = live
         live.start(refresh=True)
 
@@ -157,7 +169,7 @@ class TerminalPort:
             self.console.print(renderable)
 
     def _render(self) -> RenderableType:
-        """The live display: each task's streaming tail, then its status line. Called from
+        """The live display: each task's streaming tail, then its status line. Drawn from
         Rich's refresh thread too, so it only reads."""
         views = list(self._views.values())
         width = max(self.console.width, 20)
