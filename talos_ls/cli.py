@@ -4,40 +4,57 @@
 they were, or were not, asked something: every candidate with its status, turns and ask count,
 the turn each agent's question budget reopens, and every fact with its confidence and evidence.
 
-Exit codes: 0 success, 1 the store failed or refused, 2 a usage error.
+Every command shares one error path (`errors.py`): an expected failure is one line on stderr,
+`talos: error: <what is wrong>; <how to fix it>` (with --json, one JSON object on stdout), a
+traceback only with --verbose. Exit codes: 0 success, 1 a failure (the store, the model, the
+sandbox; a task failed or stopped), 2 a usage error, 130 interrupted (Ctrl-C), 141 stdout
+closed early (`talos memory --json | head`: the exit a program killed by SIGPIPE has).
+
+The workspace of a command, without --workspace, is found like git's repository
+(`project.find_root`): the nearest ancestor with `.git`, `.talos` or a project file.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
-import logging
 import os
 import shutil
 import sys
+import threading
 from collections.abc import Sequence
 from dataclasses import asdict
 from decimal import Decimal
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 from . import __version__
 from .agent.workspace import SandboxError, Workspace
 from .display import visible
 from .edits import proposals as edits
+from .errors import INTERRUPTED, USAGE, CliError, report, setup_logging, store_error
 from .gates.permissions import MODES
 from .gates.question_queue import QUESTION_BUDGET_TURNS, QuestionCandidate
 from .memory.facts import SOURCES, Fact, FactStore
 from .memory.reconcile import Reconciler
 from .memory.rules import parse_slot
-from .redact import redact_logs
-from .store import ENV_URL, Store, StoreError, open_store
+from .project import agent_id, chosen
+from .store import ENV_URL, Store, StoreError, default_store_url, open_store
 
 OPEN = ("pending", "delivered", "cooled")
+WORKSPACE_HELP = "default: the nearest directory up from here with .git, .talos or a project file"
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse, with its errors on the one error path: one line naming the option, exit 2."""
+
+    def error(self, message: str) -> NoReturn:
+        raise CliError("usage", f"{message}; see {self.prog} --help", USAGE)
 
 
 def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = _Parser(
         prog="talos",
         description="Talos: a coding agent in your editor that asks at most one question per "
         "K turns. These commands inspect what it holds.",
@@ -49,9 +66,16 @@ def _parser() -> argparse.ArgumentParser:
         help=f"store URL, e.g. sqlite:////abs/path/talos.db (default: ${ENV_URL}, else "
         "talos.db in the user state directory)",
     )
+    parser.add_argument("--verbose", "-v", action="store_true",
+                        help="log at DEBUG on stderr, and show tracebacks")  # fmt: skip
+    parser.add_argument("--log-file", metavar="PATH",
+                        help="also log at DEBUG to PATH (keys, credentials redacted)")  # fmt: skip
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
-    listing = argparse.ArgumentParser(add_help=False)
-    listing.add_argument("--agent", metavar="A", help="only this agent (default: every agent)")
+    listing = _Parser(add_help=False)
+    listing.add_argument("--agent", metavar="A",
+                         help="only this agent (default: this workspace's)")  # fmt: skip
+    listing.add_argument("--all-agents", action="store_true", help="every agent in the store")
+    listing.add_argument("--workspace", metavar="DIR", help=WORKSPACE_HELP)
     listing.add_argument("--json", action="store_true", help="print JSON instead of a table")
 
     q = sub.add_parser(
@@ -62,7 +86,7 @@ def _parser() -> argparse.ArgumentParser:
         "default, every status with --all. Each agent's line says when its budget reopens.",
     )
     q.add_argument("--all", action="store_true", help="include answered and expired ones")
-    q.add_argument("--budget-turns", type=int, default=QUESTION_BUDGET_TURNS, metavar="K",
+    q.add_argument("--budget-turns", type=_count, default=QUESTION_BUDGET_TURNS, metavar="K",
                    help=f"the K the agents run with (default {QUESTION_BUDGET_TURNS})")  # fmt: skip
     m = sub.add_parser(
         "memory",
@@ -73,11 +97,13 @@ def _parser() -> argparse.ArgumentParser:
     )
     actions = m.add_subparsers(dest="action", metavar="ACTION")
     # Sub-actions leave --agent/--json alone unless given, so `talos memory --agent A` works.
-    late = argparse.ArgumentParser(add_help=False)
+    late = _Parser(add_help=False)
     late.add_argument("--agent", metavar="A", default=argparse.SUPPRESS,
                       help="the agent (default for add: this directory's workspace)")  # fmt: skip
     late.add_argument("--json", action="store_true", default=argparse.SUPPRESS,
                       help="print JSON instead of text")  # fmt: skip
+    late.add_argument("--workspace", metavar="DIR", default=argparse.SUPPRESS,
+                      help=WORKSPACE_HELP)  # fmt: skip
     add = actions.add_parser(
         "add",
         parents=[late],
@@ -109,8 +135,10 @@ def _parser() -> argparse.ArgumentParser:
         "nothing waits); proposals are shown as diffs and applied on confirmation or with "
         "--apply. Exit codes: 0 done, 1 the task failed or was stopped, 2 a usage error.",
     )
-    r.add_argument("request", help="what to do, in your words")
-    r.add_argument("--workspace", default=".", metavar="DIR", help="default: this directory")
+    r.add_argument("request", nargs="?",
+                   help="what to do, in your words; - reads it from stdin")  # fmt: skip
+    r.add_argument("--file", metavar="PATH", help="read the request from a file")
+    r.add_argument("--workspace", metavar="DIR", help=WORKSPACE_HELP)
     r.add_argument("--model", default=os.environ.get("TALOS_MODEL", "gpt-4.1-mini"),
                    help="model name (default: $TALOS_MODEL, else gpt-4.1-mini)")  # fmt: skip
     r.add_argument("--base-url", help="an OpenAI-compatible endpoint, e.g. http://localhost:"
@@ -123,17 +151,24 @@ def _parser() -> argparse.ArgumentParser:
                    "(a model without a price needs --max-tokens instead)")  # fmt: skip
     r.add_argument("--max-tokens", type=_count, metavar="N",
                    help="stop the task after this many tokens in and out")  # fmt: skip
-    r.add_argument("--max-steps", type=_count, default=50,
-                   help="stop after this many model calls")  # fmt: skip
+    r.add_argument("--max-steps", type=_count, default=50, metavar="N",
+                   help="stop after this many model calls (default 50)")  # fmt: skip
+    r.add_argument(
+        "--budget-turns",
+        type=_count,
+        default=QUESTION_BUDGET_TURNS,
+        metavar="K",
+        help=f"one question per K turns at most (default {QUESTION_BUDGET_TURNS})",
+    )
     r.add_argument("--json", action="store_true", help="print the result as JSON on stdout")
     sk = sub.add_parser("skills", help="list the skills the agent can load",
                         description="Skills from the package, the user config directory and "
                         "the workspace's .talos/skills/ (a later one of a name wins).")  # fmt: skip
-    sk.add_argument("--workspace", default=".", metavar="DIR")
+    sk.add_argument("--workspace", metavar="DIR", help=WORKSPACE_HELP)
     doc = sub.add_parser("doctor", help="check the configuration and say what to fix",
                          description="Check the store, the model endpoint and key, and the "
                          "editor clients. Exit code 1 when something needs fixing.")  # fmt: skip
-    doc.add_argument("--workspace", default=".", metavar="DIR")
+    doc.add_argument("--workspace", metavar="DIR", help=WORKSPACE_HELP)
     doc.add_argument("--base-url")
     doc.add_argument("--api-key-env", default="OPENAI_API_KEY", metavar="VAR")
     perm = sub.add_parser("permissions", help="where the permission rules come from; trust the "
@@ -142,7 +177,7 @@ def _parser() -> argparse.ArgumentParser:
                           "from. A workspace's .talos/permissions.json came with the repository: "
                           "until you trust its exact content, only its deny and ask rules "
                           "apply.")  # fmt: skip
-    perm.add_argument("--workspace", default=".", metavar="DIR")
+    perm.add_argument("--workspace", metavar="DIR", help=WORKSPACE_HELP)
     perm.add_argument(
         "--trust",
         action="store_true",
@@ -152,7 +187,7 @@ def _parser() -> argparse.ArgumentParser:
                         description="Proposals Talos made in this workspace (in any editor or "
                         "terminal) that are still to review: pending, partly applied or stale "
                         "(--all: every one).")  # fmt: skip
-    pr.add_argument("--workspace", default=".", metavar="DIR")
+    pr.add_argument("--workspace", metavar="DIR", help=WORKSPACE_HELP)
     pr.add_argument("--all", action="store_true", help="include applied, rejected, undone")
     pr.add_argument("--diff", action="store_true", help="show each one's diff")
     pr.add_argument("--json", action="store_true", help="print JSON")
@@ -163,15 +198,28 @@ def _parser() -> argparse.ArgumentParser:
     ap.add_argument("id")
     ap.add_argument("--hunk", type=_count, action="append", metavar="N",
                     help="only hunk N (1 is the first; repeat for more)")  # fmt: skip
-    ap.add_argument("--workspace", default=".", metavar="DIR")
+    ap.add_argument("--workspace", metavar="DIR", help=WORKSPACE_HELP)
     rj = sub.add_parser("reject", help="reject a proposal", description="Reject a proposal.")
     rj.add_argument("id")
-    rj.add_argument("--workspace", default=".", metavar="DIR")
+    rj.add_argument("--workspace", metavar="DIR", help=WORKSPACE_HELP)
     ud = sub.add_parser("undo", help="undo the last applied proposal",
                         description="Put back the file a proposal changed (the last applied "
                         "one, or ID), if the file is still as the proposal left it.")  # fmt: skip
     ud.add_argument("id", nargs="?")
-    ud.add_argument("--workspace", default=".", metavar="DIR")
+    ud.add_argument("--workspace", metavar="DIR", help=WORKSPACE_HELP)
+    ts = sub.add_parser("tasks", help="the workspace's recent tasks",
+                        description="Tasks run in this workspace (by talos run or an editor), "
+                        "newest last: id, state, cost, title.")  # fmt: skip
+    ts.add_argument("--workspace", metavar="DIR", help=WORKSPACE_HELP)
+    ts.add_argument("--limit", type=_count, default=20, metavar="N",
+                    help="the last N tasks (default 20)")  # fmt: skip
+    ts.add_argument("--json", action="store_true", help="print JSON")
+    sh = sub.add_parser("show", help="a task's transcript",
+                        description="What a task did: its state, error and transcript (the "
+                        "model's words and its tool calls, shown as plain text).")  # fmt: skip
+    sh.add_argument("task", help="the task's id, or an unambiguous prefix of it")
+    sh.add_argument("--workspace", metavar="DIR", help=WORKSPACE_HELP)
+    sh.add_argument("--json", action="store_true", help="print JSON")
     sub.add_parser("demo", help="a complete scripted session: no API key, no network",
                    description="Two turns of a real Talos session in a temporary workspace, "
                    "with a scripted model and scripted replies, labelled as such.")  # fmt: skip
@@ -238,10 +286,24 @@ def _answer_label(c: QuestionCandidate) -> str:
     return f" [answered: {c.options[c.answer_option]['label']}]"
 
 
+def _workspace(args: argparse.Namespace) -> Path:
+    return chosen(getattr(args, "workspace", None), announce=not getattr(args, "json", False))
+
+
+def _agent_filter(args: argparse.Namespace) -> str | None:
+    """--agent, else every agent with --all-agents, else this workspace's agent."""
+    if getattr(args, "agent", None):
+        return str(args.agent)
+    if getattr(args, "all_agents", False):
+        return None
+    return agent_id(_workspace(args))
+
+
 def _questions(store: Store, args: argparse.Namespace) -> int:
     agents = store.qq_agents()
-    if args.agent is not None:
-        agents = {args.agent: agents.get(args.agent)}
+    only = _agent_filter(args)
+    if only is not None:
+        agents = {only: agents.get(only)}
     out: list[dict] = []
     for agent, last in agents.items():
         cands = [QuestionCandidate(**row) for row in store.qq_list(agent)]
@@ -310,12 +372,13 @@ def _memory(store: Store, args: argparse.Namespace) -> int:
     action = {"add": _memory_add, "forget": _memory_forget, "conflicts": _memory_conflicts}
     if args.action in action:
         return action[args.action](store, args)
-    facts = FactStore(store).list(args.agent)
+    only = _agent_filter(args)
+    facts = FactStore(store).list(only)
     if args.json:
         print(json.dumps([asdict(f) for f in facts], ensure_ascii=False, indent=2))
         return 0
     if not facts:
-        _say(f"No facts in {store.url}" + (f" for agent {args.agent}." if args.agent else "."))
+        _say(f"No facts in {store.url}" + (f" for agent {only}." if only else "."))
         return 0
     by_agent: dict[str, list[Fact]] = {}
     for f in facts:
@@ -337,11 +400,6 @@ def _memory(store: Store, args: argparse.Namespace) -> int:
     return 0
 
 
-def workspace_agent() -> str:
-    """The agent of the workspace Talos is run in: its directory, resolved."""
-    return str(Path.cwd().resolve())
-
-
 _OUTCOMES = {
     "no slot": "it has no slot (subject, attribute), so nothing can conflict with it",
     "alone": "nothing else is held about {slot}",
@@ -355,15 +413,15 @@ _OUTCOMES = {
 
 def _memory_add(store: Store, args: argparse.Namespace) -> int:
     facts = FactStore(store)
-    agent = getattr(args, "agent", None) or workspace_agent()
+    agent = getattr(args, "agent", None) or agent_id(_workspace(args))
     slot = {k: getattr(args, k) for k in ("subject", "attribute", "value") if getattr(args, k)}
     if not slot and (parsed := parse_slot(args.statement)):
         slot = dict(zip(("subject", "attribute", "value"), parsed, strict=True))
     try:
         key = facts.add(agent, args.statement, source=args.source, **slot)
     except ValueError as exc:
-        _say(f"talos: error: {exc}", file=sys.stderr)
-        return 2
+        raise CliError("usage", f"{exc}; give --subject, --attribute and --value together, "
+                       "or none of them", USAGE) from None  # fmt: skip
     outcome = Reconciler(facts).reconcile(key)
     where = f"'{slot['subject']} {slot['attribute']}'" if slot else ""
     _say(f"stored {key} for agent {agent}: " + _OUTCOMES.get(outcome, outcome).format(slot=where))
@@ -378,8 +436,8 @@ def _memory_forget(store: Store, args: argparse.Namespace) -> int:
         matches = exact
     if len(matches) != 1:
         problem = "no fact has" if not matches else f"{len(matches)} facts have"
-        _say(f"talos: error: {problem} the key {args.key!r}", file=sys.stderr)
-        return 1
+        fix = "talos memory lists the keys" if not matches else "give more of the key"
+        raise CliError("memory", f"{problem} the key {args.key!r}; {fix}")
     fact = matches[0]
     if facts.retract(fact.key):
         _say(f"retracted {fact.key}: {fact.statement}")
@@ -391,7 +449,7 @@ def _memory_forget(store: Store, args: argparse.Namespace) -> int:
 def _memory_conflicts(store: Store, args: argparse.Namespace) -> int:
     facts = FactStore(store)
     reconciler = Reconciler(facts)
-    agent = getattr(args, "agent", None)
+    agent = _agent_filter(args)
     agents = [agent] if agent else sorted({f.agent_id for f in facts.list()})
     found = [(a, entry, x, y) for a in agents for entry, x, y in reconciler.conflicts(a)]
     if getattr(args, "json", False):
@@ -419,8 +477,8 @@ def _memory_conflicts(store: Store, args: argparse.Namespace) -> int:
 # ------------------------------------------------------------------ proposals
 def _book(store: Store, args: argparse.Namespace) -> tuple[edits.ProposalBook, Workspace]:
     """The workspace's proposals (its agent is its directory), as the store holds them."""
-    workspace = Workspace(args.workspace)
-    book = edits.ProposalBook(store, str(workspace.root))
+    workspace = Workspace(_workspace(args))
+    book = edits.ProposalBook(store, agent_id(workspace.root))
     book.load()
     return book, workspace
 
@@ -488,38 +546,149 @@ def _undo(store: Store, args: argparse.Namespace) -> int:
     return 0
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    parser = _parser()
-    args = parser.parse_args(argv)
-    if args.command is None:
-        parser.print_help(sys.stderr)
-        return 2
-    logging.basicConfig(level=logging.WARNING, format="talos: %(levelname)s: %(message)s")
-    redact_logs()
+# ---------------------------------------------------------------------- tasks
+def _tasks(store: Store, args: argparse.Namespace) -> int:
+    rows = store.task_list(agent_id(_workspace(args)))[-args.limit :]
+    if args.json:
+        print(json.dumps([{k: r.get(k) for k in ("id", "state", "cost", "title", "error",
+                                                  "created_at", "updated_at")} for r in rows],
+                         indent=2, ensure_ascii=False))  # fmt: skip
+        return 0
+    if not rows:
+        _say("no task has run in this workspace yet (talos run 'what to do' starts one)")
+        return 0
+    _say(_table(("ID", "STATE", "COST", "TITLE"),
+                [(r["id"], r["state"], f"${r['cost']}", r["title"]) for r in rows]))  # fmt: skip
+    return 0
+
+
+def _find_task(store: Store, args: argparse.Namespace) -> dict[str, Any]:
+    """The task whose id is, or starts with, args.task: in this workspace, else any exact id."""
+    rows = store.task_list(agent_id(_workspace(args)))
+    exact = [r for r in rows if r["id"] == args.task]
+    matches = exact or [r for r in rows if r["id"].startswith(args.task)]
+    if len(matches) == 1:
+        return matches[0]
+    if not matches:
+        row = store.task_get(args.task)
+        if row is not None:
+            return row
+        raise CliError("tasks", f"no task has the id {args.task!r} in this workspace; talos "
+                       "tasks lists them (--workspace for another)")  # fmt: skip
+    raise CliError("tasks", f"{len(matches)} tasks have ids starting {args.task!r}; give more "
+                   "of the id")  # fmt: skip
+
+
+def _show(store: Store, args: argparse.Namespace) -> int:
+    row = _find_task(store, args)
+    if args.json:
+        print(json.dumps(row, indent=2, ensure_ascii=False, default=str))
+        return 0
+    _say(f"task {row['id']}: {row['state']}, ${row['cost']}", end="  ")
+    print(visible(str(row["title"]), single_line=True))
+    if row.get("error"):
+        _say(f"error: {row['error']}")
+    for message in row.get("transcript") or []:
+        role = message.get("role", "?")
+        if role == "system":
+            continue  # Talos's own instructions: long, and the same for every task
+        if message.get("content"):
+            _say(f"\n[{role}] {message['content']}")
+        for call in message.get("tool_calls") or []:
+            function = call.get("function") or {}
+            _say(f"[{role} calls {function.get('name')}] {function.get('arguments')}")
+    return 0
+
+
+def _store_command(args: argparse.Namespace) -> int:
+    url = args.store or default_store_url()
+    try:
+        store = open_store(args.store)
+    except StoreError as exc:
+        raise store_error(url, exc) from None
+    try:
+        by_store = {"questions": _questions, "memory": _memory, "proposals": _proposals,
+                    "apply": _apply, "reject": _reject, "undo": _undo, "tasks": _tasks,
+                    "show": _show}  # fmt: skip
+        return by_store[args.command](store, args)
+    except edits.ProposalError as exc:
+        raise CliError("proposal", f"{exc}; talos proposals lists what is left to review") from None
+    except SandboxError as exc:
+        raise CliError("workspace", f"{exc}; check the path and --workspace") from None
+    except StoreError as exc:
+        raise store_error(store.url, exc) from None
+    finally:
+        with contextlib.suppress(StoreError):
+            store.close()
+
+
+def _dispatch(args: argparse.Namespace) -> int:
     if args.command in ("run", "skills", "doctor", "demo", "permissions"):
         from . import commands  # the agent and the terminal load only when needed
         from .agent.sandbox import protect_this_process
 
         protect_this_process()
+        return int(getattr(commands, args.command)(args))
+    return _store_command(args)
 
-        return getattr(commands, args.command)(args)
+
+def _stdout_gone() -> int:
+    """stdout was closed early (`talos memory --json | head`): nothing more can be said there,
+    and Python must not complain at exit when it flushes it."""
+    with contextlib.suppress(OSError):
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+    return 141  # 128 + SIGPIPE: what `set -o pipefail` sees of any tool cut off by `head`
+
+
+def _exit_if_stuck() -> None:
+    """After Ctrl-C, exit now if a thread would hold the exit up (one still blocked reading
+    the terminal): everything was recorded and closed before this."""
+    stuck = [t for t in threading.enumerate()
+             if t is not threading.main_thread() and t.is_alive() and not t.daemon]  # fmt: skip
+    if stuck:
+        with contextlib.suppress(OSError, ValueError):
+            sys.stdout.flush()
+            sys.stderr.flush()
+        os._exit(INTERRUPTED)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    words = list(sys.argv[1:] if argv is None else argv)
+    as_json = "--json" in words  # known before parsing: a usage error is JSON too
+    verbose = "--verbose" in words or "-v" in words
     try:
-        store = open_store(args.store)
-    except StoreError as exc:
-        _say(f"talos: error: {exc}", file=sys.stderr)
-        return 1
-    try:
-        by_store = {"questions": _questions, "memory": _memory, "proposals": _proposals,
-                    "apply": _apply, "reject": _reject, "undo": _undo}  # fmt: skip
-        return by_store[args.command](store, args)
-    except (edits.ProposalError, SandboxError) as exc:
-        _say(f"talos: error: {exc}", file=sys.stderr)
-        return 1
-    except StoreError as exc:
-        _say(f"talos: error: {exc}", file=sys.stderr)
-        return 1
-    finally:
-        store.close()
+        parser = _parser()
+        args = parser.parse_args(words)
+        if args.command is None:
+            parser.print_help(sys.stderr)
+            return USAGE
+        try:
+            setup_logging(args.verbose, args.log_file)
+        except OSError as exc:
+            why = exc.strerror or exc
+            raise CliError("usage", f"cannot write the log file {args.log_file}: {why}; give "
+                           "a writable path", USAGE) from None  # fmt: skip
+        code = _dispatch(args)
+        if code == INTERRUPTED:
+            _exit_if_stuck()
+        return code
+    except CliError as exc:
+        try:
+            return report(exc, as_json)
+        except BrokenPipeError:
+            return _stdout_gone()
+    except BrokenPipeError:
+        return _stdout_gone()
+    except KeyboardInterrupt:
+        print("\ntalos: interrupted", file=sys.stderr)
+        return INTERRUPTED
+    except Exception as exc:
+        if verbose:
+            raise
+        what = f"unexpected {type(exc).__name__}: {exc}"
+        fix = "run with --verbose for the traceback, and please report it"
+        return report(CliError("internal", f"{what}; {fix}"), as_json)
 
 
 if __name__ == "__main__":

@@ -1,83 +1,302 @@
 """`talos run`, `talos skills`, `talos doctor`, `talos permissions` and `talos demo`: the
-commands that need the agent, the host or the terminal."""
+commands that need the agent, the host or the terminal.
+
+Errors go through `errors.CliError` (one line, or one JSON object with --json). `talos run` owns
+Ctrl-C: the first SIGINT cancels the running task (recorded `cancelled` in the store, its
+transcript kept), says so in one line and exits 130; a second one exits at once.
+"""
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
 import os
-import shutil
+import signal
 import sys
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from rich.console import Console
 from rich.text import Text
 
 from .agent.cost import Caps
-from .agent.model import ModelClient, ModelConfig, ModelError
-from .agent.sandbox import Sandbox
+from .agent.model import ModelConfig
 from .agent.skills import discover
+from .agent.tasks import Task
 from .agent.workspace import SandboxError, Workspace
 from .display import visible
+from .doctor import doctor as run_doctor
+from .edits.proposals import Proposal
+from .errors import FAILED, INTERRUPTED, STORE_FAULTS, USAGE, CliError, report, store_error
 from .gates.permissions import PERMISSIONS_FILE, Policy
 from .host import Host, HostConfig
-from .store import StoreError, default_store_url, open_store
+from .project import chosen
+from .store import Store, StoreError, default_store_url, faults, open_store
 from .terminal import TerminalPort, labelled
 
-EDITOR_CLIENTS = {"VS Code": "code", "Neovim": "nvim"}
+WRITE_TOOLS = ("propose_edit",)  # a failed call of one of these is a refused write
 
 
-def _error(message: str, code: int) -> int:
-    print(f"talos: error: {message}", file=sys.stderr)
-    return code
+def workspace(args: argparse.Namespace) -> Path:
+    """--workspace, else the nearest project root (`project.chosen`)."""
+    return chosen(getattr(args, "workspace", None), announce=not getattr(args, "json", False))
+
+
+def read_request(args: argparse.Namespace) -> str:
+    """The request: the argument, stdin for `-`, or --file PATH. Empty is a usage error."""
+    if args.file is not None and args.request is not None:
+        raise CliError("usage", "give the request as an argument, `-` or --file, not two of "
+                       "them", USAGE)  # fmt: skip
+    if args.file is not None:
+        try:
+            text = Path(args.file).read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError) as exc:
+            why = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
+            raise CliError("usage", f"cannot read the request from {args.file}: {why}; give a "
+                           "readable UTF-8 text file", USAGE) from None  # fmt: skip
+        where = f"the file {args.file}"
+    elif args.request == "-":
+        text, where = sys.stdin.read(), "stdin"
+    elif args.request is None:
+        raise CliError("usage", "no request; say what to do (talos run 'fix the failing "
+                       "test'), or use `-` for stdin or --file PATH", USAGE)  # fmt: skip
+    else:
+        text, where = args.request, "the request"
+    if not text.strip():
+        raise CliError("usage", f"{where} is empty; say what Talos should do", USAGE)
+    return text.strip()
 
 
 def run(args: argparse.Namespace) -> int:
-    if not args.request.strip():
-        return _error("the request is empty", 2)
-    root = Path(args.workspace)
-    if not root.is_dir():
-        return _error(f"workspace {root} is not a directory", 2)
+    request = read_request(args)
+    root = workspace(args)
+    model = ModelConfig(args.model, base_url=args.base_url, api_key_env=args.api_key_env)
+    missing = model.missing_key()
+    if missing is not None:  # said at once: nothing sent, nothing retried, no task
+        raise CliError("model", f"{missing}: export it, or use --base-url for a local server "
+                       "(any value will do for a server that needs no key)")  # fmt: skip
     try:
         store = open_store(args.store)
     except StoreError as exc:
-        return _error(str(exc), 1)
+        raise store_error(args.store or default_store_url(), exc) from None
+    interrupted = _Interrupt()
     try:
-        return asyncio.run(_run(args, store, root))
-    except (SandboxError, ValueError) as exc:
-        return _error(str(exc), 2)
+        outcome = _loop(_run(args, store, root, request, model, interrupted), interrupted)
+    except StoreError as exc:
+        raise store_error(store.url, exc) from None
     finally:
-        store.close()
+        with contextlib.suppress(StoreError):  # the fault, if any, is what the run reports
+            store.close()
+    return outcome
 
 
-async def _run(args: argparse.Namespace, store, root: Path) -> int:
+@dataclass
+class _Interrupt:
+    """Ctrl-C during `talos run`: how many, and the coroutine the first one cancels."""
+
+    count: int = 0
+    main: asyncio.Task | None = None
+
+    def __call__(self) -> None:
+        self.count += 1
+        if self.count > 1:  # the second: at once, whatever is still running
+            os.write(sys.stderr.fileno(), b"\ntalos: interrupted again: exiting now\n")
+            os._exit(INTERRUPTED)
+        if self.main is not None:
+            self.main.cancel()
+
+
+def _loop(coro: Any, interrupted: _Interrupt) -> int:
+    """Run `coro` on a new event loop with our SIGINT handler (not asyncio.run's, which turns
+    the first Ctrl-C into a KeyboardInterrupt traceback). After an interrupt the default
+    executor is not waited for: a thread may still sit in a blocking read of the terminal."""
+    loop = asyncio.new_event_loop()
+    try:
+        main = loop.create_task(coro)
+        interrupted.main = main
+        # Not in the main thread (a test calling main()): Ctrl-C stays a KeyboardInterrupt.
+        with contextlib.suppress(NotImplementedError, RuntimeError, ValueError):
+            loop.add_signal_handler(signal.SIGINT, interrupted)
+        return loop.run_until_complete(main)
+    finally:
+        with contextlib.suppress(Exception):
+            loop.remove_signal_handler(signal.SIGINT)
+        for leftover in asyncio.all_tasks(loop):
+            leftover.cancel()
+        with contextlib.suppress(Exception):
+            loop.run_until_complete(asyncio.gather(*asyncio.all_tasks(loop),
+                                                   return_exceptions=True))  # fmt: skip
+            loop.run_until_complete(loop.shutdown_asyncgens())
+            if not interrupted.count:
+                loop.run_until_complete(loop.shutdown_default_executor())
+        loop.close()
+
+
+async def _run(
+    args: argparse.Namespace,
+    store: Store,
+    root: Path,
+    request: str,
+    model: ModelConfig,
+    interrupted: _Interrupt,
+) -> int:
     interactive = sys.stdin.isatty() and sys.stdout.isatty() and not args.json
     console = Console(stderr=args.json, highlight=False)  # with --json, stdout is the JSON
-    port = TerminalPort(console, Workspace(root), interactive=interactive)
-    model = ModelConfig(args.model, base_url=args.base_url, api_key_env=args.api_key_env)
+    try:
+        port = TerminalPort(console, Workspace(root), interactive=interactive)
+    except SandboxError as exc:
+        raise CliError("usage", f"{exc}; give a workspace directory", USAGE) from None
     caps = Caps(max_cost=args.max_cost, max_steps=args.max_steps, max_tokens=args.max_tokens)
     config = HostConfig(workspace=root, model=model, mode=args.mode, auto_apply=args.apply,
-                        caps=caps)  # fmt: skip
-    host = Host(store, config, port)
+                        caps=caps, budget_turns=args.budget_turns)  # fmt: skip
+    try:
+        host = Host(store, config, port)
+    except ValueError as exc:  # a cap that cannot be enforced
+        raise CliError("usage", str(exc), USAGE) from None
+    task: Task | None = None
+    turn = 0
+    me = asyncio.current_task()
     try:
         await host.start()
         for problem in host.skill_problems:
             port.notice(problem)
-        result = await host.turn(args.request)
-        task = await host.wait(result.task)
+        result = await host.turn(request)
+        task, turn = result.task, result.turn
+        await host.wait(task)
+    except asyncio.CancelledError:
+        if not interrupted.count:
+            raise
+        if me is not None:
+            me.uncancel()
+        if task is not None:
+            host.cancel(task.id)  # already cancelled with the wait, unless it had not begun
     finally:
-        await host.close()
+        await host.close()  # cancels what still runs; every task record is written
+        close = getattr(port, "close", None)  # the terminal's live display, if any
+        if close is not None:
+            close()
+    if interrupted.count:
+        return _interrupted(args, task)
+    assert task is not None
+    fault = _store_fault()
+    if fault is not None:
+        _report_outcome(args, host, task, turn, console, quiet=True)
+        raise store_error(store.url, fault)
+    return _report_outcome(args, host, task, turn, console)
+
+
+def _store_fault() -> StoreError | None:
+    """A store fault a background write logged during the run (a task record not saved)."""
+    for exc in STORE_FAULTS.seen:
+        if exc.reason not in (faults.BUSY, faults.CLOSED):
+            return exc
+    return STORE_FAULTS.seen[0] if STORE_FAULTS.seen else None
+
+
+def _interrupted(args: argparse.Namespace, task: Task | None) -> int:
+    if task is None:
+        message = "interrupted before the task started; nothing was recorded"
+    else:
+        message = (f"interrupted: task {task.id} was cancelled; its transcript is kept "
+                   f"(talos show {task.id})")  # fmt: skip
+    if args.json:
+        out: dict[str, Any] = {"error": {"kind": "interrupted", "message": message},
+                               "exit_code": INTERRUPTED}  # fmt: skip
+        if task is not None:
+            out["task"] = task.id
+        print(json.dumps(out, ensure_ascii=False))
+    else:
+        print(f"\ntalos: {message}", file=sys.stderr)
+    return INTERRUPTED
+
+
+def refused_writes(task: Task) -> list[tuple[str, str]]:
+    """(path, why) for each write tool call the task made that failed (refused by the mode or
+    a rule, or malformed), whose path got no proposal afterwards: the model may still say it
+    made the change, so the run says it did not."""
+    calls: dict[str, str] = {}
+    for message in task.transcript:
+        for call in message.get("tool_calls") or []:
+            function = call.get("function") or {}
+            if function.get("name") in WRITE_TOOLS:
+                try:
+                    path = str(json.loads(function.get("arguments") or "{}").get("path", "?"))
+                except (ValueError, AttributeError):
+                    path = "?"
+                calls[call.get("id", "")] = path
+    refused: dict[str, str] = {}
+    for message in task.transcript:
+        if message.get("role") != "tool" or message.get("tool_call_id") not in calls:
+            continue
+        path = calls[message["tool_call_id"]]
+        content = str(message.get("content") or "")
+        if content.startswith("error:"):
+            refused[path] = content.removeprefix("error:").strip()
+        else:
+            refused.pop(path, None)  # a later proposal for the path: not refused in the end
+    return list(refused.items())
+
+
+def _proposal_line(p: Proposal) -> tuple[str, str]:
+    path = visible(p.path, single_line=True)
+    if p.status == "applied":
+        return "green", f"proposal {p.id} applied to {path}"
+    if p.status in ("pending", "partly_applied"):
+        return "yellow", (f"proposal {p.id} to {path} is {p.status.replace('_', ' ')}, not "
+                          f"applied: talos apply {p.id} applies it later (talos proposals "
+                          "--diff shows it)")  # fmt: skip
+    if p.status == "stale":
+        return "yellow", (f"proposal {p.id} was not applied: {path} changed since it was made "
+                          "(it is stale)")  # fmt: skip
+    return "dim", f"proposal {p.id} to {path}: {p.status}"
+
+
+def _report_outcome(
+    args: argparse.Namespace,
+    host: Host,
+    task: Task,
+    turn: int,
+    console: Console,
+    quiet: bool = False,
+) -> int:
+    """The task's result, each proposal's final state, refused writes, the cost; the exit
+    code: 1 when the task did not finish, or when --apply was asked and a write did not land."""
     proposals = [p for p in host.proposals.list() if p.task_id == task.id]
+    refused = refused_writes(task)
     spent = host.meter.task(task.id)
+    unapplied = [p for p in proposals if p.status != "applied"]
+    problems: list[str] = []
+    if task.state != "done":
+        fix = ("; raise the cap (--max-cost, --max-tokens, --max-steps) to let it go further"
+               if task.state == "stopped" else
+               f"; talos show {task.id} has the transcript (talos doctor checks the model "
+               "settings)")  # fmt: skip
+        problems.append(f"task {task.state}: {task.error or 'no reason recorded'}{fix}")
+    if args.apply:
+        for path, why in refused:
+            problems.append(f"the write to {path} was refused ({why}); nothing was written: "
+                            "change --mode or the permission rules")  # fmt: skip
+        for p in unapplied:
+            problems.append(f"proposal {p.id} to {p.path} was not applied ({p.status}); "
+                            f"talos apply {p.id} applies it if it can")  # fmt: skip
+    code = FAILED if problems else 0
+    if quiet:
+        return code
     if args.json:
         print(json.dumps({
             "outcome": task.state,
             "result": task.result,
             "error": task.error,
-            "turn": result.turn,
+            "exit_code": code,
+            "task": task.id,
+            "turn": turn,
             "proposals": [{"id": p.id, "path": p.path, "status": p.status, "diff": p.diff()}
                           for p in proposals],
+            "refused_writes": [{"path": path, "reason": why} for path, why in refused],
+            "problems": problems,
             "cost": str(spent.cost),
             "tokens": {"in": spent.tokens_in, "out": spent.tokens_out,
                        "cached": spent.tokens_cached},
@@ -90,24 +309,28 @@ async def _run(args: argparse.Namespace, store, root: Path) -> int:
                            if r.applied and r.option_index is not None else None}
                           for q, r in host.answers],
         }, indent=2, ensure_ascii=False))  # fmt: skip
-    else:
-        if task.result:
-            console.print(labelled("talos:", task.result))
-        for p in proposals:
-            if p.status == "pending":
-                console.print(labelled(f"proposal {p.id} not applied:", p.path, "yellow"),
-                              "(run with --apply, or answer at a terminal)")  # fmt: skip
-        cost = "unpriced model" if spent.unpriced else f"${spent.cost:.4f}"
-        estimated = " (usage estimated: the endpoint reported none)" if spent.estimated else ""
-        console.print(Text(f"{task.state}: {spent.tokens_in} tokens in, {spent.tokens_out} out, "
-                           f"{cost}{estimated}", style="dim"))  # fmt: skip
-        if task.error:
-            console.print(Text(visible(task.error), style="red"))
-    return 0 if task.state == "done" else 1
+        return code
+    if task.result:
+        console.print(labelled("talos:", task.result))
+    for p in proposals:
+        style, line = _proposal_line(p)
+        console.print(Text(line, style=style))
+    for path, why in refused:
+        console.print(Text(visible(f"the write to {path} was refused: {why}", single_line=True),
+                           style="yellow"))  # fmt: skip
+    cost = "unpriced model" if spent.unpriced else f"${spent.cost:.4f}"
+    estimated = " (usage estimated: the endpoint reported none)" if spent.estimated else ""
+    console.print(Text(f"{task.state}: {spent.tokens_in} tokens in, {spent.tokens_out} out, "
+                       f"{cost}{estimated}", style="dim"))  # fmt: skip
+    if problems:
+        report(CliError("task", problems[0], FAILED), as_json=False)
+        for more in problems[1:]:
+            console.print(Text(visible(more, single_line=True), style="red"))
+    return code
 
 
 def skills(args: argparse.Namespace) -> int:
-    found, problems = discover(Path(args.workspace))
+    found, problems = discover(workspace(args))
     for skill in found.values():  # a workspace's skill is the workspace's text: shown plainly
         print(f"{skill.name:16}  {visible(skill.description, single_line=True)}\n"
               f"{'':16}  [{visible(str(skill.path.parent), single_line=True)}]")  # fmt: skip
@@ -117,55 +340,16 @@ def skills(args: argparse.Namespace) -> int:
 
 
 def doctor(args: argparse.Namespace) -> int:
-    checks: list[tuple[bool, str]] = []
-    try:
-        store = open_store(args.store)
-        store.turn_current("doctor")
-        store.close()
-        checks.append((True, f"store {args.store or default_store_url()} opens"))
-    except StoreError as exc:
-        checks.append((False, f"{exc} (set TALOS_STORE_URL or --store)"))
-    key = os.environ.get(args.api_key_env)
-    config = ModelConfig("doctor", base_url=args.base_url, api_key_env=args.api_key_env,
-                         max_retries=0, timeout=5)  # fmt: skip
-    local = config.endpoint.startswith(("http://localhost", "http://127.", "http://[::1]"))
-    checks.append((bool(key) or local, f"API key in ${args.api_key_env}" if key else
-                   f"no API key in ${args.api_key_env}" + (" (fine for a local server)" if local
-                   else ": export it, or use --base-url for a local server")))  # fmt: skip
-    try:
-        asyncio.run(ModelClient(config).probe())
-        checks.append((True, f"model endpoint {config.shown_endpoint} answers"))
-    except ModelError as exc:
-        checks.append((False, f"{exc}: check the URL and the key, or start your local server"))
-    state = Sandbox(Path(args.workspace)).probe()
-    checks.append((state.available, f"command sandbox: {state.detail}" if state.available else
-                   f"no command sandbox, so every command is asked: {state.detail}"))  # fmt: skip
-    rg = shutil.which("rg")
-    checks.append((True, f"search: ripgrep ({rg})" if rg else "search: ripgrep not found, "
-                   "using the slower built-in search (apt-get install ripgrep)"))  # fmt: skip
-    for name, command in EDITOR_CLIENTS.items():
-        path = shutil.which(command)
-        checks.append((True, f"{name}: {path}" if path else f"{name}: not found (optional)"))
-    root = Path(args.workspace)
-    found, problems = discover(root)
-    checks.append(
-        (not problems, f"{len(found)} skills" + (f"; {len(problems)} skipped" if problems else ""))
-    )
-    checks.extend((False, p) for p in problems)
-    for ok, message in checks:
-        print(("ok      " if ok else "problem ") + message)
-    return 0 if all(ok for ok, _ in checks) else 1
+    return run_doctor(args, workspace(args))
 
 
 def permissions(args: argparse.Namespace) -> int:
     """Where the rules come from, and the workspace file's trust; --trust trusts it."""
-    root = Path(args.workspace)
-    if not root.is_dir():
-        return _error(f"workspace {root} is not a directory", 2)
+    root = workspace(args)
     try:
         policy = Policy.load(root)
     except ValueError as exc:
-        return _error(str(exc), 1)
+        raise CliError("permissions", f"{exc}; fix the file or move it aside") from None
     for rules in policy.sources():
         allowed = rules.grants or ["(nothing allowed)"]
         denied = rules.commands.get("deny", []) + [

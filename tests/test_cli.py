@@ -44,7 +44,7 @@ def populated(tmp_path):
 
 
 def test_questions_table(populated):
-    r = run("questions", url=populated)
+    r = run("questions", "--all-agents", url=populated)
     assert r.returncode == 0, r.stderr
     out = r.stdout
     assert "agent /work/proj: last question at turn 3; budget reopens at turn 8" in out
@@ -58,7 +58,8 @@ def test_questions_table(populated):
 
 
 def test_questions_json(populated):
-    r = run("--store", populated, "questions", "--all", "--json", "--budget-turns", "7")
+    r = run("--store", populated, "questions", "--all", "--all-agents", "--json",
+            "--budget-turns", "7")  # fmt: skip
     data = {entry["agent"]: entry for entry in json.loads(r.stdout)}
     assert data["/work/proj"]["budget_reopens_at_turn"] == 10
     statuses = sorted(c["status"] for c in data["/work/proj"]["candidates"])
@@ -67,7 +68,7 @@ def test_questions_json(populated):
 
 
 def test_memory_table_and_json(populated):
-    r = run("memory", url=populated)
+    r = run("memory", "--all-agents", url=populated)
     assert r.returncode == 0, r.stderr
     assert "agent /work/proj: 2 facts" in r.stdout
     assert "0.20  3 (+0/-3)  model   superseded by fact:" in r.stdout
@@ -78,7 +79,7 @@ def test_memory_table_and_json(populated):
 
 
 def test_fresh_default_store(tmp_path):
-    r = run("questions", env_extra={"XDG_STATE_HOME": str(tmp_path)})
+    r = run("questions", "--all-agents", env_extra={"XDG_STATE_HOME": str(tmp_path)})
     assert r.returncode == 0, r.stderr
     assert "nothing has been proposed yet" in r.stdout
     assert (tmp_path / "talos" / "talos.db").exists()
@@ -105,14 +106,16 @@ def test_memory_add_conflicts_and_forget(tmp_path):
     second = run("memory", "add", "tests use pytest", "--source", "rules file", "--agent", "w",
                  url=url)  # fmt: skip
     assert "conflicts with another fact about 'tests use'" in second.stdout
-    conflicts = run("memory", "conflicts", url=url)
+    conflicts = run("memory", "--all-agents", "conflicts", url=url)
     assert "agent w: conflict" in conflicts.stdout
     assert "Tests use unittest" in conflicts.stdout and "tests use pytest" in conflicts.stdout
     data = json.loads(run("memory", "conflicts", "--json", "--agent", "w", url=url).stdout)
     assert len(data) == 1 and len(data[0]["sides"]) == 2
     person = run("memory", "add", "tests use pytest", "--agent", "w", url=url)
     assert "replaces what a lower-precedence source said" in person.stdout
-    assert run("memory", "conflicts", url=url).stdout.strip() == "No unresolved conflicts."
+    assert run("memory", "--agent", "w", "conflicts", url=url).stdout.strip() == (
+        "No unresolved conflicts."
+    )
     facts = json.loads(run("memory", "--json", "--agent", "w", url=url).stdout)
     live = [f for f in facts if f["invalid_at"] is None]
     assert [(f["source"], f["value"]) for f in live] == [("person", "pytest")]

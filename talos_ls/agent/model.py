@@ -32,6 +32,7 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
+from urllib.parse import urlsplit
 
 from ..redact import add_secret, redact, redact_url
 from .cost import Usage
@@ -92,6 +93,19 @@ class ModelConfig:
     def shown_endpoint(self) -> str:
         """The endpoint as messages show it: without a password."""
         return redact_url(self.endpoint)
+
+    @property
+    def local(self) -> bool:
+        """A server on this machine (Ollama, LM Studio, llama.cpp): it needs no key."""
+        host = urlsplit(self.endpoint).hostname or ""
+        return host == "localhost" or host.startswith("127.") or host == "::1"
+
+    def missing_key(self) -> str | None:
+        """'no API key in $VAR' when the variable is empty and the endpoint is not local, so
+        nothing is sent that could only fail (or be retried as "no connection"); else None."""
+        if self.local or os.environ.get(self.api_key_env):
+            return None
+        return f"no API key in ${self.api_key_env}"
 
 
 @dataclass
@@ -169,6 +183,7 @@ class ModelClient:
         """One cheap request (the model list) to see that the endpoint answers and takes the
         key. Raises ModelError saying what is wrong."""
         endpoint = self.config.shown_endpoint
+        self._require_key()
         openai = _sdk()
         try:
             await self._client.models.list()
@@ -178,6 +193,16 @@ class ModelClient:
             raise ModelError(f"no connection to {endpoint}") from None
         except openai.APIStatusError as exc:
             raise ModelError(f"{endpoint} answered {exc.status_code}") from None
+        except (openai.APIError, ValueError, TypeError, AttributeError) as exc:  # not a list
+            raise ModelError(f"{endpoint} answered the model list with something that is not "
+                             f"one ({type(exc).__name__}): is it an OpenAI-compatible "
+                             "endpoint?") from None  # fmt: skip
+
+    def _require_key(self) -> None:
+        missing = self.config.missing_key()
+        if missing is not None and not self._key:
+            raise ModelError(f"{missing}: export it (any value, for a server that needs none), "
+                             "or set the base URL to a local server")  # fmt: skip
 
     def _scrub(self, text: str) -> str:
         return redact(text.replace(self._key, "***") if self._key else text)
@@ -193,6 +218,7 @@ class ModelClient:
         a line saying why the call is tried again and when."""
         cfg = self.config
         endpoint = cfg.shown_endpoint
+        self._require_key()  # at once: not four attempts reported as "no connection"
         openai = _sdk()
         attempts = cfg.max_retries + 1
         for attempt in range(attempts):

@@ -1,0 +1,98 @@
+"""`talos doctor`: check the set-up for real and say what to fix, one line per check.
+
+A check that only looked (the store opens, a key is set) said "ok" for a read-only or corrupted
+store and contacted OpenAI without a key; so each check does the thing Talos will do: the store
+takes a write and reads it back (and, for SQLite, passes `PRAGMA quick_check`: `Store.probe`),
+the sandbox runs a command, the endpoint answers a models list with the key. Nothing is sent to
+a non-local endpoint without a key. A check never raises: whatever goes wrong is a `problem`
+line saying how to fix it. Exit code 1 when any check is a problem.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import shutil
+from pathlib import Path
+
+from .agent.model import ModelClient, ModelConfig, ModelError
+from .agent.sandbox import Sandbox
+from .agent.skills import discover
+from .errors import store_problem
+from .store import StoreError, default_store_url, open_store
+
+EDITOR_CLIENTS = {"VS Code": "code", "Neovim": "nvim"}
+Check = tuple[bool, str]
+
+
+def check_store(url: str | None) -> Check:
+    """Open the store, write and read back (a reserved agent's counter), and for SQLite check
+    room to grow and every page (`Store.probe`)."""
+    shown = url or default_store_url()
+    try:
+        store = open_store(url)
+    except StoreError as exc:
+        return False, store_problem(shown, exc)
+    try:
+        store.probe()
+    except StoreError as exc:
+        return False, store_problem(store.url, exc)
+    finally:
+        store.close()
+    sound = " and its pages are sound" if store.url.startswith("sqlite:") else ""
+    return True, f"store {store.url} takes a write and reads it back{sound}"
+
+
+def check_model(config: ModelConfig) -> list[Check]:
+    """The key variable, then (only with a key, or for a local server) the models list."""
+    var = f"${config.api_key_env}"
+    missing = config.missing_key()
+    if missing is not None:
+        return [(False, f"{missing}: export it, or use --base-url for a local server")]
+    has_key = bool(os.environ.get(config.api_key_env))
+    checks: list[Check] = [
+        (True, f"API key in {var}" if has_key else f"no API key in {var} (fine for a local server)")
+    ]
+    try:
+        asyncio.run(ModelClient(config).probe())
+        checks.append((True, f"model endpoint {config.shown_endpoint} answers"))
+    except ModelError as exc:
+        checks.append((False, f"{exc}; check the URL and the key, or start your local server"))
+    except Exception as exc:  # a check reports, it never raises
+        checks.append((False, f"model endpoint {config.shown_endpoint}: {type(exc).__name__}: "
+                       f"{exc}; is it an OpenAI-compatible endpoint?"))  # fmt: skip
+    return checks
+
+
+def check_sandbox(root: Path) -> Check:
+    state = Sandbox(root).probe()
+    if state.available:
+        return True, f"command sandbox: {state.detail}"
+    return False, f"no command sandbox, so every command is asked: {state.detail}"
+
+
+def check_search() -> Check:
+    rg = shutil.which("rg")
+    if rg:
+        return True, f"search: ripgrep ({rg})"
+    return False, ("search: ripgrep (rg) not found, so search falls back to the slower built-in "
+                   "one; apt-get install ripgrep")  # fmt: skip
+
+
+def doctor(args: argparse.Namespace, root: Path) -> int:
+    config = ModelConfig("doctor", base_url=args.base_url, api_key_env=args.api_key_env,
+                         max_retries=0, timeout=5)  # fmt: skip
+    checks: list[Check] = [check_store(args.store), *check_model(config), check_sandbox(root),
+                           check_search()]  # fmt: skip
+    for name, command in EDITOR_CLIENTS.items():
+        path = shutil.which(command)
+        checks.append((True, f"{name}: {path}" if path else f"{name}: not found (optional)"))
+    found, problems = discover(root)
+    checks.append(
+        (not problems, f"{len(found)} skills" + (f"; {len(problems)} skipped" if problems else ""))
+    )
+    checks.extend((False, p) for p in problems)
+    for ok, message in checks:
+        print(("ok      " if ok else "problem ") + message)
+    return 0 if all(ok for ok, _ in checks) else 1

@@ -1,0 +1,156 @@
+"""The CLI's one error path: every expected failure is a `CliError` that `cli.main` prints as
+one line, `talos: error: <what is wrong>; <how to fix it>`, on stderr, or, with `--json`, as
+one JSON object on stdout (`{"error": {"kind", "message"}, "exit_code"}`), so a script reading
+stdout always gets JSON. Tracebacks only with `--verbose`.
+
+Exit codes: 0 done, 1 a failure (the store, the model, the sandbox, a task failed or stopped),
+2 a usage error (a bad option value, an empty request), 130 interrupted (Ctrl-C).
+
+Log records are part of the same path: without `--verbose` a log line is one line (the
+exception's message, not its traceback), and a store fault a background write logged during
+`talos run` is kept for the run's own error line (`StoreFaults`) instead of being printed once
+per failed write.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import sys
+import threading
+
+from .display import visible
+from .redact import RedactingFilter, redact, redact_url
+from .store import StoreError, faults
+
+OK, FAILED, USAGE, INTERRUPTED = 0, 1, 2, 130
+
+
+class CliError(Exception):
+    """An expected failure: `message` says what is wrong and how to fix it."""
+
+    def __init__(self, kind: str, message: str, code: int = FAILED) -> None:
+        super().__init__(message)
+        self.kind, self.message, self.code = kind, message, code
+
+
+def store_problem(url: str, exc: StoreError) -> str:
+    """What is wrong with the store, and how to fix it, from the fault's `reason`."""
+    where = url.removeprefix("sqlite:///") if url.startswith("sqlite:") else redact_url(url)
+    reason = exc.reason
+    if url.startswith("sqlite:"):
+        if reason == faults.READ_ONLY:
+            return (f"the database {where} is read-only; check its permissions (and its "
+                    "directory's) and that its file system is mounted read-write")  # fmt: skip
+        if reason == faults.FULL:
+            return (f"disk full: the database {where} cannot grow (no space left, or the file "
+                    "size limit reached); free some space")  # fmt: skip
+        if reason == faults.CORRUPT:
+            return (f"the database {where} is corrupted; move it aside (mv {where} "
+                    f"{where}.corrupt) and Talos starts a new one")  # fmt: skip
+    else:
+        if reason == faults.READ_ONLY:
+            return f"{where} is a read-only replica; point --store at the primary"
+        if reason == faults.FULL:
+            return (f"{where} cannot take writes (out of memory, or its disk is full); free "
+                    "memory or disk space on the Redis server")  # fmt: skip
+        if reason == faults.UNREACHABLE:
+            return f"cannot reach {where}; is redis-server running? (talos doctor checks it)"
+        if reason == faults.SLOW:
+            return (f"{where} did not answer in time; is it overloaded? (the URL's ?timeout= "
+                    "sets the limit)")  # fmt: skip
+    if reason == faults.BUSY:
+        return f"{exc}; another process held the store too long: try again"
+    return f"{exc}; check the store (--store or $TALOS_STORE_URL; talos doctor checks it)"
+
+
+def store_error(url: str, exc: StoreError) -> CliError:
+    return CliError("store", store_problem(url, exc))
+
+
+def report(error: CliError, as_json: bool) -> int:
+    """Print `error` once, as a line on stderr or a JSON object on stdout; its exit code."""
+    message = redact(error.message)
+    if as_json:
+        out = {"error": {"kind": error.kind, "message": message}, "exit_code": error.code}
+        print(json.dumps(out, ensure_ascii=False))
+    else:
+        print(f"talos: error: {visible(message, single_line=True)}", file=sys.stderr)
+    return error.code
+
+
+class StoreFaults(logging.Filter):
+    """Keeps the StoreErrors that log records carry (a background write that failed) and, but
+    with --verbose, drops those records: the command reports the fault once, at its end."""
+
+    def __init__(self, verbose: bool) -> None:
+        super().__init__()
+        self.verbose = verbose
+        self.seen: list[StoreError] = []
+        self._lock = threading.Lock()
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        exc = record.exc_info[1] if record.exc_info else None
+        if isinstance(exc, StoreError):
+            with self._lock:
+                self.seen.append(exc)
+            return self.verbose
+        return True
+
+
+class _Copying(logging.StreamHandler):
+    """Each handler filters a copy: redaction and folding change the record, and the log
+    file still wants the traceback the terminal leaves out."""
+
+    def handle(self, record: logging.LogRecord) -> bool:
+        return bool(super().handle(logging.makeLogRecord(record.__dict__)))
+
+
+class _CopyingFile(logging.FileHandler):
+    def handle(self, record: logging.LogRecord) -> bool:
+        return bool(super().handle(logging.makeLogRecord(record.__dict__)))
+
+
+STORE_FAULTS = StoreFaults(verbose=False)
+
+
+def setup_logging(verbose: bool, log_file: str | None) -> None:
+    """stderr gets WARNING and up as single lines (DEBUG with tracebacks under --verbose);
+    `log_file` gets DEBUG with tracebacks. Both are redacted (keys, credentials)."""
+    root = logging.getLogger()
+    for handler in list(root.handlers):
+        root.removeHandler(handler)
+    STORE_FAULTS.verbose = verbose
+    STORE_FAULTS.seen.clear()
+    console = _Copying(sys.stderr)
+    console.setLevel(logging.DEBUG if verbose else logging.WARNING)
+    console.addFilter(STORE_FAULTS)  # before redaction: it needs the exception itself
+    console.setFormatter(logging.Formatter("talos: %(levelname)s: %(message)s"))
+    console.addFilter(_Redacting(keep_traceback=verbose))
+    root.addHandler(console)
+    level = logging.DEBUG if verbose else logging.WARNING
+    if log_file:
+        file = _CopyingFile(log_file, encoding="utf-8")
+        file.setLevel(logging.DEBUG)
+        file.setFormatter(logging.Formatter("%(asctime)s %(name)s %(levelname)s: %(message)s"))
+        file.addFilter(_Redacting(keep_traceback=True))
+        root.addHandler(file)
+        level = logging.DEBUG
+    root.setLevel(level)
+    for noisy in ("httpx", "httpcore", "openai", "asyncio", "markdown_it"):
+        logging.getLogger(noisy).setLevel(logging.INFO if verbose else logging.WARNING)
+
+
+class _Redacting(RedactingFilter):
+    """The redaction filter; without a traceback wanted, the exception is folded into the
+    message first (RedactingFilter would turn it into a traceback text)."""
+
+    def __init__(self, keep_traceback: bool) -> None:
+        super().__init__()
+        self.keep_traceback = keep_traceback
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if not self.keep_traceback and record.exc_info and record.exc_info[1] is not None:
+            record.msg, record.args = f"{record.getMessage()}: {record.exc_info[1]}", None
+            record.exc_info = None
+        return super().filter(record)
