@@ -15,7 +15,8 @@ nothing interleaves with a question. Without a terminal there is no live display
 a plain line per step, as a log would want.
 
 Prompts read stdin through the event loop (`add_reader`), not a thread, so cancelling the task
-(Ctrl-C) ends a prompt at once.
+(Ctrl-C) ends a prompt at once. What was typed before a prompt appeared is discarded, so a key
+pressed while the model worked cannot answer a prompt nobody has read.
 
 Everything from the model or the workspace (text, questions, commands, paths, diffs, answers)
 is printed as plain text with control characters made visible (`display.visible`): Rich markup
@@ -25,8 +26,10 @@ in it is never interpreted, so it can neither hide part of a prompt nor crash th
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import sys
+import termios
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -217,6 +220,8 @@ class TerminalPort:
                         self._start_live()
 
     async def _prompt(self, title: str, options: Sequence[str], kind: str) -> str | None:
+        if self.scripted is None and self.interactive:
+            self._discard_typeahead()
         lines = "\n".join(
             f"  {i}. {visible(o, single_line=True)}" for i, o in enumerate(options, 1)
         )
@@ -250,6 +255,13 @@ class TerminalPort:
             self.console.print(Text(f"Not one of the choices: answer 1 to {len(options)} or a "
                                     "choice's name, or press Enter to dismiss.",
                                     style="yellow"))  # fmt: skip
+
+    def _discard_typeahead(self) -> None:
+        """Forget what was typed before the prompt was shown: a stray Enter pressed while the
+        model worked must not dismiss (or a "1" answer) a prompt nobody has read yet."""
+        self._stdin = b""
+        with contextlib.suppress(OSError, ValueError, termios.error):  # not a terminal
+            termios.tcflush(sys.stdin.fileno(), termios.TCIFLUSH)
 
     async def _read_line(self) -> str | None:
         """One line of stdin; None at end of input. What was typed past it is kept for the next

@@ -133,6 +133,24 @@ def test_the_apply_prompt_asks_again_on_a_reply_that_is_no_choice(tmp_path, serv
     assert (ws / "src" / "app.py").read_text() == "def main():\n    return 2\n"
 
 
+def test_keys_pressed_before_a_prompt_appears_do_not_answer_it(tmp_path, server, ws):
+    """Enter and "2" typed while the model works are not a dismissal or a Reject of the apply
+    prompt that comes after: only a reply to the prompt on screen counts."""
+    server.script += [reply(None, [("c1", "propose_edit", EDIT)]),
+                      reply("main returns 2 now.", delay=0.1)]  # fmt: skip
+    term = talos_run(tmp_path, ws, server)
+    term.until(r"main returns")  # the model is still streaming: no prompt yet
+    term.send("\n2\n")
+    found = term.until(r"Apply proposal (p\w+) to src/app.py\? 1\. Apply 2\. Reject >\s*$")
+    time.sleep(0.3)
+    assert term.proc.poll() is None and "left pending" not in term.seen()
+    assert (ws / "src" / "app.py").read_text() == ORIGINAL
+    term.send("1\n")
+    assert term.finish() == 0, term.seen()
+    assert f"applied {found.group(1)} to src/app.py" in term.seen()
+    assert (ws / "src" / "app.py").read_text() == "def main():\n    return 2\n"
+
+
 def test_a_dismissed_apply_prompt_leaves_the_proposal_for_talos_apply(tmp_path, server, ws):
     server.script += [reply(None, [("c1", "propose_edit", EDIT)]), reply("main returns 2.")]
     term = talos_run(tmp_path, ws, server)
