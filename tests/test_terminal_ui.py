@@ -76,6 +76,12 @@ class ControllingTerminal(Terminal):
     def seen(self, start: int = 0, end: int | None = None) -> str:
         return plain(self.raw[start:end])
 
+    def drain(self, seconds: float) -> None:
+        """Take in what the process prints for `seconds`."""
+        deadline = time.monotonic() + seconds
+        while time.monotonic() < deadline and self._read(0.05):
+            pass
+
 
 def wait_for_requests(server, count: int, timeout: float = 10) -> None:
     deadline = time.monotonic() + timeout
@@ -142,7 +148,7 @@ def test_keys_pressed_before_a_prompt_appears_do_not_answer_it(tmp_path, server,
     term.until(r"main returns")  # the model is still streaming: no prompt yet
     term.send("\n2\n")
     found = term.until(r"Apply proposal (p\w+) to src/app.py\? 1\. Apply 2\. Reject >\s*$")
-    time.sleep(0.3)
+    term.drain(0.3)
     assert term.proc.poll() is None and "left pending" not in term.seen()
     assert (ws / "src" / "app.py").read_text() == ORIGINAL
     term.send("1\n")
@@ -191,7 +197,7 @@ def test_the_question_prompt_is_not_interleaved_with_a_diff(tmp_path, server, ws
     term = talos_run(tmp_path, ws, server, request=ASKING)
     found = term.until(r"Which is right\?.*?(\d+)\. pytest.*?>\s*$")
     wait_for_requests(server, 2)  # the proposal is made
-    time.sleep(0.5)  # ...and would have been shown by now
+    term.drain(0.5)  # ...and would have been shown by now
     at_prompt = term.seen()
     assert "return 2" not in at_prompt and "proposal p" not in at_prompt, at_prompt
     assert at_prompt.rstrip().endswith(">"), at_prompt  # the prompt is the last thing shown
@@ -234,7 +240,7 @@ def test_ctrl_c_at_a_question_prompt_ends_it_at_once(tmp_path, server, ws):
     term = talos_run(tmp_path, ws, server, request=ASKING)
     term.until(r"Which is right\?.*?>\s*$")
     wait_for_requests(server, 1)
-    time.sleep(0.3)
+    term.drain(0.3)
     pressed = time.monotonic()
     term.send("\x03")
     code = term.finish(timeout=10)
