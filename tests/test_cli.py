@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from talos_ls.gates.question_queue import QuestionQueue
+from talos_ls.memory.facts import FactStore
 from talos_ls.store import open_store
 
 from .conftest import disjunction
@@ -136,3 +137,41 @@ def test_memory_add_defaults_to_this_workspace(tmp_path):
     r = subprocess.run([*TALOS, "memory", "add", "deploys need approval"], cwd=tmp_path,
                        capture_output=True, text=True, env=env, timeout=60)  # fmt: skip
     assert r.returncode == 0 and f"for agent {tmp_path.resolve()}:" in r.stdout
+
+
+def test_a_closed_pipe_is_not_a_traceback(tmp_path):
+    url = "sqlite:///" + str(tmp_path / "t.db")
+    store = open_store(url)
+    facts = FactStore(store)
+    for i in range(300):  # more JSON than a pipe buffer holds
+        facts.add("w", f"fact number {i} " + "x" * 200)
+    store.close()
+    env = {k: v for k, v in os.environ.items() if k != "TALOS_STORE_URL"}
+    env["TALOS_STORE_URL"] = url
+    shell = f"{TALOS[0]} memory --all-agents --json | head -c 100 >/dev/null; " \
+        "echo ${PIPESTATUS[0]} >&2"  # fmt: skip
+    r = subprocess.run(["bash", "-c", shell], capture_output=True, text=True, env=env, timeout=60)
+    assert "Traceback" not in r.stderr and "BrokenPipeError" not in r.stderr, r.stderr
+    assert r.stderr.strip() == "141"
+
+
+def test_log_file_is_redacted_and_a_bad_one_is_a_usage_error(tmp_path, server):
+    from .fake_openai import error, reply
+
+    server.script += [error(500, "overloaded"), reply("Done.")]
+    log = tmp_path / "talos.log"
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    secret = "sk-test-secret-value-123456"
+    r = run("--log-file", str(log), "run", "x", "--workspace", str(ws), "--base-url",
+            server.url, "--model", "fake-model", url="sqlite:///" + str(tmp_path / "t.db"),
+            env_extra={"OPENAI_API_KEY": secret})  # fmt: skip
+    assert r.returncode == 0, r.stderr
+    text = log.read_text()
+    assert "500 from" in text and "retrying" in text  # DEBUG and INFO reach the file
+    assert secret not in text and "retrying" not in r.stderr  # stderr stays at WARNING
+    headers = {k.lower(): v for k, v in server.requests[0]["headers"].items()}
+    assert headers["authorization"] == f"Bearer {secret}"  # the key was in play
+    bad = run("--log-file", str(tmp_path / "no" / "such" / "dir.log"), "memory")
+    assert bad.returncode == 2
+    assert bad.stderr.startswith("talos: error: cannot write the log file")

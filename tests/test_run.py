@@ -175,3 +175,88 @@ def test_permissions_command_shows_sources_and_trusts(tmp_path, ws):
     assert not list((ws / ".talos").glob("*.tmp"))  # the settings live outside the workspace
     settings = list((tmp_path / "config" / "talos" / "workspaces").glob("*.json"))
     assert len(settings) == 1 and "trusted_permissions_sha256" in settings[0].read_text()
+
+
+def test_cost_cap_message_keeps_the_caps_digits(tmp_path, server, ws):
+    prices = tmp_path / "prices.json"
+    prices.write_text('{"fake-model": {"input": 1, "cached_input": 0.5, "output": 2}}')
+    server.script += [reply("Reading.", [("c1", "read_file", '{"path": "src/app.py"}')]),
+                      reply("never reached")]  # fmt: skip
+    r = subprocess.run([TALOS, "run", "x", "--workspace", str(ws), "--base-url", server.url,
+                        "--model", "fake-model", "--max-cost", "0.00001"], capture_output=True,
+                       text=True, timeout=60, stdin=subprocess.DEVNULL,
+                       env=env_for(tmp_path, TALOS_PRICES=str(prices)))  # fmt: skip
+    assert r.returncode == 1
+    (line,) = r.stderr.splitlines()
+    assert "cost cap reached: $0.00002 of $0.00001 for this task" in line, line
+    assert "raise the cap (--max-cost" in line
+
+
+def test_read_only_apply_is_not_success(tmp_path, server, ws):
+    """The model says it fixed the file; the mode refused the write: exit 1, saying so."""
+    server.script += [reply(None, [("c1", "propose_edit", EDIT)]), reply("Fixed main().")]
+    args = ["run", "fix main", "--workspace", str(ws), "--base-url", server.url, "--model",
+            "fake-model", "--mode", "read-only", "--apply"]  # fmt: skip
+    r = run(args, tmp_path)
+    assert r.returncode == 1
+    assert "the write to src/app.py was refused: no writes in read-only mode" in r.stdout
+    (line,) = r.stderr.splitlines()
+    assert line.startswith("talos: error: the write to src/app.py was refused (no writes in "
+                           "read-only mode); nothing was written")  # fmt: skip
+    server.script += [reply(None, [("c1", "propose_edit", EDIT)]), reply("Fixed main().")]
+    data = json.loads(run([*args, "--json"], tmp_path).stdout)
+    assert data["exit_code"] == 1 and data["outcome"] == "done"
+    assert data["refused_writes"] == [{"path": "src/app.py",
+                                       "reason": "no writes in read-only mode"}]  # fmt: skip
+    assert (ws / "src" / "app.py").read_text() == "def main():\n    return 1\n"
+
+
+def test_a_proposal_left_pending_says_how_to_apply_it_later(tmp_path, server, ws):
+    script_edit(server)
+    r = run(["run", "make main return 2", "--workspace", str(ws), "--base-url", server.url,
+             "--model", "fake-model"], tmp_path)  # fmt: skip
+    assert r.returncode == 0, r.stderr
+    found = re.search(r"proposal (\S+) to src/app.py is pending, not applied: talos apply (\S+) "
+                      r"applies it later", " ".join(ANSI.sub("", r.stdout).split()))  # fmt: skip
+    assert found and found.group(1) == found.group(2), r.stdout
+    later = run(["apply", found.group(1), "--workspace", str(ws)], tmp_path)
+    assert later.returncode == 0, later.stderr
+    assert (ws / "src" / "app.py").read_text() == "def main():\n    return 2\n"
+
+
+def test_request_from_stdin_and_from_a_file(tmp_path, server, ws):
+    server.script += [reply("one"), reply("two")]
+    base = ["--workspace", str(ws), "--base-url", server.url, "--model", "fake-model"]
+    piped = subprocess.run([TALOS, "run", "-", *base], input="explain\nthe code\n", text=True,
+                           capture_output=True, timeout=60, env=env_for(tmp_path))  # fmt: skip
+    assert piped.returncode == 0, piped.stderr
+    request = tmp_path / "request.md"
+    request.write_text("summarise src/app.py\n")
+    filed = run(["run", "--file", str(request), *base], tmp_path)
+    assert filed.returncode == 0, filed.stderr
+    users = [next(m["content"] for m in r["body"]["messages"] if m["role"] == "user")
+             for r in server.requests]  # fmt: skip
+    assert users[0].startswith("explain\nthe code") and users[1].startswith("summarise")
+    both = run(["run", "x", "--file", str(request), *base], tmp_path)
+    assert both.returncode == 2 and "not two of them" in both.stderr
+
+
+def test_tasks_and_show(tmp_path, server, ws):
+    server.script += [reply("Reading.", [("c1", "read_file", '{"path": "src/app.py"}')]),
+                      reply("It returns 1.\x1b[31m")]  # fmt: skip
+    r = run(["run", "what does main return?", "--workspace", str(ws), "--base-url", server.url,
+             "--model", "fake-model", "--json"], tmp_path)  # fmt: skip
+    task = json.loads(r.stdout)["task"]
+    listed = run(["tasks", "--workspace", str(ws)], tmp_path)
+    assert listed.returncode == 0
+    assert re.search(rf"{task}\s+done\s+\$0\s+what does main return\?", listed.stdout)
+    data = json.loads(run(["tasks", "--workspace", str(ws), "--json"], tmp_path).stdout)
+    assert [(t["id"], t["state"]) for t in data] == [(task, "done")]
+    shown = run(["show", task[:5], "--workspace", str(ws)], tmp_path)
+    assert shown.returncode == 0, shown.stderr
+    assert f"task {task}: done" in shown.stdout
+    assert "[assistant calls read_file]" in shown.stdout and "def main():" in shown.stdout
+    assert "It returns 1.\\x1b[31m" in shown.stdout and "\x1b[31m" not in shown.stdout
+    missing = run(["show", "tnope", "--workspace", str(ws)], tmp_path)
+    assert missing.returncode == 1
+    assert missing.stderr.startswith("talos: error: no task has the id 'tnope'")

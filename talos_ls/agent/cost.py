@@ -211,9 +211,10 @@ class Caps:
 
     def check(self, spent: TaskCost) -> None:
         if self.max_cost is not None and spent.cost >= self.max_cost:
-            raise CapReached(
-                f"cost cap reached: ${spent.cost:.4f} of ${self.max_cost} for this task"
-            )
+            # As many decimals as the cap has (at least 4), so neither rounds away to $0.00.
+            places = max(4, -min(int(self.max_cost.normalize().as_tuple().exponent), 0))
+            raise CapReached(f"cost cap reached: ${spent.cost:.{places}f} of "
+                             f"${self.max_cost:.{places}f} for this task")  # fmt: skip
         used = spent.tokens_in + spent.tokens_out
         if self.max_tokens is not None and used >= self.max_tokens:
             raise CapReached(f"token cap reached: {used} of {self.max_tokens} tokens")
