@@ -443,10 +443,7 @@ class Host:
                     await self._apply_or_say(proposal)
                 elif choice == REJECT:
                     await self.reject_proposal(proposal.id)
-                else:  # dismissed: it stays pending, and can be applied later
-                    self.port.notice(f"Proposal {proposal.id} left pending: `talos apply "
-                                     f"{proposal.id}` in the workspace applies it later, `talos "
-                                     f"reject {proposal.id}` drops it.")  # fmt: skip
+                # dismissed: it stays pending (`talos run` says `talos apply ID` applies it)
 
     async def _apply_or_say(self, proposal: Proposal) -> None:
         if not await self.apply_proposal(proposal.id) and proposal.status == "stale":

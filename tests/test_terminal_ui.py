@@ -11,7 +11,6 @@ import json
 import os
 import pty
 import re
-import signal
 import struct
 import subprocess
 import termios
@@ -164,8 +163,7 @@ def test_a_dismissed_apply_prompt_leaves_the_proposal_for_talos_apply(tmp_path, 
     proposal = found.group(1)
     term.send("\n")  # Enter: dismissed, neither applied nor rejected
     assert term.finish() == 0, term.seen()
-    assert (f"Proposal {proposal} left pending: `talos apply {proposal}` in the workspace "
-            f"applies it later") in term.seen()  # fmt: skip
+    assert re.search(rf"talos apply {proposal}\b[^.]* applies it later", term.seen())
     assert (ws / "src" / "app.py").read_text() == ORIGINAL
     later = subprocess.run([TALOS, "apply", proposal], cwd=ws, capture_output=True, text=True,
                            env=env_for(tmp_path), timeout=30)  # fmt: skip
@@ -245,5 +243,5 @@ def test_ctrl_c_at_a_question_prompt_ends_it_at_once(tmp_path, server, ws):
     term.send("\x03")
     code = term.finish(timeout=10)
     assert time.monotonic() - pressed < 5, "the prompt outlived the interrupt"
-    assert code in (130, -signal.SIGINT), (code, term.seen())
+    assert code == 130, (code, term.seen())
     assert "Traceback" not in term.seen(), term.seen()
