@@ -211,10 +211,11 @@ class Caps:
 
     def check(self, spent: TaskCost) -> None:
         if self.max_cost is not None and spent.cost >= self.max_cost:
-            # As many decimals as the cap has (at least 4), so neither rounds away to $0.00.
+            # The cap as given; the spend with as many decimals (at least 4), so a small cap's
+            # spend does not round away to $0.0000.
             places = max(4, -min(int(self.max_cost.normalize().as_tuple().exponent), 0))
             raise CapReached(f"cost cap reached: ${spent.cost:.{places}f} of "
-                             f"${self.max_cost:.{places}f} for this task")  # fmt: skip
+                             f"${self.max_cost} for this task")  # fmt: skip
         used = spent.tokens_in + spent.tokens_out
         if self.max_tokens is not None and used >= self.max_tokens:
             raise CapReached(f"token cap reached: {used} of {self.max_tokens} tokens")
