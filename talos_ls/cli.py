@@ -166,8 +166,10 @@ def _parser() -> argparse.ArgumentParser:
                         "the workspace's .talos/skills/ (a later one of a name wins).")  # fmt: skip
     sk.add_argument("--workspace", metavar="DIR", help=WORKSPACE_HELP)
     doc = sub.add_parser("doctor", help="check the configuration and say what to fix",
-                         description="Check the store, the model endpoint and key, and the "
-                         "editor clients. Exit code 1 when something needs fixing.")  # fmt: skip
+                         description="Check for real: the store takes a write (and passes "
+                         "PRAGMA quick_check), the key is set (nothing is sent without one), the "
+                         "endpoint lists its models, the sandbox runs, rg is there. Exit code 1 "
+                         "when something needs fixing.")  # fmt: skip
     doc.add_argument("--workspace", metavar="DIR", help=WORKSPACE_HELP)
     doc.add_argument("--base-url")
     doc.add_argument("--api-key-env", default="OPENAI_API_KEY", metavar="VAR")
