@@ -4,6 +4,8 @@ acceptance scenarios end to end."""
 
 from __future__ import annotations
 
+import os
+
 import pytest
 
 from talos_ls.memory.assembler import ContextAssembler
@@ -19,9 +21,10 @@ def rec(facts) -> Reconciler:
     return Reconciler(facts)
 
 
-def slot_fact(facts, value, source="rules file", agent="a1", subject="tests", attribute="use"):
+def slot_fact(facts, value, source="rules file", agent="a1", subject="tests", attribute="use",
+              **kw):  # fmt: skip
     return facts.add(agent, f"{subject} {attribute} {value}", subject=subject,
-                     attribute=attribute, value=value, source=source)  # fmt: skip
+                     attribute=attribute, value=value, source=source, **kw)  # fmt: skip
 
 
 # ----------------------------------------------------------------- facts
@@ -78,11 +81,77 @@ def test_retract_closes_without_a_successor(facts):
 
 # --------------------------------------------------------- reconciliation
 def test_same_value_corroborates(facts, rec):
-    first = slot_fact(facts, "pytest")
-    second = slot_fact(facts, "PyTest")
+    first = slot_fact(facts, "pytest", origin="AGENTS.md")
+    second = slot_fact(facts, "PyTest", origin="CLAUDE.md")  # another file: independent
     assert rec.reconcile(second) == "corroborated"
     assert facts.get(first).live and facts.get(first).corroborations == 1
     assert facts.get(second).superseded_by == first
+    assert rec.merge_log_entries("a1") == []
+
+
+def test_a_source_saying_it_again_is_already_held(facts, rec):
+    key, outcome = rec.add("a1", "Tests use pytest", subject="tests", attribute="use",
+                           value="pytest", source="person")  # fmt: skip
+    assert outcome == "alone"
+    before = facts.list("a1")
+    for _ in range(30):  # said thirty times: still one fact, and no evidence
+        assert rec.add("a1", " tests  USE pytest.", subject="Tests", attribute="use",
+                       value="PyTest", source="person") == (key, "already held")  # fmt: skip
+    assert facts.list("a1") == before
+    # The same slot and value in other words, from the same source: held already too.
+    assert rec.add("a1", "we run the tests with pytest", subject="tests", attribute="use",
+                   value="pytest", source="person") == (key, "already held")  # fmt: skip
+    assert facts.list("a1") == before
+
+
+def test_two_rows_of_one_source_merge_without_evidence(facts, rec, store):
+    """Two processes each checked before either stored: two live rows of one claim. The
+    reconciler merges them, and one source saying it twice still counts for nothing."""
+    first = slot_fact(facts, "pytest", source="model")
+    row = {**store.fact_get(first), "key": "fact:raced", "statement": "Tests use pytest"}
+    store.fact_insert(row)
+    assert rec.reconcile("fact:raced") == "already held"
+    assert facts.get("fact:raced").superseded_by == first
+    held = facts.get(first)
+    assert held.live and (held.confidence, held.evidence_count) == (0.5, 0)
+
+
+def test_forgetting_a_side_ends_the_conflict_and_its_question(qq, facts, rec):
+    a, b = slot_fact(facts, "unittest"), slot_fact(facts, "pytest")
+    rec.reconcile(b)
+    assert qq.propose_from_disjunctions("a1", 0) == 1
+    assert facts.retract(a) is True
+    assert rec.merge_log_entries("a1") == [] and rec.conflicts("a1") == []
+    assert qq.next_question("a1", 0, "tests") is None
+    (cand,) = qq.candidates("a1")
+    assert (cand.status, cand.ask_count, cand.delivered_turn) == ("expired", 0, None)
+    assert qq.propose_from_disjunctions("a1", 1) == 0
+    # The other side stays held; saying the forgotten claim again is a new fact, unopposed.
+    assert facts.get(b).live
+    again = slot_fact(facts, "unittest")
+    assert again != a and rec.reconcile(again) == "disjoined"
+
+
+def test_superseding_a_side_directly_ends_the_conflict(facts, rec):
+    a, b = slot_fact(facts, "unittest"), slot_fact(facts, "pytest")
+    c = slot_fact(facts, "nose")
+    rec.reconcile(b)
+    rec.reconcile(c)
+    assert len(rec.merge_log_entries("a1")) == 3  # b with a; c with a and with b
+    facts.supersede(a, b)
+    ((entry, x, y),) = rec.conflicts("a1")  # only the conflict without a is left
+    assert {x.key, y.key} == {b, c}
+    assert {entry.target, entry.payload["other"]} == {b, c}
+
+
+def test_a_conflict_left_open_by_an_older_version_is_not_listed(facts, rec, store):
+    a, b = slot_fact(facts, "unittest"), slot_fact(facts, "pytest")
+    store.fact_close(a, 1.0, None)  # closed without ending its disjoin, as before the fix
+    store.journal_add({"id": "j:old", "agent_id": "a1", "kind": "disjoin", "target": a,
+                       "payload": {"disjunction_id": "dj-old", "other": b},
+                       "captured_at": 0.0, "invalid_at": None})  # fmt: skip
+    assert rec.conflicts("a1") == []
+    assert facts.retract(a) is False  # already closed; its stale disjoin is closed now
     assert rec.merge_log_entries("a1") == []
 
 
@@ -279,6 +348,65 @@ def test_rules_files_sync(facts, tmp_path):
     assert second.retracted == [held["Always run ruff"].key] and len(second.added) == 1
     assert not facts.get(held["Always run ruff"].key).live
     assert facts.get(held["Tests use unittest."].key).live  # untouched rules stay as they are
+
+
+def rewrite(path, text):
+    """Write a rules file so that `sync` sees it changed, however fast the test runs."""
+    old = path.stat().st_mtime_ns if path.exists() else 0
+    path.write_text(text)
+    os.utime(path, ns=(old + 10**9, old + 10**9))
+
+
+def test_editing_a_rules_file_does_not_count_a_merged_rule_again(facts, tmp_path):
+    rewrite(tmp_path / "AGENTS.md", "- Tests use pytest\n")
+    rewrite(tmp_path / "CLAUDE.md", "- Tests use pytest\n")  # another file: one corroboration
+    rules = RulesFiles(facts)
+    rules.sync("a1", tmp_path)
+    for i in range(3):
+        rewrite(tmp_path / "AGENTS.md", f"- Tests use pytest\n- Commit small, take {i}\n")
+        added = rules.sync("a1", tmp_path).added
+        assert [facts.get(k).statement for k in added] == [f"Commit small, take {i}"]
+    (held,) = [f for f in facts.list("a1", include_closed=False) if f.value == "pytest"]
+    assert (held.evidence_count, held.corroborations) == (1, 1)
+    assert held.confidence == pytest.approx(0.7)
+    assert len([f for f in facts.list("a1") if f.value == "pytest"]) == 2
+    # A fresh daemon syncing the same files adds nothing either.
+    assert RulesFiles(facts).sync("a1", tmp_path).added == []
+
+
+def test_a_settled_conflict_stays_settled_when_a_rules_file_changes(qq, facts, tmp_path):
+    rewrite(tmp_path / "AGENTS.md", "- Tests use unittest\n")
+    rewrite(tmp_path / "CLAUDE.md", "- Tests use pytest\n")
+    rules = RulesFiles(facts, qq.reconciler)
+    rules.sync("a1", tmp_path)
+    by_value = {f.value: f.key for f in facts.list("a1")}
+    facts.observe({by_value["pytest"]: "acted", by_value["unittest"]: "contradicted"}, weight=3)
+    assert qq.reconciler.reconcile_pass("a1") == 1  # the person's answer settled it
+    rewrite(tmp_path / "CLAUDE.md", "- Tests use pytest\n- Keep functions small\n")
+    assert len(rules.sync("a1", tmp_path).added) == 1  # the new line only
+    assert qq.reconciler.merge_log_entries("a1") == []
+    assert qq.propose_from_disjunctions("a1", 1) == 0  # not asked again
+    # Written anew (gone at one sync, back at the next), the old claim is a claim again.
+    rewrite(tmp_path / "AGENTS.md", "")
+    rules.sync("a1", tmp_path)
+    rewrite(tmp_path / "AGENTS.md", "- Tests use unittest\n")
+    (again,) = rules.sync("a1", tmp_path).added
+    assert again != by_value["unittest"] and facts.get(again).live
+    assert len(qq.reconciler.conflicts("a1")) == 1
+
+
+def test_a_superseded_rule_returns_when_what_beat_it_is_forgotten(facts, tmp_path):
+    rewrite(tmp_path / "AGENTS.md", "- Tests use unittest\n")
+    rec = Reconciler(facts)
+    rules = RulesFiles(facts, rec)
+    (rule,) = rules.sync("a1", tmp_path).added
+    person, outcome = rec.add("a1", "tests use pytest", subject="tests", attribute="use",
+                              value="pytest", source="person")  # fmt: skip
+    assert outcome == "won" and facts.get(rule).superseded_by == person
+    assert RulesFiles(facts, rec).sync("a1", tmp_path).added == []  # still beaten
+    facts.retract(person)
+    (back,) = RulesFiles(facts, rec).sync("a1", tmp_path).added
+    assert facts.get(back).value == "unittest" and facts.get(back).live
 
 
 # ------------------------------------------------------ acceptance scenarios

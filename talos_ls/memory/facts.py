@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..store import Store
-from ..text import word_tokens
+from ..text import normalize_text, word_tokens
 from .confidence import ACTED_SIGNAL, CONTRADICTED_SIGNAL, EVIDENCE_CAP, PRIOR
 
 OUTCOMES = ("acted", "contradicted", "dismissed", "deferred", "used")
@@ -104,12 +104,53 @@ class FactStore:
         self.evidence_cap = evidence_cap
 
     def add(self, agent_id: str, statement: str, **attrs: Any) -> str:
-        """Store a new fact (confidence 0.5, no evidence) and return its key.
+        """Store a new fact (confidence 0.5, no evidence) and return its key; when a live fact
+        of the same source already says the same thing (`repeat_of`), return that fact's key
+        and store nothing. `add_once` also tells which happened.
 
         attrs: `subject` and `attribute` (a slot: both or neither) with its `value`; `source`
         (one of SOURCES, default "model"); `origin` (where it came from, e.g. a rules file's
         path); `valid_from` (epoch seconds; default now); `key` (a deterministic key, so that
         two processes adding the same fact store it once: the second insert fails)."""
+        return self.add_once(agent_id, statement, **attrs)[0]
+
+    def add_once(self, agent_id: str, statement: str, **attrs: Any) -> tuple[str, bool]:
+        """`add`, returning (key, stored). A source saying again what it already says is not a
+        second observation (a person typing it twice, the model repeating itself thirty times):
+        it adds no row and no evidence, so `stored` is False and the key is the held fact's.
+        The check and the insert are two steps: two processes adding the same statement at the
+        same moment may both store it, and the reconciler then merges them."""
+        row = self._row(agent_id, statement, attrs)
+        held = self._repeat(row)
+        if held is not None:
+            return held.key, False
+        self.store.fact_insert(row)
+        return row["key"], True
+
+    def repeat_of(self, agent_id: str, statement: str, **attrs: Any) -> Fact | None:
+        """The live fact that `add(agent_id, statement, **attrs)` would find already held: same
+        agent, source and origin, and the same normalized statement and slot, or the same slot
+        and value. None when there is none. Raises ValueError on what `add` would reject."""
+        return self._repeat(self._row(agent_id, statement, attrs))
+
+    def _repeat(self, row: Mapping[str, Any]) -> Fact | None:
+        def norm(*parts: str | None) -> tuple[str, ...]:
+            return tuple(normalize_text(p or "") for p in parts)
+
+        slot = norm(row["subject"], row["attribute"], row["value"])
+        said = (normalize_text(row["statement"]), *slot)
+        for fact in self.list(row["agent_id"], include_closed=False):
+            if (fact.source, fact.origin) != (row["source"], row["origin"]):
+                continue
+            held_slot = norm(fact.subject, fact.attribute, fact.value)
+            if (normalize_text(fact.statement), *held_slot) == said or (
+                row["subject"] is not None and held_slot == slot
+            ):
+                return fact
+        return None
+
+    def _row(self, agent_id: str, statement: str, attrs: Mapping[str, Any]) -> dict[str, Any]:
+        """The row `add` would insert, every argument checked."""
         if not isinstance(agent_id, str) or not agent_id.strip():
             raise ValueError(f"agent_id must be a non-empty string, got {agent_id!r}")
         if not isinstance(statement, str) or not statement.strip():
@@ -137,26 +178,23 @@ class FactStore:
         key = attrs.get("key") or _new_key()
         if not isinstance(key, str) or not key.startswith("fact:") or any(c.isspace() for c in key):
             raise ValueError(f"key must be a 'fact:...' string without spaces, got {key!r}")
-        self.store.fact_insert(
-            {
-                "key": key,
-                "agent_id": agent_id,
-                "statement": statement.strip(),
-                "subject": subject,
-                "attribute": attribute,
-                "value": value,
-                "source": source,
-                "origin": origin,
-                "confidence": PRIOR,
-                "evidence_count": 0,
-                "corroborations": 0,
-                "contradictions": 0,
-                "valid_from": float(valid_from),
-                "invalid_at": None,
-                "superseded_by": None,
-            }
-        )
-        return key
+        return {
+            "key": key,
+            "agent_id": agent_id,
+            "statement": statement.strip(),
+            "subject": subject,
+            "attribute": attribute,
+            "value": value,
+            "source": source,
+            "origin": origin,
+            "confidence": PRIOR,
+            "evidence_count": 0,
+            "corroborations": 0,
+            "contradictions": 0,
+            "valid_from": float(valid_from),
+            "invalid_at": None,
+            "superseded_by": None,
+        }
 
     def get(self, key: str) -> Fact | None:
         row = self.store.fact_get(str(key))
@@ -215,8 +253,9 @@ class FactStore:
         return {k: _fact(row) for k, row in rows.items()}
 
     def supersede(self, old: str, new: str) -> bool:
-        """Close `old`'s validity interval now, naming `new` as its successor. Returns False
-        when `old` was already closed."""
+        """Close `old`'s validity interval now, naming `new` as its successor, and end the
+        conflicts `old` was a side of (`_end_conflicts`). Returns False when `old` was already
+        closed."""
         if str(old) == str(new):
             raise ValueError("a fact cannot supersede itself")
         old_fact, new_fact = self.get(old), self.get(new)
@@ -226,11 +265,31 @@ class FactStore:
             raise ValueError(f"unknown fact {new!r}")
         if old_fact.agent_id != new_fact.agent_id:
             raise ValueError("a fact can only be superseded by a fact of the same agent")
-        return self.store.fact_close(old_fact.key, time.time(), new_fact.key)
+        closed = self.store.fact_close(old_fact.key, time.time(), new_fact.key)
+        self._end_conflicts(old_fact)
+        return closed
 
     def retract(self, key: str) -> bool:
         """Close a fact's interval with no successor: its source withdrew it (a rule deleted
-        from its file, a person's "forget"). Returns False when it was already closed."""
-        if self.get(key) is None:
+        from its file, a person's "forget"); the conflicts it was a side of end with it.
+        Returns False when it was already closed."""
+        fact = self.get(key)
+        if fact is None:
             raise ValueError(f"unknown fact {key!r}")
-        return self.store.fact_close(str(key), time.time(), None)
+        closed = self.store.fact_close(fact.key, time.time(), None)
+        self._end_conflicts(fact)
+        return closed
+
+    def _end_conflicts(self, fact: Fact) -> int:
+        """Close every live disjoin in the reconciliation journal that names `fact` as a side:
+        a fact no longer held cannot be one answer of a question, so the conflict is over (and
+        the question queue expires the question built from it: its disjoin is gone). Done even
+        when the fact was closed already, which repairs a conflict left open by an older
+        version. Returns how many were closed."""
+        ended, at = 0, time.time()
+        for entry in self.store.journal_live(fact.agent_id):
+            payload = entry.get("payload")
+            other = payload.get("other") if isinstance(payload, dict) else None
+            if entry.get("kind") == "disjoin" and fact.key in (entry.get("target"), other):
+                ended += self.store.journal_close(fact.agent_id, entry["id"], at)
+        return ended

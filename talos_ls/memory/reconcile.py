@@ -1,7 +1,9 @@
 """Reconciliation: what happens when a new fact meets a live fact in the same slot.
 
 - Same value: the claims corroborate. The fact of higher precedence (the older one on a tie)
-  stays live and gets one "acted" observation; the other is superseded by it.
+  stays live and gets one "acted" observation; the other is superseded by it. Only a claim from
+  another source (or another rules file) is evidence: a source repeating itself is "already
+  held", with no observation (`FactStore.add` does not even store a literal repeat).
 - Different value, different precedence: the higher source wins; the loser is superseded.
 - Different value, same precedence: nobody can tell, so neither is dropped. A *disjoin*
   annotation is written to the journal, and the question queue turns it into one question.
@@ -9,7 +11,8 @@
 An answer to that question is only evidence (confidence moves). The next `reconcile_pass` sees
 when the evidence has separated the sides (winner >= 0.7, loser <= 0.3), retracts the disjoin
 and supersedes the loser. A later contradiction of the winner, or the loser's claim made again,
-reopens the conflict the same way.
+reopens the conflict the same way. A fact that is retracted or superseded ends the disjoins it
+was a side of (`FactStore`), so a forgotten fact is never one answer of a question.
 """
 
 from __future__ import annotations
@@ -64,12 +67,16 @@ class Reconciler:
         return self.store.journal_close(annotation.agent_id, annotation.id, time.time())
 
     def conflicts(self, agent_id: str) -> list[tuple[JournalEntry, Fact | None, Fact | None]]:
-        """Live disjoins with both sides."""
-        return [
-            (entry, self.facts.get(entry.target), self.facts.get(entry.payload.get("other", "")))
-            for entry in self.merge_log_entries(agent_id)
-            if entry.kind == "disjoin"
-        ]
+        """Live disjoins with both sides, each side still held. A disjoin with a side closed
+        (left by an older version; `reconcile_pass` retracts it) is no conflict any more."""
+        found: list[tuple[JournalEntry, Fact | None, Fact | None]] = []
+        for entry in self.merge_log_entries(agent_id):
+            if entry.kind != "disjoin":
+                continue
+            a, b = self.facts.get(entry.target), self.facts.get(entry.payload.get("other", ""))
+            if a is not None and b is not None and a.live and b.live:
+                found.append((entry, a, b))
+        return found
 
     def _disjoin(self, a: Fact, b: Fact) -> None:
         for entry in self.merge_log_entries(a.agent_id):
@@ -96,9 +103,17 @@ class Reconciler:
         )
 
     # ------------------------------------------------------------ reconcile
+    def add(self, agent_id: str, statement: str, **attrs: Any) -> tuple[str, str]:
+        """Hold a claim: `FactStore.add_once`, then `reconcile`. Returns (key, outcome); the
+        outcome is "already held" (and the key the held fact's) when the same source already
+        says it, so nothing was stored and no evidence moved."""
+        key, stored = self.facts.add_once(agent_id, statement, **attrs)
+        return key, (self.reconcile(key) if stored else "already held")
+
     def reconcile(self, key: str) -> str:
         """Compare a (new) fact with the live facts in its slot. Returns what happened:
-        "no slot", "alone", "corroborated", "superseded", "won" or "disjoined"."""
+        "no slot", "alone", "corroborated", "already held" (the same value from the same
+        source: no evidence), "superseded", "won" or "disjoined"."""
         fact = self.facts.get(key)
         if fact is None or not fact.live:
             return "gone"
@@ -118,6 +133,10 @@ class Reconciler:
                 break
             if normalize_text(other.value or "") == normalize_text(fact.value or ""):
                 keep, drop = (fact, other) if fact.precedence > other.precedence else (other, fact)
+                if (fact.source, fact.origin) == (other.source, other.origin):
+                    self._supersede(drop, keep)  # a source repeating itself is not evidence
+                    outcomes.add("already held")
+                    continue
                 self.facts.observe({keep.key: "acted"})
                 self._supersede(drop, keep)
                 outcomes.add("corroborated")
@@ -131,15 +150,12 @@ class Reconciler:
                 self._disjoin(fact, other)
                 outcomes.add("disjoined")
         # The most telling outcome when the new fact met several others.
-        telling = ("superseded", "disjoined", "won", "corroborated")
+        telling = ("superseded", "disjoined", "won", "corroborated", "already held")
         return next((o for o in telling if o in outcomes), "gone")
 
     def _supersede(self, loser: Fact, winner: Fact) -> None:
-        """Supersede, and retract the disjoins the loser was part of: that conflict is over."""
+        """Supersede; `FactStore.supersede` retracts the disjoins the loser was part of."""
         self.facts.supersede(loser.key, winner.key)
-        for entry in self.merge_log_entries(loser.agent_id):
-            if entry.kind == "disjoin" and loser.key in (entry.target, entry.payload.get("other")):
-                self.retract(entry)
 
     def reconcile_pass(self, agent_id: str) -> int:
         """Resolve every live disjoin the evidence has separated: retract it and supersede the

@@ -6,6 +6,12 @@ source "rules file" and the file as its origin. A rule of a recognisable shape g
 it can conflict with other facts: "<subject> use(s) <value>", "<subject> is/are <value>",
 "<subject>: <value>". `sync` is cheap when nothing changed (a stat per file); when a file
 changed, new rules are added and reconciled, and rules no longer in the file are retracted.
+
+A rule that was superseded (merged into the same rule of another file, outweighed by the
+person, or settled by an answer) stays history while its line stays in the file: editing any
+rules file does not make it a new claim, which would count it as evidence again or reopen a
+conflict the person already settled. It is a claim again when its line is written anew (absent
+at the previous sync of this process) or when what superseded it is no longer held.
 """
 
 from __future__ import annotations
@@ -20,7 +26,7 @@ from pathlib import Path
 from ..files import read_regular
 from ..store import StoreError
 from ..text import normalize_text
-from .facts import FactStore
+from .facts import Fact, FactStore
 from .reconcile import Reconciler
 
 RULES_FILES = ("AGENTS.md", "CLAUDE.md", ".talos/rules.md")
@@ -81,6 +87,7 @@ class RulesFiles:
         self.facts = facts
         self.reconciler = reconciler or Reconciler(facts)
         self._seen: dict[tuple[str, Path], tuple] = {}
+        self._wanted: dict[tuple[str, Path], frozenset[tuple[str, str]]] = {}
 
     def _stamp(self, root: Path) -> tuple:
         stamp: list[tuple[str, int | None, int | None]] = []
@@ -110,17 +117,26 @@ class RulesFiles:
             for rule in parse_rules(text):
                 wanted.setdefault((name, normalize_text(rule)), rule)
         result = SyncResult()
-        held = {
-            (f.origin, normalize_text(f.statement)): f
-            for f in self.facts.list(agent_id, include_closed=False)
-            if f.source == "rules file" and f.origin in RULES_FILES
-        }
+        held: dict[tuple[str, str], Fact] = {}
+        history: dict[tuple[str, str], Fact] = {}
+        for f in self.facts.list(agent_id):
+            if f.source == "rules file" and f.origin in RULES_FILES:
+                ident = (f.origin, normalize_text(f.statement))
+                if f.live:
+                    held[ident] = f
+                elif f.superseded_by:
+                    history[ident] = f
+        before = self._wanted.get((agent_id, root))
         for ident, fact in held.items():
             if ident not in wanted and self.facts.retract(fact.key):
                 result.retracted.append(fact.key)
         for (origin, norm), rule in wanted.items():
             if (origin, norm) in held:
                 continue
+            old = history.get((origin, norm))
+            unchanged = before is None or (origin, norm) in before
+            if old is not None and unchanged and self._outlived(old):
+                continue  # the same line, still superseded: history, not a new claim
             slot = parse_slot(rule)
             attrs = {}
             if slot:
@@ -136,12 +152,29 @@ class RulesFiles:
             if existing is not None:  # the rule was removed once and is back
                 key = f"{key}-{uuid.uuid4().hex[:8]}"
             try:
-                self.facts.add(agent_id, rule, source="rules file", origin=origin, key=key, **attrs)
+                key, stored = self.facts.add_once(
+                    agent_id, rule, source="rules file", origin=origin, key=key, **attrs
+                )
             except StoreError:
                 if self.facts.get(key) is not None:
                     continue  # lost the race to another daemon: its fact stands
                 raise
+            if not stored:
+                continue  # the file says it already, in other words (the same slot and value)
             self.reconciler.reconcile(key)
             result.added.append(key)
         self._seen[(agent_id, root)] = stamp
+        self._wanted[(agent_id, root)] = frozenset(wanted)
         return result
+
+    def _outlived(self, fact: Fact) -> bool:
+        """Whether what superseded `fact` (following the chain of successors) is still held."""
+        seen = {fact.key}
+        successor = self.facts.get(fact.superseded_by) if fact.superseded_by else None
+        while successor is not None and successor.key not in seen:
+            if successor.live:
+                return True
+            seen.add(successor.key)
+            nxt = successor.superseded_by
+            successor = self.facts.get(nxt) if nxt else None
+        return False
