@@ -1,0 +1,443 @@
+"""The CLI's settings: flags, environment variables and two TOML files, layered.
+
+Highest first: a command-line flag, an environment variable, the workspace's
+`.talos/config.toml`, the user's `config.toml` (in platformdirs' user config directory,
+`~/.config/talos/` on Linux, `$XDG_CONFIG_HOME/talos/` when that is set), the built-in default.
+
+The workspace file came with the repository, so it is hostile: it cannot choose where the key is
+sent (`base_url`), which variable is sent as the key (`api_key_env`), where the store is
+(`store`) or what a token costs (`prices`: a price of 0 would disarm the cost cap), and it can
+only make the permission mode and the caps stricter than the user's (the rule of the VS Code
+extension's `effective()`). Such a key is ignored with a warning naming the file and the key.
+Permission RULES are never configuration: they live in permissions.json (`talos permissions`).
+
+Values are checked with the language server's own checks (`talos_ls.lsp.settings.SETTINGS`), so
+the editor and the terminal accept the same values; a refused value, an unknown key or a file
+that is not TOML is a `ConfigError` naming the file and the key. The API key itself is never
+read here: only the NAME of its variable, and whether that variable is set.
+"""
+
+from __future__ import annotations
+
+import difflib
+import json
+import tomllib
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass, field
+from decimal import Decimal
+from pathlib import Path
+from typing import Any
+
+import platformdirs
+
+from .agent.cost import DEFAULT_PRICES, PRICES_ENV, Caps, Price, load_prices
+from .agent.model import DEFAULT_BASE_URL, ModelConfig
+from .files import FileTooLarge, NotRegularFile, read_regular
+from .gates.permissions import MODES
+from .gates.question_queue import QUESTION_BUDGET_TURNS
+from .lsp.settings import SETTINGS, SettingError
+from .redact import redact_url
+from .store import ENV_URL
+
+CONFIG_NAME = "config.toml"
+WORKSPACE_FILE = Path(".talos") / CONFIG_NAME
+MAX_CONFIG_BYTES = 256 * 1024
+DEFAULT_STEPS = 50
+
+
+class ConfigError(ValueError):
+    """A setting was refused. The message names the file (or flag, or variable) and the key,
+    one line per problem; `problems` holds the lines."""
+
+    def __init__(self, problems: list[str]) -> None:
+        super().__init__("\n".join(problems))
+        self.problems = problems
+
+
+def _max_tokens(value: Any) -> int:
+    # The language server has no token cap; tokens run to millions, so no upper bound of 10**6.
+    if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= 10**12:
+        raise SettingError("must be a whole number of tokens, at least 1")
+    return value
+
+
+@dataclass(frozen=True)
+class Key:
+    """One setting: its check, default, the flag and variable that set it, and what the
+    workspace file may do with it ("any", "stricter" or "never")."""
+
+    name: str
+    check: Callable[[Any], Any]
+    default: Any
+    kind: str  # for docs and `talos config`
+    flag: str | None = None
+    env: str | None = None
+    workspace: str = "any"
+    echo: bool = True  # a refused value is quoted in the message (never for a key's variable)
+
+
+KEYS: dict[str, Key] = {
+    k.name: k
+    for k in (
+        Key("model", SETTINGS["model"][1], "gpt-4.1-mini", "string", "--model", "TALOS_MODEL"),
+        Key("base_url", SETTINGS["baseUrl"][1], None, "http(s) URL", "--base-url",
+            "OPENAI_BASE_URL", workspace="never", echo=False),
+        Key("api_key_env", SETTINGS["apiKeyEnv"][1], "OPENAI_API_KEY", "variable name",
+            "--api-key-env", workspace="never", echo=False),
+        Key("store", SETTINGS["storeUrl"][1], None, "store URL", "--store", ENV_URL,
+            workspace="never", echo=False),
+        Key("mode", SETTINGS["permissionMode"][1], "ask", " | ".join(MODES), "--mode",
+            workspace="stricter"),
+        Key("max_cost", SETTINGS["maxCost"][1], None, "USD", "--max-cost", workspace="stricter"),
+        Key("max_tokens", _max_tokens, None, "whole number", "--max-tokens",
+            workspace="stricter"),
+        Key("max_steps", SETTINGS["maxSteps"][1], DEFAULT_STEPS, "whole number", "--max-steps",
+            workspace="stricter"),
+        Key("budget_turns", SETTINGS["questionBudgetTurns"][1], QUESTION_BUDGET_TURNS,
+            "whole number", "--budget-turns"),
+    )
+}  # fmt: skip
+# `prices` is a table, not a value: [prices."model"] input / cached_input / output.
+PRICE_FIELDS = ("input", "cached_input", "output")
+TOP_KEYS = (*KEYS, "prices")
+NEVER_IN_WORKSPACE = tuple(k.name for k in KEYS.values() if k.workspace == "never")
+# The editor's names for the same settings, so a file written in them gets the right hint.
+EDITOR_NAMES = {"baseUrl": "base_url", "apiKeyEnv": "api_key_env", "storeUrl": "store",
+                "maxCost": "max_cost", "maxSteps": "max_steps", "maxTokens": "max_tokens",
+                "permissionMode": "mode", "questionBudgetTurns": "budget_turns",
+                "permission_mode": "mode", "store_url": "store",
+                "question_budget_turns": "budget_turns"}  # fmt: skip
+# The flags' names on an argparse namespace, for `flags_from`.
+NAMESPACE = {"model": "model", "base_url": "base_url", "api_key_env": "api_key_env",
+             "store": "store", "mode": "mode", "max_cost": "max_cost",
+             "max_tokens": "max_tokens", "max_steps": "max_steps",
+             "budget_turns": "budget_turns"}  # fmt: skip
+
+
+@dataclass(frozen=True)
+class Value:
+    value: Any
+    origin: str  # "--max-cost", "$TALOS_MODEL", a file's path, or "default"
+
+
+@dataclass
+class Effective(Mapping[str, Value]):
+    """Each setting's value and where it came from; the price table, model by model."""
+
+    settings: dict[str, Value]
+    prices: dict[str, Price]
+    price_origins: dict[str, str]
+    key_set: bool  # whether the variable named by api_key_env is set (its value is not kept)
+    user_file: Path
+    workspace_file: Path | None
+    warnings: list[str] = field(default_factory=list)
+
+    def __getitem__(self, name: str) -> Value:
+        return self.settings[name]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self.settings)
+
+    def __len__(self) -> int:
+        return len(self.settings)
+
+    def value(self, name: str) -> Any:
+        return self.settings[name].value
+
+    def model_config(self) -> ModelConfig:
+        return ModelConfig(self.value("model"), base_url=self.value("base_url"),
+                           api_key_env=self.value("api_key_env"))  # fmt: skip
+
+    def caps(self) -> Caps:
+        return Caps(max_cost=self.value("max_cost"), max_steps=self.value("max_steps"),
+                    max_tokens=self.value("max_tokens"))  # fmt: skip
+
+
+def user_config_file() -> Path:
+    """`config.toml` in the user config directory (platformdirs: $XDG_CONFIG_HOME/talos, else
+    ~/.config/talos on Linux)."""
+    return platformdirs.user_config_path("talos") / CONFIG_NAME
+
+
+def shown_path(path: Path) -> str:
+    """A path as messages show it: the home directory as ~."""
+    try:
+        return "~/" + str(path.relative_to(Path.home()))
+    except ValueError:
+        return str(path)
+
+
+def flags_from(namespace: Any) -> dict[str, Any]:
+    """The settings given as flags on an argparse namespace (an attribute that is None, or
+    absent, was not given). The flags must default to None for this to tell them apart."""
+    given = {}
+    for name, attr in NAMESPACE.items():
+        value = getattr(namespace, attr, None)
+        if value is not None:
+            given[name] = value
+    return given
+
+
+def _suggest(key: str, known: tuple[str, ...]) -> str:
+    if key in EDITOR_NAMES:
+        return f" (did you mean {EDITOR_NAMES[key]}? the file uses the CLI's names)"
+    close = difflib.get_close_matches(key, known, n=1, cutoff=0.6)
+    return f" (did you mean {close[0]}?)" if close else ""
+
+
+def _quoted(key: Key, value: Any) -> str:
+    if not key.echo:
+        return ""
+    if isinstance(value, bool):
+        text = "true" if value else "false"  # as TOML writes it
+    elif isinstance(value, int | float):
+        text = str(value)  # nan and inf as TOML writes them
+    else:
+        text = json.dumps(value if isinstance(value, str) else str(value), ensure_ascii=False)
+    return (text if len(text) <= 60 else text[:57] + '..."') + " "
+
+
+def _checked(key: Key, raw: Any, where: str, problems: list[str]) -> Any:
+    """`raw` through the key's check, or None with a problem naming where and the key."""
+    if isinstance(raw, Decimal):  # a flag argparse already parsed
+        raw = str(raw)
+    try:
+        return key.check(raw)
+    except SettingError as exc:
+        name = where if where.startswith(("-", "$")) else f"{where}: {key.name}"
+        problems.append(f"{name}: {_quoted(key, raw)}{exc}")
+        return None
+
+
+def read_file(path: Path) -> dict[str, Any] | None:
+    """The TOML table in `path`, None when there is no file. Read without following a FIFO or
+    a device, and bounded: the workspace's file is the repository's."""
+    where = shown_path(path)
+    try:
+        raw = read_regular(path, MAX_CONFIG_BYTES)
+    except FileNotFoundError:
+        return None
+    except (FileTooLarge, NotRegularFile, OSError) as exc:
+        raise ConfigError([f"{where}: cannot be read ({exc})"]) from None
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise ConfigError([f"{where}: not UTF-8 text (byte {exc.start})"]) from None
+    try:
+        return tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:  # its message ends "(at line L, column C)"
+        raise ConfigError([f"{where}: not valid TOML: {exc}"]) from None
+
+
+def _parse_file(
+    path: Path, data: dict[str, Any], problems: list[str], forbidden: list[str] | None = None
+) -> dict[str, Any]:
+    """The file's settings, checked; every refusal added to `problems`. With `forbidden` (the
+    workspace's file), the keys it may not set are listed there, not checked: they are
+    ignored whatever their value."""
+    where = shown_path(path)
+    out: dict[str, Any] = {}
+    for name, raw in data.items():
+        if forbidden is not None and (name == "prices" or name in NEVER_IN_WORKSPACE):
+            forbidden.append(name)
+        elif name in ("api_key", "apiKey", "key", "openai_api_key"):
+            problems.append(f"{where}: {name}: the key never goes in a file; set api_key_env to "
+                            "the NAME of the environment variable that holds it")  # fmt: skip
+        elif name == "prices":
+            table = _parse_prices(where, raw, problems)
+            if table is not None:
+                out["prices"] = table
+        elif name not in KEYS:
+            problems.append(f"{where}: unknown key {name!r}{_suggest(name, TOP_KEYS)}")
+        else:
+            value = _checked(KEYS[name], raw, where, problems)
+            if value is not None:
+                out[name] = value
+    return out
+
+
+def _parse_prices(where: str, raw: Any, problems: list[str]) -> dict[str, Price] | None:
+    if not isinstance(raw, dict):
+        problems.append(f'{where}: prices: must be a table: [prices."MODEL"] with '
+                        "input, cached_input and output, USD per million tokens")  # fmt: skip
+        return None
+    for model, entry in raw.items():
+        if isinstance(entry, dict):
+            for extra in sorted(set(entry) - set(PRICE_FIELDS)):
+                problems.append(f"{where}: prices.{model}: unknown key {extra!r}"
+                                f"{_suggest(extra, PRICE_FIELDS)}")  # fmt: skip
+    try:
+        table: dict[str, Price] = SETTINGS["prices"][1](raw)
+    except SettingError as exc:
+        problems.append(f"{where}: prices: {exc}")
+        return None
+    return table
+
+
+def _stricter(name: str, theirs: Any, mine: Any) -> bool:
+    """Whether the workspace's value is at least as strict as the user's (`mine`)."""
+    if name == "mode":
+        return MODES.index(theirs) <= MODES.index(mine)
+    return mine is None or theirs <= mine
+
+
+def load(
+    workspace: Path | None,
+    flags: Mapping[str, Any],
+    env: Mapping[str, str],
+    *,
+    user_file: Path | None = None,
+) -> Effective:
+    """The effective settings for a command run in `workspace` (None: no workspace file).
+    `flags` maps setting names to the values given on the command line (see `flags_from`);
+    `env` is the environment. Raises ConfigError naming every refused value."""
+    user_path = user_file or user_config_file()
+    problems: list[str] = []
+    warnings: list[str] = []
+    user: dict[str, Any] = {}
+    data = read_file(user_path)
+    if data is not None:
+        user = _parse_file(user_path, data, problems)
+    ws_path = None if workspace is None else Path(workspace) / WORKSPACE_FILE
+    theirs: dict[str, Any] = {}
+    forbidden: list[str] = []
+    ws_data = None if ws_path is None else read_file(ws_path)
+    if ws_path is not None and ws_data is not None:
+        theirs = _parse_file(ws_path, ws_data, problems, forbidden)
+        for name in forbidden:
+            reason = ("a price of 0 would disarm the cost cap" if name == "prices" else
+                      "a repository could send your key or your data elsewhere")  # fmt: skip
+            warnings.append(f"{shown_path(ws_path)}: {name} ignored: only your own "
+                            f"{shown_path(user_path)}, a flag or a variable may set it "
+                            f"({reason})")  # fmt: skip
+
+    values: dict[str, Value] = {}
+    for name, key in KEYS.items():
+        values[name] = Value(key.default, "default")
+        if name in user:
+            values[name] = Value(user[name], str(user_path))
+        if name in theirs and ws_path is not None:
+            where = shown_path(ws_path)
+            mine = values[name].value
+            if key.workspace == "stricter" and not _stricter(name, theirs[name], mine):
+                warnings.append(f"{where}: {name} ignored: {theirs[name]} is looser than "
+                                f"{mine} ({values[name].origin}); a workspace may only make "
+                                "it stricter")  # fmt: skip
+            else:
+                values[name] = Value(theirs[name], str(ws_path))
+        variable = (env.get(key.env) or "").strip() if key.env else ""
+        if variable and key.env:
+            checked = _checked(key, variable, f"${key.env}", problems)
+            if checked is not None:
+                values[name] = Value(checked, f"${key.env}")
+        if name in flags and flags[name] is not None and key.flag:
+            checked = _checked(key, flags[name], key.flag, problems)
+            if checked is not None:
+                values[name] = Value(checked, key.flag)
+    prices, origins = _price_table(user_path, user.get("prices", {}), env, problems)
+    if problems:
+        raise ConfigError(problems)
+    return Effective(values, prices, origins, key_set=bool(env.get(values["api_key_env"].value)),
+                     user_file=user_path, workspace_file=ws_path,
+                     warnings=warnings)  # fmt: skip
+
+
+def _price_table(
+    user_path: Path, from_user: Mapping[str, Price], env: Mapping[str, str], problems: list[str]
+) -> tuple[dict[str, Price], dict[str, str]]:
+    """Built-in prices < prices.json in the user config directory < the user's config.toml
+    < the file named by $TALOS_PRICES (which, as before, replaces prices.json)."""
+    table = dict(DEFAULT_PRICES)
+    origins = dict.fromkeys(table, "default")
+    env_file = (env.get(PRICES_ENV) or "").strip()
+    legacy = user_path.parent / "prices.json"
+
+    def overlay(path: Path, origin: str) -> None:
+        try:
+            loaded = load_prices(path)
+        except ValueError as exc:
+            problems.append(f"{origin}: {exc}")
+            return
+        for model, price in loaded.items():
+            if DEFAULT_PRICES.get(model) != price:
+                table[model], origins[model] = price, origin
+
+    if not env_file and legacy.exists():
+        overlay(legacy, str(legacy))
+    for model, price in from_user.items():
+        table[model], origins[model] = price, str(user_path)
+    if env_file:
+        overlay(Path(env_file), f"${PRICES_ENV}")
+    return table, origins
+
+
+# ------------------------------------------------------------------ `talos config`
+def _shown_value(name: str, effective: Effective) -> str:
+    value = effective.value(name)
+    if name == "base_url":
+        return redact_url(value) if value else DEFAULT_BASE_URL
+    if name == "store":
+        if value:
+            return redact_url(value)
+        return "sqlite:///" + str(platformdirs.user_state_path("talos") / "talos.db")
+    if value is None:
+        return "none"
+    return str(value)
+
+
+def as_dict(effective: Effective) -> dict[str, Any]:
+    """`talos config --json`: every setting with its value and origin; the key's variable by
+    NAME with whether it is set, never its value."""
+    out: dict[str, Any] = {}
+    for name in KEYS:
+        raw = effective.value(name)
+        shown = _shown_value(name, effective) if name in ("base_url", "store") else raw
+        if isinstance(shown, Decimal):
+            shown = str(shown)
+        out[name] = {"value": shown, "origin": effective[name].origin}
+    out["api_key_env"]["set"] = effective.key_set
+    out["prices"] = {
+        model: {**{f: str(getattr(p, f)) for f in PRICE_FIELDS},
+                "origin": effective.price_origins[model]}
+        for model, p in sorted(effective.prices.items())
+    }  # fmt: skip
+    out["files"] = {
+        "user": {"path": str(effective.user_file), "exists": effective.user_file.is_file()},
+        "workspace": None if effective.workspace_file is None else {
+            "path": str(effective.workspace_file),
+            "exists": effective.workspace_file.is_file()},
+    }  # fmt: skip
+    out["warnings"] = list(effective.warnings)
+    return out
+
+
+def render(effective: Effective, *, as_json: bool = False) -> str:
+    """What `talos config` prints: a table of SETTING, VALUE, FROM (then the prices and the
+    warnings), or with `as_json` one JSON object. The caller shows it through
+    `display.visible`: a workspace path or a model name may hold control characters."""
+    if as_json:
+        return json.dumps(as_dict(effective), indent=2, ensure_ascii=False)
+    rows = []
+    for name in KEYS:
+        shown = _shown_value(name, effective)
+        if name == "api_key_env":
+            shown += " (set)" if effective.key_set else " (NOT set)"
+        elif name == "base_url" and effective.value(name) is None:
+            shown += " (OpenAI)"
+        rows.append((name, shown, effective[name].origin))
+    for model, p in sorted(effective.prices.items()):
+        rows.append((f"prices.{model}", f"{p.input} / {p.cached_input} / {p.output}",
+                     effective.price_origins[model]))  # fmt: skip
+    widths = [max(len(r[i]) for r in [("SETTING", "VALUE", "FROM"), *rows]) for i in (0, 1)]
+    lines = [
+        f"{a.ljust(widths[0])}  {b.ljust(widths[1])}  {c}".rstrip()
+        for a, b, c in [("SETTING", "VALUE", "FROM"), *rows]
+    ]
+    lines.append("(prices: USD per million tokens in / cached in / out)")
+    files = [("user file", effective.user_file), ("workspace file", effective.workspace_file)]
+    for label, path in files:
+        if path is not None:
+            state = "" if path.is_file() else " (none)"
+            lines.append(f"{label}: {path}{state}")
+    lines.extend(f"warning: {w}" for w in effective.warnings)
+    return "\n".join(lines)
