@@ -149,7 +149,7 @@ def test_zsh_completes_at_a_real_prompt(scripts, tmp_path):
     after each line."""
     zsh = require_binary("zsh", ZSH_INSTALL)
     (tmp_path / ".zshrc").write_text(f"autoload -U compinit; compinit -u\nsource {scripts['zsh']}\n"
-                                     "PROMPT='ready> '\n")  # fmt: skip
+                                     "PROMPT='ready> '\nsetopt NO_BEEP\n")  # fmt: skip
     env = {"ZDOTDIR": str(tmp_path), "HOME": str(tmp_path), "TERM": "dumb", "PATH": "/usr/bin:/bin"}
     term = Terminal([zsh, "-i"], env)
     try:
@@ -213,3 +213,18 @@ def test_fish_describes_each_command_with_its_help(scripts):
     assert set(described) == set(helps)
     for name, text in helps.items():  # the help, or its start when it is long
         assert described[name] == text or text.startswith(described[name].rstrip("…")), name
+
+
+def test_a_positional_s_choices_are_offered(tmp_path):
+    """`talos completion <TAB>` offers the shells: a positional argument with choices."""
+    parser = argparse.ArgumentParser(prog="tool")
+    sub = parser.add_subparsers(dest="command")
+    sub.add_parser("completion").add_argument("shell", choices=completion.SHELLS)
+    sub.add_parser("other")
+    for shell in completion.SHELLS:
+        (tmp_path / f"tool.{shell}").write_text(completion.script(shell, parser))
+    assert bash_complete(tmp_path / "tool.bash", "completion", "", prog="tool") == list(
+        completion.SHELLS
+    )
+    assert bash_complete(tmp_path / "tool.bash", "completion", "f", prog="tool") == ["fish"]
+    assert fish_complete(tmp_path / "tool.fish", "tool completion ") == sorted(completion.SHELLS)
