@@ -256,14 +256,48 @@ def test_disjunction_producer(qq, facts, rec):
     (cand,) = qq.candidates("a1")
     assert cand.kind == "disjunction" and cand.disjunction_id == entry.payload["disjunction_id"]
     assert cand.question_text == (
-        "Two things I hold about tests use conflict: 'pytest' or 'unittest'. Which is right?"
-    )
+        'I have two conflicting notes: "tests use pytest" and "tests use unittest". Which is right?'
+    )  # the statements, in the order of the options
     assert cand.options == [
         {"label": "pytest", "acted": [b], "contradicted": [a]},
         {"label": "unittest", "acted": [a], "contradicted": [b]},
     ]
     assert qq.propose_from_disjunctions("a1", 3) == 1  # re-observed: touched
     assert len(qq.candidates("a1")) == 1 and qq.get(cand.candidate_id).last_seen_turn == 3
+
+
+@pytest.mark.parametrize(
+    "a, b, expected",
+    [
+        ("Tests use pytest", "Tests use unittest",
+         'I have two conflicting notes: "Tests use pytest" and "Tests use unittest". '
+         "Which is right?"),
+        # Workspace text stays as it is (surfaces escape it); no markup is added, none read.
+        ("[bold]Tests[/bold] use\x1b[2J py", "Tests use 'x' \"y\" [/]",
+         'I have two conflicting notes: "[bold]Tests[/bold] use\x1b[2J py" and '
+         "\"Tests use 'x' \"y\" [/]\". Which is right?"),
+        # One line, whatever the statement's lines.
+        ("Tests\nuse\r\n  pytest\u2028now", "Tests\tuse unittest",
+         'I have two conflicting notes: "Tests use pytest now" and "Tests use unittest". '
+         "Which is right?"),
+        # Statements that read alike tell nothing apart: the options do.
+        ("Tests use pytest", "tests  use PYTEST", "I have two conflicting notes. Which is right?"),
+    ],
+)  # fmt: skip
+def test_conflict_question_wording(facts, a, b, expected):
+    fa, fb = facts.get(facts.add("a1", a)), facts.get(facts.add("a1", b))
+    assert Reconciler.conflict_question(fa, fb) == expected
+    assert Reconciler.conflict_question(fa, None) == "I have two conflicting notes. Which is right?"
+
+
+def test_conflict_question_cuts_long_statements(facts):
+    long_a, long_b = "Tests use " + "pytest " * 40, "Tests use " + "unittest " * 40
+    text = Reconciler.conflict_question(facts.get(facts.add("a1", long_a)),
+                                        facts.get(facts.add("a1", long_b)))  # fmt: skip
+    first, second = text.split('"')[1], text.split('"')[3]
+    assert len(first) == len(second) == 120 and first.endswith("\u2026")
+    assert long_a.startswith(first[:-1]) and long_b.startswith(second[:-1])
+    assert text.endswith(". Which is right?")
 
 
 def test_labels_fall_back_to_statements(qq, facts):

@@ -126,7 +126,8 @@ def test_demo(tmp_path):
     out = " ".join(plain.split())
     for expected in (
         "SCRIPTED DEMO: no model is called",
-        "Two things I hold about Tests use conflict: 'pytest' or 'unittest'. Which is right?",
+        'I have two conflicting notes: "Tests use pytest" and "Tests use unittest". Which is '
+        "right?",
         "> pytest (scripted reply)",
         "Run this command? (",
         "python3 src/calc.py",

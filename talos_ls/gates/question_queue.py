@@ -592,15 +592,9 @@ class QuestionQueue:
             try:
                 fact_a, fact_b = self.facts.get(side_a), self.facts.get(side_b)
                 label_a, label_b = _distinct_labels(_disjunction_labels(fact_a, fact_b))
-                topic = ""
-                if fact_a and fact_b and fact_a.subject and label_a == fact_a.value:
-                    topic = f" about {fact_a.subject} {fact_a.attribute}"
                 candidate = self.propose(
                     agent_id=agent_id,
-                    question_text=(
-                        f"Two things I hold{topic} conflict: {label_a!r} or {label_b!r}. "
-                        "Which is right?"
-                    ),
+                    question_text=self.reconciler.conflict_question(fact_a, fact_b),
                     kind="disjunction",
                     source_module="reconciliation",
                     target_keys=[side_a, side_b],

@@ -28,6 +28,8 @@ from .facts import Fact, FactStore
 
 WINNER_AT_LEAST = 0.7
 LOSER_AT_MOST = 0.3
+# A statement quoted in a conflict question is cut here: the options carry the choice.
+QUOTED_CHARS = 120
 
 
 @dataclass(frozen=True)
@@ -101,6 +103,23 @@ class Reconciler:
                 "invalid_at": None,
             }
         )
+
+    @staticmethod
+    def conflict_question(a: Fact | None, b: Fact | None) -> str:
+        """The question a conflict becomes, quoting both statements in the order of its options:
+        `I have two conflicting notes: "Tests use pytest" and "Tests use unittest". Which is
+        right?`. A person reads the claims themselves, not a slot ("tests use"). Each is put on
+        one line and cut to QUOTED_CHARS; nothing else is done to it: surfaces show question
+        text through `display.visible`, and no markup is added here."""
+        quoted = []
+        for fact in (a, b):
+            text = " ".join(fact.statement.split()) if fact is not None else ""
+            if len(text) > QUOTED_CHARS:
+                text = text[: QUOTED_CHARS - 1].rstrip() + "\u2026"
+            quoted.append(text)
+        if all(quoted) and normalize_text(quoted[0]) != normalize_text(quoted[1]):
+            return f'I have two conflicting notes: "{quoted[0]}" and "{quoted[1]}". Which is right?'
+        return "I have two conflicting notes. Which is right?"
 
     # ------------------------------------------------------------ reconcile
     def add(self, agent_id: str, statement: str, **attrs: Any) -> tuple[str, str]:
