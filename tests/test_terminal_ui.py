@@ -245,3 +245,23 @@ def test_ctrl_c_at_a_question_prompt_ends_it_at_once(tmp_path, server, ws):
     assert time.monotonic() - pressed < 5, "the prompt outlived the interrupt"
     assert code == 130, (code, term.seen())
     assert "Traceback" not in term.seen(), term.seen()
+
+
+def test_piped_there_is_no_live_display_only_plain_lines(tmp_path, server, ws):
+    """Without a terminal: no status line, no cursor movement, a plain line per step, and the
+    text of a step that called a tool printed once."""
+    server.script += [
+        reply("Reading src/app.py first.", [("c1", "read_file", '{"path": "src/app.py"}')]),
+        reply("main returns 1."),
+    ]  # fmt: skip
+    r = subprocess.run([TALOS, "run", "what does main return", "--workspace", str(ws),
+                        "--base-url", server.url, "--model", "fake-model"], capture_output=True,
+                       text=True, timeout=60, stdin=subprocess.DEVNULL,
+                       env=env_for(tmp_path, TERM="xterm-256color"))  # fmt: skip
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "\x1b" not in r.stdout and not re.search(STATUS, r.stdout)
+    lines = r.stdout.splitlines()
+    steps = [line.split(": ", 1)[1] for line in lines if line.startswith("task t")]
+    assert steps == ["working", "step 1: thinking", "step 1: read_file", "step 2: thinking"]
+    assert lines.count("Reading src/app.py first.") == 1
+    assert "talos: main returns 1." in lines
