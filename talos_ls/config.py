@@ -178,6 +178,16 @@ def flags_from(namespace: Any) -> dict[str, Any]:
     return given
 
 
+def apply_to(namespace: Any, effective: Effective) -> None:
+    """Put the effective values on an argparse namespace, for the commands that read
+    `args.model`, `args.mode`, `args.max_cost`... (each attribute the namespace already has;
+    `store` always), and the whole as `args.effective` (its `prices` for the host)."""
+    for name, attr in NAMESPACE.items():
+        if hasattr(namespace, attr) or name == "store":
+            setattr(namespace, attr, effective.value(name))
+    namespace.effective = effective
+
+
 def _suggest(key: str, known: tuple[str, ...]) -> str:
     if key in EDITOR_NAMES:
         return f" (did you mean {EDITOR_NAMES[key]}? the file uses the CLI's names)"
@@ -215,7 +225,7 @@ def read_file(path: Path) -> dict[str, Any] | None:
     where = shown_path(path)
     try:
         raw = read_regular(path, MAX_CONFIG_BYTES)
-    except FileNotFoundError:
+    except (FileNotFoundError, NotADirectoryError):  # no file, or no workspace directory
         return None
     except (FileTooLarge, NotRegularFile, OSError) as exc:
         raise ConfigError([f"{where}: cannot be read ({exc})"]) from None
@@ -298,7 +308,7 @@ def load(
     data = read_file(user_path)
     if data is not None:
         user = _parse_file(user_path, data, problems)
-    ws_path = None if workspace is None else Path(workspace) / WORKSPACE_FILE
+    ws_path = None if workspace is None else Path(workspace).absolute() / WORKSPACE_FILE
     theirs: dict[str, Any] = {}
     forbidden: list[str] = []
     ws_data = None if ws_path is None else read_file(ws_path)

@@ -380,3 +380,22 @@ def test_render_lists_the_warnings(user, ws):
     table = config.render(load(ws, {}, {}))
     assert f"warning: {ws / '.talos' / 'config.toml'}: base_url ignored" in table
     assert "evil.example" not in table.split("warning:")[0]
+
+
+def test_apply_to_puts_the_effective_values_on_the_namespace(user, ws):
+    write(user, 'model = "gpt-4o"\nmax_steps = 12\n')
+    args = argparse.Namespace(model=None, mode=None, max_steps=None, budget_turns=3, json=True)
+    got = load(ws, config.flags_from(args), {"TALOS_STORE_URL": "sqlite:////tmp/x.db"})
+    config.apply_to(args, got)
+    assert (args.model, args.mode, args.max_steps, args.budget_turns) == ("gpt-4o", "ask", 12, 3)
+    assert args.store == "sqlite:////tmp/x.db" and args.effective is got
+    assert not hasattr(args, "max_cost")  # a command without --max-cost is left without it
+
+
+def test_a_workspace_that_is_not_a_directory_has_no_file(user, tmp_path):
+    assert (
+        load(tmp_path / "missing", {}, {}).workspace_file
+        == tmp_path / "missing" / ".talos" / "config.toml"
+    )
+    (tmp_path / "plain").write_text("")
+    assert load(tmp_path / "plain", {}, {})["mode"].origin == "default"
