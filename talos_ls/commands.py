@@ -160,7 +160,10 @@ async def _run(
     turn = 0
     me = asyncio.current_task()
     try:
-        await host.start()
+        try:
+            await host.start()
+        except ValueError as exc:  # the permission rules cannot be read or parsed
+            raise CliError("config", f"{exc}; fix the file or move it aside", USAGE) from None
         for problem in host.skill_problems:
             port.notice(problem)
         result = await host.turn(request)

@@ -123,8 +123,9 @@ def test_a_cost_cap_on_an_unpriced_model_refuses_to_start(attack):
     attack.script("should never be asked")
     proc = attack.run("--max-cost", "0.50", timeout=HANG)
     assert proc.returncode == 2, proc.stdout + proc.stderr
-    assert "fake-model" in proc.stderr and "no price" in proc.stderr, proc.stderr
-    assert "--max-tokens" in proc.stderr
+    message = attack.result(proc)["error"]["message"]
+    assert "fake-model" in message and "no price" in message, message
+    assert "--max-tokens" in message
     assert attack.server.requests == []
 
 
@@ -151,7 +152,7 @@ def test_an_endpoint_reporting_no_usage_is_estimated_and_still_capped(attack):
                            "--max-tokens", "3000"], capture_output=True, text=True,
                           timeout=HANG, env=attack.env(), stdin=subprocess.DEVNULL)  # fmt: skip
     assert proc.returncode == 1, proc.stdout + proc.stderr
-    out = " ".join(proc.stdout.split())
+    out = " ".join((proc.stdout + proc.stderr).split())
     assert "token cap reached" in out, out
     assert "usage estimated" in out, out
     assert 2 <= len(attack.server.requests) < 20, len(attack.server.requests)

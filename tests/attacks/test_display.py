@@ -220,7 +220,7 @@ def test_talos_memory_shows_a_rules_file_fact_escaped(attack):
     attack.script("ok")
     assert attack.result(attack.run())["outcome"] == "done"  # the rules file is synced
     proc = subprocess.run([TALOS, "memory"], capture_output=True, text=True, timeout=60,
-                          env=attack.env())  # fmt: skip
+                          env=attack.env(), cwd=attack.ws)  # fmt: skip
     assert "Deploys use fly" in proc.stdout, proc.stdout + proc.stderr
     for raw_sequence in ("\x1b]0;", "\x07", "\x1b[2J", "\x1b[8m"):
         assert raw_sequence not in proc.stdout

@@ -280,7 +280,8 @@ def test_a_fifo_or_device_as_the_permissions_file_fails_closed(attack, kind):
         path.symlink_to("/dev/zero")
     attack.script("should not be called")
     proc = attack.run(timeout=HANG)
-    assert proc.returncode == 2 and "permissions.json" in proc.stderr, proc.stderr
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    assert "permissions.json" in attack.result(proc)["error"]["message"]
     assert attack.server.requests == []
 
 
