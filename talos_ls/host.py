@@ -41,7 +41,7 @@ from .agent.model import ModelClient, ModelConfig
 from .agent.sandbox import Sandbox, SandboxState
 from .agent.skills import Skill, discover
 from .agent.tasks import FINAL, Task, TaskRegistry
-from .agent.workspace import MAX_READ_BYTES, Workspace
+from .agent.workspace import MAX_READ_BYTES, Workspace, agent_id
 from .display import visible
 from .edits.proposals import OPEN, Proposal, ProposalBook, ProposalError
 from .files import read_regular
@@ -183,7 +183,7 @@ class Host:
         self.offload = offload or Offload()
         self._owns_offload = offload is None
         self.workspace = Workspace(config.workspace)
-        self.agent_id = config.agent_id or str(self.workspace.root)
+        self.agent_id = config.agent_id or agent_id(self.workspace.root)
         self.facts = FactStore(store)
         self.queue = QuestionQueue(store, facts=self.facts, budget_turns=config.budget_turns)
         self.rules = RulesFiles(self.facts, self.queue.reconciler)

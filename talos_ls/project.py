@@ -12,8 +12,11 @@ import os
 import sys
 from pathlib import Path
 
+from .agent.workspace import agent_id
 from .display import visible
 from .errors import USAGE, CliError
+
+__all__ = ["agent_id", "chosen", "find_root"]
 
 # A directory holding one of these is a project root. Version control and Talos's own folder
 # first; then the manifests of the common ecosystems (a project without git is still one).
@@ -75,11 +78,6 @@ def chosen(given: str | None, *, announce: bool = True) -> Path:
             line += " (the nearest project root; --workspace to choose another)"
         print(f"\x1b[2m{line}\x1b[0m" if sys.stderr.isatty() else line, file=sys.stderr)
     return root
-
-
-def agent_id(root: str | os.PathLike[str]) -> str:
-    """The agent of the workspace at `root`: its resolved path (the host's default)."""
-    return str(Path(root).resolve())
 
 
 def _home() -> Path | None:

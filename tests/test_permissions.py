@@ -256,6 +256,9 @@ async def test_always_allow_goes_to_the_persons_settings_not_the_repository(tmp_
     assert decision.verdict == "allow" and decision.writable
     ((message, options),) = prompter.asked
     assert "$ npm test -- --ci" in message and "no network" in message
+    # The command is shown once: no "It runs:" copy, no back-quoted repeat in the reason.
+    assert message.count("npm test -- --ci") == 1 and "It runs:" not in message, message
+    assert message.endswith("Why you are asked: no rule allows it."), message
     assert options == [ALLOW_ONCE, "Always allow `npm test`", DENY]
     assert not (tmp_path / "ws" / ".talos" / "permissions.json").exists()
     saved = json.loads(p.settings_path.read_text())

@@ -34,6 +34,12 @@ MAX_LINE_CHARS = 2000  # bytes; longer lines are cut when read by range
 MAX_SCAN_BYTES = 64 * 1024 * 1024  # read from disk to find a line range
 
 
+def agent_id(root: str | os.PathLike[str]) -> str:
+    """The agent of the workspace at `root`: its resolved path. The host, the CLI and the
+    language server name a workspace's memory, questions and tasks by it."""
+    return str(Path(root).resolve())
+
+
 class SandboxError(ValueError):
     """A path the agent may not use; the message says which and why."""
 

@@ -160,7 +160,8 @@ def run(console: Console | None = None) -> int:
         (root / rel).write_text(text)
     console.print(f"[dim]example workspace: {root}[/]")
     server = ScriptedModelServer()
-    server.script = _script(sys.executable)
+    # The name a person would type, when it is on PATH (the sandbox keeps PATH).
+    server.script = _script("python3" if shutil.which("python3") else sys.executable)
     try:
         return asyncio.run(
             _session(console, root, "sqlite:///" + str(workdir / "talos.db"), server)

@@ -295,9 +295,12 @@ class Policy:
         if asked:
             # What most needs the person's eye first: risks, then programs no rule allows.
             asked.sort(key=lambda item: item[1] == "no rule allows it")
-            why = "; ".join(dict.fromkeys(
-                f"`{visible(c.shown(), single_line=True)}`: {visible(w, single_line=True)}"
-                for c, w in asked[:3]))  # fmt: skip
+            if len(analysis.commands) == 1:  # the prompt shows the command already
+                why = "; ".join(dict.fromkeys(visible(w, single_line=True) for _, w in asked))
+            else:
+                why = "; ".join(dict.fromkeys(
+                    f"`{visible(c.shown(), single_line=True)}`: {visible(w, single_line=True)}"
+                    for c, w in asked[:3]))  # fmt: skip
             if self.mode == "read-only":
                 return Decision("deny", f"not allowed in read-only mode: {why}")
             return Decision("ask", why, _suggest(asked), shown=shown)
@@ -371,10 +374,10 @@ class Policy:
         options.append(DENY)
         where = ("in the sandbox: workspace writable, no network" if self.sandboxed
                  else "WITHOUT a sandbox: it can do anything you can")  # fmt: skip
-        message = (
-            f"Run this command? ({where})\n  $ {visible(command, single_line=True)}\n"
-            f"It runs: {decision.shown}\nWhy you are asked: {decision.reason}."
-        )
+        line = visible(command, single_line=True)
+        runs = "" if decision.shown in (None, line) else f"It runs: {decision.shown}\n"
+        message = (f"Run this command? ({where})\n  $ {line}\n{runs}"
+                   f"Why you are asked: {decision.reason}.")  # fmt: skip
         try:
             choice = await asyncio.wait_for(prompter(message, options), timeout)
         except TimeoutError:

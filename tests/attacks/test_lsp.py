@@ -112,9 +112,11 @@ async def test_a_permission_prompt_shows_a_spoofing_command_escaped_on_one_line(
     for (command, escaped), prompt in zip(SPOOFED_COMMANDS, editor.prompts, strict=True):
         assert_plain(prompt.message, f"the prompt for {command!r}")
         lines = prompt.message.split("\n")
-        assert len(lines) == 4 and lines[0].startswith("Run this command? ("), prompt.message
+        assert len(lines) in (3, 4) and lines[0].startswith("Run this command? ("), lines
         assert lines[1].startswith("  $ ") and escaped in lines[1], lines  # all on one line
-        assert lines[2].startswith("It runs: ") and lines[3].startswith("Why you are asked: ")
+        # What runs, as parsed, when it reads otherwise than the line (it does for these).
+        assert lines[2].startswith("It runs: ") and lines[2][9:] != lines[1][4:], lines
+        assert lines[-1].startswith("Why you are asked: ")
         titles = [a.title for a in prompt.actions]
         for title in titles:
             assert_plain(title, "a button", one_line=True)
