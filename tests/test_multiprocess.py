@@ -109,5 +109,8 @@ def test_eight_daemons_open_a_new_store_at_once(store_url):
     url = store_url
     outcomes = run_processes(cold_start, url)
     store = open_store(url)
-    assert sorted(f.key for f in FactStore(store).list("a1")) == sorted(outcomes)
+    # The same statement from eight processes: each got a stored fact's key (a repeat gets
+    # the held one; two adding at the same instant may both store theirs), and no row is
+    # one that nobody was told of.
+    assert {f.key for f in FactStore(store).list("a1")} == set(outcomes)
     store.close()
