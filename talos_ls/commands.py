@@ -252,8 +252,8 @@ def _proposal_line(p: Proposal) -> tuple[str, str]:
                           f"applied: talos apply {p.id} applies it later (talos proposals "
                           "--diff shows it)")  # fmt: skip
     if p.status == "stale":
-        return "yellow", (f"proposal {p.id} was not applied: {path} changed since it was made "
-                          "(it is stale)")  # fmt: skip
+        return "yellow", (f"proposal {p.id} to {path} is stale (the file changed after it "
+                          "was made): ask again for a fresh one")  # fmt: skip
     return "dim", f"proposal {p.id} to {path}: {p.status}"
 
 

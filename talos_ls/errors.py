@@ -18,6 +18,7 @@ import json
 import logging
 import sys
 import threading
+from typing import Any
 
 from .display import visible
 from .redact import RedactingFilter, redact, redact_url
@@ -100,7 +101,17 @@ class StoreFaults(logging.Filter):
 
 class _Copying(logging.StreamHandler):
     """Each handler filters a copy: redaction and folding change the record, and the log
-    file still wants the traceback the terminal leaves out."""
+    file still wants the traceback the terminal leaves out. It writes to the current
+    `sys.stderr`: the terminal's live display redirects it, so a log line lands above the
+    status line instead of across it or a prompt."""
+
+    @property  # type: ignore[override]
+    def stream(self) -> Any:
+        return sys.stderr
+
+    @stream.setter
+    def stream(self, value: Any) -> None:
+        pass  # always the current sys.stderr
 
     def handle(self, record: logging.LogRecord) -> bool:
         return bool(super().handle(logging.makeLogRecord(record.__dict__)))
@@ -122,7 +133,7 @@ def setup_logging(verbose: bool, log_file: str | None) -> None:
         root.removeHandler(handler)
     STORE_FAULTS.verbose = verbose
     STORE_FAULTS.seen.clear()
-    console = _Copying(sys.stderr)
+    console = _Copying()
     console.setLevel(logging.DEBUG if verbose else logging.WARNING)
     console.addFilter(STORE_FAULTS)  # before redaction: it needs the exception itself
     console.setFormatter(logging.Formatter("talos: %(levelname)s: %(message)s"))

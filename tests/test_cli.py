@@ -175,3 +175,23 @@ def test_log_file_is_redacted_and_a_bad_one_is_a_usage_error(tmp_path, server):
     bad = run("--log-file", str(tmp_path / "no" / "such" / "dir.log"), "memory")
     assert bad.returncode == 2
     assert bad.stderr.startswith("talos: error: cannot write the log file")
+
+
+def test_log_lines_go_to_the_stderr_of_the_moment(monkeypatch):
+    """The terminal's live display swaps sys.stderr for a proxy that prints above the status
+    line; a log line must go through it, not to the stream that was there at start-up."""
+    import io
+    import logging
+
+    from talos_ls.errors import setup_logging
+
+    root = logging.getLogger()
+    saved = root.handlers[:], root.level
+    try:
+        setup_logging(verbose=False, log_file=None)
+        swapped = io.StringIO()
+        monkeypatch.setattr(sys, "stderr", swapped)
+        logging.getLogger("talos_ls.test").warning("the index is late")
+        assert swapped.getvalue() == "talos: WARNING: the index is late\n"
+    finally:
+        root.handlers[:], root.level = saved[0], saved[1]
