@@ -399,3 +399,19 @@ def test_a_workspace_that_is_not_a_directory_has_no_file(user, tmp_path):
     )
     (tmp_path / "plain").write_text("")
     assert load(tmp_path / "plain", {}, {})["mode"].origin == "default"
+
+
+def test_the_examples_in_docs_config_md_load(user, ws):
+    """The two example files of docs/config.md, as written there, load without a problem."""
+    doc = (Path(__file__).parents[1] / "docs" / "config.md").read_text()
+    blocks = [b.split("```", 1)[0] for b in doc.split("```toml\n")[1:]]
+    assert len(blocks) == 2
+    write(user, blocks[0])
+    write(ws / ".talos" / "config.toml", blocks[1])
+    got = load(ws, {}, {})
+    assert got["mode"] == config.Value("read-only", str(ws / ".talos" / "config.toml"))
+    assert got["max_steps"].value == 20 and got["max_cost"].value == Decimal("0.50")
+    assert got.price_origins["qwen2.5-coder"] == str(user) and got.warnings == []
+    for line in doc.splitlines():  # every key of the table is a key the code knows
+        if line.startswith("| `") and not line.startswith("| `[prices"):
+            assert line.split("`")[1] in config.KEYS, line
