@@ -27,9 +27,9 @@ from collections.abc import Sequence
 from dataclasses import asdict
 from decimal import Decimal
 from pathlib import Path
-from typing import Any, NoReturn
+from typing import TYPE_CHECKING, Any, NoReturn
 
-from . import __version__
+from . import __version__, completion
 from .agent.workspace import SandboxError, Workspace
 from .display import visible
 from .edits import proposals as edits
@@ -39,8 +39,11 @@ from .gates.question_queue import QUESTION_BUDGET_TURNS, QuestionCandidate
 from .memory.facts import SOURCES, Fact, FactStore
 from .memory.reconcile import Reconciler
 from .memory.rules import parse_slot
-from .project import agent_id, chosen
+from .project import agent_id, chosen, find_root
 from .store import ENV_URL, Store, StoreError, default_store_url, open_store
+
+if TYPE_CHECKING:
+    from .config import Effective
 
 OPEN = ("pending", "delivered", "cooled")
 WORKSPACE_HELP = "default: the nearest directory up from here with .git, .talos or a project file"
@@ -86,8 +89,8 @@ def _parser() -> argparse.ArgumentParser:
         "default, every status with --all. Each agent's line says when its budget reopens.",
     )
     q.add_argument("--all", action="store_true", help="include answered and expired ones")
-    q.add_argument("--budget-turns", type=_count, default=QUESTION_BUDGET_TURNS, metavar="K",
-                   help=f"the K the agents run with (default {QUESTION_BUDGET_TURNS})")  # fmt: skip
+    q.add_argument("--budget-turns", type=_count, metavar="K", help="the K the agents run "
+                   f"with (default: config, else {QUESTION_BUDGET_TURNS})")  # fmt: skip
     m = sub.add_parser(
         "memory",
         parents=[listing],
@@ -139,27 +142,23 @@ def _parser() -> argparse.ArgumentParser:
                    help="what to do, in your words; - reads it from stdin")  # fmt: skip
     r.add_argument("--file", metavar="PATH", help="read the request from a file")
     r.add_argument("--workspace", metavar="DIR", help=WORKSPACE_HELP)
-    r.add_argument("--model", default=os.environ.get("TALOS_MODEL", "gpt-4.1-mini"),
-                   help="model name (default: $TALOS_MODEL, else gpt-4.1-mini)")  # fmt: skip
+    r.add_argument("--model", help="model name (default: $TALOS_MODEL, else the config "
+                   "files' model, else gpt-4.1-mini; see talos config)")  # fmt: skip
     r.add_argument("--base-url", help="an OpenAI-compatible endpoint, e.g. http://localhost:"
                    "11434/v1 for Ollama (default: $OPENAI_BASE_URL, else OpenAI)")  # fmt: skip
-    r.add_argument("--api-key-env", default="OPENAI_API_KEY", metavar="VAR",
-                   help="the variable holding the key (default OPENAI_API_KEY)")  # fmt: skip
-    r.add_argument("--mode", default="ask", choices=MODES, help="permission mode (default ask)")
+    r.add_argument("--api-key-env", metavar="VAR", help="the variable holding the key "
+                   "(default: the config file's api_key_env, else OPENAI_API_KEY)")  # fmt: skip
+    r.add_argument("--mode", choices=MODES, help="permission mode (default: the config files' "
+                   "mode, else ask)")  # fmt: skip
     r.add_argument("--apply", action="store_true", help="apply proposals without asking")
     r.add_argument("--max-cost", type=_usd, metavar="USD", help="stop the task at this cost "
                    "(a model without a price needs --max-tokens instead)")  # fmt: skip
     r.add_argument("--max-tokens", type=_count, metavar="N",
                    help="stop the task after this many tokens in and out")  # fmt: skip
-    r.add_argument("--max-steps", type=_count, default=50, metavar="N",
-                   help="stop after this many model calls (default 50)")  # fmt: skip
-    r.add_argument(
-        "--budget-turns",
-        type=_count,
-        default=QUESTION_BUDGET_TURNS,
-        metavar="K",
-        help=f"one question per K turns at most (default {QUESTION_BUDGET_TURNS})",
-    )
+    r.add_argument("--max-steps", type=_count, metavar="N",
+                   help="stop after this many model calls (default: config, else 50)")  # fmt: skip
+    r.add_argument("--budget-turns", type=_count, metavar="K", help="one question per K turns "
+                   f"at most (default: config, else {QUESTION_BUDGET_TURNS})")  # fmt: skip
     r.add_argument("--json", action="store_true", help="print the result as JSON on stdout")
     sk = sub.add_parser("skills", help="list the skills the agent can load",
                         description="Skills from the package, the user config directory and "
@@ -172,7 +171,7 @@ def _parser() -> argparse.ArgumentParser:
                          "when something needs fixing.")  # fmt: skip
     doc.add_argument("--workspace", metavar="DIR", help=WORKSPACE_HELP)
     doc.add_argument("--base-url")
-    doc.add_argument("--api-key-env", default="OPENAI_API_KEY", metavar="VAR")
+    doc.add_argument("--api-key-env", metavar="VAR")
     perm = sub.add_parser("permissions", help="where the permission rules come from; trust the "
                           "workspace's own rules file",
                           description="Show the permission rules in force and where each comes "
@@ -222,6 +221,17 @@ def _parser() -> argparse.ArgumentParser:
     sh.add_argument("task", help="the task's id, or an unambiguous prefix of it")
     sh.add_argument("--workspace", metavar="DIR", help=WORKSPACE_HELP)
     sh.add_argument("--json", action="store_true", help="print JSON")
+    cf = sub.add_parser("config", help="the settings in force and where each comes from",
+                        description="Every setting's value and its origin: a flag, a variable, "
+                        "the workspace's .talos/config.toml, your config.toml (in the user "
+                        "config directory: ~/.config/talos/ on Linux) or the default "
+                        "(docs/config.md).")  # fmt: skip
+    cf.add_argument("--workspace", metavar="DIR", help=WORKSPACE_HELP)
+    cf.add_argument("--json", action="store_true", help="print JSON")
+    co = sub.add_parser("completion", help="print the shell completion script",
+                        description="Print the completion script for SHELL; see docs/config.md "
+                        "for where to put it.")  # fmt: skip
+    co.add_argument("shell", choices=completion.SHELLS)
     sub.add_parser("demo", help="a complete scripted session: no API key, no network",
                    description="Two turns of a real Talos session in a temporary workspace, "
                    "with a scripted model and scripted replies, labelled as such.")  # fmt: skip
@@ -624,7 +634,35 @@ def _store_command(args: argparse.Namespace) -> int:
             store.close()
 
 
+def _settings(args: argparse.Namespace) -> Effective:
+    """The config files, the environment and the flags, layered (talos_ls/config.py); a refused
+    value is a usage error naming the file and the key."""
+    from . import config as settings  # it loads the model client: only when needed
+
+    given = getattr(args, "workspace", None)
+    root = Path(given) if given is not None else find_root()
+    try:
+        effective = settings.load(root, settings.flags_from(args), os.environ)
+    except settings.ConfigError as exc:
+        raise CliError("config", "; ".join(exc.problems), USAGE) from None
+    if args.command != "config":  # there, the warnings are part of the output
+        for warning in effective.warnings:
+            print(f"talos: warning: {visible(warning, single_line=True)}", file=sys.stderr)
+    return effective
+
+
 def _dispatch(args: argparse.Namespace) -> int:
+    if args.command == "completion":
+        print(completion.script(args.shell, _parser()), end="")
+        return 0
+    if args.command != "demo":  # the demo is scripted: it reads no setting
+        from .config import apply_to, render
+
+        effective = _settings(args)
+        if args.command == "config":
+            print(visible(render(effective, as_json=args.json)))
+            return 0
+        apply_to(args, effective)
     if args.command in ("run", "skills", "doctor", "demo", "permissions"):
         from . import commands  # the agent and the terminal load only when needed
         from .agent.sandbox import protect_this_process

@@ -151,7 +151,8 @@ async def _run(
         raise CliError("usage", f"{exc}; give a workspace directory", USAGE) from None
     caps = Caps(max_cost=args.max_cost, max_steps=args.max_steps, max_tokens=args.max_tokens)
     config = HostConfig(workspace=root, model=model, mode=args.mode, auto_apply=args.apply,
-                        caps=caps, budget_turns=args.budget_turns)  # fmt: skip
+                        caps=caps, budget_turns=args.budget_turns,
+                        prices=args.effective.prices)  # fmt: skip
     try:
         host = Host(store, config, port)
     except ValueError as exc:  # a cap that cannot be enforced

@@ -205,8 +205,8 @@ class Caps:
         if self.max_cost is not None and model not in prices and self.max_tokens is None:
             raise ValueError(
                 f"model {model!r} has no price, so a cost cap cannot be enforced: add its price "
-                f"(${PRICES_ENV} or prices.json in the user config directory) or cap tokens "
-                "instead (--max-tokens)"
+                f'([prices."{model}"] in config.toml, ${PRICES_ENV} or prices.json in the user '
+                "config directory) or cap tokens instead (--max-tokens)"
             )
 
     def check(self, spent: TaskCost) -> None:
