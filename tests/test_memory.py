@@ -5,10 +5,13 @@ acceptance scenarios end to end."""
 from __future__ import annotations
 
 import os
+import threading
+import time
 
 import pytest
 
 from talos_ls.memory.assembler import ContextAssembler
+from talos_ls.memory.facts import FactStore
 from talos_ls.memory.reconcile import Reconciler
 from talos_ls.memory.resolve import WorkspaceIndex, resolve
 from talos_ls.memory.rules import RulesFiles
@@ -441,6 +444,48 @@ def test_a_superseded_rule_returns_when_what_beat_it_is_forgotten(facts, tmp_pat
     facts.retract(person)
     (back,) = RulesFiles(facts, rec).sync("a1", tmp_path).added
     assert facts.get(back).value == "unittest" and facts.get(back).live
+
+
+class SlowInserts:
+    """A real store whose fact inserts start late, so that two syncs overlap."""
+
+    def __init__(self, store):
+        self.store, self.inserts = store, []
+
+    def __getattr__(self, name):
+        return getattr(self.store, name)
+
+    def fact_insert(self, row):
+        self.inserts.append(row["key"])
+        time.sleep(0.2)
+        return self.store.fact_insert(row)
+
+
+def test_two_turns_at_once_sync_each_rule_once(store, tmp_path):
+    """Two turns of one daemon sync at the same moment: each rule is inserted once. A second
+    insert would fail, and a daemon's store health counts a failed write as a fault."""
+    rewrite(tmp_path / "AGENTS.md", "- Tests use unittest\n")
+    rewrite(tmp_path / "CLAUDE.md", "- Tests use pytest\n")
+    slow = SlowInserts(store)
+    rules = RulesFiles(FactStore(slow))
+    start = threading.Barrier(2)
+    results, errors = [], []
+
+    def turn():
+        start.wait()
+        try:
+            results.append(rules.sync("a1", tmp_path))
+        except Exception as exc:  # reported by the assertion below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=turn) for _ in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert errors == []
+    assert sorted(len(r.added) for r in results) == [0, 2]
+    assert len(slow.inserts) == len(set(slow.inserts)) == 2
 
 
 # ------------------------------------------------------ acceptance scenarios

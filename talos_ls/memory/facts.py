@@ -124,6 +124,8 @@ class FactStore:
         held = self._repeat(row)
         if held is not None:
             return held.key, False
+        if "key" in attrs and (named := self.get(row["key"])) is not None and named.live:
+            return named.key, False  # another process stored it during the scan
         self.store.fact_insert(row)
         return row["key"], True
 

@@ -19,6 +19,7 @@ from __future__ import annotations
 import hashlib
 import os
 import re
+import threading
 import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -88,6 +89,9 @@ class RulesFiles:
         self.reconciler = reconciler or Reconciler(facts)
         self._seen: dict[tuple[str, Path], tuple] = {}
         self._wanted: dict[tuple[str, Path], frozenset[tuple[str, str]]] = {}
+        # One sync at a time: two turns starting together would both insert the same rule, and
+        # a failed insert is a store error a daemon's health check counts as a fault.
+        self._lock = threading.Lock()
 
     def _stamp(self, root: Path) -> tuple:
         stamp: list[tuple[str, int | None, int | None]] = []
@@ -100,8 +104,12 @@ class RulesFiles:
         return tuple(stamp)
 
     def sync(self, agent_id: str, root: str | os.PathLike[str]) -> SyncResult:
-        """Bring the facts in line with the files; nothing to do when no file changed."""
-        root = Path(root).resolve()
+        """Bring the facts in line with the files; nothing to do when no file changed. Syncs
+        through one RulesFiles run one at a time."""
+        with self._lock:
+            return self._sync(agent_id, Path(root).resolve())
+
+    def _sync(self, agent_id: str, root: Path) -> SyncResult:
         stamp = self._stamp(root)
         if self._seen.get((agent_id, root)) == stamp:
             return SyncResult()
