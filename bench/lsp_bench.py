@@ -92,8 +92,12 @@ for line in sys.stdin:
     cmd = json.loads(line)
     op = cmd["op"]
     if op == "reply":
+        usage = tuple(cmd.get("usage", (10, 5, 0)))
         for _ in range(cmd.get("times", 1)):
-            model.script.append(reply(cmd.get("text"), delay=cmd.get("delay", 0.0)))
+            model.script.append(reply(cmd.get("text"), delay=cmd.get("delay", 0.0), usage=usage))
+    elif op == "call":  # one tool call, then a text answer (bench/load_bench.py)
+        model.script.append(reply("", [("c1", cmd["name"], cmd["arguments"])]))
+        model.script.append(reply(cmd.get("text", "done")))
     elif op == "propose":
         model.script.append(reply("", [("c1", "propose_edit", cmd["arguments"])]))
         model.script.append(reply("proposed"))
