@@ -21,7 +21,7 @@ import threading
 from typing import Any
 
 from .display import visible
-from .redact import RedactingFilter, redact, redact_url
+from .redact import RedactingFilter, redact
 from .store import StoreError, faults
 
 OK, FAILED, USAGE, INTERRUPTED = 0, 1, 2, 130
@@ -37,32 +37,7 @@ class CliError(Exception):
 
 def store_problem(url: str, exc: StoreError) -> str:
     """What is wrong with the store, and how to fix it, from the fault's `reason`."""
-    where = url.removeprefix("sqlite:///") if url.startswith("sqlite:") else redact_url(url)
-    reason = exc.reason
-    if url.startswith("sqlite:"):
-        if reason == faults.READ_ONLY:
-            return (f"the database {where} is read-only; check its permissions (and its "
-                    "directory's) and that its file system is mounted read-write")  # fmt: skip
-        if reason == faults.FULL:
-            return (f"disk full: the database {where} cannot grow (no space left, or the file "
-                    "size limit reached); free some space")  # fmt: skip
-        if reason == faults.CORRUPT:
-            return (f"the database {where} is corrupted; move it aside (mv {where} "
-                    f"{where}.corrupt) and Talos starts a new one")  # fmt: skip
-    else:
-        if reason == faults.READ_ONLY:
-            return f"{where} is a read-only replica; point --store at the primary"
-        if reason == faults.FULL:
-            return (f"{where} cannot take writes (out of memory, or its disk is full); free "
-                    "memory or disk space on the Redis server")  # fmt: skip
-        if reason == faults.UNREACHABLE:
-            return f"cannot reach {where}; is redis-server running? (talos doctor checks it)"
-        if reason == faults.SLOW:
-            return (f"{where} did not answer in time; is it overloaded? (the URL's ?timeout= "
-                    "sets the limit)")  # fmt: skip
-    if reason == faults.BUSY:
-        return f"{exc}; another process held the store too long: try again"
-    return f"{exc}; check the store (--store or $TALOS_STORE_URL; talos doctor checks it)"
+    return faults.describe(url, exc, "--store")
 
 
 def store_error(url: str, exc: StoreError) -> CliError:

@@ -30,11 +30,8 @@ import threading
 import time
 from collections.abc import Awaitable, Callable
 from typing import Any
-from urllib.parse import parse_qsl, unquote
 
-from ..redact import redact_url
 from ..store import Store, StoreError, faults
-from ..store.sqlite import DEFAULT_TIMEOUT_S
 
 logger = logging.getLogger(__name__)
 PROBE_FIRST_S = 0.5
@@ -43,52 +40,6 @@ PROBE_MIN_S = 0.5  # a request needing the store probes at once, but not more of
 PROBE_WAIT_S = 1.0  # how long such a request waits for that probe before it is answered
 PASS_THROUGH = frozenset(("close", "local_files", "probe"))
 NOT_FAULTS = (faults.BUSY, faults.CLOSED)
-
-
-def _where(url: str) -> str:
-    """The file of an SQLite URL, else the URL (password removed)."""
-    scheme, _, rest = url.partition("://")
-    if scheme.lower() == "sqlite":
-        return unquote(rest[1:].partition("?")[0])
-    return redact_url(url.partition("?")[0])
-
-
-def _timeout(url: str) -> float:
-    for name, value in parse_qsl(url.partition("?")[2]):
-        if name == "timeout":
-            try:
-                return float(value)
-            except ValueError:
-                break
-    return DEFAULT_TIMEOUT_S
-
-
-def problem_text(url: str, exc: StoreError) -> str:
-    """What is wrong with the store and how to fix it, for a person."""
-    where = _where(url)
-    redis = not url.startswith("sqlite:")
-    reason = exc.reason
-    if reason == faults.READ_ONLY:
-        if redis:
-            return f"{where} is a read-only replica: point storeUrl at the primary"
-        return (f"the database {where} is read-only: check its permissions (and its "
-                "directory's) and that its file system is mounted read-write")  # fmt: skip
-    if reason == faults.FULL:
-        if redis:
-            return (f"{where} cannot take writes (out of memory, or its own disk is full): "
-                    "free memory or disk space on the Redis server")  # fmt: skip
-        return (f"disk full: the database {where} cannot grow (no space left on its disk, or "
-                "the file size limit reached): free some space")  # fmt: skip
-    if reason == faults.CORRUPT:
-        return (f"the database {where} is corrupted: move it aside (mv {where} "
-                f"{where}.corrupt) and Talos starts a new one; restart talos-ls if it does "
-                "not")  # fmt: skip
-    if reason == faults.UNREACHABLE:
-        return f"cannot reach {where}: is redis-server running?"
-    if reason == faults.SLOW:
-        return (f"{where} did not answer within {_timeout(url):g} s: is the server "
-                "overloaded or the network slow? (the URL's ?timeout= sets the limit)")  # fmt: skip
-    return str(exc)
 
 
 class StoreHealth:
@@ -135,7 +86,7 @@ class StoreHealth:
         """A store call failed; from any thread. Faults degrade the health, once."""
         if exc.reason in NOT_FAULTS:
             return
-        text = problem_text(self.url, exc)
+        text = faults.describe(self.url, exc, "storeUrl")
         with self._lock:
             first = self.problem is None
             self.problem, self.reason = text, exc.reason
@@ -181,7 +132,10 @@ class StoreHealth:
         except StoreError as exc:
             with self._lock:
                 if exc.reason not in NOT_FAULTS:
-                    self.problem, self.reason = problem_text(self.url, exc), exc.reason
+                    self.problem, self.reason = (
+                        faults.describe(self.url, exc, "storeUrl"),
+                        exc.reason,
+                    )
             logger.info("the store is still failing: %s", exc)
             ok = False
         except Exception:
@@ -196,8 +150,8 @@ class StoreHealth:
                 await self._on_recovered()
             except Exception:
                 logger.exception("taking the store back failed")
-            self.notice(f"Talos's store is available again ({_where(self.url)}): tasks and "
-                        "questions work again.")  # fmt: skip
+            self.notice(f"Talos's store is available again ({faults.where_of(self.url)}): "
+                        "tasks and questions work again.")  # fmt: skip
         self._probed.set()
         self._probed = asyncio.Event()
         self.on_change()

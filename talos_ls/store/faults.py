@@ -15,6 +15,7 @@ import os
 import resource
 import sqlite3
 from pathlib import Path
+from urllib.parse import parse_qsl, unquote
 
 READ_ONLY = "read-only"
 FULL = "full"
@@ -84,3 +85,56 @@ def sqlite_reason(exc: sqlite3.Error, files: list[Path]) -> str:
     if reason in (None, READ_ONLY, FULL):  # the file system says which, when it can
         reason = space_problem(files) or reason
     return reason or OTHER
+
+
+def describe(url: str, exc: Exception, setting: str) -> str:
+    """What is wrong with the store at `url` and how to fix it, for a person: `<what>; <fix>`.
+    `setting` is where the person gives the URL (`--store`, `storeUrl`). The CLI and the
+    language server say the same thing in the same words."""
+    where = where_of(url)
+    redis = not url.startswith("sqlite:")
+    reason = getattr(exc, "reason", OTHER)
+    if reason == READ_ONLY:
+        if redis:
+            return f"{where} is a read-only replica; point {setting} at the primary"
+        return (f"the database {where} is read-only; check its permissions (and its "
+                "directory's) and that its file system is mounted read-write")  # fmt: skip
+    if reason == FULL:
+        if redis:
+            return (f"{where} cannot take writes (out of memory, or its own disk is full); "
+                    "free memory or disk space on the Redis server")  # fmt: skip
+        return (f"disk full: the database {where} cannot grow (no space left on its disk, or "
+                "the file size limit reached); free some space")  # fmt: skip
+    if reason == CORRUPT:
+        return (f"the database {where} is corrupted; move it aside (mv {where} "
+                f"{where}.corrupt) and Talos starts a new one")  # fmt: skip
+    if reason == UNREACHABLE:
+        return f"cannot reach {where}; is redis-server running?"
+    if reason == SLOW:
+        return (f"{where} did not answer within {_timeout(url):g} s; is the server "
+                "overloaded or the network slow? (the URL's ?timeout= sets the limit)")  # fmt: skip
+    if reason == BUSY:
+        return f"{exc}; another process held the store too long: try again"
+    return f"{exc}; check the store ({setting})"
+
+
+def where_of(url: str) -> str:
+    """The file of an SQLite URL, else the URL (password removed)."""
+    from ..redact import redact_url
+
+    scheme, _, rest = url.partition("://")
+    if scheme.lower() == "sqlite":
+        return unquote(rest[1:].partition("?")[0])
+    return redact_url(url.partition("?")[0])
+
+
+def _timeout(url: str) -> float:
+    from .sqlite import DEFAULT_TIMEOUT_S  # sqlite.py imports this module
+
+    for name, value in parse_qsl(url.partition("?")[2]):
+        if name == "timeout":
+            try:
+                return float(value)
+            except ValueError:
+                break
+    return DEFAULT_TIMEOUT_S
