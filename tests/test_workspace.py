@@ -83,6 +83,21 @@ def engine(request):
     return None
 
 
+def test_a_finished_ripgrep_is_reaped_by_asyncio_not_behind_its_back(ws, caplog):
+    """Once rg has exited (a miss, fewer hits than the limit), killing it would reap it with
+    Popen's poll first, and asyncio's child watcher would log "Unknown child process" for each
+    search of a long-running server."""
+    rg = require_binary("rg", "apt-get install -y ripgrep")
+
+    async def misses() -> None:
+        for _ in range(40):
+            assert await search(ws, "no line says this", rg=rg) == []
+
+    with caplog.at_level("WARNING", logger="asyncio"):
+        asyncio.run(misses())
+    assert not [r for r in caplog.records if "child process" in r.getMessage()], caplog.text
+
+
 def test_gitignore_is_honoured_for_listing_and_search(ws, engine):
     files = list(ws.walk())
     assert "src/app.py" in files and "keep.log" in files

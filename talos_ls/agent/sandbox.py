@@ -428,7 +428,7 @@ async def kill_process(proc: asyncio.subprocess.Process, *, group: bool = True) 
     with contextlib.suppress(ProcessLookupError):
         if group:
             os.killpg(proc.pid, signal.SIGKILL)
-        else:
+        elif not _exited(proc.pid):  # Popen.kill reaps an exited child behind asyncio's back
             proc.kill()
 
     async def drain() -> None:
@@ -442,6 +442,15 @@ async def kill_process(proc: asyncio.subprocess.Process, *, group: bool = True) 
         transport = getattr(proc, "_transport", None)
         if transport is not None:
             transport.close()
+
+
+def _exited(pid: int) -> bool:
+    """Whether the child has exited, without reaping it (its watcher will)."""
+    try:
+        info = os.waitid(os.P_PID, pid, os.WEXITED | os.WNOHANG | os.WNOWAIT)
+    except (ChildProcessError, OSError, AttributeError):
+        return False
+    return info is not None
 
 
 def protect_this_process() -> None:
