@@ -131,7 +131,7 @@ WARMUP = 50
 # After the warm-up (caches, the allocator's arenas, the bounded histories filling: the last
 # 32 tasks and 20 applied proposals are kept in memory), what may still grow is SQLite's page
 # cache, 2,000 KiB a connection by default, as the transcripts fill the file: measured, RSS
-# rises by about 2 MiB until some 450 tasks, then by under 0.5 KiB a task (bench/README.md,
+# rises by about 2 MiB until some 450 tasks, then by 0.3 to 0.7 KiB a task (bench/README.md,
 # "Load and scale"). 4 MiB over the 550 tasks after the warm-up is crossed by a leak of 4 KiB
 # a task; the last 150 tasks, past the cache, may add 1 MiB (a leak of 7 KiB a task does not
 # fit).
