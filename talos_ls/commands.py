@@ -195,7 +195,7 @@ async def _run(
 def _store_fault() -> StoreError | None:
     """A store fault a background write logged during the run (a task record not saved)."""
     for exc in STORE_FAULTS.seen:
-        if exc.reason not in (faults.BUSY, faults.CLOSED):
+        if exc.reason not in (faults.BUSY, faults.CLOSED, faults.REFUSED):
             return exc
     return STORE_FAULTS.seen[0] if STORE_FAULTS.seen else None
 

@@ -39,7 +39,7 @@ PROBE_MAX_S = 5.0
 PROBE_MIN_S = 0.5  # a request needing the store probes at once, but not more often than this
 PROBE_WAIT_S = 1.0  # how long such a request waits for that probe before it is answered
 PASS_THROUGH = frozenset(("close", "local_files", "probe"))
-NOT_FAULTS = (faults.BUSY, faults.CLOSED)
+NOT_FAULTS = (faults.BUSY, faults.CLOSED, faults.REFUSED)
 
 
 class StoreHealth:

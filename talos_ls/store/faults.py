@@ -24,6 +24,7 @@ UNREACHABLE = "unreachable"
 SLOW = "slow"
 BUSY = "busy"  # another writer held the lock past the timeout: contention, not a fault
 CLOSED = "closed"  # the handle was closed (the daemon stopping, or reopening it)
+REFUSED = "refused"  # the operation broke a rule of the data (a key already there): not a fault
 OTHER = "other"
 
 HEADROOM_BYTES = 1 << 20  # free space a recovered store must have: a write fits, not just one
@@ -36,6 +37,7 @@ _SQLITE_REASONS = {
     "SQLITE_NOTADB": CORRUPT,
     "SQLITE_BUSY": BUSY,
     "SQLITE_LOCKED": BUSY,
+    "SQLITE_CONSTRAINT": REFUSED,
 }
 
 
