@@ -420,6 +420,8 @@ _OUTCOMES = {
     "superseded": "a higher-precedence source says otherwise about {slot}; it is kept as history",
     "disjoined": "it conflicts with another fact about {slot} of the same precedence; Talos will "
     "ask which is right when it is relevant (talos memory conflicts)",
+    "already held": "the same source already says this; nothing is added and its confidence is "
+    "unchanged (saying it again is not new evidence)",
 }
 
 
@@ -430,13 +432,13 @@ def _memory_add(store: Store, args: argparse.Namespace) -> int:
     if not slot and (parsed := parse_slot(args.statement)):
         slot = dict(zip(("subject", "attribute", "value"), parsed, strict=True))
     try:
-        key = facts.add(agent, args.statement, source=args.source, **slot)
+        key, outcome = Reconciler(facts).add(agent, args.statement, source=args.source, **slot)
     except ValueError as exc:
         raise CliError("usage", f"{exc}; give --subject, --attribute and --value together, "
                        "or none of them", USAGE) from None  # fmt: skip
-    outcome = Reconciler(facts).reconcile(key)
     where = f"'{slot['subject']} {slot['attribute']}'" if slot else ""
-    _say(f"stored {key} for agent {agent}: " + _OUTCOMES.get(outcome, outcome).format(slot=where))
+    held = "already held" if outcome == "already held" else "stored"
+    _say(f"{held} {key} for agent {agent}: " + _OUTCOMES.get(outcome, outcome).format(slot=where))
     return 0
 
 

@@ -110,6 +110,7 @@ def test_the_same_statement_twice_is_held_once_without_evidence(talos, first, se
     assert fact["key"] in stored.stdout
     again = add(talos, *second)
     assert fact["key"] in again.stdout  # the fact already held, not a new one
+    assert again.stdout.startswith("already held ") and "not new evidence" in again.stdout
     assert facts_of(talos) == [fact]  # one row, bit-identical: no evidence, no history row
     for _ in range(3):
         add(talos, *second)

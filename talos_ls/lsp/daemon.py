@@ -503,8 +503,7 @@ class Daemon:
         host = self.host_for(path)
 
         def add() -> tuple[str, str]:
-            key = host.facts.add(host.agent_id, statement, source="person")
-            return key, Reconciler(host.facts).reconcile(key)
+            return Reconciler(host.facts).add(host.agent_id, statement, source="person")
 
         try:
             key, outcome = await self.offload.run(add)

@@ -207,3 +207,13 @@ async def test_tcp_for_debugging(tmp_path):
         if proc.returncode is None:
             proc.kill()
         await proc.wait()
+
+
+async def test_remembering_a_fact_twice_holds_it_once(editor):
+    first = await editor.command("talos.memory.remember", {"statement": "Tests use pytest"})
+    again = await editor.command("talos.memory.remember", {"statement": "tests use pytest."})
+    assert first["outcome"] != "already held"
+    assert again == {"key": first["key"], "outcome": "already held"}
+    held = [f for f in await editor.command("talos.memory.list", {})
+            if f["statement"].lower().startswith("tests use pytest")]  # fmt: skip
+    assert len(held) == 1
