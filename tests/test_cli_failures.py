@@ -1,8 +1,9 @@
 """Every expected failure of `talos run`, through the real process, with and without --json:
 the exit code, exactly one clear error line on stderr (or exactly one JSON object with an
-error on stdout), and no traceback anywhere. The faults are real: garbage pages in the SQLite
-file, a file size limit on the process (a full disk), a redis-server stopped while the model is
-still answering, a model endpoint that answers 200 with HTML, no key in the key variable."""
+error on stdout), and no traceback anywhere. The faults are real: a read-only mount, garbage
+pages in the SQLite file, a file size limit on the process (a full disk), a redis-server
+stopped while the model is still answering, a model endpoint that answers 200 with HTML, no
+key in the key variable."""
 
 from __future__ import annotations
 
@@ -23,6 +24,7 @@ from talos_ls.demo.scripted_model import ScriptedModelServer, raw, reply
 from talos_ls.store import open_store
 
 from .redis_server import RedisServer
+from .store_faults.conftest import can_mount, remount
 
 TALOS = str(Path(sys.executable).with_name("talos"))
 
@@ -80,6 +82,21 @@ def file_size_limit(ctx: Ctx) -> None:
     ctx.preexec = limit
 
 
+def read_only(ctx: Ctx) -> None:
+    """The database on a file system mounted read-only (as one is after errors): a tmpfs of
+    its own, the store made on it, then remounted read-only (needs the right to mount)."""
+    if not can_mount():
+        pytest.skip("cannot mount a tmpfs here (not root); the other store faults are covered")
+    where = ctx.tmp / "ro"
+    where.mkdir()
+    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=8m", "tmpfs", str(where)], check=True)
+    ctx.cleanup.append(lambda: subprocess.run(["umount", "-l", str(where)], check=False))
+    ctx.db = where / "talos.db"
+    ctx.url = ctx.env["TALOS_STORE_URL"] = "sqlite:///" + str(ctx.db)
+    fresh_store(ctx)
+    remount(where, "ro")
+
+
 def redis_gone(ctx: Ctx) -> None:
     """A redis-server of its own, stopped once the model has been asked (its answer still
     streams for a while): the task's records cannot be written."""
@@ -109,6 +126,8 @@ def no_key(ctx: Ctx) -> None:
 
 HERE = ["--workspace", "{ws}", "--base-url", "{model}", "--model", "fake-model"]
 CASES = {
+    "read-only store": Case(["run", "fix it", *HERE], 1, ["is read-only", "check its permissions"],
+                            "store", read_only),
     "corrupted store": Case(["run", "fix it", *HERE], 1, ["is corrupted", "move it aside"],
                             "store", garbled),
     "disk full mid-task": Case(["run", "fix it", *HERE], 1, ["disk full", "free some space"],
