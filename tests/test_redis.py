@@ -68,14 +68,16 @@ def test_every_agent_key_carries_the_hash_tag(rstore, redis_server):
         qq.record_answer(cand, "morning", 2)
         qq.propose(agent, "Which parser?", "referent", "t", ["r"], "evidence_gap", 2)
     keys = redis.Redis(port=redis_server.port, decode_responses=True).keys("*")
-    per_agent = [k for k in keys if not k.startswith(("talos:cand:{", "talos:fact:{"))]
-    per_agent.remove("talos:schema")
+    store_wide = {"talos:schema", "talos:agents"}
+    assert store_wide <= set(keys)  # single keys, each used by single-key commands only
+    locator = ("talos:cand:{", "talos:fact:{")
+    per_agent = [k for k in keys if not k.startswith(locator) and k not in store_wide]
     assert per_agent and all(
         k.startswith("talos:{/home/dana/proj}:") or k.startswith("talos:{other}:")
         for k in per_agent
     )
     # Locators are one key per record, tagged by that record: each is its own slot.
-    locators = [k for k in keys if k not in per_agent and k != "talos:schema"]
+    locators = [k for k in keys if k not in per_agent and k not in store_wide]
     assert locators and all(k.endswith("}") for k in locators)
 
 

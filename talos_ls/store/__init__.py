@@ -6,10 +6,16 @@
     redis://host:6379/0               Redis or Valkey, shared by daemons on several machines
     rediss://user@host:6380/0         the same over TLS; the password comes from
                                       TALOS_REDIS_PASSWORD, never from the command line
+    redis+cluster://h1:7000,h2:7000   Redis Cluster (rediss+cluster:// over TLS): any of its
+                                      nodes; one agent's keys live on one hash slot
+    redis+sentinel://s1:26379,s2:26379/talos?db=0
+                                      the primary Sentinel calls `talos`, followed through
+                                      failovers (rediss+sentinel:// over TLS)
 
 Query parameters: `timeout=SECONDS` bounds how long an atomic step waits (SQLite: for another
 writer; Redis: for the server), default 2; SQLite also takes `mode=ro` (read-only: inspection
-never writes).
+never writes); every Redis form takes `wait=N` (the budget's grant and an answer count only
+once N replicas hold them: `redis_connect.py`).
 
 With no URL: `TALOS_STORE_URL`, else `talos.db` in the user state directory.
 """
@@ -27,7 +33,8 @@ from .base import Store, StoreError
 from .sqlite import DEFAULT_TIMEOUT_S, SQLiteStore
 
 ENV_URL = "TALOS_STORE_URL"
-SCHEMES = ("sqlite", "redis", "rediss")
+SCHEMES = ("sqlite", "redis", "rediss", "redis+cluster", "rediss+cluster", "redis+sentinel",
+           "rediss+sentinel")  # fmt: skip
 
 
 def default_store_url() -> str:
@@ -82,14 +89,7 @@ def _timeout(shown: str, value: str) -> float:
 def _open_redis(shown: str, url: str) -> Store:
     from .redis import RedisStore  # the redis package is an optional extra
 
-    base, _, query = url.partition("?")
-    timeout, rest = DEFAULT_TIMEOUT_S, []
-    for name, value in parse_qsl(query, keep_blank_values=True):
-        if name == "timeout":
-            timeout = _timeout(shown, value)
-        else:
-            rest.append(f"{name}={value}")
-    return RedisStore(shown, base + ("?" + "&".join(rest) if rest else ""), timeout=timeout)
+    return RedisStore(shown, url)
 
 
 def _open_sqlite(shown: str, rest: str) -> SQLiteStore:

@@ -15,12 +15,11 @@ from __future__ import annotations
 import functools
 import hashlib
 import json
-import os
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from importlib import resources
 from typing import Any, TypeVar
 
-from . import faults
+from . import faults, redis_connect
 from .base import (
     CANDIDATE_FIELDS,
     FACT_FIELDS,
@@ -37,15 +36,20 @@ from .base import (
 
 try:
     import redis
-    from redis.backoff import NoBackoff
-    from redis.retry import Retry
+    from redis.crc import key_slot
+    from redis.exceptions import RedisClusterException
 except ImportError:  # pragma: no cover - exercised only without the extra installed
     redis = None  # type: ignore[assignment]
+    RedisClusterException = Exception  # type: ignore[assignment,misc]
 
 SCHEMA_KEY = "talos:schema"
 SCHEMA_VERSION = 1
 LEASE_KEEP_S = 7 * 86400.0  # an owner's lease this long expired is deleted
-PASSWORD_ENV = "TALOS_REDIS_PASSWORD"
+PASSWORD_ENV = redis_connect.PASSWORD_ENV
+# Every agent that wrote facts or candidates, so listing them never scans (a cluster cannot);
+# the marker says the set is complete (a store from before it is scanned once).
+AGENTS_KEY = "talos:agents"
+AGENTS_INDEXED_KEY = "talos:agents:indexed"
 _INT_FIELDS = frozenset(
     (
         "ask_count",
@@ -78,10 +82,17 @@ _SCRIPTS = (
     "task_open",
     "task_interrupt",
 )
+# The steps that must not be lost in a failover: with `?wait=N` each is followed by WAIT.
+_DURABLE = frozenset(("deliver", "select", "claim", "fact_observe"))
 # Prefixed with `_lib.lua` and `proposal_lib.lua`.
 _PROPOSAL_SCRIPTS = ("proposal_put", "proposal_claim", "proposal_prune")
 
 T = TypeVar("T")
+
+
+@functools.lru_cache(maxsize=4096)
+def _slot(key: str) -> int:
+    return int(key_slot(key.encode()))
 
 
 def _prefix(agent_id: str) -> str:
@@ -179,8 +190,14 @@ def _reason(exc: Exception) -> str:
         return faults.READ_ONLY
     if isinstance(exc, redis.exceptions.BusyLoadingError):
         return faults.UNREACHABLE  # restarting: its data still loading
+    if isinstance(exc, redis.exceptions.ClusterDownError | redis.exceptions.TryAgainError):
+        return faults.UNREACHABLE  # a cluster mid-failover: a slot has no primary yet
+    if isinstance(exc, RedisClusterException):
+        return faults.UNREACHABLE  # no node reachable, or a slot not covered
     if isinstance(exc, redis.ConnectionError):
         return faults.UNREACHABLE
+    if "already exists" in text:
+        return faults.REFUSED  # fact_insert.lua: a rule of the data, not a storage fault
     if text.startswith(("OOM", "MISCONF")):
         return faults.FULL  # out of memory, or cannot write its own disk
     return faults.OTHER
@@ -195,36 +212,38 @@ def _guarded(method: Callable[..., T]) -> Callable[..., T]:
             raise StoreError(f"store {self.url} is closed", faults.CLOSED)
         try:
             return method(self, *args, **kwargs)
-        except redis.RedisError as exc:
+        except (redis.RedisError, RedisClusterException) as exc:
+            self._indexed_agents.clear()  # a failover may have lost an index entry: write again
             raise StoreError(f"store {self.url}: {exc}", _reason(exc)) from None
+        except StoreError:
+            self._indexed_agents.clear()
+            raise
 
     return wrapper
 
 
 class RedisStore(Store):
-    """A Talos store in a Redis or Valkey database."""
+    """A Talos store in a Redis or Valkey database: one server, a Cluster, or Sentinel's
+    primary (`redis_connect.py` reads the URL)."""
 
-    def __init__(self, url: str, raw_url: str, *, timeout: float) -> None:
+    def __init__(self, url: str, raw_url: str) -> None:
         if redis is None:
             raise StoreError(
                 f"store {url}: the Redis backend needs the redis package: "
                 "pip install 'talos-ls[redis]'"
             )
         self.url = url
-        options: dict[str, Any] = {
-            "socket_timeout": timeout,
-            "socket_connect_timeout": timeout,
-            "retry": Retry(NoBackoff(), 0),
-            "decode_responses": True,
-        }
-        password = os.environ.get(PASSWORD_ENV)
-        if password:
-            options["password"] = password
+        target = redis_connect.parse(url, raw_url)
+        self.topology = target.topology
+        self._cluster = target.topology == redis_connect.CLUSTER
+        self._wait, self._wait_ms = target.wait, target.wait_ms
+        self._indexed_agents: set[str] = set()  # this process has put them in AGENTS_KEY
+        self._client: Any = None
         try:
-            client = redis.Redis.from_url(raw_url, **options)
-        except (ValueError, redis.RedisError) as exc:
-            raise StoreError(f"store URL {url!r}: {exc}") from None
-        self._client: Any = client
+            self._client = client = target.client()
+        except (ValueError, redis.RedisError, RedisClusterException) as exc:
+            self.close()
+            raise StoreError(f"cannot reach store {url}: {exc}", _reason(exc)) from None
         try:
             client.ping()
             version = client.get(SCHEMA_KEY)
@@ -235,7 +254,7 @@ class RedisStore(Store):
                     f"store {url}: key {SCHEMA_KEY} holds {version!r}: written by a newer "
                     f"Talos or another program (this one knows schema {SCHEMA_VERSION})"
                 )
-        except redis.RedisError as exc:
+        except (redis.RedisError, RedisClusterException) as exc:
             self.close()
             raise StoreError(f"cannot reach store {url}: {exc}", _reason(exc)) from None
         except TypeError as exc:  # connections are made lazily: a bad parameter shows here
@@ -256,11 +275,15 @@ class RedisStore(Store):
                 proposal_lib + "\n" + lua.joinpath(f"{name}.lua").read_text()
             )
         try:  # loaded up front, so even a first call is one round trip
-            pipe = client.pipeline(transaction=False)
-            for script in self._scripts.values():
-                pipe.script_load(script.script)
-            pipe.execute()
-        except redis.RedisError as exc:
+            if self._cluster:  # SCRIPT LOAD goes to every primary
+                for script in self._scripts.values():
+                    client.script_load(script.script)
+            else:
+                pipe = client.pipeline(transaction=False)
+                for script in self._scripts.values():
+                    pipe.script_load(script.script)
+                pipe.execute()
+        except (redis.RedisError, RedisClusterException) as exc:
             self.close()
             raise StoreError(f"cannot load scripts into store {url}: {exc}", _reason(exc)) from None
 
@@ -271,20 +294,90 @@ class RedisStore(Store):
 
     def _run(self, name: str, agent_id: str, *args: Any) -> Any:
         prefix = _prefix(agent_id)
-        return self._scripts[name](keys=[prefix + "ids"], args=[prefix, *args])
+        keys = [prefix + "ids"]
+        if self._cluster:
+            self._one_slot(name, prefix, keys)
+        if self._wait and name in _DURABLE:
+            return self._run_durable(name, keys, [prefix, *args])
+        return self._scripts[name](keys=keys, args=[prefix, *args])
 
-    def _agents_with(self, suffix: str) -> list[str]:
-        agents = set()
-        for key in self._client.scan_iter(match="talos:{*}:" + suffix, count=1000):
-            agents.add(key[len("talos:{") : -len("}:" + suffix)])
-        return sorted(agents)
+    def _one_slot(self, name: str, prefix: str, keys: Sequence[str]) -> None:
+        """A cluster runs a script on one slot: the keys passed, and every key the script makes
+        from `prefix`, must hash alike. An agent id whose hash tag is empty (`talos:{}:...`)
+        would hash each key whole, so this is checked, not assumed."""
+        slots = {_slot(prefix + "ids"), _slot(prefix + "c:probe"), *map(_slot, keys)}
+        if len(slots) > 1:
+            raise StoreError(
+                f"store {self.url}: script {name} for agent {prefix[7:-2]!r} would touch keys "
+                f"of hash slots {sorted(slots)}; a cluster runs a script on one slot only"
+            )
+
+    def _run_durable(self, name: str, keys: list[str], args: list[Any]) -> Any:
+        """The script, then WAIT on the same connection (one round trip): the step is
+        acknowledged only once `wait` replicas hold it, else a StoreError (fail closed)."""
+        script = self._scripts[name]
+        node_client = self._client
+        if self._cluster:  # WAIT counts the writes of this connection: the key's own node
+            node_client = self._client.get_redis_connection(self._client.get_node_from_key(keys[0]))
+        for attempt in (1, 2):
+            pipe = node_client.pipeline(transaction=False)
+            pipe.evalsha(script.sha, len(keys), *keys, *args)
+            pipe.execute_command("WAIT", self._wait, self._wait_ms)
+            try:
+                result, acked = pipe.execute()
+                break
+            except redis.exceptions.NoScriptError:  # a promoted replica: load it, run it then
+                node_client.script_load(script.script)
+            except (redis.exceptions.MovedError, redis.ConnectionError):
+                if self._cluster:  # the slot moved (a failover): the next call reads the map
+                    self._client.nodes_manager.initialize()
+                raise
+            if attempt == 2:
+                raise StoreError(f"store {self.url}: script {name} could not be loaded")
+        if int(acked) < self._wait:
+            raise StoreError(
+                f"store {self.url}: a {name} step was not acknowledged by {self._wait} "
+                f"replica(s) within {self._wait_ms} ms (wait={self._wait}); a failover now "
+                "could lose it, so it is not relied on: are the replicas up?",
+                faults.OTHER,
+            )
+        return result
+
+    # ------------------------------------------------------ agent index
+    def _index_agent(self, agent_id: str) -> None:
+        """Put the agent in AGENTS_KEY before its first write, once per process: listing every
+        agent reads that set (a cluster cannot SCAN one keyspace). Forgotten after any fault,
+        so an entry lost in a failover is written again."""
+        if agent_id not in self._indexed_agents:
+            self._client.sadd(AGENTS_KEY, agent_id)
+            self._indexed_agents.add(agent_id)
+
+    def _agents(self) -> list[str]:
+        """Every agent that has written facts or candidates. A single-server store from before
+        the index is scanned once (then marked); a cluster store always had the index."""
+        if not self._cluster and not self._client.exists(AGENTS_INDEXED_KEY):
+            found = set()
+            for suffix in ("ids", "facts", "bucket"):
+                for key in self._client.scan_iter(match="talos:{*}:" + suffix, count=1000):
+                    found.add(key[len("talos:{") : -len("}:" + suffix)])
+            if found:
+                self._client.sadd(AGENTS_KEY, *found)
+            self._client.set(AGENTS_INDEXED_KEY, "1")
+        return sorted(self._client.smembers(AGENTS_KEY))
 
     # ---------------------------------------------------------------- facts
     @_guarded
     def fact_insert(self, row: Mapping[str, Any]) -> None:
+        self._index_agent(row["agent_id"])
         self._client.set(_fact_locator(row["key"]), row["agent_id"])
         fields = {k: _encode(v) for k, v in row.items()}
         self._run("fact_insert", row["agent_id"], row["key"], json.dumps(fields))
+
+    def _get_many(self, keys: list[str]) -> list[str | None]:
+        """GET of keys on many slots: one MGET, or one per node in a cluster."""
+        if self._cluster:
+            return list(self._client.mget_nonatomic(keys))
+        return list(self._client.mget(keys))
 
     def _fact_agent(self, key: str) -> str | None:
         return self._client.get(_fact_locator(key))
@@ -299,7 +392,7 @@ class RedisStore(Store):
 
     @_guarded
     def fact_list(self, agent_id: str | None = None) -> list[dict[str, Any]]:
-        agents = [agent_id] if agent_id is not None else self._agents_with("facts")
+        agents = [agent_id] if agent_id is not None else self._agents()
         return [_fact(raw) for agent in agents for raw in self._indexed(agent, "facts", "f:")]
 
     @_guarded
@@ -310,7 +403,7 @@ class RedisStore(Store):
         if not keys:
             return {}
         by_agent: dict[str, dict[str, list[float]]] = {}
-        for key, agent in zip(keys, self._client.mget([_fact_locator(k) for k in keys]),
+        for key, agent in zip(keys, self._get_many([_fact_locator(k) for k in keys]),
                               strict=True):  # fmt: skip
             if agent is not None:
                 by_agent.setdefault(agent, {})[key] = [float(s) for s in observations[key]]
@@ -410,6 +503,7 @@ class RedisStore(Store):
         cooldown_turns: int,
     ) -> tuple[dict[str, Any], bool]:
         agent = row["agent_id"]
+        self._index_agent(agent)
         encoded = {k: _encode(v) for k, v in row.items()}
         sha = hashlib.sha1(norm_text.encode()).hexdigest()
         created, flat = self._run(
@@ -548,7 +642,7 @@ class RedisStore(Store):
 
     @_guarded
     def qq_list(self, agent_id: str | None = None) -> list[dict[str, Any]]:
-        agents = [agent_id] if agent_id is not None else self._agents_with("ids")
+        agents = [agent_id] if agent_id is not None else self._agents()
         out: list[dict[str, Any]] = []
         for agent in agents:
             out.extend(_candidate(raw) for raw in self._indexed(agent, "ids", "c:"))
@@ -570,11 +664,17 @@ class RedisStore(Store):
 
     @_guarded
     def qq_agents(self) -> dict[str, int | None]:
-        agents: dict[str, int | None] = dict.fromkeys(self._agents_with("ids"))
-        for agent in self._agents_with("bucket"):
-            last = self._client.get(_prefix(agent) + "bucket")
-            agents[agent] = None if last is None else int(last)
-        return dict(sorted(agents.items()))
+        agents = self._agents()
+        pipe = self._client.pipeline(transaction=False)
+        for agent in agents:
+            pipe.exists(_prefix(agent) + "ids")
+            pipe.get(_prefix(agent) + "bucket")
+        replies = pipe.execute()
+        return {
+            agent: None if last is None else int(last)
+            for agent, has_ids, last in zip(agents, replies[::2], replies[1::2], strict=True)
+            if has_ids or last is not None
+        }
 
     # ------------------------------------------------------------ proposals
     @_guarded
