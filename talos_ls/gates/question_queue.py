@@ -24,12 +24,12 @@ from __future__ import annotations
 import contextvars
 import logging
 import os
-import uuid
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from ..memory.facts import FactStore
+from ..memory.ids import time_ordered_hex
 from ..memory.reconcile import Reconciler
 from ..store import Store
 from ..store.base import ANSWERABLE_STATUSES
@@ -115,7 +115,10 @@ StalenessCheck = Callable[[QuestionCandidate, int], bool]
 
 
 def _new_candidate_id() -> str:
-    return uuid.uuid4().hex
+    """Time-ordered (`memory.ids`): every impact-order tie ends in the candidate id, so
+    candidates proposed in the same turn are asked in the order they were proposed, on both
+    backends, and a replayed session asks the same questions."""
+    return time_ordered_hex()
 
 
 # One delivery or expiry pass's memo: staleness checks read their source once per pass, and a

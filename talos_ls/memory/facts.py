@@ -15,7 +15,6 @@ from __future__ import annotations
 import builtins
 import math
 import time
-import uuid
 from collections import Counter
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
@@ -24,6 +23,7 @@ from typing import Any
 from ..store import Store
 from ..text import normalize_text, word_tokens
 from .confidence import ACTED_SIGNAL, CONTRADICTED_SIGNAL, EVIDENCE_CAP, PRIOR
+from .ids import time_ordered_hex
 
 OUTCOMES = ("acted", "contradicted", "dismissed", "deferred", "used")
 # Only these outcomes are evidence about the fact; the others leave it bit-identical.
@@ -49,7 +49,9 @@ def _terms(text: str) -> list[str]:
 
 
 def _new_key() -> str:
-    return "fact:" + uuid.uuid4().hex
+    """Time-ordered (`ids`), so search's last tie-break (the key) is the order of creation and
+    a replayed session injects the same facts."""
+    return "fact:" + time_ordered_hex()
 
 
 @dataclass(frozen=True)
