@@ -31,6 +31,7 @@ from typing import Any
 from ..memory.facts import FactStore
 from ..memory.ids import time_ordered_hex
 from ..memory.reconcile import Reconciler
+from ..memory.stemming import stem
 from ..store import Store
 from ..store.base import ANSWERABLE_STATUSES
 from ..text import cue_tokens_for, normalize_text
@@ -134,10 +135,19 @@ def pass_memo() -> dict | None:
     return _PASS_MEMO.get()
 
 
+def _relevance_cues(*texts: str) -> list[str]:
+    """The cue words relevance timing matches on, sorted and distinct: every `cue_tokens_for`
+    word and its stem (`memory.stemming.stem`, the one fact search folds words with), so "fix
+    the failing test" meets a question about "tests use pytest" as search would. The raw words
+    stay too: candidates stored before stems were added still match the words they hold."""
+    raw = cue_tokens_for(*texts)
+    return sorted({*raw, *(stem(t) for t in raw)})
+
+
 def _query_tokens(query_cues: str | Iterable[Any]) -> list[str]:
     if isinstance(query_cues, str):
-        return cue_tokens_for(query_cues)
-    return cue_tokens_for(*(str(q) for q in query_cues))
+        return _relevance_cues(query_cues)
+    return _relevance_cues(*(str(q) for q in query_cues))
 
 
 def classify_answer(
@@ -338,7 +348,7 @@ class QuestionQueue:
             "cooldown_until": None,
             "answer_option": None,
             "resolved_turn": None,
-            "cue_tokens": cue_tokens_for(question_text, *(o["label"] for o in cleaned)),
+            "cue_tokens": _relevance_cues(question_text, *(o["label"] for o in cleaned)),
             "delivered_turn": None,
             "disjunction_id": None if disjunction_id is None else str(disjunction_id),
         }

@@ -21,9 +21,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..store import Store
-from ..text import normalize_text, word_tokens
+from ..text import normalize_text
 from .confidence import ACTED_SIGNAL, CONTRADICTED_SIGNAL, EVIDENCE_CAP, PRIOR
 from .ids import time_ordered_hex
+from .stemming import stemmed_tokens
 
 OUTCOMES = ("acted", "contradicted", "dismissed", "deferred", "used")
 # Only these outcomes are evidence about the fact; the others leave it bit-identical.
@@ -35,17 +36,10 @@ _ATTRS = ("subject", "attribute", "value", "source", "origin", "valid_from", "ke
 _K1, _B = 1.2, 0.75
 
 
-def _stem(token: str) -> str:
-    """Light English suffix folding, so "deploys", "deployed" and "deploying" find "deploy".
-    Deliberately crude: it only has to make the same word meet itself."""
-    for suffix, keep in (("ies", "y"), ("ing", ""), ("ed", ""), ("es", ""), ("s", "")):
-        if token.endswith(suffix) and len(token) - len(suffix) >= 3 and not token.endswith("ss"):
-            return token[: len(token) - len(suffix)] + keep
-    return token
-
-
 def _terms(text: str) -> list[str]:
-    return [_stem(t) for t in word_tokens(text)]
+    """Search terms, folded by the one stemmer (`stemming.stem`), which the question queue's
+    relevance timing uses too."""
+    return stemmed_tokens(text)
 
 
 def _new_key() -> str:
@@ -212,7 +206,7 @@ class FactStore:
         self, agent_id: str, cues: str | Iterable[str], limit: int = 20
     ) -> builtins.list[Fact]:
         """Live facts relevant to `cues`, best first: BM25 over statements (words folded by
-        `_stem`), weighted by
+        `stemming.stem`), weighted by
         confidence (x 0.5 for a fact at 0, x 1.5 at 1), then the more recent first. Facts that
         share no token with the cues are not returned."""
         query = _terms(cues if isinstance(cues, str) else " ".join(map(str, cues)))
