@@ -9,7 +9,8 @@ from talos_ls.gates.question_queue import QuestionQueue
 from talos_ls.memory.facts import FactStore
 from talos_ls.store import open_store
 
-BACKENDS = ["sqlite", "redis"]
+# "redis-cluster": a real three-master Redis Cluster (tests/redis_server.py).
+BACKENDS = ["sqlite", "redis", "redis-cluster"]
 
 
 @pytest.fixture(autouse=True)
@@ -25,6 +26,15 @@ def redis_server(tmp_path_factory):
     server = RedisServer(tmp_path_factory.mktemp("redis"))
     yield server
     server.stop()
+
+
+@pytest.fixture(scope="session")
+def redis_cluster(tmp_path_factory):
+    from .redis_server import ClusterServers
+
+    cluster = ClusterServers(tmp_path_factory.mktemp("redis-cluster"))
+    yield cluster
+    cluster.stop()
 
 
 @pytest.fixture
@@ -44,10 +54,13 @@ def backend(request) -> str:
 
 @pytest.fixture
 def store_url(backend, tmp_path, request) -> str:
-    """A fresh, empty store of the backend: a new SQLite file, or a flushed Redis."""
+    """A fresh, empty store of the backend: a new SQLite file, or a flushed Redis (one server,
+    or every master of a cluster)."""
     if backend == "sqlite":
         return "sqlite:///" + str(tmp_path / "talos.db")
-    server = request.getfixturevalue("redis_server")
+    server = request.getfixturevalue(
+        "redis_cluster" if backend == "redis-cluster" else "redis_server"
+    )
     server.flush()
     return server.url
 

@@ -2,7 +2,8 @@
 
 Every atomic step must hold across processes: never more than one delivery in any K-turn window,
 no candidate delivered twice in one turn, and a burst of identical proposals leaves one
-candidate."""
+candidate. On a Redis Cluster the same holds for agents whose keys live on each of its three
+masters, driven at once."""
 
 from __future__ import annotations
 
@@ -19,12 +20,12 @@ PROCS, TURNS, K = 8, 300, 5
 pytestmark = pytest.mark.slow
 
 
-def run_processes(target, url):
-    """PROCS spawned processes running target(url, barrier, results); their results, which must
-    not be exceptions."""
+def run_processes(target, url, *extra):
+    """PROCS spawned processes running target(url, barrier, results, *extra); their results,
+    which must not be exceptions."""
     ctx = mp.get_context("spawn")
     barrier, results = ctx.Barrier(PROCS), ctx.Queue()
-    procs = [ctx.Process(target=target, args=(url, barrier, results)) for _ in range(PROCS)]
+    procs = [ctx.Process(target=target, args=(url, barrier, results, *extra)) for _ in range(PROCS)]
     for p in procs:
         p.start()
     outcomes = [results.get(timeout=300) for _ in procs]
@@ -36,25 +37,27 @@ def run_processes(target, url):
     return outcomes
 
 
-def worker(url, barrier, results):
+def worker(url, barrier, results, agents=("a1",), turns=TURNS):
     store = open_store(url)
     qq = QuestionQueue(store)
     try:
         barrier.wait(timeout=60)
         burst = [
-            qq.propose("a1", "Shall we burst?", "confirmation", "t", ["burst"], "gate_refusal", 0)
+            qq.propose(agent, "Shall we burst?", "confirmation", "t", ["burst"], "gate_refusal", 0)
             for _ in range(5)
+            for agent in agents
         ]
         deliveries = []
-        for turn in range(TURNS):
+        for turn in range(turns):
             barrier.wait(timeout=60)  # every process reaches each turn together: maximum contention
             group = turn // 4
-            qq.propose("a1", f"Question {group}?", "referent", "t", [f"k{group}"],
-                       "evidence_gap", turn)  # fmt: skip
-            qq.note_use("a1", [f"k{group}", f"k{group - 1}"], turn)
-            got = qq.next_question("a1", turn)
-            if got is not None:
-                deliveries.append((turn, got.candidate_id))
+            for agent in agents:
+                qq.propose(agent, f"Question {group}?", "referent", "t", [f"k{group}"],
+                           "evidence_gap", turn)  # fmt: skip
+                qq.note_use(agent, [f"k{group}", f"k{group - 1}"], turn)
+                got = qq.next_question(agent, turn)
+                if got is not None:
+                    deliveries.append((agent, turn, got.candidate_id))
         results.put(([c.candidate_id if c else None for c in burst], deliveries))
     except Exception as exc:  # surface anything unexpected to the parent
         results.put(exc)
@@ -67,31 +70,59 @@ def test_eight_processes_share_one_budget(store_url):
     open_store(url).close()  # create the schema once, as a daemon would on first start
     outcomes = run_processes(worker, url)
 
-    burst_ids = {cid for ids, _ in outcomes for cid in ids}
-    assert len(burst_ids) == 1 and None not in burst_ids
+    check_one_budget_per_agent(url, outcomes, ("a1",), TURNS)
 
-    deliveries = sorted(d for _, ds in outcomes for d in ds)
-    turns = [t for t, _ in deliveries]
-    assert len(turns) == len(set(turns)), "two deliveries in one turn"
-    assert all(b - a >= K for a, b in itertools.pairwise(turns)), turns
-    # Every process saw every turn together and a fresh question each time: the budget is the
-    # only limit, so deliveries land exactly on 0, K, 2K, ...
-    assert turns == list(range(0, TURNS, K))
+
+def check_one_budget_per_agent(url, outcomes, agents, turns_run):
+    """0 budget violations and 0 duplicates, per agent."""
+    burst_ids = {cid for ids, _ in outcomes for cid in ids}
+    assert len(burst_ids) == len(agents) and None not in burst_ids
 
     store = open_store(url)
     qq = QuestionQueue(store)
-    cands = qq.candidates("a1")
-    by_id = {c.candidate_id: c for c in cands}
-    for _, cid in deliveries:  # ignored questions are cooled, then expire; never answered here
-        assert by_id[cid].status in ("delivered", "cooled", "expired")
-    delivered_counts = {}
-    for _, cid in deliveries:
-        delivered_counts[cid] = delivered_counts.get(cid, 0) + 1
-    assert all(by_id[cid].ask_count == n for cid, n in delivered_counts.items())
-    texts = [c.question_text for c in cands]
-    assert len(texts) == len(set(texts)), "identical proposals made two candidates"
-    assert texts.count("Shall we burst?") == 1
+    for agent in agents:
+        deliveries = sorted((t, cid) for _, ds in outcomes for a, t, cid in ds if a == agent)
+        turns = [t for t, _ in deliveries]
+        assert len(turns) == len(set(turns)), f"{agent}: two deliveries in one turn"
+        assert all(b - a >= K for a, b in itertools.pairwise(turns)), (agent, turns)
+        # Every process saw every turn together and a fresh question each time: the budget is
+        # the only limit, so deliveries land exactly on 0, K, 2K, ...
+        assert turns == list(range(0, turns_run, K)), agent
+
+        cands = qq.candidates(agent)
+        by_id = {c.candidate_id: c for c in cands}
+        for _, cid in deliveries:  # ignored questions are cooled, then expire; never answered
+            assert by_id[cid].status in ("delivered", "cooled", "expired")
+        delivered_counts: dict[str, int] = {}
+        for _, cid in deliveries:
+            delivered_counts[cid] = delivered_counts.get(cid, 0) + 1
+        assert all(by_id[cid].ask_count == n for cid, n in delivered_counts.items())
+        texts = [c.question_text for c in cands]
+        assert len(texts) == len(set(texts)), f"{agent}: identical proposals made two candidates"
+        assert texts.count("Shall we burst?") == 1
     store.close()
+
+
+def test_eight_processes_on_every_master_of_a_cluster(redis_cluster):
+    """Three agents, one per master of the cluster (each agent's slot owner computed, not
+    assumed), driven by eight processes at once: each agent keeps its own budget."""
+    redis_cluster.flush()
+    by_master: dict[int, str] = {}
+    for i in range(100):
+        agent = f"agent-{i}"
+        by_master.setdefault(redis_cluster.owner(f"talos:{{{agent}}}:ids").port, agent)
+    assert len(by_master) == 3, by_master
+    agents = tuple(by_master.values())
+    masters = {redis_cluster.owner(f"talos:{{{a}}}:bucket").port for a in agents}
+    assert masters == {m.port for m in redis_cluster.masters()}
+    url = redis_cluster.url
+    open_store(url).close()
+    outcomes = run_processes(worker, url, agents, 150)
+    check_one_budget_per_agent(url, outcomes, agents, 150)
+    for master in redis_cluster.masters():  # each master holds exactly its agent's keys
+        keys = master.client().keys("talos:{*")
+        held = {k[len("talos:{") :].partition("}")[0] for k in keys}
+        assert held == {by_master[master.port]}, (master.port, held)
 
 
 def cold_start(url, barrier, results):

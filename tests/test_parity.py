@@ -1,5 +1,6 @@
-"""Parity probe: seeded random sessions replayed on SQLite and on Redis give identical results,
-operation by operation, and identical stored state at the end."""
+"""Parity probe: seeded random sessions replayed on SQLite and on Redis (one server, and a
+three-master Cluster) give identical results, operation by operation, and identical stored
+state at the end."""
 
 from __future__ import annotations
 
@@ -96,10 +97,14 @@ def run_session(url: str, seed: int, steps: int) -> list:
 
 
 @pytest.mark.parametrize("seed", [1, 2, 3])
-def test_sqlite_and_redis_agree_operation_by_operation(seed, tmp_path, redis_server, monkeypatch):
+@pytest.mark.parametrize("redis_kind", ["redis_server", "redis_cluster"])
+def test_sqlite_and_redis_agree_operation_by_operation(
+    seed, redis_kind, tmp_path, request, monkeypatch
+):
     steps = 1200
     seeded_ids(monkeypatch, seed)
     on_sqlite = run_session("sqlite:///" + str(tmp_path / "p.db"), seed, steps)
+    redis_server = request.getfixturevalue(redis_kind)
     redis_server.flush()
     seeded_ids(monkeypatch, seed)
     on_redis = run_session(redis_server.url, seed, steps)
