@@ -69,13 +69,13 @@ def run_session(store) -> dict:
     facts = FactStore(store)
     qq = QuestionQueue(store, facts=facts)
     rec = Reconciler(facts)
-    # Six facts with equal BM25 scores and equal timestamps: search's order is its key order.
-    deploy = [facts.add(AGENT, f"deploy target staging-{i}", valid_from=1000.0) for i in range(6)]
+    # Six facts with equal BM25 scores: search orders them by age (`valid_from`), then key.
+    deploy = [facts.add(AGENT, f"deploy target staging-{i}") for i in range(6)]
     for subject, attribute, values in (("tests", "use", ("unittest", "pytest")),
                                        ("database", "engine", ("mysql", "postgres"))):  # fmt: skip
         keys = [
             facts.add(AGENT, f"{subject} {attribute} {v}", subject=subject, attribute=attribute,
-                      value=v, source="rules file", valid_from=1000.0)
+                      value=v, source="rules file")
             for v in values
         ]  # fmt: skip
         rec.reconcile(keys[-1])
@@ -160,6 +160,7 @@ def test_ids_increase_and_keep_their_shape():
     ids = [time_ordered_hex() for _ in range(5000)]  # many share a millisecond
     assert ids == sorted(ids) and len(set(ids)) == len(ids)
     assert all(len(i) == 32 and int(i, 16) >= 0 and i == i.lower() for i in ids)
+    assert len({i[-8:] for i in ids}) == len(ids)  # the short form people read is distinct
 
 
 def test_ids_keep_increasing_when_the_clock_steps_back(monkeypatch):

@@ -15,6 +15,7 @@ from __future__ import annotations
 import builtins
 import math
 import time
+import uuid
 from collections import Counter
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
@@ -23,7 +24,6 @@ from typing import Any
 from ..store import Store
 from ..text import normalize_text
 from .confidence import ACTED_SIGNAL, CONTRADICTED_SIGNAL, EVIDENCE_CAP, PRIOR
-from .ids import time_ordered_hex
 from .stemming import stemmed_tokens
 
 OUTCOMES = ("acted", "contradicted", "dismissed", "deferred", "used")
@@ -43,9 +43,10 @@ def _terms(text: str) -> list[str]:
 
 
 def _new_key() -> str:
-    """Time-ordered (`ids`), so search's last tie-break (the key) is the order of creation and
-    a replayed session injects the same facts."""
-    return "fact:" + time_ordered_hex()
+    """Random, not time-ordered: people name facts by a short key prefix (`talos memory forget
+    fact:1a2b3c4d`), which time-ordered keys made in the same minute would share. Search never
+    reaches the key tie-break in practice: `valid_from` (sub-microsecond) orders first."""
+    return "fact:" + uuid.uuid4().hex
 
 
 @dataclass(frozen=True)
