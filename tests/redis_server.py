@@ -227,18 +227,27 @@ class ClusterServers:
                 c.close()
         return out
 
-    def owner(self, key: str) -> RedisServer:
-        """The live master serving `key`'s slot now."""
+    def owner(self, key: str, seconds: float = 10.0) -> RedisServer:
+        """The live master serving `key`'s slot now, as the first live node that knows one
+        says (after a failover the news takes a moment to spread)."""
         slot = redis.crc.key_slot(key.encode())
-        by_port = {s.port: s for s in self.live()}
-        c = self.live()[0].client()
-        try:
-            for start, end, master, *_ in c.execute_command("CLUSTER", "SLOTS"):
-                if start <= slot <= end and int(master[1]) in by_port:
-                    return by_port[int(master[1])]
-        finally:
-            c.close()
-        raise LookupError(f"no live master serves slot {slot}")
+        found: list[RedisServer] = []
+
+        def ask() -> bool:
+            by_port = {s.port: s for s in self.live()}
+            for server in by_port.values():
+                c = server.client()
+                try:
+                    for start, end, master, *_ in c.execute_command("CLUSTER", "SLOTS"):
+                        if start <= slot <= end and int(master[1]) in by_port:
+                            found.append(by_port[int(master[1])])
+                            return True
+                finally:
+                    c.close()
+            return False
+
+        wait_until(ask, f"a live master for slot {slot}", seconds)
+        return found[0]
 
     def flush(self) -> None:
         for server in self.masters():
