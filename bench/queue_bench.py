@@ -8,6 +8,8 @@ microseconds. Seeding goes through the public API, so any backend can be measure
     python bench/queue_bench.py                        # SQLite, N = 100 .. 100,000
     python bench/queue_bench.py --sizes 1000 --calls 50
     python bench/queue_bench.py --backend redis --redis-url redis://127.0.0.1:6390/15
+    python bench/queue_bench.py --backend redis --redis-url 'redis+sentinel://127.0.0.1:26379/talos?wait=1'
+    python bench/queue_bench.py --backend redis-cluster --redis-url redis+cluster://127.0.0.1:7000
 """
 
 from __future__ import annotations
@@ -25,7 +27,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from timing import timed  # bench/timing.py, beside this script
 
 from talos_ls.gates.question_queue import QuestionQueue
-from talos_ls.store import open_store
+from talos_ls.store import open_store, redact_url
 
 AGENT = "bench"
 T = 10_000  # the current turn; history sits in [T - 400, T - 30]
@@ -63,8 +65,8 @@ def seed(qq: QuestionQueue, n: int) -> list[str]:
 def bench_size(backend: str, n: int, calls: int, workdir: Path, redis_url: str) -> dict:
     url = "sqlite:///" + str(workdir / f"bench-{n}.db") if backend == "sqlite" else redis_url
     store = open_store(url)
-    if backend == "redis":
-        store._client.flushdb()
+    if backend != "sqlite":
+        store._client.flushdb()  # a cluster: on every primary
     qq = QuestionQueue(store)
     facts = qq.facts
     t0 = time.perf_counter()
@@ -133,16 +135,26 @@ def bench_size(backend: str, n: int, calls: int, workdir: Path, redis_url: str) 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--backend", default="sqlite", choices=["sqlite", "redis"])
+    parser.add_argument("--backend", default="sqlite", choices=["sqlite", "redis", "redis-cluster"])
     parser.add_argument(
         "--redis-url",
-        default="redis://127.0.0.1:6379/15",
-        help="with --backend redis: a server whose database is FLUSHED for each N",
+        default=None,
+        help="with --backend redis (any redis:// or redis+sentinel:// URL, ?wait=N too) or "
+        "redis-cluster (a redis+cluster:// URL): a store whose database is FLUSHED for each N",
     )
     parser.add_argument("--sizes", default="100,1000,10000,100000")
     parser.add_argument("--calls", type=int, default=200)
     parser.add_argument("--json", metavar="FILE", help="also write the results as JSON")
     args = parser.parse_args()
+    if args.redis_url is None:
+        args.redis_url = {
+            "redis": "redis://127.0.0.1:6379/15",
+            "redis-cluster": "redis+cluster://127.0.0.1:7000",
+        }.get(args.backend)
+    elif args.backend == "redis-cluster" and not args.redis_url.startswith(
+        ("redis+cluster", "rediss+cluster")
+    ):
+        parser.error("--backend redis-cluster needs a redis+cluster:// URL")  # fmt: skip
     sizes = [int(s) for s in args.sizes.split(",")]
     all_results = {}
     with tempfile.TemporaryDirectory() as tmp:
@@ -150,8 +162,10 @@ def main() -> None:
             print(f"N = {n:,}: seeding and timing ...", file=sys.stderr, flush=True)
             all_results[n] = bench_size(args.backend, n, args.calls, Path(tmp), args.redis_url)
     ops = [op for op in all_results[sizes[0]] if not op.startswith("_")]
-    print(f"\nbackend {args.backend}, {args.calls} calls per cell, {platform.python_version()}, "
-          f"{platform.machine()}; median / p95 in microseconds\n")  # fmt: skip
+    shown = "" if args.backend == "sqlite" else f" ({redact_url(args.redis_url)})"
+    where = f"{platform.python_version()}, {platform.machine()}"
+    print(f"\nbackend {args.backend}{shown}, {args.calls} calls per cell, {where}; "
+          "median / p95 in microseconds\n")  # fmt: skip
     print("| operation | " + " | ".join(f"N = {n:,}" for n in sizes) + " |")
     print("|---|" + "---:|" * len(sizes))
     for op in ops:
