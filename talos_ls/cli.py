@@ -350,7 +350,7 @@ def _questions(store: Store, args: argparse.Namespace) -> int:
             cooldown = f" until {c.cooldown_until}" if c.status == "cooled" else ""
             rows.append(
                 (
-                    c.candidate_id[:8],
+                    c.candidate_id[-8:],  # the random end: ids of one minute share a start
                     c.status + cooldown,
                     c.kind,
                     str(c.ask_count),
