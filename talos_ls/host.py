@@ -275,6 +275,7 @@ class Host:
         loop = self.loop  # the configuration at the request: a later change is for later tasks
 
         async def run(task: Task) -> str:
+            task.activity = "starting"  # running, before its first step reports
             await self.port.begin(task)  # the progress exists before the first step reports
             ctx = tools.ToolContext(
                 agent_id=self.agent_id, task_id=task.id, turn=prepared.turn,
