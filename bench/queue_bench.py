@@ -52,7 +52,9 @@ def seed(qq: QuestionQueue, n: int) -> list[str]:
                           options=[{"label": "yes"}, {"label": "no"}])  # fmt: skip
         if i % 2 == 0:
             qq.record_answer(cand, "yes", turn + 1)
-    qq.expire_stale(AGENT, T - 25)  # the unanswered half expires
+    # The unanswered half expires, all of it: created by T - 30, so past expiry after T - 10
+    # (at T - 25, those created after T - 45 stayed pending: open questions not reported).
+    qq.expire_stale(AGENT, T)
     open_ids = []
     for i in range(n_open):
         cand = qq.propose(AGENT, f"Deploy question {i}: which target{i}?", "referent", "seed",
@@ -60,6 +62,20 @@ def seed(qq: QuestionQueue, n: int) -> list[str]:
                           options=[{"label": "staging"}, {"label": "prod"}])  # fmt: skip
         open_ids.append(cand.candidate_id)
     return open_ids
+
+
+def check_open(qq: QuestionQueue, open_ids: list[str]) -> None:
+    """Untimed: the open candidates are exactly the ones the table reports, all pending, so a
+    phase that leaves one delivered (or history left pending) stops the run instead of
+    silently measuring a different queue."""
+    held = {c.candidate_id: c.status for c in qq.candidates(AGENT)}
+    open_held = sorted(i for i, status in held.items() if status not in ("answered", "expired"))
+    pending = sorted(i for i in open_ids if held.get(i) == "pending")
+    if open_held != sorted(open_ids) or pending != open_held:
+        sys.exit(
+            f"queue_bench: {len(open_ids)} open questions reported, {len(open_held)} open, "
+            f"{len(pending)} of them pending"
+        )
 
 
 def bench_size(backend: str, n: int, calls: int, workdir: Path, redis_url: str) -> dict:
@@ -72,19 +88,12 @@ def bench_size(backend: str, n: int, calls: int, workdir: Path, redis_url: str) 
     t0 = time.perf_counter()
     open_ids = seed(qq, n)
     seeded_s = time.perf_counter() - t0
+    check_open(qq, open_ids)
     results: dict[str, dict] = {}
-
-    assert qq.next_question(AGENT, T, "deploy") is not None
-    results["next_question (budget closed)"] = timed(
-        lambda i: qq.next_question(AGENT, T + 1, "deploy"), calls
-    )
-    reset_budget(store, backend)
-    results["next_question (nothing eligible)"] = timed(
-        lambda i: qq.next_question(AGENT, T, "what is for lunch"), calls
-    )
     delivered: list[str] = []
 
     def undo_last(i: int) -> None:
+        """Untimed: put the last delivery back (pending again) and reopen the budget."""
         if delivered:
             store.qq_claim(
                 AGENT, delivered.pop(), ["delivered"], {"status": "pending", "delivered_turn": None}
@@ -96,8 +105,20 @@ def bench_size(backend: str, n: int, calls: int, workdir: Path, redis_url: str) 
         assert got is not None
         delivered.append(got.candidate_id)
 
+    # One delivery closes the budget, and is put back after: left delivered, it was N = 10's
+    # only open question (the deliverable row then crashed) and one question fewer than
+    # reported for every larger N.
+    deliver(0)
+    results["next_question (budget closed)"] = timed(
+        lambda i: qq.next_question(AGENT, T + 1, "deploy"), calls
+    )
+    undo_last(0)
+    results["next_question (nothing eligible)"] = timed(
+        lambda i: qq.next_question(AGENT, T, "what is for lunch"), calls
+    )
     results["next_question (deliverable)"] = timed(deliver, calls, before=undo_last)
     undo_last(0)
+    check_open(qq, open_ids)
 
     results["propose (duplicate)"] = timed(
         lambda i: qq.propose(AGENT, f"Deploy question {i % len(open_ids)}: which target"
