@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..text import normalize_text
 from .question_queue import DEFLECTION_PHRASES, QuestionCandidate, pass_memo, queue_enabled
+from .question_value import REFERENCE_RESOLVED
 
 if TYPE_CHECKING:
     from .question_queue import QuestionQueue
@@ -32,6 +33,7 @@ logger = logging.getLogger(__name__)
 
 __all__ = [
     "disjunction_is_stale",
+    "expire_resolved_referents",
     "live_disjoins",
     "propose_from_disjunctions",
     "propose_from_gate",
@@ -200,6 +202,8 @@ def propose_from_resolution(queue: QuestionQueue, record: Any, turn: int) -> int
         return 0
     if not agent_id or not isinstance(references, list):
         return 0
+    if queue.ranking == "value":
+        expire_resolved_referents(queue, agent_id, references, turn)
     proposed = 0
     for ref in references:
         try:
@@ -234,3 +238,45 @@ def propose_from_resolution(queue: QuestionQueue, record: Any, turn: int) -> int
             continue
         proposed += candidate is not None
     return proposed
+
+
+def _mentions(question: str, surface: str) -> bool:
+    """`surface` appears as whole words in `question`, both normalized."""
+    return f" {surface} " in f" {question} "
+
+
+def expire_resolved_referents(
+    queue: QuestionQueue, agent_id: str, references: list[Any], turn: int
+) -> int:
+    """The live-uncertainty gate for referents (value ranking only): a reference a later
+    request resolved (status "resolved") settles the open referent questions about the same
+    words that had the resolved target among their options, so they expire (reason
+    reference_resolved) instead of being asked. A referent question stores no surface of its
+    own, so "about the same words" is: the normalized surface appears, as whole words, in the
+    normalized question text, which every referent question quotes. Returns how many
+    expired; a storage failure is logged and expires nothing. Never raises."""
+    settled = []
+    for ref in references:
+        if not isinstance(ref, dict) or ref.get("status") != "resolved":
+            continue
+        surface = normalize_text(str(ref.get("surface") or ""))
+        target = normalize_text(str(ref.get("resolved_text") or ""))
+        if surface and target:
+            settled.append((surface, target))
+    if not settled:
+        return 0
+    expired = 0
+    try:
+        for row in queue.store.qq_open(agent_id):
+            cand = QuestionCandidate(**row)
+            if cand.kind != "referent":
+                continue
+            question = normalize_text(cand.question_text)
+            labels = {normalize_text(str(o.get("label", ""))) for o in cand.options}
+            hit = any(_mentions(question, s) and t in labels for s, t in settled)
+            if hit and queue._expire(cand, turn):
+                queue._log_expired(cand.candidate_id, REFERENCE_RESOLVED)
+                expired += 1
+    except Exception:
+        logger.exception("question_queue: expiring resolved referents failed")
+    return expired

@@ -35,6 +35,7 @@ from ..memory.stemming import stem
 from ..store import Store
 from ..store.base import ANSWERABLE_STATUSES
 from ..text import cue_tokens_for, normalize_text
+from . import question_value
 
 logger = logging.getLogger(__name__)
 
@@ -44,6 +45,10 @@ QUESTION_RECENT_USE_TURNS = 5
 QUESTION_COOLDOWN_TURNS = 10
 QUESTION_ANSWER_WEIGHT = 3
 QUESTION_RETENTION_TURNS = 500
+# The confidence gate's threshold the live-uncertainty gate compares a weak fact with (the
+# host's `confidence_gate` default): a fact at or above it is no longer withheld, so there is
+# nothing left to confirm.
+QUESTION_GATE_THRESHOLD = 0.5
 
 KINDS = ("disjunction", "confirmation", "referent")
 AMBIGUITY_SIGNALS = ("disjunction", "gate_refusal", "evidence_gap")
@@ -236,7 +241,21 @@ class QuestionQueue:
         answer_weight: int = QUESTION_ANSWER_WEIGHT,
         retention_turns: int = QUESTION_RETENTION_TURNS,
         facts: FactStore | None = None,
+        ranking: str = "seed",
+        gate_threshold: float = QUESTION_GATE_THRESHOLD,
     ) -> None:
+        """`ranking="seed"` (the default) is the seed's contract exactly. `ranking="value"`
+        adds the live-uncertainty gate and orders the eligible by value (`question_value`);
+        `gate_threshold` is the confidence gate's threshold that gate compares a weak fact
+        with (pass the assembler's when it is not the default 0.5)."""
+        if ranking not in question_value.RANKINGS:
+            raise ValueError(f"ranking must be one of {question_value.RANKINGS}, got {ranking!r}")
+        if (
+            isinstance(gate_threshold, bool)
+            or not isinstance(gate_threshold, int | float)
+            or not 0.0 <= gate_threshold <= 1.0
+        ):
+            raise ValueError(f"gate_threshold must be a number in [0, 1], got {gate_threshold!r}")
         for name, value in (
             ("budget_turns", budget_turns),
             ("expiry_turns", expiry_turns),
@@ -256,6 +275,8 @@ class QuestionQueue:
         self.cooldown_turns = cooldown_turns
         self.answer_weight = answer_weight
         self.retention_turns = retention_turns
+        self.ranking = ranking
+        self.gate_threshold = float(gate_threshold)
         self.reconciler = Reconciler(self.facts)
         self._checks: dict[str, list[StalenessCheck]] = {}
         self.register_staleness_check("disjunction", self._disjunction_is_stale)
@@ -287,6 +308,31 @@ class QuestionQueue:
                 logger.exception("question_queue: staleness check failed for %s", cand.candidate_id)
                 return None
         return False
+
+    def live_reason(self, candidate: QuestionCandidate) -> str | None:
+        """Why the candidate's reason to ask is gone (`question_value.LIVE_REASONS`), or None
+        while it stands; None too under the seed ranking, which has no such gate. Reads the
+        facts it names; a storage error propagates."""
+        if self.ranking != "value":
+            return None
+        return question_value.live_reason(candidate, self.facts.get, self.gate_threshold)
+
+    def _log_expired(self, candidate_id: str, reason: str) -> None:
+        # The schema has no field for a reason, so it is recorded here: the id and the
+        # reason's code, never the question's text (it can echo workspace content).
+        logger.info("question_queue: %s expired: %s", candidate_id, reason)
+
+    def _live_check(
+        self, cand: QuestionCandidate, lookup: question_value.FactLookup
+    ) -> tuple[str | None, bool | None]:
+        """(reason, stale) under the live-uncertainty gate. A failed fact read is (None, None),
+        like a failed staleness check: neither expired nor asked this turn."""
+        try:
+            reason = question_value.live_reason(cand, lookup, self.gate_threshold)
+        except Exception:
+            logger.exception("question_queue: live check failed for %s", cand.candidate_id)
+            return None, None
+        return reason, reason is not None
 
     def _expire(self, cand: QuestionCandidate, turn: int) -> bool:
         # Only from the status we read: an expiry decided on a pending snapshot must not land
@@ -393,6 +439,12 @@ class QuestionQueue:
             return None
         turn = _as_turn(turn)
         memo = _PASS_MEMO.set({})
+        by_value = self.ranking == "value"
+        # Under the value ranking every kind is "checked": the store hands back the eligible
+        # (at most _ELIGIBLE_LIMIT, in impact order) instead of delivering the first itself.
+        checked_kinds = (
+            list(KINDS) if by_value else [kind for kind, checks in self._checks.items() if checks]
+        )
         try:
             outcome, rows = self.store.qq_select(
                 agent_id,
@@ -403,22 +455,38 @@ class QuestionQueue:
                 signals=AMBIGUITY_SIGNALS,
                 cues=None if query_cues is None else _query_tokens(query_cues),
                 limit=_ELIGIBLE_LIMIT,
-                checked_kinds=[kind for kind, checks in self._checks.items() if checks],
+                checked_kinds=checked_kinds,
             )
             if outcome != "check":
                 claimed = rows[0] if rows else None
             else:
-                ordered, stale_ones = [], []
+                lookup = question_value.memo_lookup(self.facts.get)
+                survivors: list[QuestionCandidate] = []
+                stale_ones, dead = [], []
                 for row in rows:
                     cand = QuestionCandidate(**row)
                     stale = self._is_stale(cand, turn)
+                    reason = None
+                    if stale is False and by_value:
+                        reason, stale = self._live_check(cand, lookup)
                     if stale:
                         stale_ones.append((cand.candidate_id, cand.status))
+                        if reason is not None:
+                            dead.append((cand.candidate_id, reason))
                     elif stale is False:
-                        ordered.append(cand.candidate_id)
+                        survivors.append(cand)
+                if by_value:
+                    request = question_value.request_stems(query_cues)
+                    survivors = question_value.rank(survivors, turn, request, lookup)
                 claimed = self.store.qq_deliver(
-                    agent_id, turn, self.budget_turns, ordered, expire=stale_ones
+                    agent_id,
+                    turn,
+                    self.budget_turns,
+                    [c.candidate_id for c in survivors],
+                    expire=stale_ones,
                 )
+                for candidate_id, reason in dead:
+                    self._log_expired(candidate_id, reason)
         except Exception:
             logger.exception("question_queue: next_question for agent %s failed", agent_id)
             return None
@@ -489,11 +557,18 @@ class QuestionQueue:
         memo = _PASS_MEMO.set({})
         try:
             expired = self.store.qq_sweep(agent_id, turn, cooldown_turns=self.cooldown_turns)
-            if any(self._checks.values()):
+            by_value = self.ranking == "value"
+            if by_value or any(self._checks.values()):
+                lookup = question_value.memo_lookup(self.facts.get)
                 for row in self.store.qq_open(agent_id):
                     cand = QuestionCandidate(**row)
-                    if self._is_stale(cand, turn) and self._expire(cand, turn):
+                    stale, reason = self._is_stale(cand, turn), None
+                    if stale is False and by_value:
+                        reason, stale = self._live_check(cand, lookup)
+                    if stale and self._expire(cand, turn):
                         expired += 1
+                        if reason is not None:
+                            self._log_expired(cand.candidate_id, reason)
             return expired
         except Exception:
             logger.exception("question_queue: expire_stale for agent %s failed", agent_id)

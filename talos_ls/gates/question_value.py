@@ -1,0 +1,208 @@
+"""The `ranking="value"` option of the question queue: the live-uncertainty gate and the value.
+
+The seed's queue asks the first eligible candidate in impact order (most recently used, least
+asked, oldest). Measured on replayed sessions, that asks whenever the budget opens, often about
+something evidence has settled since the candidate was written, and picks barely better than
+chance among the eligible. Two things here use stored state the seed ignores:
+
+- `live_reason`: why a candidate's reason to ask is gone (its conflict separated by evidence or
+  one side closed, its weak fact corroborated above the gate or closed). Such a candidate is
+  expired instead of asked, and no budget is spent on it. Only positive evidence expires: a
+  target that is not a fact at all (a referent's key) is no evidence either way.
+- `value`: among the live ones, how likely the answer is to change what the agent does now,
+  `use x closeness x exactness` (each in [0, 1]; docs/question-queue.md has a worked example).
+
+Everything is a pure function of the candidate, the request's words, the turn and a fact lookup,
+so the order is deterministic and the unit tests compute it by hand. Facts are looked up through
+a callable (key -> Fact or None) so one delivery pass reads each fact once.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any
+
+from ..memory.reconcile import LOSER_AT_MOST, WINNER_AT_LEAST
+from ..memory.stemming import stem
+from ..text import cue_tokens_for
+
+if TYPE_CHECKING:
+    from ..memory.facts import Fact
+    from .question_queue import QuestionCandidate
+
+RANKINGS = ("seed", "value")
+
+# Why a candidate expired under the live-uncertainty gate (logged at INFO with its id).
+CONFLICT_CLOSED = "conflict_closed"  # a side of the disjunction is no longer held
+CONFLICT_SEPARATED = "conflict_separated"  # evidence split the sides as reconciliation does
+FACT_CLOSED = "fact_closed"  # the fact to confirm is no longer held
+FACT_CORROBORATED = "fact_corroborated"  # the weak fact rose to the confidence gate
+REFERENCE_RESOLVED = "reference_resolved"  # a later request resolved the same reference
+LIVE_REASONS = (
+    CONFLICT_CLOSED,
+    CONFLICT_SEPARATED,
+    FACT_CLOSED,
+    FACT_CORROBORATED,
+    REFERENCE_RESOLVED,
+)
+
+# How exactly one option maps to facts (see `option_precision`).
+SLOT_FACT = 1.0  # asserts one fact filling a slot: "pytest" for tests/use
+STATEMENT_FACT = 0.75  # asserts one free statement: exact, but worded, not a value
+RULE_OUT = 0.5  # only contradicts: "no" says what is wrong, not what is right
+VALUE_DIGITS = 6  # values are rounded so that float noise never decides a tie
+
+FactLookup = Callable[[str], "Fact | None"]
+
+
+# ------------------------------------------------------------ live gate
+def live_reason(
+    candidate: QuestionCandidate, lookup: FactLookup, gate_threshold: float
+) -> str | None:
+    """Why `candidate`'s reason to ask is gone, or None while it still stands.
+
+    - disjunction (two target facts): one side closed -> conflict_closed; the sides separated
+      as `Reconciler.reconcile_pass` separates them (one >= 0.7, the other <= 0.3) ->
+      conflict_separated (the next pass will settle it without asking anyone);
+    - confirmation: every named fact closed -> fact_closed; every live one at or above the
+      confidence gate's threshold -> fact_corroborated (the gate no longer withholds it).
+    A key that is no fact is ignored: only evidence expires a question. Referents are settled
+    by a later resolution (`producers.propose_from_resolution`), not from facts. `lookup`
+    errors propagate: the caller then neither expires nor asks the candidate."""
+    keys = list(dict.fromkeys(candidate.target_keys))
+    found = [f for f in map(lookup, keys) if f is not None]
+    if candidate.kind == "disjunction":
+        if len(found) != 2:
+            return None
+        if not all(f.live for f in found):
+            return CONFLICT_CLOSED
+        high, low = sorted((f.confidence for f in found), reverse=True)
+        if high >= WINNER_AT_LEAST and low <= LOSER_AT_MOST:
+            return CONFLICT_SEPARATED
+        return None
+    if candidate.kind == "confirmation":
+        if not found:
+            return None
+        live = [f for f in found if f.live]
+        if not live:
+            return FACT_CLOSED
+        if all(f.confidence >= gate_threshold for f in live):
+            return FACT_CORROBORATED
+    return None
+
+
+# --------------------------------------------------------------- value
+def request_stems(query_cues: str | Iterable[Any] | None) -> frozenset[str] | None:
+    """The request's words folded by the search stemmer; None when there is no request."""
+    if query_cues is None:
+        return None
+    texts = [query_cues] if isinstance(query_cues, str) else [str(q) for q in query_cues]
+    return frozenset(stem(t) for t in cue_tokens_for(*texts))
+
+
+def candidate_stems(candidate: QuestionCandidate) -> frozenset[str]:
+    """The question's and its labels' words, folded like the request's. Recomputed from the
+    text (not the stored cue list, which keeps raw words too) so a word counts once."""
+    labels = [str(o.get("label", "")) for o in candidate.options or []]
+    return frozenset(stem(t) for t in cue_tokens_for(candidate.question_text, *labels))
+
+
+def use(candidate: QuestionCandidate, turn: int, request: frozenset[str] | None) -> float:
+    """How strongly the current request uses the candidate's targets.
+
+    recency = 1 / (1 + turn - last_seen_turn): 1 when `note_use` (or a re-proposal) touched it
+    this turn, 1/2 a turn ago... The store keeps the last use, not a count of uses.
+    overlap = n / (n + 1) for n shared stemmed words with the request: 1/2, 2/3, 3/4...
+    use = (recency + overlap) / 2, or recency alone when there is no request."""
+    recency = 1.0 / (1 + max(0, int(turn) - int(candidate.last_seen_turn)))
+    if request is None:
+        return recency
+    shared = len(candidate_stems(candidate) & request)
+    return (recency + shared / (shared + 1)) / 2
+
+
+def option_support(option: Mapping[str, Any], lookup: FactLookup) -> float:
+    """How much the stored evidence already backs an option: the mean, over the live facts it
+    names, of the confidence of each acted fact and 1 - confidence of each contradicted one;
+    0.5 (no evidence either way) when it names none."""
+    parts = [f.confidence for f in _live(option.get("acted"), lookup)]
+    parts += [1.0 - f.confidence for f in _live(option.get("contradicted"), lookup)]
+    return sum(parts) / len(parts) if parts else 0.5
+
+
+def closeness(candidate: QuestionCandidate, lookup: FactLookup) -> float:
+    """How close the competing options still are: 1 - (best support - second best). A conflict
+    at 0.5 / 0.5 is 1; at 0.65 / 0.35 it is 0.7. A yes/no on a fact at c is 1 - |2c - 1|.
+    Options without facts (referents) are all 0.5: a tie, 1."""
+    supports = sorted((option_support(o, lookup) for o in candidate.options or []), reverse=True)
+    if len(supports) < 2:
+        return 1.0
+    return 1.0 - (supports[0] - supports[1])
+
+
+def option_precision(option: Mapping[str, Any], lookup: FactLookup) -> float:
+    """How exactly choosing this option maps to facts.
+
+    It asserts k >= 1 facts: the mean of 1.0 (a fact filling a slot) or 0.75 (a free statement)
+    over them, divided by k (a broad "yes" over many facts is not exact). It only contradicts
+    k facts: 0.5 / k (it rules out, and does not say what is right instead). It names no fact:
+    1.0, the label is the answer (a referent among named files). Unknown keys count as free
+    statements."""
+    acted = [str(k) for k in option.get("acted") or []]
+    contradicted = [str(k) for k in option.get("contradicted") or []]
+    if acted:
+        weights = [SLOT_FACT if _is_slot(lookup(k)) else STATEMENT_FACT for k in acted]
+        return sum(weights) / len(weights) / len(acted)
+    if contradicted:
+        return RULE_OUT / len(contradicted)
+    return 1.0
+
+
+def exactness(candidate: QuestionCandidate, lookup: FactLookup) -> float:
+    """The mean `option_precision` of the options (0 without options: nothing to map)."""
+    options = list(candidate.options or [])
+    if not options:
+        return 0.0
+    return sum(option_precision(o, lookup) for o in options) / len(options)
+
+
+def value(
+    candidate: QuestionCandidate, turn: int, request: frozenset[str] | None, lookup: FactLookup
+) -> float:
+    """`use x closeness x exactness`, rounded to 6 digits."""
+    raw = use(candidate, turn, request) * closeness(candidate, lookup)
+    return round(raw * exactness(candidate, lookup), VALUE_DIGITS)
+
+
+def rank(
+    candidates: Sequence[QuestionCandidate],
+    turn: int,
+    request: frozenset[str] | None,
+    lookup: FactLookup,
+) -> list[QuestionCandidate]:
+    """Highest value first; equal values keep the order given (the store's impact order, which
+    ends in the time-ordered candidate id), so the ranking is deterministic."""
+    scored = [(value(c, turn, request, lookup), i, c) for i, c in enumerate(candidates)]
+    scored.sort(key=lambda s: (-s[0], s[1]))
+    return [c for _, _, c in scored]
+
+
+def memo_lookup(get: FactLookup) -> FactLookup:
+    """`get` read once per key (a delivery pass looks at each fact several times)."""
+    seen: dict[str, Fact | None] = {}
+
+    def lookup(key: str) -> Fact | None:
+        if key not in seen:
+            seen[key] = get(key)
+        return seen[key]
+
+    return lookup
+
+
+def _live(keys: Iterable[Any] | None, lookup: FactLookup) -> list[Fact]:
+    facts = (lookup(str(k)) for k in keys or [])
+    return [f for f in facts if f is not None and f.live]
+
+
+def _is_slot(fact: Fact | None) -> bool:
+    return fact is not None and fact.subject is not None and fact.value is not None
