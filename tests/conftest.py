@@ -9,8 +9,9 @@ from talos_ls.gates.question_queue import QuestionQueue
 from talos_ls.memory.facts import FactStore
 from talos_ls.store import open_store
 
-# "redis-cluster": a real three-master Redis Cluster (tests/redis_server.py).
-BACKENDS = ["sqlite", "redis", "redis-cluster"]
+# "redis-cluster": a real three-master Redis Cluster (tests/redis_server.py); "valkey": the
+# same store on a real valkey-server.
+BACKENDS = ["sqlite", "redis", "redis-cluster", "valkey"]
 
 
 @pytest.fixture(autouse=True)
@@ -24,6 +25,15 @@ def redis_server(tmp_path_factory):
     from .redis_server import RedisServer
 
     server = RedisServer(tmp_path_factory.mktemp("redis"))
+    yield server
+    server.stop()
+
+
+@pytest.fixture(scope="session")
+def valkey_server(tmp_path_factory):
+    from .redis_server import RedisServer, find_valkey
+
+    server = RedisServer(tmp_path_factory.mktemp("valkey"), binary=find_valkey())
     yield server
     server.stop()
 
@@ -55,14 +65,18 @@ def backend(request) -> str:
 @pytest.fixture
 def store_url(backend, tmp_path, request) -> str:
     """A fresh, empty store of the backend: a new SQLite file, or a flushed Redis (one server,
-    or every master of a cluster)."""
+    or every master of a cluster) or Valkey."""
     if backend == "sqlite":
         return "sqlite:///" + str(tmp_path / "talos.db")
-    server = request.getfixturevalue(
-        "redis_cluster" if backend == "redis-cluster" else "redis_server"
-    )
+    server = redis_for(backend, request)
     server.flush()
     return server.url
+
+
+def redis_for(backend: str, request):
+    """The running server (or cluster) of a Redis-protocol backend."""
+    fixture = {"redis-cluster": "redis_cluster", "valkey": "valkey_server"}
+    return request.getfixturevalue(fixture.get(backend, "redis_server"))
 
 
 @pytest.fixture

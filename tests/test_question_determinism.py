@@ -23,6 +23,8 @@ from talos_ls.memory.ids import time_ordered_hex
 from talos_ls.memory.reconcile import Reconciler
 from talos_ls.store import open_store
 
+from .conftest import redis_for
+
 AGENT = "a1"
 TURNS = 60
 REQUESTS = [
@@ -38,14 +40,15 @@ REPLIES = ["1", "skip", None, "2", "not now", "1"]  # None: the question is left
 
 @pytest.fixture
 def fresh_store(backend, tmp_path, request):
-    """A factory of fresh, empty stores of the backend (a new SQLite file, or a flushed Redis)."""
+    """A factory of fresh, empty stores of the backend (a new SQLite file, or a flushed
+    server)."""
     opened = []
 
     def make():
         if backend == "sqlite":
             url = "sqlite:///" + str(tmp_path / f"run{len(opened)}.db")
         else:
-            server = request.getfixturevalue("redis_server")
+            server = redis_for(backend, request)
             server.flush()
             url = server.url
         s = open_store(url)
