@@ -1,0 +1,571 @@
+"""Does the value ranking ask less and better than the seed's order? Scripted sessions, a person
+who knows the truth, the real queue and producers.
+
+Each session is generated from a seed: a workspace (some module names in one directory, some in
+two or three), two rules files (AGENTS.md and CLAUDE.md, the same precedence, so where they give a
+slot different values the reconciler records a conflict and only the session knows which side is
+true), weak facts (free statements at 0.3 after one contradiction, each true or false), and T
+requests with the editor's active document. Every arm replays the same session on its own SQLite
+store and its own copy of the workspace, through what the host does each turn (rules sync,
+reconcile pass, assembly with the 0.5 confidence gate, note_use, the three producers,
+next_question with the request and the active path as cues). The truth is never written to the
+store. The simulated person answers a delivered question with the truth, or dismisses it with
+probability --dismiss. Between turns, "the world" gives evidence: each fact, with probability
+--evidence per turn, gets one observation that agrees with the truth nine times out of ten.
+
+Arms: seed (the seed's order), value (`ranking="value"`), and two ablations on the value path:
+gate (the live-uncertainty gate, then the seed's order) and entropy (the gate, then expected
+entropy reduction over the options' effects: the binary entropy of every live fact an option
+names, or log2 of the number of options when they name none). bench/README.md states how each
+figure is counted.
+
+    python bench/question_value.py                          # 60 sessions x 30 turns, seed 17
+    python bench/question_value.py --sessions 5 --turns 12 --json out.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import hashlib
+import json
+import logging
+import math
+import platform
+import random
+import re
+import sqlite3
+import sys
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from talos_ls.gates import question_value
+from talos_ls.gates.question_queue import QuestionQueue
+from talos_ls.memory.assembler import ContextAssembler
+from talos_ls.memory.resolve import WorkspaceIndex, resolve
+from talos_ls.memory.rules import RulesFiles
+from talos_ls.store import open_store
+from talos_ls.text import normalize_text
+
+AGENT = "bench"
+GATE = 0.5  # the host's confidence gate (HostConfig.confidence_gate)
+ARMS = ("seed", "value", "gate", "entropy")
+
+NOUNS = ("parser", "lexer", "cache", "loader", "router", "client", "server", "schema", "worker",
+         "scheduler", "renderer", "storage", "importer", "exporter", "validator")  # fmt: skip
+DIRS = ("src", "tools", "lib", "scripts", "plugins")
+
+# (subject, verb, values, requests using its cue words, paraphrases without them, a request
+# naming the value: the person says which, so the conflict needs no question this turn).
+SLOTS = (
+    ("Tests", "use", ("pytest", "unittest", "nose2"),
+     ("fix the failing tests", "add tests for the new option", "the tests are flaky, look"),
+     ("make the suite green again", "check nothing regressed before merging"),
+     "run the tests with {v} and fix what fails"),
+    ("The formatter", "is", ("black", "yapf", "autopep8"),
+     ("run the formatter on everything", "set up the formatter in pre-commit"),
+     ("tidy up the code style", "the diff has style noise, clean it"),
+     "reformat everything with {v}"),
+    ("The database", "is", ("postgres", "sqlite", "mysql"),
+     ("add a database migration for the new column", "speed up the database queries"),
+     ("add a migration for the new column", "why are these queries so slow"),
+     "write the migration for {v}"),
+    ("Docs", "use", ("sphinx", "mkdocs"),
+     ("update the docs for the new flag", "build the docs locally"),
+     ("explain the new flag in the manual", "the manual is out of date"),
+     "update the {v} pages for the new flag"),
+    ("Type checks", "use", ("mypy", "pyright"),
+     ("fix the type checks", "add type checks to CI"),
+     ("make the annotations pass", "annotations are failing in CI"),
+     "make {v} pass"),
+    ("Releases", "use", ("semantic versioning", "calendar versioning"),
+     ("prepare the next releases", "tag the releases properly"),
+     ("bump the version number", "cut a new version"),
+     "bump the version with {v}"),
+)  # fmt: skip
+
+# (statement, a request using its cue words, a paraphrase without them); {n} is a module name.
+WEAK = (
+    ("The {n} code is thread-safe", "add a lock where {n} code is not thread-safe",
+     "look for race conditions under concurrent load"),
+    ("The {n} code retries failed requests", "check how {n} code retries failed requests",
+     "make network errors less fatal"),
+    ("The {n} code reads its settings from environment variables",
+     "document which environment variables {n} code reads",
+     "list what has to be configured before deploying"),
+    ("The {n} output is cached on disk", "clear the cached {n} output on disk",
+     "stale results are shown after a change"),
+    ("The {n} code supports Windows paths", "fix Windows paths handling in {n} code",
+     "make it work on the other operating system"),
+)  # fmt: skip
+
+REF_REQUESTS = ("fix the bug in the {n}", "refactor the {n} module", "why is the {n} so slow",
+                "add a docstring to the {n}", "simplify the {n}")  # fmt: skip
+NONE_REQUESTS = ("update the changelog", "write release notes for this week",
+                 "explain what this function does", "rename this variable to something clear",
+                 "add a license header")  # fmt: skip
+EXTRA_RULES = ("Always run the linter before committing.", "Never commit secrets.")
+
+
+# ------------------------------------------------------------------ sessions
+@dataclass
+class SlotSpec:
+    subject: str
+    verb: str
+    a: str | None  # AGENTS.md's value (None: not there)
+    b: str | None  # CLAUDE.md's value
+    truth: str
+    topic: int  # index into SLOTS
+
+    @property
+    def conflict(self) -> bool:
+        return self.a is not None and self.b is not None and self.a != self.b
+
+
+@dataclass
+class WeakSpec:
+    statement: str
+    truth: bool
+    cue: str  # a request using its cue words
+    paraphrase: str  # one about the same thing, without them
+
+
+@dataclass
+class RefSpec:
+    noun: str
+    files: list[str]
+    intended: str
+
+    @property
+    def ambiguous(self) -> bool:
+        return len(self.files) > 1
+
+
+@dataclass
+class Turn:
+    request: str
+    context: str  # the active document
+    kind: str  # slot, weak, ref, none
+    item: int  # index into the session's slots, weak facts or refs
+    named: bool  # the request or the context itself settles the item
+    dismiss: float  # < --dismiss: the person dismisses a question this turn
+    evidence: dict[str, tuple[float, float]]  # item id -> (event draw, noise draw)
+
+
+@dataclass
+class Session:
+    seed: int
+    files: dict[str, str]
+    slots: list[SlotSpec]
+    weak: list[WeakSpec]
+    refs: list[RefSpec]
+    turns: list[Turn] = field(default_factory=list)
+
+    def digest(self) -> str:
+        body = json.dumps([[t.request, t.context] for t in self.turns]).encode()
+        return hashlib.sha1(body).hexdigest()[:16]
+
+
+def make_session(seed: int, turns: int) -> Session:
+    """A session from its seed alone: workspace, rules files, weak facts, the requests."""
+    rng = random.Random(seed)
+    files: dict[str, str] = {"README.md": "# project\n", "src/util.py": "def helper():\n    pass\n"}
+    refs = []
+    for noun in rng.sample(NOUNS, 5):
+        where = rng.sample(DIRS, rng.choice((2, 3)) if rng.random() < 0.6 else 1)
+        paths = sorted(f"{d}/{noun}.py" for d in where)
+        for p in paths:
+            files[p] = f"def handle_{noun}():\n    return None\n"
+        files[f"tests/test_{noun}.py"] = f"def test_{noun}():\n    assert True\n"
+        refs.append(RefSpec(noun, paths, rng.choice(paths)))
+    slots, agents, claude = [], list(EXTRA_RULES[:1]), list(EXTRA_RULES[1:])
+    for topic in sorted(rng.sample(range(len(SLOTS)), 4)):
+        subject, verb, values = SLOTS[topic][:3]
+        if rng.random() < 0.65:
+            a, b = rng.sample(values, 2)
+            spec = SlotSpec(subject, verb, a, b, rng.choice((a, b)), topic)
+        else:
+            v = rng.choice(values)
+            spec = SlotSpec(subject, verb, v, v if rng.random() < 0.5 else None, v, topic)
+        slots.append(spec)
+        if spec.a:
+            agents.append(f"{subject} {verb} {spec.a}")
+        if spec.b:
+            claude.append(f"{subject} {verb} {spec.b}")
+    files["AGENTS.md"] = "# Agents\n\n" + "".join(f"- {r}\n" for r in agents)
+    files["CLAUDE.md"] = "# Notes\n\n" + "".join(f"- {r}\n" for r in claude)
+    weak = []
+    for i, noun in zip(rng.sample(range(len(WEAK)), 3), rng.sample(NOUNS, 3), strict=True):
+        statement, cue, para = (text.format(n=noun) for text in WEAK[i])
+        weak.append(WeakSpec(statement, rng.random() < 0.5, cue, para))
+    session = Session(seed, files, slots, weak, refs)
+    paths = sorted(files)
+    item_ids = [f"slot{i}:{side}" for i in range(len(slots)) for side in "ab"]
+    item_ids += [f"weak{j}" for j in range(len(weak))]
+    for _ in range(turns):
+        kind = rng.choices(("slot", "weak", "ref", "none"), (0.3, 0.25, 0.3, 0.15))[0]
+        context, named = rng.choice(paths), False
+        if kind == "slot":
+            item = rng.randrange(len(slots))
+            cue, para, say = SLOTS[slots[item].topic][3:]
+            u = rng.random()
+            if u < 0.15:
+                request, named = say.format(v=slots[item].truth), True
+            else:
+                request = rng.choice(cue if u < 0.65 else para)
+        elif kind == "weak":
+            item = rng.randrange(len(weak))
+            request = weak[item].cue if rng.random() < 0.6 else weak[item].paraphrase
+        elif kind == "ref":
+            item = rng.randrange(len(refs))
+            ref = refs[item]
+            request = rng.choice(REF_REQUESTS).format(n=ref.noun)
+            u = rng.random()
+            others = [p for p in paths if p not in ref.files]
+            if u < 0.2:
+                request, named = f"{request} in {ref.intended}", True
+                context = rng.choice(others)
+            elif u < 0.55:
+                context, named = ref.intended, True
+            else:
+                context = rng.choice(others)
+        else:
+            item, request = -1, rng.choice(NONE_REQUESTS)
+        evidence = {i: (rng.random(), rng.random()) for i in item_ids}
+        session.turns.append(Turn(request, context, kind, item, named, rng.random(), evidence))
+    return session
+
+
+# ------------------------------------------------------------------- arms
+def entropy_rank(candidates, turn, request, lookup):
+    """Expected entropy reduction over the options' effects: an answer settles every fact an
+    option names, so it removes their binary entropies; a choice among n options naming no
+    fact removes log2(n). Ties keep the order given (impact order)."""
+
+    def bits(c: float) -> float:
+        return 0.0 if c <= 0.0 or c >= 1.0 else -(c * math.log2(c) + (1 - c) * math.log2(1 - c))
+
+    def info(cand) -> float:
+        keys = {str(k) for o in cand.options for k in [*(o.get("acted") or []),
+                                                      *(o.get("contradicted") or [])]}  # fmt: skip
+        live = [f for f in map(lookup, sorted(keys)) if f is not None and f.live]
+        if live:
+            return round(sum(bits(f.confidence) for f in live), 6)
+        return round(math.log2(len(cand.options)), 6) if cand.options else 0.0
+
+    scored = sorted(((-info(c), i, c) for i, c in enumerate(candidates)), key=lambda s: s[:2])
+    return [c for _, _, c in scored]
+
+
+def keep_order(candidates, turn, request, lookup):
+    return list(candidates)
+
+
+@contextlib.contextmanager
+def arm_ranking(arm: str):
+    """The queue for an arm: the ablations replace the value ranking's order (the module
+    attribute the queue calls), keeping its live-uncertainty gate."""
+    original = question_value.rank
+    if arm == "gate":
+        question_value.rank = keep_order
+    elif arm == "entropy":
+        question_value.rank = entropy_rank
+    try:
+        yield "seed" if arm == "seed" else "value"
+    finally:
+        question_value.rank = original
+
+
+class ExpiryLog(logging.Handler):
+    """Counts the live gate's expiries by reason (the queue logs the id and the reason)."""
+
+    def __init__(self) -> None:
+        super().__init__(logging.INFO)
+        self.reasons: dict[str, int] = {}
+
+    def emit(self, record: logging.LogRecord) -> None:
+        m = re.search(r"expired: (\w+)$", record.getMessage())
+        if m:
+            self.reasons[m.group(1)] = self.reasons.get(m.group(1), 0) + 1
+
+
+def new_counts() -> dict[str, Any]:
+    return {"turns": 0, "questions": 0, "answered": 0, "dismissed": 0, "useful": 0,
+            "over_asking": 0, "wrong_assumptions": 0, "by_kind": {}, "over_by_kind": {},
+            "live_expired": {}}  # fmt: skip
+
+
+def run_arm(session: Session, arm: str, where: Path, dismiss_p: float, evidence_p: float):
+    """Replay `session` for one arm; returns (counts, the (request, context) fed each turn)."""
+    root = where / f"{arm}-ws"
+    for rel, text in session.files.items():
+        (root / rel).parent.mkdir(parents=True, exist_ok=True)
+        (root / rel).write_text(text)
+    store = open_store(f"sqlite:///{where / (arm + '.db')}")
+    counts, fed = new_counts(), []
+    handler = ExpiryLog()
+    qlog = logging.getLogger("talos_ls.gates.question_queue")
+    level = qlog.level
+    qlog.addHandler(handler)
+    qlog.setLevel(logging.INFO)
+    try:
+        with arm_ranking(arm) as ranking:
+            queue = QuestionQueue(store, ranking=ranking, gate_threshold=GATE)
+            _replay(session, queue, root, dismiss_p, evidence_p, counts, fed)
+    finally:
+        qlog.removeHandler(handler)
+        qlog.setLevel(level)
+        store.close()
+    counts["live_expired"] = dict(sorted(handler.reasons.items()))
+    return counts, fed
+
+
+def _replay(session, queue, root, dismiss_p, evidence_p, counts, fed) -> None:
+    facts, reconciler = queue.facts, queue.reconciler
+    rules = RulesFiles(facts, reconciler)
+    assembler = ContextAssembler(facts, confidence_gate_threshold=GATE)
+    index = WorkspaceIndex.build(root)
+    rules.sync(AGENT, root)
+    weak_keys = []
+    for spec in session.weak:  # each weak once contradicted: 0.5 -> 0.3, below the gate
+        key = facts.add(AGENT, spec.statement, source="model")
+        facts.observe({key: "contradicted"})
+        weak_keys.append(key)
+    side_keys: dict[tuple[int, str], str] = {}
+    for f in facts.list(AGENT):
+        for i, spec in enumerate(session.slots):
+            if f.subject and normalize_text(f.subject) == normalize_text(spec.subject):
+                side_keys[(i, "a" if f.origin == "AGENTS.md" else "b")] = f.key
+    # What a fact key stands for, and whether it is true: the bench's, never the queue's.
+    truth_of: dict[str, tuple[str, int, bool]] = {}
+    for (i, side), key in side_keys.items():
+        value = session.slots[i].a if side == "a" else session.slots[i].b
+        truth_of[key] = ("slot", i, value == session.slots[i].truth)
+    for j, key in enumerate(weak_keys):
+        truth_of[key] = ("weak", j, session.weak[j].truth)
+    known_refs: set[int] = set()
+    answers: list[tuple[str, int, int]] = []  # (kind, item, turn): answers not over-asking
+    topics: list[tuple[str, int, int]] = []
+
+    for t, turn in enumerate(session.turns, start=1):
+        fed.append((turn.request, turn.context))
+        counts["turns"] += 1
+        topics.append((turn.kind, turn.item, t))
+        # What the host does before a task (host._prepare), the editor's path in the cues.
+        rules.sync(AGENT, root)
+        reconciler.reconcile_pass(AGENT)
+        cues = f"{turn.request}\n{turn.context}"
+        assembled = assembler.assemble(AGENT, cues)
+        queue.note_use(AGENT, assembled.keys, t)
+        queue.propose_from_gate(AGENT, assembled.metadata, t, turn.request)
+        queue.propose_from_resolution(resolve(AGENT, t, turn.request, index), t)
+        queue.propose_from_disjunctions(AGENT, t)
+        q = queue.next_question(AGENT, t, query_cues=cues)
+        if q is not None:
+            counts["questions"] += 1
+            counts["by_kind"][q.kind] = counts["by_kind"].get(q.kind, 0) + 1
+            about, reply, settled = _judge(q, session, turn, t, truth_of, facts)
+            counts["over_asking"] += settled
+            if settled:
+                counts["over_by_kind"][q.kind] = counts["over_by_kind"].get(q.kind, 0) + 1
+            if turn.dismiss < dismiss_p or reply is None:
+                counts["dismissed"] += 1
+                queue.record_answer(q, "", t)
+            else:
+                result = queue.record_answer(q, reply, t)
+                if result.classification == "answered":
+                    counts["answered"] += 1
+                    if about is not None and about[0] == "ref":
+                        known_refs.add(about[1])
+                    if about is not None and not settled:
+                        answers.append((about[0], about[1], t))
+        counts["wrong_assumptions"] += _wrong(session, turn, facts, side_keys, weak_keys,
+                                              known_refs)  # fmt: skip
+        _evidence(session, turn, facts, side_keys, weak_keys, evidence_p)
+    for kind, item, at in answers:  # useful: the task used it then or later, or it picked
+        if kind == "ref" or any((k, i) == (kind, item) and u >= at for k, i, u in topics):
+            counts["useful"] += 1
+
+
+def _judge(q, session, turn, t, truth_of, facts):
+    """(what the question is about, the person's reply, whether context or evidence had
+    already settled it when it was asked)."""
+    if q.kind == "referent":
+        labels = {normalize_text(o["label"]) for o in q.options}
+        for i, ref in enumerate(session.refs):
+            if {normalize_text(p) for p in ref.files} == labels:
+                settled = turn.kind == "ref" and turn.item == i and turn.named
+                return ("ref", i), ref.intended, settled
+        return None, None, False
+    known = [truth_of[k] for k in q.target_keys if k in truth_of]
+    if not known:
+        return None, None, False
+    kind, item, _ = known[0]
+    reply = None
+    for option in q.options:  # the option whose effects match the truth
+        acted = [truth_of[k][2] for k in option.get("acted") or [] if k in truth_of]
+        contra = [not truth_of[k][2] for k in option.get("contradicted") or [] if k in truth_of]
+        if (acted or contra) and all(acted + contra):
+            reply = option["label"]
+            break
+    live = [f for f in (facts.get(k) for k in q.target_keys) if f is not None]
+    if q.kind == "disjunction":
+        conf = sorted((f.confidence for f in live if f.live), reverse=True)
+        settled = len(conf) < 2 or (conf[0] >= 0.7 and conf[1] <= 0.3)
+        settled = settled or (turn.kind == "slot" and turn.item == item and turn.named)
+    else:
+        settled = all(not f.live or f.confidence >= GATE for f in live)
+    return (kind, item), reply, settled
+
+
+def _wrong(session, turn, facts, side_keys, weak_keys, known_refs) -> int:
+    """1 when the turn's task proceeds on something the person would have corrected."""
+    if turn.kind == "slot":
+        spec = session.slots[turn.item]
+        if not spec.conflict or turn.named:
+            return 0
+        sides = [(s, facts.get(side_keys[(turn.item, s)])) for s in "ab"]
+        live = [(s, f) for s, f in sides if f is not None and f.live]
+        if not live:
+            return 0
+        # The highest confidence; on a tie, the first rules file the prompt shows (AGENTS.md).
+        side = max(live, key=lambda sf: (sf[1].confidence, sf[0] == "a"))[0]
+        return int((spec.a if side == "a" else spec.b) != spec.truth)
+    if turn.kind == "weak":
+        f = facts.get(weak_keys[turn.item])
+        used = f is not None and f.live and f.confidence >= GATE  # the gate lets it through
+        return int(used and not session.weak[turn.item].truth)
+    if turn.kind == "ref":
+        ref = session.refs[turn.item]
+        if not ref.ambiguous or turn.named or turn.item in known_refs:
+            return 0
+        return int(ref.files[0] != ref.intended)  # unasked, the agent takes the first
+    return 0
+
+
+def _evidence(session, turn, facts, side_keys, weak_keys, p) -> None:
+    """The world's evidence after the task: per fact, with probability p, one observation that
+    agrees with the truth 9 times out of 10."""
+    outcomes = {}
+    for (i, side), key in side_keys.items():
+        spec = session.slots[i]
+        if not spec.conflict:
+            continue
+        event, noise = turn.evidence[f"slot{i}:{side}"]
+        true = (spec.a if side == "a" else spec.b) == spec.truth
+        if event < p:
+            outcomes[key] = "acted" if true == (noise >= 0.1) else "contradicted"
+    for j, key in enumerate(weak_keys):
+        event, noise = turn.evidence[f"weak{j}"]
+        if event < p:
+            outcomes[key] = "acted" if session.weak[j].truth == (noise >= 0.1) else "contradicted"
+    live = {k: v for k, v in outcomes.items() if (f := facts.get(k)) is not None and f.live}
+    if live:
+        facts.observe(live)
+
+
+# ------------------------------------------------------------------ report
+def targets(seed: dict, other: dict) -> dict[str, bool]:
+    return {
+        "over_asking_at_most_half": other["over_asking"] <= seed["over_asking"] / 2,
+        "useful_at_least_as_many": other["useful"] >= seed["useful"],
+        "wrong_no_more": other["wrong_assumptions"] <= seed["wrong_assumptions"],
+    }
+
+
+def run(sessions: int, turns: int, seed: int, dismiss_p: float = 0.2, evidence_p: float = 0.1,
+        arms: tuple[str, ...] = ARMS) -> dict[str, Any]:  # fmt: skip
+    totals = {arm: new_counts() for arm in arms}
+    digests: dict[str, list[str]] = {arm: [] for arm in arms}
+    started = time.perf_counter()
+    for s in range(sessions):
+        session = make_session(seed * 1_000_003 + s, turns)
+        for arm in arms:
+            with tempfile.TemporaryDirectory(prefix="talos-qv-") as tmp:
+                counts, fed = run_arm(session, arm, Path(tmp), dismiss_p, evidence_p)
+            digests[arm].append(hashlib.sha1(json.dumps(fed).encode()).hexdigest()[:16])
+            total = totals[arm]
+            for name, value in counts.items():
+                if isinstance(value, dict):
+                    for k, v in value.items():
+                        total[name][k] = total[name].get(k, 0) + v
+                else:
+                    total[name] += value
+    for total in totals.values():
+        total["questions_per_turn"] = round(total["questions"] / max(total["turns"], 1), 4)
+    identical = all(digests[a] == digests[arms[0]] for a in arms)
+    return {
+        "sessions": sessions,
+        "turns": turns,
+        "seed": seed,
+        "dismiss_p": dismiss_p,
+        "evidence_p": evidence_p,
+        "seconds": round(time.perf_counter() - started, 1),
+        "python": platform.python_version(),
+        "sqlite": sqlite3.sqlite_version,
+        "machine": platform.machine(),
+        "sessions_identical": identical,
+        "session_digests": digests,
+        "arms": totals,
+        "targets": {a: targets(totals["seed"], totals[a]) for a in arms if a != "seed"}
+        if "seed" in totals
+        else {},
+    }
+
+
+def table(result: dict[str, Any]) -> str:
+    arms = list(result["arms"])
+    rows = [("questions per turn", "questions_per_turn"), ("questions", "questions"),
+            ("answered", "answered"), ("dismissed", "dismissed"), ("useful", "useful"),
+            ("over-asking", "over_asking"), ("wrong assumptions", "wrong_assumptions")]  # fmt: skip
+    out = ["| | " + " | ".join(arms) + " |", "|---|" + "---:|" * len(arms)]
+    for label, name in rows:
+        out.append(f"| {label} | " + " | ".join(str(result["arms"][a][name]) for a in arms) + " |")
+    kinds = sorted({k for a in arms for k in result["arms"][a]["by_kind"]})
+    for k in kinds:
+        cells = " | ".join(str(result["arms"][a]["by_kind"].get(k, 0)) for a in arms)
+        out.append(f"| asked: {k} | {cells} |")
+    for k in kinds:
+        cells = " | ".join(str(result["arms"][a]["over_by_kind"].get(k, 0)) for a in arms)
+        out.append(f"| over-asking: {k} | {cells} |")
+    reasons = sorted({k for a in arms for k in result["arms"][a]["live_expired"]})
+    for r in reasons:
+        cells = " | ".join(str(result["arms"][a]["live_expired"].get(r, 0)) for a in arms)
+        out.append(f"| expired: {r} | {cells} |")
+    out.append("")
+    for arm, met in result["targets"].items():
+        ok = ", ".join(f"{k} {'met' if v else 'NOT met'}" for k, v in met.items())
+        out.append(f"- {arm} vs seed: {ok}; wins: {'yes' if all(met.values()) else 'no'}")
+    return "\n".join(out)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--sessions", type=int, default=60)
+    parser.add_argument("--turns", type=int, default=30)
+    parser.add_argument("--seed", type=int, default=17)
+    parser.add_argument("--dismiss", type=float, default=0.2, help="P(the person dismisses)")
+    parser.add_argument("--evidence", type=float, default=0.1, help="P(evidence) per fact, turn")
+    parser.add_argument("--arms", default=",".join(ARMS))
+    parser.add_argument("--json", metavar="FILE", help="also write the results as JSON")
+    args = parser.parse_args()
+    arms = tuple(a for a in args.arms.split(",") if a)
+    if unknown := set(arms) - set(ARMS):
+        parser.error(f"unknown arm(s) {sorted(unknown)}; known: {', '.join(ARMS)}")
+    result = run(args.sessions, args.turns, args.seed, args.dismiss, args.evidence, arms)
+    print(f"{result['sessions']} sessions x {result['turns']} turns, seed {result['seed']}, "
+          f"dismiss {result['dismiss_p']}, evidence {result['evidence_p']}; "
+          f"{result['seconds']} s; identical sessions in every arm: "
+          f"{result['sessions_identical']}")  # fmt: skip
+    print(table(result))
+    if args.json:
+        Path(args.json).write_text(json.dumps(result, indent=2) + "\n")
+
+
+if __name__ == "__main__":
+    main()
