@@ -29,7 +29,7 @@ from urllib.parse import parse_qsl, unquote
 import platformdirs
 
 from ..redact import redact_url
-from .base import Store, StoreError
+from .base import Store, StoreError, parse_timeout
 from .sqlite import DEFAULT_TIMEOUT_S, SQLiteStore
 
 ENV_URL = "TALOS_STORE_URL"
@@ -74,18 +74,6 @@ def open_store(url: str | None = None) -> Store:
     return _open_redis(shown, url)
 
 
-def _timeout(shown: str, value: str) -> float:
-    try:
-        timeout = float(value)
-    except ValueError:
-        timeout = -1.0
-    if not timeout >= 0:
-        raise StoreError(
-            f"store URL {shown!r}: timeout must be a number of seconds >= 0, got {value!r}"
-        )
-    return timeout
-
-
 def _open_redis(shown: str, url: str) -> Store:
     from .redis import RedisStore  # the redis package is an optional extra
 
@@ -107,7 +95,7 @@ def _open_sqlite(shown: str, rest: str) -> SQLiteStore:
         if name == "mode" and value in ("ro", "rw"):
             readonly = value == "ro"
         elif name == "timeout":
-            timeout = _timeout(shown, value)
+            timeout = parse_timeout(shown, value)
         else:
             raise StoreError(
                 f"store URL {shown!r}: unknown parameter {name}={value!r} "

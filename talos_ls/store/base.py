@@ -114,6 +114,19 @@ class StoreError(Exception):
         self.reason = reason
 
 
+def parse_timeout(shown: str, value: str) -> float:
+    """A store URL's `timeout=` query value (seconds, >= 0), or a StoreError naming it."""
+    try:
+        timeout = float(value)
+    except ValueError:
+        timeout = -1.0
+    if not timeout >= 0:
+        raise StoreError(
+            f"store URL {shown!r}: timeout must be a number of seconds >= 0, got {value!r}"
+        )
+    return timeout
+
+
 def check_claimable(updates: Mapping[str, Any], guard: Mapping[str, Any] | None) -> None:
     """A claim may only touch CLAIMABLE_FIELDS: the rest of a candidate never changes by CAS."""
     fields = set(updates) | set(guard or {})

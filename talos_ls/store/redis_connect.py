@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import parse_qsl, unquote
 
-from .base import StoreError
+from .base import StoreError, parse_timeout
 from .sqlite import DEFAULT_TIMEOUT_S
 
 PASSWORD_ENV = "TALOS_REDIS_PASSWORD"
@@ -180,15 +180,3 @@ def _host_port(shown: str, item: str, default_port: int) -> tuple[str, int]:
     if not port.isdigit() or not 0 < int(port) < 65536:
         raise StoreError(f"store URL {shown!r}: {item!r} has no valid port (1 to 65535)")
     return host, int(port)
-
-
-def parse_timeout(shown: str, value: str) -> float:
-    try:
-        timeout = float(value)
-    except ValueError:
-        timeout = -1.0
-    if not timeout >= 0:
-        raise StoreError(
-            f"store URL {shown!r}: timeout must be a number of seconds >= 0, got {value!r}"
-        )
-    return timeout
