@@ -47,6 +47,7 @@ from lsp_bench import (  # bench/lsp_bench.py, beside this script
     Bench,
     Session,
     children,
+    finish,
     machine,
     make_workspace,
     rss_kb,
@@ -597,15 +598,7 @@ def main() -> int:
               f"{co['code_action_max_sent_at_s']:.3f} s after the first start, "
               f"{co['code_action_over_10ms']} over 10 ms, after the starts: "
               f"{co['code_action_ms_after_start_burst']}")  # fmt: skip
-    for note in results["notes"]:
-        print("note:", note)
-    for where, lines in results["server_stderr"].items():
-        print(f"server stderr ({where}), {len(lines)} lines; first:")
-        for line in lines[:8]:
-            print("   ", line[:200])
-    if args.json:
-        Path(args.json).write_text(json.dumps(results, indent=2, default=str))
-    return 0
+    return finish(results, args.json)
 
 
 if __name__ == "__main__":

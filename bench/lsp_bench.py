@@ -1066,14 +1066,19 @@ def main() -> int:
         f"{m['loadavg'][0]:.2f} at the start, {results['loadavg_end'][0]:.2f} at the end"
     )
     print("\n".join(table(results)))
+    return finish(results, args.json)
+
+
+def finish(results: dict[str, Any], json_path: str | None) -> int:
+    """The run's notes and what the server wrote on stderr; the results as JSON if asked."""
     for note in results["notes"]:
         print("note:", note)
     for where, lines in results["server_stderr"].items():
         print(f"server stderr ({where}), {len(lines)} lines; first:")
         for line in lines[:8]:
             print("   ", line[:200])
-    if args.json:
-        Path(args.json).write_text(json.dumps(results, indent=2, default=str))
+    if json_path:
+        Path(json_path).write_text(json.dumps(results, indent=2, default=str))
     return 0
 
 
