@@ -569,10 +569,13 @@ def main() -> int:
     parser.add_argument("--quick", action="store_true", help="2,000 files, 100 soak tasks")
     parser.add_argument("--only", help="figures to run, e.g. 1,3")
     parser.add_argument("--files", type=int, help="workspace size for figure 1")
-    parser.add_argument("--tasks", type=int, help="soak tasks for figure 3")
+    parser.add_argument("--tasks", type=int, help=f"soak tasks for figure 3 (more than the "
+                        f"{SOAK_WARMUP} of the warm-up)")  # fmt: skip
     parser.add_argument("--json", metavar="PATH", help="write every figure here")
     parser.add_argument("--keep", action="store_true", help="keep the temporary directory")
     args = parser.parse_args()
+    if args.tasks is not None and args.tasks <= SOAK_WARMUP:
+        parser.error(f"--tasks must be more than the {SOAK_WARMUP} tasks of the warm-up")
     t0 = time.perf_counter()
     results = asyncio.run(run(args))
     results["bench_s"] = time.perf_counter() - t0
