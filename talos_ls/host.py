@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import json
 import logging
 from collections import deque
 from collections.abc import Mapping, Sequence
@@ -49,7 +50,7 @@ from .gates.permissions import MODES, Policy
 from .gates.question_queue import AnswerResult, QuestionCandidate, QuestionQueue
 from .memory.assembler import ContextAssembler
 from .memory.facts import FactStore
-from .memory.resolve import WorkspaceIndex, resolve
+from .memory.resolve import Evidence, WorkspaceIndex, evidence_notes, resolve
 from .memory.rules import RulesFiles
 from .offload import Offload
 from .store import Store, StoreError
@@ -59,6 +60,7 @@ logger = logging.getLogger(__name__)
 APPLY, REJECT = "Apply", "Reject"
 KEEP_ANSWERS = 64  # answers kept in memory for the session's report; all are in the store
 MAX_CONTEXT_CHARS = 4000  # the editor's selection, as given to the model
+TOUCHED_TASKS = 3  # the files the last this many tasks read or edited are "recently touched"
 
 
 class EditorPort(Protocol):
@@ -311,7 +313,8 @@ class Host:
         assembled = self.assembler.assemble(agent, cues)
         self.queue.note_use(agent, assembled.keys, turn)
         self.queue.propose_from_gate(agent, assembled.metadata, turn, request)
-        self.queue.propose_from_resolution(resolve(agent, turn, request, self.index), turn)
+        resolution = resolve(agent, turn, request, self.index, self._evidence(context))
+        self.queue.propose_from_resolution(resolution, turn)
         self.queue.propose_from_disjunctions(agent, turn)
         question = None
         if self.port.interactive:  # nobody to ask: spend no budget on a question
@@ -325,7 +328,38 @@ class Host:
             {name: s.description for name, s in self.skills.items()},
         )
         prompt = request if context is None else f"{request}\n\n{context.describe()}"
+        if notes := evidence_notes(resolution):  # what the editor's evidence decided, and why
+            prompt += "\n\n" + "\n".join(notes)
         return _Prepared(turn, prompt, system, question)
+
+    def _evidence(self, context: EditorContext | None) -> Evidence:
+        """What surrounds the request, for `resolve`: the editor's context, and the files the
+        agent's last TOUCHED_TASKS tasks read (read_file) or proposed edits to, most recent
+        first, from the tasks still in memory. Never raises: without it, questions are asked."""
+        touched: list[str] = []
+        try:
+            recent = sorted(self.registry.list(self.agent_id), key=lambda t: t.created_at,
+                            reverse=True)[:TOUCHED_TASKS]  # fmt: skip
+            proposed = self.proposals.list()
+            for task in recent:
+                touched += [p.path for p in reversed(proposed) if p.task_id == task.id]
+                for message in reversed(list(task.transcript)):
+                    for call in message.get("tool_calls") or ():
+                        function = call.get("function") or {}
+                        if function.get("name") not in ("read_file", "propose_edit"):
+                            continue
+                        try:
+                            args = json.loads(str(function.get("arguments") or "{}")[:100_000])
+                        except ValueError:
+                            continue
+                        if isinstance(args, dict) and isinstance(args.get("path"), str):
+                            touched.append(args["path"])
+        except Exception:
+            logger.exception("the recently touched files could not be listed")
+        touched = list(dict.fromkeys(touched))
+        if context is None:
+            return Evidence(touched=tuple(touched))
+        return Evidence(context.path, context.selection, context.diagnostics, tuple(touched))
 
     def _step(self, task: Task, message: str) -> None:
         task.activity = message

@@ -2,15 +2,23 @@
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import sys
 import threading
+import time
 
 import pytest
 
 from talos_ls.memory import resolve as resolve_mod
-from talos_ls.memory.resolve import WorkspaceIndex, resolve
+from talos_ls.memory.resolve import (
+    Evidence,
+    WorkspaceIndex,
+    evidence_notes,
+    resolve,
+    workspace_path,
+)
 
 
 @pytest.fixture
@@ -85,7 +93,8 @@ def test_record_shape(workspace):
     (ref,) = record.references
     assert set(ref) == {"surface", "start", "end", "kind", "status", "temporal_role",
                         "resolved_text", "resolved_epoch", "assumption", "candidates",
-                        "question"}  # fmt: skip
+                        "question", "evidence"}  # fmt: skip
+    assert ref["evidence"] is None  # no evidence given: nothing weighed
     assert resolve("a1", 4, "rename the Parser class", workspace).status == "resolved"
 
 
@@ -394,3 +403,176 @@ def test_a_large_batch(tmp_path):
     shutil.rmtree(tmp_path / "n")
     index.apply([("deleted", str(tmp_path / "n"))])
     assert index.files == ["m.py", "z.py"] and set(index.symbols) == {"x"}
+
+
+# ---------------------------------------------------------------- the editor as evidence
+PARSERS = ["src/parser.py", "tools/parser.py"]
+
+
+def weighed(index, evidence, text="fix the parser"):
+    """The one reference in `text` as resolved with `evidence`."""
+    record = resolve("a1", 1, text, index, evidence)
+    (ref,) = record.references
+    return record, ref
+
+
+def test_the_active_document_settles_the_reference_and_no_question_is_proposed(workspace, qq):
+    record, ref = weighed(workspace, Evidence(active="tools/parser.py"))
+    assert (ref["status"], ref["resolved_text"], ref["question"]) == (
+        "resolved", "tools/parser.py", None)  # fmt: skip
+    assert ref["candidates"] == PARSERS  # what it was chosen among stays on record
+    assert ref["evidence"] == {
+        "rule": "active document",
+        "decided": True,
+        "resolved_text": "tools/parser.py",
+        "path": "tools/parser.py",
+    }
+    assert record.status == "resolved"
+    assert qq.propose_from_resolution(record, 1) == 0
+    assert qq.next_question("a1", 1, "fix the parser") is None
+    (note,) = evidence_notes(record)
+    assert note == ("'the parser' is taken to mean tools/parser.py (it is the active document), "
+                    "not src/parser.py.")  # fmt: skip
+
+
+def test_an_active_document_that_is_no_candidate_decides_nothing(workspace, qq):
+    record, ref = weighed(workspace, Evidence(active="web/app.ts", selection="x = 1"))
+    assert ref["status"] == "evidence_gap" and ref["evidence"] is None
+    assert qq.propose_from_resolution(record, 1) == 1
+    assert evidence_notes(record) == []
+
+
+@pytest.mark.parametrize("selection", [
+    "from tools.parser import LIMIT\n",
+    "import tools.parser as p",
+    "see tools/parser.py:3 for the limit",
+    "x = tools.parser.load_config()",
+])  # fmt: skip
+def test_the_selection_naming_one_candidate_settles_it(workspace, selection):
+    _, ref = weighed(workspace, Evidence(active="web/app.ts", selection=selection))
+    assert ref["status"] == "resolved" and ref["resolved_text"] == "tools/parser.py"
+    assert ref["evidence"]["rule"] == "selection"
+
+
+def test_active_document_and_selection_naming_different_candidates_still_ask(workspace):
+    _, ref = weighed(workspace, Evidence(active="src/parser.py", selection="import tools.parser"))
+    assert ref["status"] == "evidence_gap" and ref["question"]
+    assert ref["evidence"] == {"rule": "active document", "decided": False,
+                               "candidates": PARSERS}  # fmt: skip
+
+
+@pytest.mark.parametrize("message", [
+    'File "{root}/tools/parser.py", line 3, in <module>',
+    "tools/parser.py:3:1: E999 SyntaxError",
+    "file://{root}/tools/parser.py: unused import",
+    'Module "tools.parser" has no attribute "LIMITS"',
+    "./tools/parser.py(3): error",
+])  # fmt: skip
+def test_a_diagnostic_in_range_naming_one_candidate_settles_it(workspace, message):
+    diagnostics = ("line too long (120 > 99)", message.format(root=workspace.root))
+    record, ref = weighed(workspace, Evidence(active="README.md", diagnostics=diagnostics))
+    assert ref["status"] == "resolved" and ref["resolved_text"] == "tools/parser.py"
+    assert ref["evidence"]["rule"] == "diagnostic"
+    assert ref["evidence"]["diagnostic"] == diagnostics[1]
+    assert "a diagnostic in range names it" in evidence_notes(record)[0]
+
+
+def test_diagnostics_naming_both_candidates_ask_and_touched_files_are_not_heard(workspace):
+    diagnostics = ("src/parser.py:1: error: in tools/parser.py:3",)
+    evidence = Evidence(diagnostics=diagnostics, touched=("tools/parser.py",))
+    _, ref = weighed(workspace, evidence)
+    assert ref["status"] == "evidence_gap"
+    assert ref["evidence"] == {"rule": "diagnostic", "decided": False, "candidates": PARSERS}
+
+
+def test_the_one_recently_touched_candidate_settles_it(workspace):
+    evidence = Evidence(touched=("README.md", "tools/parser.py", "web/app.ts"))
+    record, ref = weighed(workspace, evidence)
+    assert ref["status"] == "resolved" and ref["resolved_text"] == "tools/parser.py"
+    assert ref["evidence"]["rule"] == "recently touched"
+    assert "touched in the last turns" in evidence_notes(record)[0]
+
+
+def test_two_candidates_both_touched_still_ask(workspace, qq):
+    record, ref = weighed(workspace, Evidence(touched=("src/parser.py", "./tools/parser.py")))
+    assert ref["status"] == "evidence_gap"
+    assert ref["question"] == "Which do you mean by 'the parser': src/parser.py or tools/parser.py?"
+    assert ref["evidence"] == {"rule": "recently touched", "decided": False,
+                               "candidates": PARSERS}  # fmt: skip
+    assert qq.propose_from_resolution(record, 1) == 1
+    assert evidence_notes(record) == []
+
+
+def test_the_stronger_evidence_wins(workspace):
+    # the active document over a diagnostic and a touched file naming the other one
+    evidence = Evidence(active="src/parser.py", diagnostics=("tools/parser.py:1: E1",),
+                        touched=("tools/parser.py",))  # fmt: skip
+    assert weighed(workspace, evidence)[1]["evidence"]["rule"] == "active document"
+    assert weighed(workspace, evidence)[1]["resolved_text"] == "src/parser.py"
+    # a diagnostic over a touched file
+    evidence = Evidence(diagnostics=("src/parser.py:1: E1",), touched=("tools/parser.py",))
+    assert weighed(workspace, evidence)[1]["resolved_text"] == "src/parser.py"
+
+
+def test_symbol_candidates_are_weighed_by_their_file(tmp_path):
+    write(tmp_path, "src/parser.py", "def load():\n    pass\n")
+    write(tmp_path, "tools/parser.py", "def load():\n    pass\n")
+    index = WorkspaceIndex.build(tmp_path)
+    assert resolve("a1", 1, "call load()", index).status == "evidence_gap"
+    _, ref = weighed(index, Evidence(active="tools/parser.py"), "call load()")
+    assert ref["resolved_text"] == "load in tools/parser.py"
+    assert ref["evidence"]["path"] == "tools/parser.py"
+
+
+def test_an_indeterminate_reference_can_be_settled_too(workspace):
+    _, ref = weighed(workspace, Evidence(active="pkg4/util.py"), "clean up the util module")
+    assert ref["status"] == "resolved" and ref["resolved_text"] == "pkg4/util.py"
+    assert "pkg4/util.py" in ref["candidates"] and len(ref["candidates"]) == 5
+
+
+@pytest.mark.parametrize("outside", [
+    "/elsewhere/tools/parser.py:3: E1",
+    "{root}/../tools/parser.py:3",
+    "../ws/tools/parser.py",
+    "{root}x/tools/parser.py",
+    "file:///elsewhere/tools/parser.py",
+    "src/../../tools/parser.py",
+])  # fmt: skip
+def test_paths_outside_the_workspace_name_nothing(workspace, outside):
+    text = outside.format(root=workspace.root)
+    for evidence in (Evidence(active=text), Evidence(selection=text),
+                     Evidence(diagnostics=(text,)), Evidence(touched=(text,))):  # fmt: skip
+        _, ref = weighed(workspace, evidence)
+        assert ref["status"] == "evidence_gap" and ref["evidence"] is None, evidence
+
+
+def test_workspace_path_normalizes_or_refuses():
+    root = "/w/ws"
+    assert workspace_path("tools/parser.py:12:5", root) == "tools/parser.py"
+    assert workspace_path("./tools//parser.py.", root) == "tools/parser.py"
+    assert workspace_path("tools\\parser.py", root) == "tools/parser.py"
+    assert workspace_path("/w/ws/a/../tools/parser.py", root) == "tools/parser.py"
+    assert workspace_path("file:///w/ws/my%20dir/x.py", root) == "my dir/x.py"
+    for bad in ("", ".", "..", "/w/ws", "/w/wsx/a.py", "/etc/passwd", "a/../../b", "a\0b",
+                "x" * 5000, "//w/ws/a.py"):  # fmt: skip
+        assert workspace_path(bad, root) is None, bad
+
+
+@pytest.mark.parametrize("odd", [
+    "\0\x1b[31m\u202e" * 100, "tools.parser." * 10_000, ":" * 50_000, "a.b.c.d.e.f" * 1000,
+    "\udcff\ud800 tools/parser.py", "(((((" + "/" * 10_000, "file://%zz%00",
+    ":1" * 20_000 + "x", "tools/parser.py" * 5000, (":1" * 2040 + "x ") * 10,
+])  # fmt: skip
+def test_odd_evidence_text_never_crashes(workspace, odd):
+    started = time.monotonic()
+    evidence = Evidence(active=odd, selection=odd, diagnostics=(odd,) * 100, touched=(odd,) * 100)
+    record, ref = weighed(workspace, evidence)
+    assert ref["status"] in ("resolved", "evidence_gap")
+    json.loads(record.references_json)  # the record stays readable
+    assert time.monotonic() - started < 2.0  # at most 50 diagnostics of 20,000 characters
+
+
+def test_non_string_evidence_does_not_cost_the_turn(workspace):
+    evidence = Evidence(active=None, diagnostics=(None, 3), touched=(None, 7))  # type: ignore[arg-type]
+    _, ref = weighed(workspace, evidence)
+    assert ref["status"] == "evidence_gap"

@@ -18,6 +18,22 @@ them (the question queue asks it when the budget and the moment allow); more tha
 *indeterminate* (too vague to ask about usefully). A phrase that matches nothing in the
 workspace ("the bug", "the same") is not a reference to it and is not recorded. Offsets are
 character offsets into the original text.
+
+Before a reference with several candidates becomes a question, the request's surroundings
+(`Evidence`) are weighed, strongest first, and the first that names any candidate decides:
+1. the active document and the selection ("active document", "selection"): the file the
+   person is in is one candidate's file, or the selected text names one (a workspace path,
+   or a dotted module such as `tools.parser`);
+2. the diagnostics in range ("diagnostic"): their messages name one candidate's file;
+3. the files touched in the last turns ("recently touched"): by the agent's tools or the
+   person's edits, they include one candidate's file.
+Exactly one candidate named at a level resolves the reference (status "resolved", no
+question) and its `evidence` says which rule decided and on which path; two or more named at
+a level mean the evidence is itself ambiguous: the reference stays a gap and is asked about
+(its `evidence` says what conflicted), lower levels unheard. Paths in the evidence are text
+from outside (an editor, a linter, a model's tool call): one is only ever compared with the
+candidates' paths, after normalizing; one outside the workspace (absolute elsewhere, `..`)
+names nothing.
 """
 
 from __future__ import annotations
@@ -28,6 +44,7 @@ import hashlib
 import json
 import logging
 import os
+import posixpath
 import re
 import stat
 import sys
@@ -35,6 +52,7 @@ import threading
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
+from urllib.parse import unquote
 
 import pathspec
 
@@ -204,6 +222,11 @@ class WorkspaceIndex:
             if not found and hint in ("file", "config"):
                 found = self._files_with_stems(self._stems_containing(n))
             return found or self._symbols_named(n)
+
+    def has_file(self, rel: str) -> bool:
+        """`rel` is an indexed file."""
+        with self._lock:
+            return rel in self._files
 
     def match_symbol(self, name: str) -> list[str]:
         with self._lock:
@@ -524,6 +547,140 @@ class ResolutionRecord:
 
 _STATUS_ORDER = ("resolved", "assumed", "evidence_gap", "indeterminate")
 
+# The evidence rules, strongest first, as the resolution record names them.
+ACTIVE_DOCUMENT, SELECTION = "active document", "selection"
+DIAGNOSTIC, RECENTLY_TOUCHED = "diagnostic", "recently touched"
+_EVIDENCE_TEXT_CHARS = 20_000  # of a selection or a diagnostic: past this, ignored
+_EVIDENCE_ITEMS = 50  # diagnostics and touched files looked at
+_PATH_MAX = 4096  # a longer token is no path
+_DOTTED_MAX = 32  # nor a dotted name with more parts
+_TOKEN = re.compile(r"[^\s'\"`()<>\[\]{},;|=]+")
+_SYMBOL_CANDIDATE = re.compile(r"([A-Za-z_][A-Za-z0-9_]*) in (.+)")
+
+
+@dataclass(frozen=True)
+class Evidence:
+    """What surrounds a request, as `resolve` weighs it: all of it untrusted text."""
+
+    active: str | None = None  # the active document, relative to the workspace
+    selection: str = ""  # the selected text
+    diagnostics: tuple[str, ...] = ()  # the messages of the diagnostics in range
+    touched: tuple[str, ...] = ()  # files touched in the last turns, most recent first
+
+
+def workspace_path(text: str, root: str) -> str | None:
+    """`text` (a path as an editor, a linter or a model wrote it: relative, absolute, a
+    `file://` URI, with `:line:col`) as a normalized path relative to `root`; None when it is
+    not a path inside `root`."""
+    if len(text) > _PATH_MAX:
+        return None
+    t = text.strip().replace("\\", "/")
+    if t.startswith("file://"):
+        t = unquote(t[len("file://") :])
+    t = t.rstrip(":")
+    for _ in range(3):  # path:12:5 (a regular expression would backtrack on ":1:1:1...x")
+        head, colon, tail = t.rpartition(":")
+        if not (colon and tail.isdigit()):
+            break
+        t = head
+    t = t.rstrip(".:")
+    if not t or "\0" in t:
+        return None
+    t = posixpath.normpath(t)
+    if t.startswith("/"):
+        prefix = root.rstrip("/") + "/"
+        if not t.startswith(prefix):
+            return None
+        t = t[len(prefix) :]
+    if t in ("", ".", "..") or t.startswith(("../", "/")):
+        return None
+    return t
+
+
+def _named(text: str, root: str) -> tuple[set[str], set[str]]:
+    """The workspace paths and the dotted names (with each dotted prefix: `a.b.c` gives `a.b`)
+    that `text` mentions."""
+    paths: set[str] = set()
+    dotted: set[str] = set()
+    for token in _TOKEN.findall(text[:_EVIDENCE_TEXT_CHARS]):
+        rel = workspace_path(token, root)
+        if rel is not None:
+            paths.add(rel)
+        parts = token.strip(".:").split(".", _DOTTED_MAX)
+        if 1 < len(parts) <= _DOTTED_MAX and all(p.isidentifier() for p in parts):
+            dotted.update(".".join(parts[:n]) for n in range(2, len(parts) + 1))
+    return paths, dotted
+
+
+def _candidate_file(candidate: str, known: set[str]) -> str:
+    """The file a candidate is in: the candidate itself, or for "name in path" the path."""
+    if candidate in known:
+        return candidate
+    match = _SYMBOL_CANDIDATE.fullmatch(candidate)
+    return match.group(2) if match else candidate
+
+
+def _module(rel: str) -> str | None:
+    """`tools/parser.py` -> `tools.parser`; None for a file at the root or an odd name (a
+    root file's bare name is too common a word to count as naming it)."""
+    parent, _, name = rel.rpartition("/")
+    parts = [*parent.split("/"), _split_name(name)[0]] if parent else []
+    if len(parts) < 2 or not all(p.isidentifier() for p in parts):
+        return None
+    return ".".join(parts)
+
+
+def _mentioned(files: dict[str, str], texts: Iterable[str], root: str) -> dict[str, int]:
+    """Candidate -> the index of the first of `texts` that names its file."""
+    found: dict[str, int] = {}
+    for i, text in enumerate(texts):
+        paths, dotted = _named(text, root)
+        for candidate, rel in files.items():
+            if candidate in found:
+                continue
+            module = _module(rel)
+            if rel in paths or (module is not None and module in dotted):
+                found[candidate] = i
+    return found
+
+
+def _weigh(candidates: list[str], index: WorkspaceIndex, evidence: Evidence) -> dict | None:
+    """The evidence record for a reference with several candidates: which rule decided and
+    on what ("decided": True, "resolved_text"), or which rule named several ("decided":
+    False); None when nothing in the evidence names any candidate."""
+    root = str(index.root)
+    known = {c for c in candidates if index.has_file(c)}
+    files = {c: _candidate_file(c, known) for c in candidates}
+
+    def verdict(rule: str, named: list[str], detail: dict) -> dict:
+        if len(named) == 1:
+            return {"rule": rule, "decided": True, "resolved_text": named[0],
+                    "path": files[named[0]], **detail}  # fmt: skip
+        return {"rule": rule, "decided": False, "candidates": named}
+
+    # 1. the active document and the selection
+    active = workspace_path(evidence.active, root) if evidence.active else None
+    by_active = [c for c in candidates if active is not None and files[c] == active]
+    by_selection = list(_mentioned(files, [evidence.selection], root) if evidence.selection else ())
+    named = list(dict.fromkeys(by_active + by_selection))
+    if named:
+        rule = ACTIVE_DOCUMENT if by_active else SELECTION
+        return verdict(rule, named, {})
+    # 2. the diagnostics in range
+    diagnostics = [str(d) for d in evidence.diagnostics[:_EVIDENCE_ITEMS]]
+    by_diagnostic = _mentioned(files, diagnostics, root)
+    if by_diagnostic:
+        named = list(by_diagnostic)
+        first = diagnostics[by_diagnostic[named[0]]][:200] if len(named) == 1 else ""
+        first = first.encode("utf-8", "replace").decode()  # no lone surrogate in the record
+        return verdict(DIAGNOSTIC, named, {"diagnostic": first})
+    # 3. the files touched in the last turns
+    touched = {workspace_path(str(t), root) for t in evidence.touched[:_EVIDENCE_ITEMS]}
+    named = [c for c in candidates if files[c] in touched]
+    if named:
+        return verdict(RECENTLY_TOUCHED, named, {})
+    return None
+
 
 def _question(surface: str, candidates: list[str]) -> str:
     names = ", ".join(candidates[:-1]) + " or " + candidates[-1]
@@ -533,13 +690,22 @@ def _question(surface: str, candidates: list[str]) -> str:
     return question
 
 
-def _reference(surface: str, start: int, end: int, candidates: list[str]) -> dict:
-    if len(candidates) == 1:
+def _reference(
+    surface: str, start: int, end: int, candidates: list[str], weighed: dict | None = None
+) -> dict:
+    if len(candidates) == 1 or (weighed is not None and weighed["decided"]):
         status = "resolved"
     elif GAP_MIN <= len(candidates) <= GAP_MAX:
         status = "evidence_gap"
     else:
         status = "indeterminate"
+    if status == "resolved":
+        resolved = weighed["resolved_text"] if weighed is not None else candidates[0]
+        shown = candidates[: GAP_MAX + 1]
+        if resolved not in shown:
+            shown = [resolved, *shown[:GAP_MAX]]
+    else:
+        resolved, shown = None, candidates[: GAP_MAX + 1]
     return {
         "surface": surface,
         "start": start,
@@ -547,22 +713,40 @@ def _reference(surface: str, start: int, end: int, candidates: list[str]) -> dic
         "kind": "definite_reference",
         "status": status,
         "temporal_role": "none",
-        "resolved_text": candidates[0] if status == "resolved" else None,
+        "resolved_text": resolved,
         "resolved_epoch": None,
         "assumption": None,
-        "candidates": candidates if status != "indeterminate" else candidates[: GAP_MAX + 1],
+        "candidates": candidates if status == "evidence_gap" else shown,
         "question": _question(surface, candidates) if status == "evidence_gap" else None,
+        "evidence": weighed,
     }
 
 
-def resolve(agent_id: str, turn: int, text: str, index: WorkspaceIndex) -> ResolutionRecord:
-    """The references in `text` that point into the workspace, with their status."""
+def resolve(
+    agent_id: str,
+    turn: int,
+    text: str,
+    index: WorkspaceIndex,
+    evidence: Evidence | None = None,
+) -> ResolutionRecord:
+    """The references in `text` that point into the workspace, with their status; a reference
+    with several candidates is first weighed against `evidence` (see the module's doc)."""
     refs: list[dict] = []
     taken: list[tuple[int, int]] = []
+
+    def add(surface: str, start: int, end: int, candidates: list[str]) -> None:
+        weighed = None
+        if len(candidates) > 1 and evidence is not None:
+            try:
+                weighed = _weigh(candidates, index, evidence)
+            except Exception:  # odd evidence must not cost the turn: ask instead
+                logger.exception("the editor evidence could not be weighed")
+        refs.append(_reference(surface, start, end, candidates, weighed))
+
     for match in _CALL.finditer(text):
         candidates = index.match_symbol(match.group(1))
         if candidates:
-            refs.append(_reference(match.group(0), match.start(), match.end(), candidates))
+            add(match.group(0), match.start(), match.end(), candidates)
             taken.append(match.span())
     for match in _DEFINITE.finditer(text):
         noun, hint = match.group(1), (match.group(2) or "").lower() or None
@@ -570,7 +754,7 @@ def resolve(agent_id: str, turn: int, text: str, index: WorkspaceIndex) -> Resol
             continue
         candidates = index.match_noun(noun, hint)
         if candidates:
-            refs.append(_reference(match.group(0), match.start(), match.end(), candidates))
+            add(match.group(0), match.start(), match.end(), candidates)
     refs.sort(key=lambda r: r["start"])
     worst = max((_STATUS_ORDER.index(r["status"]) for r in refs), default=0)
     digest = hashlib.sha1(f"{agent_id}\0{turn}\0{text}".encode()).hexdigest()[:16]
@@ -581,3 +765,27 @@ def resolve(agent_id: str, turn: int, text: str, index: WorkspaceIndex) -> Resol
         references_json=json.dumps(refs, ensure_ascii=False),
         status=_STATUS_ORDER[worst],
     )
+
+
+_WHY = {
+    ACTIVE_DOCUMENT: "it is the active document",
+    SELECTION: "the selection names it",
+    DIAGNOSTIC: "a diagnostic in range names it",
+    RECENTLY_TOUCHED: "it is the one of them touched in the last turns",
+}
+
+
+def evidence_notes(record: ResolutionRecord) -> list[str]:
+    """One line per reference the evidence decided, for the task's prompt: what it was taken
+    to mean and why (the model would otherwise guess among the candidates)."""
+    notes = []
+    for ref in record.references:
+        weighed = ref.get("evidence")
+        if ref.get("status") == "resolved" and weighed and weighed.get("decided"):
+            others = [c for c in ref["candidates"] if c != ref["resolved_text"]]
+            notes.append(
+                f"{ref['surface']!r} is taken to mean {ref['resolved_text']} "
+                f"({_WHY.get(weighed['rule'], weighed['rule'])}), "
+                f"not {' or '.join(others)}."
+            )
+    return notes

@@ -1,0 +1,118 @@
+"""The editor as evidence before asking, end to end: "the parser" with two candidates is
+settled by the active document or by the file the last task read, without a question; with
+neither, the question is asked."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from talos_ls.demo.scripted_model import reply
+
+from .conftest import start_editor
+
+PARSERS = ("src/parser.py", "tools/parser.py")
+
+
+@pytest.fixture
+def parsers(ws):
+    for rel in PARSERS:
+        (ws / rel).parent.mkdir(parents=True, exist_ok=True)
+        (ws / rel).write_text("def parse(text):\n    return text\n")
+    return ws
+
+
+async def _start(tmp_path, ws, options):
+    editor = await start_editor(tmp_path / "home", [ws], options)
+    await editor.until(lambda: any(f.index.ready for s in editor.statuses for f in s.folders),
+                       "the index")  # fmt: skip
+    return editor
+
+
+async def _stop(editor):
+    await editor.client.shutdown_session()
+    await editor.client.stop()
+
+
+def _prompt(model, request: int) -> str:
+    """The person's message as the model got it in its `request`-th call."""
+    return next(m["content"] for m in model.requests[request]["body"]["messages"]
+                if m["role"] == "user")  # fmt: skip
+
+
+async def _run(editor, params) -> str:
+    task_id = (await editor.command("talos.task.start", params))["task_id"]
+    await editor.finished(task_id)
+    return task_id
+
+
+async def test_the_active_document_settles_the_parser_without_a_question(
+    tmp_path, parsers, options, model
+):
+    editor = await _start(tmp_path, parsers, options)
+    try:
+        model.script.append(reply("Fixed."))
+        uri = (parsers / "tools" / "parser.py").as_uri()
+        await _run(editor, {"prompt": "fix the parser", "uri": uri})
+        assert editor.prompts == []  # not asked
+        assert await editor.command("talos.questions.list", {}) == []  # nor queued
+        prompt = _prompt(model, 0)
+        assert ("'the parser' is taken to mean tools/parser.py (it is the active document), "
+                "not src/parser.py.") in prompt  # fmt: skip
+    finally:
+        await _stop(editor)
+
+
+async def test_without_context_the_question_is_asked(tmp_path, parsers, options, model):
+    editor = await _start(tmp_path, parsers, options)
+    try:
+        editor.replies.append(editor.button("tools/parser.py"))
+        model.script.append(reply("Fixed.", delay=0.05))
+        await _run(editor, {"prompt": "fix the parser"})
+        (asked,) = editor.prompts
+        assert "the parser" in asked.message
+        titles = [a.title for a in asked.actions]
+        assert all(any(p in t for t in titles) for p in PARSERS)
+        assert "taken to mean" not in _prompt(model, 0)
+    finally:
+        await _stop(editor)
+
+
+async def test_the_file_the_last_task_read_settles_the_parser(tmp_path, parsers, options, model):
+    editor = await _start(tmp_path, parsers, options)
+    try:
+        read = json.dumps({"path": "tools/parser.py"})
+        model.script += [reply("", [("c1", "read_file", read)]), reply("It parses."),
+                         reply("Fixed.")]  # fmt: skip
+        await _run(editor, {"prompt": "look around the tools folder"})
+        await _run(editor, {"prompt": "now fix the parser"})
+        referents = [q for q in await editor.command("talos.questions.list", {})
+                     if q["kind"] == "referent"]  # fmt: skip
+        assert editor.prompts == [] and referents == []
+        assert "tools/parser.py (it is the one of them touched in the last turns)" in _prompt(
+            model, 2
+        )
+    finally:
+        await _stop(editor)
+
+
+@pytest.mark.parametrize("where, why", [
+    ({"range": {"start": {"line": 0, "character": 0}, "end": {"line": 0, "character": 9}}},
+     "the selection names it"),
+    ({"diagnostics": [{"message": "tools/parser.py:2: error: Returning Any", "source": "mypy"}]},
+     "a diagnostic in range names it"),
+])  # fmt: skip
+async def test_the_selection_or_a_diagnostic_settles_the_parser(
+    tmp_path, parsers, options, model, where, why
+):
+    (parsers / "src" / "app.py").write_text("from tools.parser import parse\n")
+    editor = await _start(tmp_path, parsers, options)
+    try:
+        model.script.append(reply("Fixed."))
+        uri = (parsers / "src" / "app.py").as_uri()
+        await _run(editor, {"prompt": "fix the parser", "uri": uri, **where})
+        assert editor.prompts == []
+        assert f"tools/parser.py ({why})" in _prompt(model, 0)
+    finally:
+        await _stop(editor)
