@@ -30,7 +30,6 @@ import argparse
 import asyncio
 import contextlib
 import json
-import os
 import re
 import shutil
 import subprocess
@@ -52,6 +51,7 @@ from lsp_bench import (  # bench/lsp_bench.py, beside this script
     make_workspace,
     rss_kb,
     summary,
+    wind_up,
 )
 
 sys.path.insert(0, str(REPO))
@@ -555,12 +555,7 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
         if "3" in only:
             results["soak"] = await bench.soak(args.tasks or (100 if q else 1000))
     finally:
-        bench.close()
-        results["server_stderr"] = bench.stderr
-        results["notes"] = bench.notes
-        results["loadavg_end"] = os.getloadavg()
-        if not args.keep:
-            shutil.rmtree(work, ignore_errors=True)
+        wind_up(bench, results, work, args.keep)
     return results
 
 

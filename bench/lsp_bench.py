@@ -1035,12 +1035,7 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
         if "7" in only:
             results["proposals"] = await bench.proposals(5 if q else 20, 100 if q else 500)
     finally:
-        bench.close()
-        results["server_stderr"] = bench.stderr
-        results["notes"] = bench.notes
-        results["loadavg_end"] = os.getloadavg()
-        if not args.keep:
-            shutil.rmtree(work, ignore_errors=True)
+        wind_up(bench, results, work, args.keep)
     return results
 
 
@@ -1067,6 +1062,16 @@ def main() -> int:
     )
     print("\n".join(table(results)))
     return finish(results, args.json)
+
+
+def wind_up(bench: Any, results: dict[str, Any], work: Path, keep: bool) -> None:
+    """Stop the servers; keep what they wrote on stderr, the notes and the load at the end."""
+    bench.close()
+    results["server_stderr"] = bench.stderr
+    results["notes"] = bench.notes
+    results["loadavg_end"] = os.getloadavg()
+    if not keep:
+        shutil.rmtree(work, ignore_errors=True)
 
 
 def finish(results: dict[str, Any], json_path: str | None) -> int:

@@ -13,6 +13,8 @@ from talos_ls.gates import question_value as qv
 from talos_ls.gates.question_queue import QuestionCandidate, QuestionQueue
 from talos_ls.memory.reconcile import Reconciler
 
+from .test_live_gate import parser_gap
+
 
 def fact(confidence, slot=False, live=True):
     return SimpleNamespace(
@@ -166,14 +168,7 @@ def worked_example(store, facts, ranking):
     gate = {"gate": {"gated": True, "mode": "refuse", "refused_keys": [weak]}}
     confirm = q.propose_from_gate("a1", gate, 10, REQUEST)
     # C: an evidence gap between two files, from a request at turn 7.
-    gap = {
-        "surface": "the parser",
-        "start": 4,
-        "end": 14,
-        "status": "evidence_gap",
-        "candidates": ["src/parser.py", "tools/parser.py"],
-        "question": "Which do you mean by 'the parser': src/parser.py or tools/parser.py?",
-    }
+    gap = parser_gap()
     record = SimpleNamespace(agent_id="a1", key="res:7", references_json=json.dumps([gap]))
     assert q.propose_from_resolution(record, 7) == 1
     (referent,) = [c for c in q.candidates("a1") if c.kind == "referent"]
