@@ -13,11 +13,14 @@ store. The simulated person answers a delivered question with the truth, or dism
 probability --dismiss. Between turns, "the world" gives evidence: each fact, with probability
 --evidence per turn, gets one observation that agrees with the truth nine times out of ten.
 
-Arms: seed (the seed's order), value (`ranking="value"`), and two ablations on the value path:
-gate (the live-uncertainty gate, then the seed's order) and entropy (the gate, then expected
-entropy reduction over the options' effects: the binary entropy of every live fact an option
-names, or log2 of the number of options when they name none). bench/README.md states how each
-figure is counted.
+Arms: seed (the seed's order, `resolve` hearing the request only: the queue as the reference
+design has it), editor (the seed's order, `resolve` also weighing the editor's evidence: the
+active document and the files the last three tasks touched, as the host does), value
+(`ranking="value"`, with the editor's evidence), and two ablations on the value path: gate (the
+live-uncertainty gate and the request check, then the seed's order) and entropy (the same, then
+expected entropy reduction over the options' effects: the binary entropy of every live fact an
+option names, or log2 of the number of options when they name none). bench/README.md states
+how each figure is counted.
 
     python bench/question_value.py                          # 60 sessions x 30 turns, seed 17
     python bench/question_value.py --sessions 5 --turns 12 --json out.json
@@ -45,16 +48,19 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from talos_ls.gates import question_value
+from talos_ls.gates.producers import answered_referents
 from talos_ls.gates.question_queue import QuestionQueue
 from talos_ls.memory.assembler import ContextAssembler
-from talos_ls.memory.resolve import WorkspaceIndex, resolve
+from talos_ls.memory.resolve import Evidence, WorkspaceIndex, resolve
 from talos_ls.memory.rules import RulesFiles
 from talos_ls.store import open_store
 from talos_ls.text import normalize_text
 
 AGENT = "bench"
 GATE = 0.5  # the host's confidence gate (HostConfig.confidence_gate)
-ARMS = ("seed", "value", "gate", "entropy")
+ARMS = ("seed", "editor", "value", "gate", "entropy")
+NO_EDITOR = ("seed",)  # arms whose `resolve` hears the request only, as the reference design
+TOUCHED_TASKS = 3  # host.TOUCHED_TASKS
 
 NOUNS = ("parser", "lexer", "cache", "loader", "router", "client", "server", "schema", "worker",
          "scheduler", "renderer", "storage", "importer", "exporter", "validator")  # fmt: skip
@@ -227,11 +233,14 @@ def make_session(seed: int, turns: int) -> Session:
             request = rng.choice(REF_REQUESTS).format(n=ref.noun)
             u = rng.random()
             others = [p for p in paths if p not in ref.files]
+            rivals = [p for p in ref.files if p != ref.intended]
             if u < 0.2:
                 request, named = f"{request} in {ref.intended}", True
                 context = rng.choice(others)
-            elif u < 0.55:
+            elif u < 0.5:
                 context, named = ref.intended, True
+            elif u < 0.6 and rivals:  # open on the other one: the editor misleads
+                context = rng.choice(rivals)
             else:
                 context = rng.choice(others)
         else:
@@ -276,7 +285,7 @@ def arm_ranking(arm: str):
     elif arm == "entropy":
         question_value.rank = entropy_rank
     try:
-        yield "seed" if arm == "seed" else "value"
+        yield "seed" if arm in ("seed", "editor") else "value"
     finally:
         question_value.rank = original
 
@@ -297,6 +306,7 @@ class ExpiryLog(logging.Handler):
 def new_counts() -> dict[str, Any]:
     return {"turns": 0, "questions": 0, "answered": 0, "dismissed": 0, "useful": 0,
             "over_asking": 0, "wrong_assumptions": 0, "by_kind": {}, "over_by_kind": {},
+            "wrong_by_cause": {}, "ref_picks": {},
             "live_expired": {}}  # fmt: skip
 
 
@@ -316,7 +326,8 @@ def run_arm(session: Session, arm: str, where: Path, dismiss_p: float, evidence_
     try:
         with arm_ranking(arm) as ranking:
             queue = QuestionQueue(store, ranking=ranking, gate_threshold=GATE)
-            _replay(session, queue, root, dismiss_p, evidence_p, counts, fed)
+            editor = arm not in NO_EDITOR
+            _replay(session, queue, root, dismiss_p, evidence_p, counts, fed, editor)
     finally:
         qlog.removeHandler(handler)
         qlog.setLevel(level)
@@ -325,7 +336,7 @@ def run_arm(session: Session, arm: str, where: Path, dismiss_p: float, evidence_
     return counts, fed
 
 
-def _replay(session, queue, root, dismiss_p, evidence_p, counts, fed) -> None:
+def _replay(session, queue, root, dismiss_p, evidence_p, counts, fed, editor) -> None:
     facts, reconciler = queue.facts, queue.reconciler
     rules = RulesFiles(facts, reconciler)
     assembler = ContextAssembler(facts, confidence_gate_threshold=GATE)
@@ -348,12 +359,13 @@ def _replay(session, queue, root, dismiss_p, evidence_p, counts, fed) -> None:
         truth_of[key] = ("slot", i, value == session.slots[i].truth)
     for j, key in enumerate(weak_keys):
         truth_of[key] = ("weak", j, session.weak[j].truth)
-    known_refs: set[int] = set()
     answers: list[tuple[str, int, int]] = []  # (kind, item, turn): answers not over-asking
     topics: list[tuple[str, int, int]] = []
+    worked_on: list[str | None] = []  # the file each turn's task worked on (ref turns)
 
     for t, turn in enumerate(session.turns, start=1):
         fed.append((turn.request, turn.context))
+        picked = None  # the reference this turn's answer picked
         counts["turns"] += 1
         topics.append((turn.kind, turn.item, t))
         # What the host does before a task (host._prepare), the editor's path in the cues.
@@ -363,7 +375,13 @@ def _replay(session, queue, root, dismiss_p, evidence_p, counts, fed) -> None:
         assembled = assembler.assemble(AGENT, cues)
         queue.note_use(AGENT, assembled.keys, t)
         queue.propose_from_gate(AGENT, assembled.metadata, t, turn.request)
-        queue.propose_from_resolution(resolve(AGENT, t, turn.request, index), t)
+        evidence = None
+        if editor:
+            touched = [p for p in reversed(worked_on[-TOUCHED_TASKS:]) if p is not None]
+            earlier = tuple(answered_referents(queue, AGENT))
+            evidence = Evidence(active=turn.context, touched=tuple(touched), answers=earlier)
+        resolution = resolve(AGENT, t, turn.request, index, evidence)
+        queue.propose_from_resolution(resolution, t)
         queue.propose_from_disjunctions(AGENT, t)
         q = queue.next_question(AGENT, t, query_cues=cues)
         if q is not None:
@@ -381,11 +399,17 @@ def _replay(session, queue, root, dismiss_p, evidence_p, counts, fed) -> None:
                 if result.classification == "answered":
                     counts["answered"] += 1
                     if about is not None and about[0] == "ref":
-                        known_refs.add(about[1])
+                        picked = about[1]
                     if about is not None and not settled:
                         answers.append((about[0], about[1], t))
-        counts["wrong_assumptions"] += _wrong(session, turn, facts, side_keys, weak_keys,
-                                              known_refs)  # fmt: skip
+        pick, why = _pick(session, turn, resolution, picked)
+        worked_on.append(pick)
+        if why:
+            counts["ref_picks"][why] = counts["ref_picks"].get(why, 0) + 1
+        if _wrong(session, turn, facts, side_keys, weak_keys, pick):
+            counts["wrong_assumptions"] += 1
+            cause = why if turn.kind == "ref" else turn.kind
+            counts["wrong_by_cause"][cause] = counts["wrong_by_cause"].get(cause, 0) + 1
         _evidence(session, turn, facts, side_keys, weak_keys, evidence_p)
     for kind, item, at in answers:  # useful: the task used it then or later, or it picked
         if kind == "ref" or any((k, i) == (kind, item) and u >= at for k, i, u in topics):
@@ -423,7 +447,28 @@ def _judge(q, session, turn, t, truth_of, facts):
     return (kind, item), reply, settled
 
 
-def _wrong(session, turn, facts, side_keys, weak_keys, known_refs) -> int:
+def _pick(session, turn, resolution, picked) -> tuple[str | None, str]:
+    """The file a reference turn's task works on, and why. This turn's answer or the request
+    naming it: the intended file ("ref: known"); an earlier answer is only remembered through
+    `resolve`'s "earlier answer" evidence, as in the host. Else the model follows what its
+    prompt shows: what `resolve` settled from the evidence ("ref: <rule>", the prompt's note
+    says which and why), else the active document when it is a candidate, in every arm ("ref:
+    open file", right or wrong: the person may have the other one open), else the first
+    candidate ("ref: guess"). None for other turns."""
+    if turn.kind != "ref":
+        return None, ""
+    ref = session.refs[turn.item]
+    if not ref.ambiguous or picked == turn.item or turn.request.endswith(ref.intended):
+        return ref.intended, "ref: known"
+    for r in resolution.references:
+        if r["status"] == "resolved" and set(r["candidates"]) == set(ref.files):
+            return r["resolved_text"], f"ref: {r['evidence']['rule']}"
+    if turn.context in ref.files:
+        return turn.context, "ref: open file"
+    return ref.files[0], "ref: guess"
+
+
+def _wrong(session, turn, facts, side_keys, weak_keys, pick) -> int:
     """1 when the turn's task proceeds on something the person would have corrected."""
     if turn.kind == "slot":
         spec = session.slots[turn.item]
@@ -441,10 +486,7 @@ def _wrong(session, turn, facts, side_keys, weak_keys, known_refs) -> int:
         used = f is not None and f.live and f.confidence >= GATE  # the gate lets it through
         return int(used and not session.weak[turn.item].truth)
     if turn.kind == "ref":
-        ref = session.refs[turn.item]
-        if not ref.ambiguous or turn.named or turn.item in known_refs:
-            return 0
-        return int(ref.files[0] != ref.intended)  # unasked, the agent takes the first
+        return int(pick != session.refs[turn.item].intended)
     return 0
 
 
@@ -512,9 +554,13 @@ def run(sessions: int, turns: int, seed: int, dismiss_p: float = 0.2, evidence_p
         "sessions_identical": identical,
         "session_digests": digests,
         "arms": totals,
-        "targets": {a: targets(totals["seed"], totals[a]) for a in arms if a != "seed"}
-        if "seed" in totals
-        else {},
+        "targets": {
+            f"{a} vs {base}": targets(totals[base], totals[a])
+            for base in ("seed", "editor")
+            if base in totals
+            for a in arms
+            if a not in ("seed", base)
+        },
     }
 
 
@@ -533,14 +579,25 @@ def table(result: dict[str, Any]) -> str:
     for k in kinds:
         cells = " | ".join(str(result["arms"][a]["over_by_kind"].get(k, 0)) for a in arms)
         out.append(f"| over-asking: {k} | {cells} |")
+    for k in ("slot", "weak"):
+        cells = " | ".join(str(result["arms"][a]["wrong_by_cause"].get(k, 0)) for a in arms)
+        out.append(f"| wrong: {k} | {cells} |")
+    causes = sorted({k for a in arms for k in result["arms"][a]["ref_picks"]})
+    for k in causes:  # how often each way of picking the file was taken, and wrong
+        cells = " | ".join(
+            f"{result['arms'][a]['ref_picks'].get(k, 0)} "
+            f"({result['arms'][a]['wrong_by_cause'].get(k, 0)})"
+            for a in arms
+        )
+        out.append(f"| {k} (wrong) | {cells} |")
     reasons = sorted({k for a in arms for k in result["arms"][a]["live_expired"]})
     for r in reasons:
         cells = " | ".join(str(result["arms"][a]["live_expired"].get(r, 0)) for a in arms)
         out.append(f"| expired: {r} | {cells} |")
     out.append("")
-    for arm, met in result["targets"].items():
+    for pair, met in result["targets"].items():
         ok = ", ".join(f"{k} {'met' if v else 'NOT met'}" for k, v in met.items())
-        out.append(f"- {arm} vs seed: {ok}; wins: {'yes' if all(met.values()) else 'no'}")
+        out.append(f"- {pair}: {ok}; wins: {'yes' if all(met.values()) else 'no'}")
     return "\n".join(out)
 
 

@@ -47,6 +47,7 @@ from .display import visible
 from .edits.proposals import OPEN, Proposal, ProposalBook, ProposalError
 from .files import read_regular
 from .gates.permissions import MODES, Policy
+from .gates.producers import answered_referents
 from .gates.question_queue import AnswerResult, QuestionCandidate, QuestionQueue
 from .memory.assembler import ContextAssembler
 from .memory.facts import FactStore
@@ -333,9 +334,10 @@ class Host:
         return _Prepared(turn, prompt, system, question)
 
     def _evidence(self, context: EditorContext | None) -> Evidence:
-        """What surrounds the request, for `resolve`: the editor's context, and the files the
-        agent's last TOUCHED_TASKS tasks read (read_file) or proposed edits to, most recent
-        first, from the tasks still in memory. Never raises: without it, questions are asked."""
+        """What surrounds the request, for `resolve`: the person's earlier answers to "which do
+        you mean", the editor's context, and the files the agent's last TOUCHED_TASKS tasks
+        read (read_file) or proposed edits to, most recent first, from the tasks still in
+        memory. Never raises: without it, questions are asked."""
         touched: list[str] = []
         try:
             recent = sorted(self.registry.list(self.agent_id), key=lambda t: t.created_at,
@@ -357,9 +359,12 @@ class Host:
         except Exception:
             logger.exception("the recently touched files could not be listed")
         touched = list(dict.fromkeys(touched))
+        answers = tuple(answered_referents(self.queue, self.agent_id))
         if context is None:
-            return Evidence(touched=tuple(touched))
-        return Evidence(context.path, context.selection, context.diagnostics, tuple(touched))
+            return Evidence(touched=tuple(touched), answers=answers)
+        return Evidence(
+            context.path, context.selection, context.diagnostics, tuple(touched), answers
+        )
 
     def _step(self, task: Task, message: str) -> None:
         task.activity = message

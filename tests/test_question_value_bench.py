@@ -53,8 +53,14 @@ def test_a_tiny_run_has_the_reported_shape(bench):
         assert counts["questions_per_turn"] == round(counts["questions"] / 20, 4)
         # The budget: at most one question per five turns, the first turn included.
         assert counts["questions"] <= 2 * 2
-    assert result["arms"]["seed"]["live_expired"] == {}  # the seed has no live gate
-    assert set(result["targets"]) == {"value", "gate", "entropy"}
+    for arm in ("seed", "editor"):  # the seed's order has no live gate
+        assert result["arms"][arm]["live_expired"] == {}
+    # only arms hearing the editor's evidence settle a reference by it
+    assert not any(k.startswith("ref: active") for k in result["arms"]["seed"]["ref_picks"])
+    assert set(result["targets"]) == {
+        *(f"{a} vs seed" for a in ("editor", "value", "gate", "entropy")),
+        *(f"{a} vs editor" for a in ("value", "gate", "entropy")),
+    }
     assert "| over-asking |" in bench.table(result)
 
 
@@ -64,7 +70,7 @@ def test_the_ablations_leave_the_ranking_as_it_was(bench):
     original = question_value.rank
     for arm in bench.ARMS:
         with bench.arm_ranking(arm) as ranking:
-            assert ranking == ("seed" if arm == "seed" else "value")
+            assert ranking == ("seed" if arm in ("seed", "editor") else "value")
         assert question_value.rank is original
 
 

@@ -576,3 +576,33 @@ def test_non_string_evidence_does_not_cost_the_turn(workspace):
     evidence = Evidence(active=None, diagnostics=(None, 3), touched=(None, 7))  # type: ignore[arg-type]
     _, ref = weighed(workspace, evidence)
     assert ref["status"] == "evidence_gap"
+
+
+@pytest.mark.parametrize("text", [
+    "fix the parser in tools/parser.py",
+    "fix the parser, the one in tools.parser",
+    "fix the parser (./tools/parser.py:12)",
+])  # fmt: skip
+def test_the_request_naming_one_candidate_settles_it_without_any_editor(workspace, qq, text):
+    record, ref = weighed(workspace, None, text)
+    assert ref["status"] == "resolved" and ref["resolved_text"] == "tools/parser.py"
+    assert ref["evidence"]["rule"] == "request"
+    assert qq.propose_from_resolution(record, 1) == 0
+    assert "the request names it" in evidence_notes(record)[0]
+
+
+def test_the_request_outranks_the_editor_and_naming_both_still_asks(workspace):
+    _, ref = weighed(
+        workspace, Evidence(active="src/parser.py"), "fix the parser in tools/parser.py"
+    )
+    assert (ref["resolved_text"], ref["evidence"]["rule"]) == ("tools/parser.py", "request")
+    _, ref = weighed(workspace, Evidence(active="src/parser.py"),
+                     "the parser: src/parser.py or tools/parser.py?")  # fmt: skip
+    assert ref["status"] == "evidence_gap"
+    assert ref["evidence"] == {"rule": "request", "decided": False, "candidates": PARSERS}
+
+
+def test_a_path_outside_the_workspace_in_the_request_names_nothing(workspace):
+    outside = f"{workspace.root}/../x/tools/parser.py"
+    _, ref = weighed(workspace, None, f"fix the parser like /etc/tools/parser.py and {outside}")
+    assert ref["status"] == "evidence_gap" and ref["evidence"] is None

@@ -22,6 +22,7 @@ import json
 import logging
 from typing import TYPE_CHECKING, Any
 
+from ..memory.resolve import asks_about
 from ..text import normalize_text
 from .question_queue import DEFLECTION_PHRASES, QuestionCandidate, pass_memo, queue_enabled
 from .question_value import REFERENCE_RESOLVED
@@ -32,6 +33,7 @@ if TYPE_CHECKING:
 logger = logging.getLogger(__name__)
 
 __all__ = [
+    "answered_referents",
     "disjunction_is_stale",
     "expire_resolved_referents",
     "live_disjoins",
@@ -240,11 +242,6 @@ def propose_from_resolution(queue: QuestionQueue, record: Any, turn: int) -> int
     return proposed
 
 
-def _mentions(question: str, surface: str) -> bool:
-    """`surface` appears as whole words in `question`, both normalized."""
-    return f" {surface} " in f" {question} "
-
-
 def expire_resolved_referents(
     queue: QuestionQueue, agent_id: str, references: list[Any], turn: int
 ) -> int:
@@ -259,9 +256,9 @@ def expire_resolved_referents(
     for ref in references:
         if not isinstance(ref, dict) or ref.get("status") != "resolved":
             continue
-        surface = normalize_text(str(ref.get("surface") or ""))
+        surface = str(ref.get("surface") or "")
         target = normalize_text(str(ref.get("resolved_text") or ""))
-        if surface and target:
+        if normalize_text(surface) and target:
             settled.append((surface, target))
     if not settled:
         return 0
@@ -271,12 +268,25 @@ def expire_resolved_referents(
             cand = QuestionCandidate(**row)
             if cand.kind != "referent":
                 continue
-            question = normalize_text(cand.question_text)
             labels = {normalize_text(str(o.get("label", ""))) for o in cand.options}
-            hit = any(_mentions(question, s) and t in labels for s, t in settled)
+            hit = any(asks_about(cand.question_text, s) and t in labels for s, t in settled)
             if hit and queue._expire(cand, turn):
                 queue._log_expired(cand.candidate_id, REFERENCE_RESOLVED)
                 expired += 1
     except Exception:
         logger.exception("question_queue: expiring resolved referents failed")
     return expired
+
+
+def answered_referents(queue: QuestionQueue, agent_id: str) -> list[tuple[str, str]]:
+    """(question, chosen label) of every referent question the person answered and the store
+    still holds (`retention_turns`), most recent first: `resolve`'s "earlier answer" evidence,
+    so "the parser" is neither guessed at nor asked again once the person has said which one.
+    [] when the store fails (`candidates` logs it)."""
+    answered = [
+        c for c in queue.candidates(agent_id)
+        if c.kind == "referent" and c.status == "answered"
+        and c.answer_option is not None and 0 <= c.answer_option < len(c.options)
+    ]  # fmt: skip
+    answered.sort(key=lambda c: (c.resolved_turn or 0, c.candidate_id), reverse=True)
+    return [(c.question_text, str(c.options[c.answer_option or 0].get("label"))) for c in answered]

@@ -477,6 +477,9 @@ class QuestionQueue:
                         survivors.append(cand)
                 if by_value:
                     request = question_value.request_stems(query_cues)
+                    survivors = [
+                        c for c in survivors if not question_value.settled_by_request(c, request)
+                    ]
                     survivors = question_value.rank(survivors, turn, request, lookup)
                 claimed = self.store.qq_deliver(
                     agent_id,

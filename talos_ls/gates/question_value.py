@@ -91,6 +91,21 @@ def live_reason(
     return None
 
 
+def settled_by_request(candidate: QuestionCandidate, request: frozenset[str] | None) -> bool:
+    """The request itself picks one side of a disjunction ("run the tests with pytest" when
+    the conflict is pytest / unittest): the words only one option's label has are in the
+    request, and none of the other's. Such a question is not asked this turn (the task goes on
+    what the person said) but stays open: a request is no answer about the rule."""
+    if candidate.kind != "disjunction" or not request or len(candidate.options or []) != 2:
+        return False
+    a, b = (
+        frozenset(stem(t) for t in cue_tokens_for(str(o.get("label", ""))))
+        for o in candidate.options
+    )
+    only_a, only_b = a - b, b - a
+    return bool(only_a and only_b) and bool(only_a & request) != bool(only_b & request)
+
+
 # --------------------------------------------------------------- value
 def request_stems(query_cues: str | Iterable[Any] | None) -> frozenset[str] | None:
     """The request's words folded by the search stemmer; None when there is no request."""

@@ -19,8 +19,12 @@ them (the question queue asks it when the budget and the moment allow); more tha
 workspace ("the bug", "the same") is not a reference to it and is not recorded. Offsets are
 character offsets into the original text.
 
-Before a reference with several candidates becomes a question, the request's surroundings
-(`Evidence`) are weighed, strongest first, and the first that names any candidate decides:
+Before a reference with several candidates becomes a question, the request itself and its
+surroundings (`Evidence`) are weighed, strongest first, and the first that names any candidate
+decides:
+0. the request ("request"): its words name one candidate's file ("fix the parser in
+   tools/parser.py", "... in tools.parser"); then the person's earlier answer to a question
+   about the same words ("earlier answer");
 1. the active document and the selection ("active document", "selection"): the file the
    person is in is one candidate's file, or the selected text names one (a workspace path,
    or a dotted module such as `tools.parser`);
@@ -57,6 +61,7 @@ from urllib.parse import unquote
 import pathspec
 
 from ..files import read_regular
+from ..text import normalize_text
 
 logger = logging.getLogger(__name__)
 
@@ -548,6 +553,7 @@ class ResolutionRecord:
 _STATUS_ORDER = ("resolved", "assumed", "evidence_gap", "indeterminate")
 
 # The evidence rules, strongest first, as the resolution record names them.
+REQUEST, ANSWERED = "request", "earlier answer"
 ACTIVE_DOCUMENT, SELECTION = "active document", "selection"
 DIAGNOSTIC, RECENTLY_TOUCHED = "diagnostic", "recently touched"
 _EVIDENCE_TEXT_CHARS = 20_000  # of a selection or a diagnostic: past this, ignored
@@ -566,6 +572,9 @@ class Evidence:
     selection: str = ""  # the selected text
     diagnostics: tuple[str, ...] = ()  # the messages of the diagnostics in range
     touched: tuple[str, ...] = ()  # files touched in the last turns, most recent first
+    # The person's earlier answers to "which do you mean": (the question, the chosen label),
+    # most recent first.
+    answers: tuple[tuple[str, str], ...] = ()
 
 
 def workspace_path(text: str, root: str) -> str | None:
@@ -603,6 +612,7 @@ def _named(text: str, root: str) -> tuple[set[str], set[str]]:
     paths: set[str] = set()
     dotted: set[str] = set()
     for token in _TOKEN.findall(text[:_EVIDENCE_TEXT_CHARS]):
+        token = token.rstrip("?!")  # prose: "... or tools/parser.py?"
         rel = workspace_path(token, root)
         if rel is not None:
             paths.add(rel)
@@ -644,10 +654,18 @@ def _mentioned(files: dict[str, str], texts: Iterable[str], root: str) -> dict[s
     return found
 
 
-def _weigh(candidates: list[str], index: WorkspaceIndex, evidence: Evidence) -> dict | None:
+def asks_about(question: str, surface: str) -> bool:
+    """`question` is about `surface`: its words appear, as whole words, in the question (every
+    referent question quotes the words it asks about)."""
+    return f" {normalize_text(surface)} " in f" {normalize_text(question)} "
+
+
+def _weigh(
+    candidates: list[str], index: WorkspaceIndex, evidence: Evidence, request: str, surface: str
+) -> dict | None:
     """The evidence record for a reference with several candidates: which rule decided and
     on what ("decided": True, "resolved_text"), or which rule named several ("decided":
-    False); None when nothing in the evidence names any candidate."""
+    False); None when nothing in the request or the evidence names any candidate."""
     root = str(index.root)
     known = {c for c in candidates if index.has_file(c)}
     files = {c: _candidate_file(c, known) for c in candidates}
@@ -658,6 +676,15 @@ def _weigh(candidates: list[str], index: WorkspaceIndex, evidence: Evidence) -> 
                     "path": files[named[0]], **detail}  # fmt: skip
         return {"rule": rule, "decided": False, "candidates": named}
 
+    # 0. the request itself ("fix the parser in tools/parser.py")
+    named = list(_mentioned(files, [request], root))
+    if named:
+        return verdict(REQUEST, named, {})
+    # 0b. what the person answered when asked about the same words
+    for question, label in evidence.answers[:_EVIDENCE_ITEMS]:
+        chosen = [c for c in candidates if label in (c, files[c])]
+        if chosen and asks_about(str(question), surface):
+            return verdict(ANSWERED, chosen[:1], {})
     # 1. the active document and the selection
     active = workspace_path(evidence.active, root) if evidence.active else None
     by_active = [c for c in candidates if active is not None and files[c] == active]
@@ -730,15 +757,16 @@ def resolve(
     evidence: Evidence | None = None,
 ) -> ResolutionRecord:
     """The references in `text` that point into the workspace, with their status; a reference
-    with several candidates is first weighed against `evidence` (see the module's doc)."""
+    with several candidates is first weighed against the rest of `text` and `evidence` (see
+    docs/memory.md)."""
     refs: list[dict] = []
     taken: list[tuple[int, int]] = []
 
     def add(surface: str, start: int, end: int, candidates: list[str]) -> None:
         weighed = None
-        if len(candidates) > 1 and evidence is not None:
+        if len(candidates) > 1:
             try:
-                weighed = _weigh(candidates, index, evidence)
+                weighed = _weigh(candidates, index, evidence or Evidence(), text, surface)
             except Exception:  # odd evidence must not cost the turn: ask instead
                 logger.exception("the editor evidence could not be weighed")
         refs.append(_reference(surface, start, end, candidates, weighed))
@@ -768,6 +796,8 @@ def resolve(
 
 
 _WHY = {
+    REQUEST: "the request names it",
+    ANSWERED: "you said so when asked",
     ACTIVE_DOCUMENT: "it is the active document",
     SELECTION: "the selection names it",
     DIAGNOSTIC: "a diagnostic in range names it",
