@@ -29,6 +29,7 @@ import asyncio
 import dataclasses
 import json
 import logging
+import time
 from collections import deque
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -62,6 +63,7 @@ APPLY, REJECT = "Apply", "Reject"
 KEEP_ANSWERS = 64  # answers kept in memory for the session's report; all are in the store
 MAX_CONTEXT_CHARS = 4000  # the editor's selection, as given to the model
 TOUCHED_TASKS = 3  # the files the last this many tasks read or edited are "recently touched"
+PERSON_EDITS = 50  # the person's latest edits kept for "recently touched" (since those tasks)
 
 
 class EditorPort(Protocol):
@@ -203,6 +205,7 @@ class Host:
         self.loop = AgentLoop(self.model, self.meter, config.caps, self.registry)
         self.index = WorkspaceIndex(self.workspace.root)
         self.answers: deque[tuple[QuestionCandidate, AnswerResult]] = deque(maxlen=KEEP_ANSWERS)
+        self._edits: deque[tuple[float, str]] = deque(maxlen=PERSON_EDITS)  # (time, path)
         self._background: set[asyncio.Future] = set()
         self._daemon_jobs: set[asyncio.Future] = set()
         self._starting: asyncio.Future[None] | None = None
@@ -335,13 +338,16 @@ class Host:
 
     def _evidence(self, context: EditorContext | None) -> Evidence:
         """What surrounds the request, for `resolve`: the person's earlier answers to "which do
-        you mean", the editor's context, and the files the agent's last TOUCHED_TASKS tasks
-        read (read_file) or proposed edits to, most recent first, from the tasks still in
+        you mean", the editor's context, and the files touched lately, most recent first: those
+        the person edited in the editor since the oldest of the last TOUCHED_TASKS tasks began,
+        and those these tasks read (read_file) or proposed edits to, from the tasks still in
         memory. Never raises: without it, questions are asked."""
         touched: list[str] = []
         try:
             recent = sorted(self.registry.list(self.agent_id), key=lambda t: t.created_at,
                             reverse=True)[:TOUCHED_TASKS]  # fmt: skip
+            since = recent[-1].created_at if len(recent) == TOUCHED_TASKS else 0.0
+            touched += [path for at, path in reversed(self._edits) if at >= since]
             proposed = self.proposals.list()
             for task in recent:
                 touched += [p.path for p in reversed(proposed) if p.task_id == task.id]
@@ -525,6 +531,11 @@ class Host:
         proposal = await self.offload.run(self.proposals.reject, proposal_id)
         await self.port.show_proposal(proposal)
         return proposal
+
+    def person_edited(self, path: str) -> None:
+        """The person changed `path` in the editor: "recently touched" evidence for the next
+        requests (`_evidence`)."""
+        self._edits.append((time.time(), path))
 
     def document_changed(self, path: str, text: str) -> None:
         """The person edited a file (in the editor, or on disk): the proposals made on what it

@@ -329,7 +329,7 @@ def code_lens(ls: TalosServer, params: types.CodeLensParams) -> list[types.CodeL
 
 @server.feature(types.TEXT_DOCUMENT_DID_CHANGE)
 def document_changed(ls: TalosServer, params: types.DidChangeTextDocumentParams) -> None:
-    """The person typed: proposals made on what the document was turn stale."""
+    """The person typed: evidence of what they work on; proposals made on what it was, stale."""
     path = document_path(params.text_document.uri)
     doc = ls.workspace.text_documents.get(unquote(params.text_document.uri))
     if path is not None and doc is not None:

@@ -208,3 +208,30 @@ def test_the_seed_ranking_keeps_a_resolved_reference_question(qq):
     (cand,) = qq.candidates("a1")
     qq.propose_from_resolution(resolution([parser_resolved()], "res:2"), 2)
     assert qq.get(cand.candidate_id).status == "pending"
+
+
+# ------------------------------------------------ a side picked by the request
+def test_a_conflict_the_request_picks_a_side_of_waits_for_another_turn(vq, facts):
+    cand, _, _ = disjunction(vq, facts, turn=0)
+    assert vq.next_question("a1", 1, "book the Dana sync for the morning") is None
+    left = vq.get(cand.candidate_id)
+    assert (left.status, left.ask_count) == ("pending", 0)  # a request is no answer
+    assert vq.store.qq_last_delivery("a1") is None  # no budget spent
+    got = vq.next_question("a1", 2, "when does Dana like her meetings")
+    assert got is not None and got.candidate_id == cand.candidate_id
+
+
+@pytest.mark.parametrize("request_text", [
+    "morning or afternoon for the Dana meetings?",  # both sides: still open
+    "book the Dana meetings",  # neither
+])  # fmt: skip
+def test_a_request_naming_both_sides_or_neither_leaves_the_question(vq, facts, request_text):
+    cand, _, _ = disjunction(vq, facts, turn=0)
+    assert vq.next_question("a1", 1, request_text).candidate_id == cand.candidate_id
+
+
+def test_the_seed_ranking_asks_whatever_the_request_says(qq, facts):
+    cand, _, _ = disjunction(qq, facts, turn=0)
+    assert qq.next_question("a1", 1, "book the Dana sync for the morning").candidate_id == (
+        cand.candidate_id
+    )

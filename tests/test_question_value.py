@@ -200,3 +200,33 @@ def test_the_worked_example(store, facts):
 def test_the_seed_asks_the_most_recently_used_instead(store, facts):
     q, _conflict, confirm, _referent = worked_example(store, facts, "seed")
     assert q.next_question("a1", 10, query_cues=REQUEST).candidate_id == confirm.candidate_id
+
+
+# ------------------------------------------------------- settled_by_request
+def _labels(a, b):
+    return cand([{"label": a, "acted": ["fa"]}, {"label": b, "acted": ["fb"]}])
+
+
+@pytest.mark.parametrize(("a", "b", "request_text", "settled"), [
+    ("pytest", "unittest", "run the tests with pytest", True),
+    ("pytest", "unittest", "port the unittest cases", True),
+    ("pytest", "unittest", "pytest or unittest, which is faster?", False),
+    ("pytest", "unittest", "fix the failing tests", False),
+    ("semantic versioning", "calendar versioning", "bump it the semantic way", True),
+    ("semantic versioning", "calendar versioning", "follow versioning rules", False),  # shared
+    ("black", "black", "run black", False),  # nothing tells the two apart
+    ("tests", "tested", "the tests", False),  # the same stem
+])  # fmt: skip
+def test_a_request_settles_a_disjunction_only_by_words_of_one_side(a, b, request_text, settled):
+    request = qv.request_stems(request_text)
+    assert qv.settled_by_request(_labels(a, b), request) is settled
+
+
+def test_only_a_two_sided_disjunction_with_a_request_is_settled():
+    request = qv.request_stems("run the tests with pytest")
+    yes_no = [{"label": "pytest"}, {"label": "no"}]
+    assert not qv.settled_by_request(cand(yes_no, kind="confirmation"), request)
+    assert not qv.settled_by_request(cand(yes_no, kind="referent"), request)
+    assert not qv.settled_by_request(_labels("pytest", "unittest"), None)
+    three = [{"label": "pytest"}, {"label": "unittest"}, {"label": "nose2"}]
+    assert not qv.settled_by_request(cand(three), request)

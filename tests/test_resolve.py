@@ -8,9 +8,12 @@ import shutil
 import sys
 import threading
 import time
+from types import SimpleNamespace
 
 import pytest
 
+from talos_ls.gates.producers import answered_referents
+from talos_ls.gates.question_queue import QuestionQueue
 from talos_ls.memory import resolve as resolve_mod
 from talos_ls.memory.resolve import (
     Evidence,
@@ -606,3 +609,66 @@ def test_a_path_outside_the_workspace_in_the_request_names_nothing(workspace):
     outside = f"{workspace.root}/../x/tools/parser.py"
     _, ref = weighed(workspace, None, f"fix the parser like /etc/tools/parser.py and {outside}")
     assert ref["status"] == "evidence_gap" and ref["evidence"] is None
+
+
+# ---------------------------------------------------------------- earlier answers
+ASKED = "Which do you mean by 'the parser': src/parser.py or tools/parser.py?"
+
+
+def test_an_earlier_answer_about_the_same_words_settles_them(workspace):
+    record, ref = weighed(workspace, Evidence(answers=((ASKED, "tools/parser.py"),)))
+    assert (ref["status"], ref["resolved_text"]) == ("resolved", "tools/parser.py")
+    assert ref["evidence"]["rule"] == "earlier answer"
+    assert "(you said so when asked)" in evidence_notes(record)[0]
+
+
+def test_an_earlier_answer_outranks_the_editor_but_not_the_request(workspace):
+    answers = ((ASKED, "tools/parser.py"),)
+    _, ref = weighed(workspace, Evidence(active="src/parser.py", answers=answers))
+    assert (ref["resolved_text"], ref["evidence"]["rule"]) == ("tools/parser.py", "earlier answer")
+    _, ref = weighed(workspace, Evidence(answers=answers), "fix the parser in src/parser.py")
+    assert (ref["resolved_text"], ref["evidence"]["rule"]) == ("src/parser.py", "request")
+
+
+def test_the_latest_answer_wins(workspace):
+    answers = ((ASKED, "src/parser.py"), (ASKED, "tools/parser.py"))  # most recent first
+    assert weighed(workspace, Evidence(answers=answers))[1]["resolved_text"] == "src/parser.py"
+
+
+@pytest.mark.parametrize("answer", [
+    ("Which do you mean by 'the lexer': src/lexer.py or tools/lexer.py?", "tools/parser.py"),
+    (ASKED, "web/app.ts"),  # not a candidate now
+    (ASKED, "option 2"),  # the labels were numbered: nothing to match
+    ("Which do you mean by 'the parsers'?", "tools/parser.py"),  # other words
+])  # fmt: skip
+def test_an_answer_about_other_words_or_files_decides_nothing(workspace, answer):
+    _, ref = weighed(workspace, Evidence(answers=(answer,)))
+    assert ref["status"] == "evidence_gap" and ref["evidence"] is None
+
+
+def test_the_queue_lists_the_answered_referents_most_recent_first(store):
+    qq = QuestionQueue(store, budget_turns=1)
+    script = [("the parser", PARSERS, "tools/parser.py"),
+              ("the lexer", ["a/lexer.py", "b/lexer.py"], ""),  # dismissed: not an answer
+              ("the loader", ["a/loader.py", "b/loader.py"], "b/loader.py")]  # fmt: skip
+    asked = []
+    for turn, (surface, candidates, reply) in enumerate(script):
+        ref = {
+            "surface": surface,
+            "start": 0,
+            "end": len(surface),
+            "status": "evidence_gap",
+            "candidates": candidates,
+            "question": f"Which do you mean by {surface!r}?",
+        }
+        record = SimpleNamespace(
+            agent_id="a1", key=f"res:{turn}", references_json=json.dumps([ref])
+        )
+        assert qq.propose_from_resolution(record, turn) == 1
+        q = qq.next_question("a1", turn)
+        qq.record_answer(q, reply, turn)
+        asked.append(q.question_text)
+    assert answered_referents(qq, "a1") == [
+        (asked[2], "b/loader.py"),
+        (asked[0], "tools/parser.py"),
+    ]

@@ -438,9 +438,11 @@ class Daemon:
         return []
 
     def document_changed(self, path: Path, text: str) -> None:
+        """The person typed in a document: evidence of what they work on, and stale proposals."""
         for root, host in self.hosts.items():
             if path.is_relative_to(root):
                 rel = path.relative_to(root).as_posix()
+                host.person_edited(rel)
                 if any(p.status in OPEN for p in host.proposals.list(rel)):
                     host.document_changed(rel, text)
 

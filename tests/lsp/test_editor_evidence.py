@@ -116,3 +116,40 @@ async def test_the_selection_or_a_diagnostic_settles_the_parser(
         assert f"tools/parser.py ({why})" in _prompt(model, 0)
     finally:
         await _stop(editor)
+
+
+async def test_the_file_the_person_just_edited_settles_the_parser(
+    tmp_path, parsers, options, model
+):
+    editor = await _start(tmp_path, parsers, options)
+    try:
+        uri = editor.open(parsers / "tools" / "parser.py")
+        editor.type(uri, "def parse(text):\n    return text.strip()\n")
+        editor.open(parsers / "src" / "parser.py")  # opened, looked at, not edited
+        model.script.append(reply("Fixed."))
+        await _run(editor, {"prompt": "fix the parser", "uri": (parsers / "README.md").as_uri()})
+        assert editor.prompts == []
+        assert "tools/parser.py (it is the one of them touched in the last turns)" in _prompt(
+            model, 0
+        )
+    finally:
+        await _stop(editor)
+
+
+async def test_an_earlier_answer_settles_the_same_words_later(tmp_path, parsers, options, model):
+    editor = await _start(tmp_path, parsers, options)
+    try:
+        editor.replies.append(editor.button("tools/parser.py"))
+        model.script.append(reply("Fixed.", delay=0.05))
+        await _run(editor, {"prompt": "fix the parser"})
+        assert len(editor.prompts) == 1  # asked once
+        for _ in range(3):  # the last three tasks' files are no longer what decides it
+            model.script.append(reply("Noted."))
+            await _run(editor, {"prompt": "update the changelog"})
+        model.script.append(reply("Simpler."))
+        await _run(editor, {"prompt": "now simplify the parser"})
+        assert len(editor.prompts) == 1  # not asked again
+        assert len(model.requests) == 5
+        assert "tools/parser.py (you said so when asked)" in _prompt(model, 4)
+    finally:
+        await _stop(editor)
