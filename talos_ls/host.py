@@ -49,7 +49,12 @@ from .edits.proposals import OPEN, Proposal, ProposalBook, ProposalError
 from .files import read_regular
 from .gates.permissions import MODES, Policy
 from .gates.producers import answered_referents
-from .gates.question_queue import AnswerResult, QuestionCandidate, QuestionQueue
+from .gates.question_queue import (
+    QUESTION_GATE_THRESHOLD,
+    AnswerResult,
+    QuestionCandidate,
+    QuestionQueue,
+)
 from .memory.assembler import ContextAssembler
 from .memory.facts import FactStore
 from .memory.resolve import Evidence, WorkspaceIndex, evidence_notes, resolve
@@ -190,7 +195,11 @@ class Host:
         self.workspace = Workspace(config.workspace)
         self.agent_id = config.agent_id or agent_id(self.workspace.root)
         self.facts = FactStore(store)
-        self.queue = QuestionQueue(store, facts=self.facts, budget_turns=config.budget_turns)
+        # The value ranking: it asked less and better than the seed's order on
+        # bench/question_value.py (bench/README.md, "Question value").
+        gate = QUESTION_GATE_THRESHOLD if config.confidence_gate is None else config.confidence_gate
+        self.queue = QuestionQueue(store, facts=self.facts, budget_turns=config.budget_turns,
+                                   ranking="value", gate_threshold=gate)  # fmt: skip
         self.rules = RulesFiles(self.facts, self.queue.reconciler)
         self.assembler = ContextAssembler(
             self.facts, confidence_gate_threshold=config.confidence_gate

@@ -476,10 +476,10 @@ class QuestionQueue:
                     elif stale is False:
                         survivors.append(cand)
                 if by_value:
-                    request = question_value.request_stems(query_cues)
                     survivors = [
-                        c for c in survivors if not question_value.settled_by_request(c, request)
+                        c for c in survivors if not question_value.settled_by_request(c, query_cues)
                     ]
+                    request = question_value.request_stems(query_cues)
                     survivors = question_value.rank(survivors, turn, request, lookup)
                 claimed = self.store.qq_deliver(
                     agent_id,

@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..memory.reconcile import LOSER_AT_MOST, WINNER_AT_LEAST
 from ..memory.stemming import stem
-from ..text import cue_tokens_for
+from ..text import cue_tokens_for, normalize_text
 
 if TYPE_CHECKING:
     from ..memory.facts import Fact
@@ -91,19 +91,22 @@ def live_reason(
     return None
 
 
-def settled_by_request(candidate: QuestionCandidate, request: frozenset[str] | None) -> bool:
+def settled_by_request(
+    candidate: QuestionCandidate, query_cues: str | Iterable[Any] | None
+) -> bool:
     """The request itself picks one side of a disjunction ("run the tests with pytest" when
-    the conflict is pytest / unittest): the words only one option's label has are in the
-    request, and none of the other's. Such a question is not asked this turn (the task goes on
-    what the person said) but stays open: a request is no answer about the rule."""
-    if candidate.kind != "disjunction" or not request or len(candidate.options or []) != 2:
+    the conflict is pytest / unittest): exactly one option's label is in the request, as whole
+    words once both are normalized. Such a question is not asked this turn (the task goes on
+    what the person said) but stays open: a request is no answer about the rule. Whole labels,
+    not stemmed words: "add the tests" names neither "pytest" nor a label "py test"."""
+    if candidate.kind != "disjunction" or query_cues is None or len(candidate.options or []) != 2:
         return False
-    a, b = (
-        frozenset(stem(t) for t in cue_tokens_for(str(o.get("label", ""))))
-        for o in candidate.options
-    )
-    only_a, only_b = a - b, b - a
-    return bool(only_a and only_b) and bool(only_a & request) != bool(only_b & request)
+    texts = [query_cues] if isinstance(query_cues, str) else [str(q) for q in query_cues]
+    request = f" {normalize_text(' '.join(texts))} "
+    labels = [normalize_text(str(o.get("label", ""))) for o in candidate.options]
+    if not all(labels) or labels[0] == labels[1]:
+        return False
+    return sum(f" {label} " in request for label in labels) == 1
 
 
 # --------------------------------------------------------------- value
