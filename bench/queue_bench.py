@@ -78,12 +78,14 @@ def check_open(qq: QuestionQueue, open_ids: list[str]) -> None:
         )
 
 
-def bench_size(backend: str, n: int, calls: int, workdir: Path, redis_url: str) -> dict:
+def bench_size(
+    backend: str, n: int, calls: int, workdir: Path, redis_url: str, ranking: str = "value"
+) -> dict:
     url = "sqlite:///" + str(workdir / f"bench-{n}.db") if backend == "sqlite" else redis_url
     store = open_store(url)
     if backend != "sqlite":
         store._client.flushdb()  # a cluster: on every primary
-    qq = QuestionQueue(store)
+    qq = QuestionQueue(store, ranking=ranking)
     facts = qq.facts
     t0 = time.perf_counter()
     open_ids = seed(qq, n)
@@ -165,6 +167,8 @@ def main() -> None:
     )
     parser.add_argument("--sizes", default="100,1000,10000,100000")
     parser.add_argument("--calls", type=int, default=200)
+    parser.add_argument("--ranking", default="value", choices=["value", "seed"],
+                        help="the queue's ranking (the host's is value)")  # fmt: skip
     parser.add_argument("--json", metavar="FILE", help="also write the results as JSON")
     args = parser.parse_args()
     if args.redis_url is None:
@@ -181,12 +185,14 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         for n in sizes:
             print(f"N = {n:,}: seeding and timing ...", file=sys.stderr, flush=True)
-            all_results[n] = bench_size(args.backend, n, args.calls, Path(tmp), args.redis_url)
+            all_results[n] = bench_size(
+                args.backend, n, args.calls, Path(tmp), args.redis_url, args.ranking
+            )
     ops = [op for op in all_results[sizes[0]] if not op.startswith("_")]
     shown = "" if args.backend == "sqlite" else f" ({redact_url(args.redis_url)})"
     where = f"{platform.python_version()}, {platform.machine()}"
-    print(f"\nbackend {args.backend}{shown}, {args.calls} calls per cell, {where}; "
-          "median / p95 in microseconds\n")  # fmt: skip
+    print(f"\nbackend {args.backend}{shown}, ranking {args.ranking}, {args.calls} calls per "
+          f"cell, {where}; median / p95 in microseconds\n")  # fmt: skip
     print("| operation | " + " | ".join(f"N = {n:,}" for n in sizes) + " |")
     print("|---|" + "---:|" * len(sizes))
     for op in ops:

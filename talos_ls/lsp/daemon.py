@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import os
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from decimal import Decimal
 from pathlib import Path
@@ -439,6 +440,7 @@ class Daemon:
 
     def document_changed(self, path: Path, text: str) -> None:
         """The person typed in a document: evidence of what they work on, and stale proposals."""
+        path = Path(os.path.normpath(path))  # a URI's "a/../.." climbs out of the folder
         for root, host in self.hosts.items():
             if path.is_relative_to(root):
                 rel = path.relative_to(root).as_posix()

@@ -153,3 +153,26 @@ async def test_an_earlier_answer_settles_the_same_words_later(tmp_path, parsers,
         assert "tools/parser.py (you said so when asked)" in _prompt(model, 4)
     finally:
         await _stop(editor)
+
+
+async def test_an_edit_whose_uri_climbs_out_of_the_folder_touches_nothing(
+    tmp_path, parsers, options, model
+):
+    """A client's URI may carry `..`: `<ws>/src/../../elsewhere/tools/parser.py` is no file of
+    the workspace, even though it starts with the workspace's path and ends like a candidate."""
+    outside = tmp_path / "elsewhere" / "tools" / "parser.py"
+    outside.parent.mkdir(parents=True)
+    outside.write_text("x = 1\n")
+    editor = await _start(tmp_path, parsers, options)
+    try:
+        climbing = f"{(parsers / 'src').as_uri()}/../../elsewhere/tools/parser.py"
+        editor.open(outside)
+        editor.versions[climbing], editor.texts[climbing] = 1, ""
+        editor.type(climbing, "x = 2\n")
+        editor.replies.append(editor.button("tools/parser.py"))
+        model.script.append(reply("Fixed.", delay=0.05))
+        await _run(editor, {"prompt": "fix the parser"})
+        assert len(editor.prompts) == 1  # still asked
+        assert "taken to mean" not in _prompt(model, 0)
+    finally:
+        await _stop(editor)
