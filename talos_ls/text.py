@@ -54,7 +54,7 @@ def normalize_text(text: str) -> str:
 
 def _is_cjk(ch: str) -> bool:
     cp = ord(ch)
-    return any(lo <= cp <= hi for lo, hi in _CJK_RANGES)
+    return cp >= _CJK_RANGES[0][0] and any(lo <= cp <= hi for lo, hi in _CJK_RANGES)
 
 
 def word_tokens(text: str) -> list[str]:
@@ -63,6 +63,10 @@ def word_tokens(text: str) -> list[str]:
     out: list[str] = []
     folded = unicodedata.normalize("NFKC", str(text)).casefold()
     for run in _WORD_RUN.findall(folded):
+        if run.isascii():  # the common case: no CJK to split out
+            if len(run) >= 3 and run not in CUE_STOPWORDS:
+                out.append(run)
+            continue
         start = 0
         while start < len(run):
             cjk = _is_cjk(run[start])

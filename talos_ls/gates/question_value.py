@@ -20,6 +20,7 @@ a callable (key -> Fact or None) so one delivery pass reads each fact once.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping, Sequence
+from functools import lru_cache
 from typing import TYPE_CHECKING, Any
 
 from ..memory.reconcile import LOSER_AT_MOST, WINNER_AT_LEAST
@@ -69,6 +70,8 @@ def live_reason(
     A key that is no fact is ignored: only evidence expires a question. Referents are settled
     by a later resolution (`producers.propose_from_resolution`), not from facts. `lookup`
     errors propagate: the caller then neither expires nor asks the candidate."""
+    if candidate.kind not in ("disjunction", "confirmation"):
+        return None  # no fact read: on Redis each is a round trip
     keys = list(dict.fromkeys(candidate.target_keys))
     found = [f for f in map(lookup, keys) if f is not None]
     if candidate.kind == "disjunction":
@@ -121,8 +124,14 @@ def request_stems(query_cues: str | Iterable[Any] | None) -> frozenset[str] | No
 def candidate_stems(candidate: QuestionCandidate) -> frozenset[str]:
     """The question's and its labels' words, folded like the request's. Recomputed from the
     text (not the stored cue list, which keeps raw words too) so a word counts once."""
-    labels = [str(o.get("label", "")) for o in candidate.options or []]
-    return frozenset(stem(t) for t in cue_tokens_for(candidate.question_text, *labels))
+    labels = tuple(str(o.get("label", "")) for o in candidate.options or [])
+    return _stems_of((candidate.question_text, *labels))
+
+
+@lru_cache(maxsize=4096)
+def _stems_of(texts: tuple[str, ...]) -> frozenset[str]:
+    """Stemmed cue words of `texts`; cached: the same open questions are ranked every turn."""
+    return frozenset(stem(t) for t in cue_tokens_for(*texts))
 
 
 def use(candidate: QuestionCandidate, turn: int, request: frozenset[str] | None) -> float:

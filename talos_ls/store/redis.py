@@ -558,6 +558,8 @@ class RedisStore(Store):
             int(limit),
             json.dumps(list(checked_kinds)),
         )
+        if reply[0] == "check":
+            return "check", [_candidate(row) for row in json.loads(reply[1])]
         return reply[0], [_candidate(flat) for flat in reply[1:]]
 
     @_guarded
