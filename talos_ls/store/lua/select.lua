@@ -1,6 +1,6 @@
 -- The first step of a delivery (see Store.qq_select). ARGV: prefix, turn, K, C, recent-use
 -- turns, signals (JSON), cues (JSON, or "" for no relevance timing), limit, checked kinds (JSON).
--- Returns {"closed"} | {"none"} | {"delivered", fields?} | {"check", fields, fields, ...}.
+-- Returns {"closed"} | {"none"} | {"delivered", fields?} | {"check", JSON array of candidates}.
 local turn, K, C = tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4])
 local lo, limit = turn - tonumber(ARGV[5]), tonumber(ARGV[8])
 if not budget_open(turn, K) then return { 'closed' } end
