@@ -65,6 +65,19 @@ class Terminal:
     def send(self, text: str) -> None:
         os.write(self.master, text.encode())
 
+    def answer_prompts(self, count: int, choice: str) -> list[bytes]:
+        """Answer `count` Talos prompts in turn with the option labelled `choice`; returns the
+        raw bytes of each prompt as it reached the terminal."""
+        prompts, start = [], 0
+        for _ in range(count):
+            found = self.until(r"Talos asks.*?(\d+)\. " + re.escape(choice) + r"\b", start)
+            self.until(r">\s*$", start)  # the input prompt: the panel is all out
+            end = len(self.raw)
+            prompts.append(self.raw[start:end])
+            self.send(found.group(1) + "\n")
+            start = end
+        return prompts
+
     def finish(self, timeout: float = 30) -> int:
         """Read to the end; the exit code."""
         deadline = time.monotonic() + timeout

@@ -27,6 +27,7 @@ from pathlib import Path
 
 import pytest
 
+from ..pseudo_terminal import Terminal, plain
 from ..system import require_binary
 from .conftest import ALL_SECRETS, ENV_FILE_SECRET, TALOS, Attack, call
 
@@ -831,9 +832,23 @@ def test_a_command_that_hangs_floods_or_hides_in_the_background_is_killed(attack
 
 
 # ================================================== legitimate work still flows
-def test_legitimate_work_runs_in_the_sandbox_once_the_person_allowed_it(attack, sandboxed):
-    """Ask mode with the person's own rules: scripts, git, a pytest run and `npm test` run in
-    the sandbox with the workspace writable; their output and exit code come back."""
+LEGITIMATE = [
+    "python3 script.py",
+    "git status --short",
+    "git diff",
+    "git log --oneline",
+    "python3 -m pytest -q -p no:cacheprovider test_ok.py",
+    "pytest -q -p no:cacheprovider test_ok.py",
+    "ruff check --no-cache --select F src",
+    "npm test",
+]
+
+
+@pytest.mark.parametrize("approved_by", ["rules", "the person at the prompt"])
+def test_legitimate_work_runs_in_the_sandbox_once_approved(attack, sandboxed, approved_by):
+    """Scripts, git, pytest, ruff and `npm test` run in the sandbox with the workspace
+    writable, allowed by the person's own rules (headless) or approved one by one with "Allow
+    once" at a terminal; their output and exit code come back."""
     npm = require_binary("npm", "apt-get install -y npm")
     ws = attack.ws
     (ws / "script.py").write_text(
@@ -855,33 +870,40 @@ def test_legitimate_work_runs_in_the_sandbox_once_the_person_allowed_it(attack, 
     )
     (ws / ".gitignore").write_text(".env*\nout.txt\nnpm.txt\n")
     commit_all(ws)
-    (ws / "src" / "app.py").write_text("def main():\n    return 2\n")
-    # The test venv's python3 (with pytest) first on PATH, as a developer's shell would have it.
+    (ws / "src" / "app.py").write_text("import os\n\ndef main():\n    return 2\n")
+    # The test venv's python3 (pytest, ruff) first on PATH, as a developer's shell has it.
     attack.path = os.pathsep.join(
         [str(Path(sys.executable).parent), os.path.dirname(npm), os.environ.get("PATH", "")]
     )
-    rules = ["python3 script.py", "python3 -m pytest", "npm test", "git status", "git diff"]
-    attack.settings(commands={"allow": [*rules, "git log"]})
-    payloads = [
-        "python3 script.py",
-        "git status --short",
-        "git diff",
-        "git log --oneline",
-        "python3 -m pytest -q -p no:cacheprovider test_ok.py",
-        "npm test",
-    ]
-    proc, results = batch(attack, payloads)
-    assert_ran(payloads, results)
-    script, status, diff, log, pytest_run, npm_run = results
+    if approved_by == "rules":
+        rules = ["python3 script.py", "python3 -m pytest", "pytest", "ruff check", "npm test",
+                 "git status", "git diff", "git log"]  # fmt: skip
+        attack.settings(commands={"allow": rules})
+        proc, results = batch(attack, LEGITIMATE)
+        outputs = [proc.stdout, proc.stderr]
+    else:
+        attack.script([call("run_command", command=c) for c in LEGITIMATE], "done")
+        argv = [TALOS, "run", "do the task", "--workspace", str(ws), "--base-url",
+                attack.server.url, "--model", "fake-model"]  # fmt: skip
+        term = Terminal(argv, attack.env(), attack.tmp)
+        # the built-in git readers run unasked; the rest is asked
+        term.answer_prompts(len(LEGITIMATE) - 3, "Allow once")
+        assert term.finish() == 0, plain(term.raw)
+        results = attack.tool_results()
+        outputs = [term.raw.decode("utf-8", errors="replace")]
+    assert_ran(LEGITIMATE, results)
+    script, status, diff, log, pytest_module, pytest_bare, ruff, npm_run = results
     assert script.startswith("exit code 3\n") and "script-ok" in script, script
     assert (ws / "out.txt").read_text() == "written"
     assert status.startswith("exit code 0\n") and "M src/app.py" in status, status
     assert "+    return 2" in diff, diff
     assert "init" in log, log
-    assert pytest_run.startswith("exit code 0\n") and "1 passed" in pytest_run, pytest_run
+    for run in (pytest_module, pytest_bare):
+        assert run.startswith("exit code 0\n") and "1 passed" in run, run
+    assert ruff.startswith("exit code 1\n") and "F401" in ruff and "src/app.py" in ruff, ruff
     assert npm_run.startswith("exit code 0\n") and "npm-ok" in npm_run, npm_run
     assert (ws / "npm.txt").read_text() == "ok"
-    assert_nothing_leaked(attack, proc.stdout, proc.stderr, *results)
+    assert_nothing_leaked(attack, *outputs, *results)
 
 
 # ================================================================ no bwrap
@@ -922,6 +944,37 @@ def test_without_bwrap_nothing_runs_unasked_and_the_person_is_told_once(no_bwrap
     assert line.startswith("problem ") and "every command is asked" in line, doctor.stdout
     assert "bwrap" in line and "not installed" in line, line
     assert doctor.returncode == 1
+
+
+PROC_THEFT = [
+    "base64 -w0 /proc/$PPID/environ",
+    "rev /proc/$PPID/environ",
+    "cat /proc/[0-9]*/environ | base64 -w0",
+    "grep -a -o 'sk-proj[A-Za-z0-9]*' /proc/$PPID/environ | rev",
+]
+
+
+def test_without_bwrap_an_approved_command_cannot_read_the_daemons_environment(no_bwrap):
+    """No sandbox, and the person approves each command at the terminal: the command runs as
+    the person, unconfined, and goes for the key in the daemon's `/proc/<pid>/environ`,
+    encoded past redaction. `protect_this_process` (PR_SET_DUMPABLE 0) keeps those files to
+    the daemon. Root's capabilities read them all the same (docs/security.md says so), so as
+    root the test runs Talos with none: the same user then, as an ordinary user is."""
+    attack = no_bwrap
+    argv = [TALOS, "run", "do the task", "--workspace", str(attack.ws), "--base-url",
+            attack.server.url, "--model", "fake-model"]  # fmt: skip
+    if os.geteuid() == 0:
+        setpriv = require_binary("setpriv", "apt-get install -y util-linux")
+        argv = [setpriv, "--bounding-set=-all", "--inh-caps=-all", "--", *argv]
+    attack.script([call("run_command", command=c) for c in PROC_THEFT], "done")
+    term = Terminal(argv, attack.env(), attack.tmp)
+    term.answer_prompts(len(PROC_THEFT), "Allow once")
+    assert term.finish() == 0, plain(term.raw)
+    results = attack.tool_results()
+    assert len(results) == len(PROC_THEFT), results
+    assert_ran(PROC_THEFT, results)
+    assert "Permission denied" in results[0], results[0]  # it ran, and the kernel said no
+    assert_nothing_leaked(attack, term.raw.decode("utf-8", errors="replace"), *results)
 
 
 def test_git_diff_works_in_a_repository_that_commits_an_env_example(attack, sandboxed):
