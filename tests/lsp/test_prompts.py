@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 
 import pytest
 
 from talos_ls.demo.scripted_model import reply
 
-from ..system import require_sandbox
+from ..system import path_without, require_sandbox
 from .conftest import start_editor
 
 
@@ -139,4 +140,32 @@ async def test_a_client_without_prompts_gets_none_and_answers_by_command(
         assert facts["Tests use pytest"] > 0.5 > facts["Tests use unittest"]
     finally:
         await editor.client.shutdown_session()
+        await editor.client.stop()
+
+
+async def test_without_bwrap_the_editor_is_told_once_and_every_command_is_asked(
+    tmp_path, ws, options, model, monkeypatch
+):
+    """bwrap hidden from the server's PATH (not skipped): one warning for the session, the
+    status says so, and even in full-auto a command is asked, with no "Always allow", in a
+    prompt that says it runs WITHOUT a sandbox; dismissed, it does not run."""
+    monkeypatch.setenv("PATH", path_without(tmp_path, "bwrap"))
+    editor = await start_editor(tmp_path / "home", [ws], options | {"permissionMode": "full-auto"})
+    try:
+        for n in range(2):
+            model.script += [_run(f"touch made{n}.txt"), reply("done")]
+            editor.replies.append(None)
+            task_id = (await editor.command("talos.task.start", {"prompt": "make it"}))["task_id"]
+            await editor.finished(task_id)
+            assert "not run: dismissed" in _tool_results(model, 2 * n + 1)[0]
+        assert len(editor.prompts) == 2
+        for prompt in editor.prompts:
+            assert "WITHOUT a sandbox" in prompt.message, prompt.message
+            assert not any("Always allow" in a.title for a in prompt.actions), prompt.actions
+        notices = [m for m in editor.messages() if "Commands run without a sandbox" in m]
+        assert len(notices) == 1 and "bwrap" in notices[0], editor.messages()
+        assert editor.last_status().folders[0].sandbox.available is False
+        assert not list(ws.glob("made*.txt"))
+    finally:
+        await asyncio.wait_for(editor.client.shutdown_session(), 30)
         await editor.client.stop()
