@@ -126,10 +126,3 @@ class RedactingFilter(logging.Filter):
             record.exc_text = redact(logging.Formatter().formatException(record.exc_info))
             record.exc_info = None
         return True
-
-
-def redact_logs() -> None:
-    """Redact every record that reaches the root logger's handlers."""
-    for handler in logging.getLogger().handlers:
-        if not any(isinstance(f, RedactingFilter) for f in handler.filters):
-            handler.addFilter(RedactingFilter())
