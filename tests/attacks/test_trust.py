@@ -348,3 +348,33 @@ def test_trust_covers_exactly_the_content_the_person_trusted(attack, sandboxed):
     rules.write_text(json.dumps({"commands": {"allow": ["touch"]}}) + " ")
     proc, results = batch(attack, ["touch trusted_3"])
     not_run(["touch trusted_3"], results, "no rule allows it")
+
+
+@pytest.mark.parametrize("choice", ["Trust this file", "Not now"])
+def test_talos_run_at_a_terminal_offers_the_shipped_file_for_trust(attack, sandboxed, choice):
+    """At a terminal, `talos run` offers the repository's file once, naming what it would
+    allow (escaped) and its hash: trusted, its allow rules apply at once and in later runs;
+    "Not now" keeps it restricting, and the command is asked instead."""
+    rules = ship(attack.ws, {"commands": {"allow": ["touch", "echo \x1b[8mhidden"]}})
+    attack.script([call("run_command", command="touch by_trust")], "done")
+    args = [TALOS, "run", "make the file", "--workspace", str(attack.ws), "--base-url",
+            attack.server.url, "--model", "fake-model"]  # fmt: skip
+    term = Terminal(args, attack.env(), attack.tmp)
+    offer = term.until(r"Trust this exact file\?.*?(\d+)\. " + re.escape(choice))
+    seen = plain(term.raw)
+    assert "`touch`" in seen and "`echo \\x1b[8mhidden`" in seen, seen
+    assert hashlib.sha256(rules.read_bytes()).hexdigest()[:12] in seen
+    assert "\x1b[8m" not in term.raw.decode("utf-8", errors="replace")
+    term.send(offer.group(1) + "\n")
+    if choice == "Not now":
+        asked = term.until(r"Run this command\?.*?(\d+)\. Deny")
+        term.send(asked.group(1) + "\n")
+    term.until("done")
+    assert term.finish() == 0, plain(term.raw)
+    trusted = choice == "Trust this file"
+    assert (attack.ws / "by_trust").exists() == trusted
+    saved = json.loads(settings_file(attack).read_text()) if trusted else {}
+    assert (saved.get("trusted_permissions_sha256") == hashlib.sha256(rules.read_bytes())
+            .hexdigest()) == trusted  # fmt: skip
+    _, results = batch(attack, ["touch by_trust_later"])  # headless: the trust persists
+    (ran if trusted else not_run)(["touch by_trust_later"], results)
