@@ -122,6 +122,10 @@ def test_rules_deny_wins_and_every_part_must_pass(tmp_path):
         ("ls; for x in a; do ls; done", "construct that needs review (for statement)"),
         ("echo 'unterminated", "could not be fully parsed"),
         ("eval ls", "eval runs code given as text"),
+        ("sed -i s/a/b/ f", "sed -i edits files in place"),
+        ("sed -ni.bak p f", "sed -i edits files in place"),
+        ("sed --in-place=.bak s/a/b/ f", "sed --in-place edits files in place"),
+        ("sort -o x f", "sort -o writes a file"),
     ],
 )
 def test_risky_commands_are_asked_even_when_the_program_is_allowed(tmp_path, command, why):
@@ -264,9 +268,20 @@ async def test_always_allow_goes_to_the_persons_settings_not_the_repository(tmp_
     saved = json.loads(p.settings_path.read_text())
     assert saved["commands"]["allow"] == ["npm test"]
     assert saved["workspace"] == str((tmp_path / "ws").resolve())
+    assert not p.settings_path.resolve().is_relative_to((tmp_path / "ws").resolve())
     again = Policy.load(tmp_path / "ws", sandboxed=True, config=tmp_path / "config")
     assert again.check_command("npm test").verdict == "allow"
     assert (await again.authorize_command("npm test", None)).verdict == "allow"
+
+
+async def test_without_a_sandbox_always_allow_is_not_offered(tmp_path):
+    """A rule saved without a sandbox would let the command run unconfined for ever after."""
+    p = policy(tmp_path, sandboxed=False)
+    prompter = scripted(ALLOW_ONCE)
+    assert (await p.authorize_command("npm test", prompter)).verdict == "allow"
+    ((message, options),) = prompter.asked
+    assert options == [ALLOW_ONCE, DENY] and "WITHOUT a sandbox" in message, (message, options)
+    assert not p.settings_path.exists()
 
 
 async def test_risky_commands_offer_no_always_allow(tmp_path):

@@ -7,10 +7,11 @@ from __future__ import annotations
 import asyncio
 import os
 import subprocess
+from pathlib import Path
 
 import pytest
 
-from talos_ls.agent.sandbox import INSTALL_HINT, Sandbox
+from talos_ls.agent.sandbox import INSTALL_HINT, SYSTEM_SECRETS, Sandbox
 
 from .system import require_sandbox
 
@@ -189,3 +190,45 @@ def test_a_toolchain_in_a_blanked_directory_is_still_there(ws, tmp_path, monkeyp
     sandbox = Sandbox(ws, bwrap=require_sandbox())
     out = run(sandbox, f"hello-tool; cat {tmp_path}/ci/other.txt").output
     assert "tool-ran" in out and "not a toolchain" not in out
+
+
+def test_the_systems_own_secrets_are_hidden(ws):
+    """/etc/shadow, sudoers, TLS private keys and SSH host keys: root can read them, and a
+    sandbox of root's is root. Each one that exists is covered by an empty file or directory."""
+    sandbox = Sandbox(ws, bwrap=require_sandbox())
+    present = [p for p in SYSTEM_SECRETS if os.path.exists(p)]
+    present += [str(p) for p in Path("/etc/ssh").glob("ssh_host_*key")]
+    assert "/etc/shadow" in present  # on any Linux with a password database
+    script = "; ".join(f"echo == {p}; cat {p} 2>&1 || ls -A {p}" for p in present)
+    out = run(sandbox, script).output
+    for chunk in out.split("== ")[1:]:
+        path, _, shown = chunk.partition("\n")
+        assert not shown.strip() or "Is a directory" in shown, (path, shown)
+    argv = sandbox.argv("true", writable=False, network=False)
+    covered = {argv[i + 2] for i, a in enumerate(argv) if a == "--ro-bind"}
+    covered |= {argv[i + 1] for i, a in enumerate(argv) if a == "--tmpfs"}
+    assert set(present) <= covered, set(present) - covered
+
+
+def test_the_fallback_kills_every_process_of_the_command_at_its_timeout(ws):
+    """Without bwrap there is no PID namespace to take the children with it: the timeout kills
+    the command's whole process group, background jobs included."""
+    sandbox = Sandbox(ws, bwrap="")
+    slow = run(sandbox, "sleep 317 & sleep 318 & sleep 319", sandboxed=False, timeout=1)
+    assert slow.killed == "timeout"
+    left = subprocess.run(["pgrep", "-f", "sleep 31[789]"], capture_output=True, text=True)
+    assert left.stdout == "", "a process of the command outlived its timeout"
+
+
+def test_a_workspace_that_holds_a_home_is_never_writable(ws, monkeypatch):
+    """Talos opened on a home directory (or a folder holding one): an approved command could
+    plant `~/.bashrc`, `~/.ssh/authorized_keys` or `~/.gitconfig`, which run later, outside
+    any sandbox. The workspace stays read-only even for an approved command."""
+    monkeypatch.setenv("HOME", str(ws))
+    sandbox = Sandbox(ws, bwrap=require_sandbox())
+    (ws / ".bashrc").write_text("# mine\n")
+    out = run(sandbox, "echo x > new.txt; echo 'touch PWNED' >> .bashrc; mkdir -p .ssh; "
+              "echo key >> .ssh/authorized_keys; echo done", writable=True).output  # fmt: skip
+    assert "Read-only file system" in out and out.rstrip().endswith("done"), out
+    assert not (ws / "new.txt").exists() and not (ws / ".ssh").exists()
+    assert (ws / ".bashrc").read_text() == "# mine\n"

@@ -578,10 +578,10 @@ GIT_GLOBAL = {
 
 
 def _flags(program: str, args: list[Word]) -> list[tuple[str, str]]:
-    """(name, word) for each option before `--`: `--out=x` is `--out`, `-i.bak` is `-i`, and
-    `-rR` gives `-r` and `-R` (except for programs whose options are words: `find -exec`).
-    git's global options (`-c`, `-C`) count only before its subcommand: `git log -c` is a
-    diff format."""
+    """(name, word) for each option before `--`: `--out=x` is `--out`, `-i.bak` is `-i`,
+    `-rR` gives `-r` and `-R`, `-ni.bak` `-n` and `-i` (except for programs whose options are
+    words: `find -exec`). git's global options (`-c`, `-C`) count only before its
+    subcommand: `git log -c` is a diff format."""
     out = []
     in_git_globals = program == "git"
     skip = False
@@ -606,7 +606,8 @@ def _flags(program: str, args: list[Word]) -> list[tuple[str, str]]:
         out.append((name, text))
         if not text.startswith("--") and program not in NO_CLUSTERS:
             body = text[1:]
-            letters = body if body.isalpha() else body[:1]  # -i.bak: the first letter only
+            # the letters up to a value: -ni.bak is -n -i; -n5 is -n
+            letters = body[: next((i for i, ch in enumerate(body) if not ch.isalpha()), None)]
             out.extend((f"-{ch}", text) for ch in letters if f"-{ch}" != name)
     return out
 
