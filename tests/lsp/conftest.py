@@ -7,7 +7,7 @@ from __future__ import annotations
 import asyncio
 import os
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -168,7 +168,9 @@ async def start_editor(
     options: dict[str, Any],
     caps: types.ClientCapabilities | None = None,
     configuration: dict[str, Any] | None = None,
+    prefix: Sequence[str] = (),
 ) -> Editor:
+    """The real server (`prefix`: a program to start it through, as `setpriv ...`)."""
     client = LanguageClient(converter_factory=_converter)
     register_lsp_features(client)
     editor = Editor(client)
@@ -207,7 +209,7 @@ async def start_editor(
     def on_proposals(ls, params):
         editor.proposals.append(params)
 
-    await client.start_io(sys.executable, "-m", "talos_ls.server", env=server_env(home))
+    await client.start_io(*prefix, sys.executable, "-m", "talos_ls.server", env=server_env(home))
     editor.initialized = await asyncio.wait_for(client.initialize_session(types.InitializeParams(
         capabilities=caps or capabilities(),
         root_uri=folders[0].as_uri() if folders else None,

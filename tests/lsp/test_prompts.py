@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 
 import pytest
 
 from talos_ls.demo.scripted_model import reply
 
-from ..system import path_without, require_sandbox
+from ..system import path_without, require_binary, require_sandbox
 from .conftest import start_editor
 
 
@@ -148,9 +149,16 @@ async def test_without_bwrap_the_editor_is_told_once_and_every_command_is_asked(
 ):
     """bwrap hidden from the server's PATH (not skipped): one warning for the session, the
     status says so, and even in full-auto a command is asked, with no "Always allow", in a
-    prompt that says it runs WITHOUT a sandbox; dismissed, it does not run."""
+    prompt that says it runs WITHOUT a sandbox; dismissed, it does not run. Approved, it runs
+    unconfined, and still cannot read the key in the server's `/proc/<pid>/environ`
+    (PR_SET_DUMPABLE; as root the server runs with no capabilities, as an ordinary user)."""
     monkeypatch.setenv("PATH", path_without(tmp_path, "bwrap"))
-    editor = await start_editor(tmp_path / "home", [ws], options | {"permissionMode": "full-auto"})
+    prefix = []
+    if os.geteuid() == 0:
+        setpriv = require_binary("setpriv", "apt-get install -y util-linux")
+        prefix = [setpriv, "--bounding-set=-all", "--inh-caps=-all", "--"]
+    settings = options | {"permissionMode": "full-auto"}
+    editor = await start_editor(tmp_path / "home", [ws], settings, prefix=prefix)
     try:
         for n in range(2):
             model.script += [_run(f"touch made{n}.txt"), reply("done")]
@@ -158,7 +166,13 @@ async def test_without_bwrap_the_editor_is_told_once_and_every_command_is_asked(
             task_id = (await editor.command("talos.task.start", {"prompt": "make it"}))["task_id"]
             await editor.finished(task_id)
             assert "not run: dismissed" in _tool_results(model, 2 * n + 1)[0]
-        assert len(editor.prompts) == 2
+        model.script += [_run("base64 -w0 /proc/$PPID/environ"), reply("done")]
+        editor.replies.append("Allow once")
+        task_id = (await editor.command("talos.task.start", {"prompt": "look"}))["task_id"]
+        await editor.finished(task_id)
+        stolen = _tool_results(model, 5)[0]
+        assert "Permission denied" in stolen and "sk-test-not-a-real-key" not in stolen, stolen
+        assert len(editor.prompts) == 3
         for prompt in editor.prompts:
             assert "WITHOUT a sandbox" in prompt.message, prompt.message
             assert not any("Always allow" in a.title for a in prompt.actions), prompt.actions
