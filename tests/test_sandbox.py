@@ -232,3 +232,15 @@ def test_a_workspace_that_holds_a_home_is_never_writable(ws, monkeypatch):
     assert "Read-only file system" in out and out.rstrip().endswith("done"), out
     assert not (ws / "new.txt").exists() and not (ws / ".ssh").exists()
     assert (ws / ".bashrc").read_text() == "# mine\n"
+
+
+def test_each_layer_is_on_the_command_line_even_where_another_covers_it(ws):
+    """Defence in depth: bwrap is spawned with a clean environment and its own session
+    already, and still clears its child's environment and starts a new session (a terminal's
+    TIOCSTI cannot push keystrokes out of it), dies with Talos and drops every capability."""
+    argv = Sandbox(ws, bwrap="/usr/bin/bwrap").argv("true", writable=False, network=False)
+    layout = argv[: argv.index("--")]
+    for flag in ("--unshare-all", "--die-with-parent", "--new-session", "--clearenv"):
+        assert flag in layout, flag
+    assert layout[layout.index("--cap-drop") + 1] == "ALL"
+    assert "--share-net" not in layout and argv[argv.index("--") + 1 :][1:] == ["-c", "true"]
