@@ -6,12 +6,14 @@ from __future__ import annotations
 import asyncio
 import os
 import shutil
+import stat
 import subprocess
 import sys
 import time
 
 import pytest
 
+from talos_ls import files as files_module
 from talos_ls.agent import workspace as workspace_module
 from talos_ls.agent.search import search
 from talos_ls.agent.workspace import SandboxError, Workspace
@@ -43,11 +45,11 @@ def ws(tmp_path):
 @pytest.mark.parametrize(
     "path, words",
     [
-        ("../outside.txt", "outside the workspace"),
-        ("src/../../outside.txt", "outside the workspace"),
-        ("/etc/passwd", "outside the workspace"),
-        ("escape.txt", "symlink"),
-        ("up/outside.txt", "outside the workspace"),
+        ("../outside.txt", "outside the workspace .it leaves"),
+        ("src/../../outside.txt", "outside the workspace .it leaves"),
+        ("/etc/passwd", "outside the workspace .it leaves"),
+        ("escape.txt", "outside the workspace .a symlink in it leads out of"),
+        ("up/outside.txt", "outside the workspace .a symlink in it leads out of"),
         ("", "invalid path"),
         ("a\0b", "invalid path"),
         (".env", "secrets"),
@@ -211,3 +213,66 @@ def test_two_processes_writing_one_file_do_not_collide(ws):
     text = (ws.root / "src" / "app.py").read_text()
     assert len(set(text.splitlines())) == 1 and text.count("\n") == 2000
     assert [p.name for p in (ws.root / "src").iterdir()] == ["app.py"]  # no temp file left
+
+
+def test_a_link_planted_at_the_exact_temp_name_is_never_written_through(ws, tmp_path, monkeypatch):
+    """Even an attacker who guesses the temp file's name (here: made predictable) finds it
+    created with O_EXCL|O_NOFOLLOW: the write fails rather than follow the link."""
+    monkeypatch.setattr(files_module.secrets, "token_hex", lambda n: "ab" * n)
+    victim = tmp_path / "victim.txt"
+    victim.write_text("safe\n")
+    os.symlink(victim, ws.root / "src" / f".app.py.{'ab' * 8}.talos-tmp")
+    with pytest.raises(FileExistsError):
+        atomic_write(ws.root, "src/app.py", b"evil\n")
+    assert victim.read_text() == "safe\n"
+    assert (ws.root / "src" / "app.py").read_text() == "def main():\n    return 1\n"
+
+
+def test_a_write_is_synced_before_it_replaces_and_the_rename_after(ws, monkeypatch):
+    """fsync of the new content before the rename (a crash never leaves an empty file in
+    place of the old one), then of the directory (the rename itself survives)."""
+    synced = []
+    real_fsync = os.fsync
+
+    def fsync(fd):
+        synced.append("file" if stat.S_ISREG(os.fstat(fd).st_mode) else "directory")
+        real_fsync(fd)
+
+    monkeypatch.setattr(files_module.os, "fsync", fsync)
+    atomic_write(ws.root, "src/deep/app.py", b"x\n")
+    assert synced == ["file", "directory"]
+
+
+def _fake_rg(tmp_path, body: str) -> str:
+    """A stand-in for ripgrep: records its argv and environment, then runs `body`."""
+    rg = tmp_path / "rg"
+    rg.write_text(f'#!/bin/sh\nprintf "%s\\n" "$@" > "{tmp_path}/argv"\nenv > "{tmp_path}/env"\n'
+                  f"{body}\n")  # fmt: skip
+    rg.chmod(0o755)
+    return str(rg)
+
+
+def test_ripgrep_reads_no_configuration_and_no_ignore_file_of_its_own(ws, tmp_path, monkeypatch):
+    """A hostile RIPGREP_CONFIG_PATH (follow links, run a preprocessor) never reaches rg, and
+    `--no-config` would stop it if it did; the pattern is an argument, never an option."""
+    monkeypatch.setenv("RIPGREP_CONFIG_PATH", str(tmp_path / "evil-rgrc"))
+    rg = _fake_rg(tmp_path, "exit 1")
+    assert asyncio.run(search(ws, "--pre=sh", rg=rg)) == []
+    argv = (tmp_path / "argv").read_text().splitlines()
+    assert "--no-config" in argv and "--no-ignore" in argv and "--follow" not in argv
+    assert argv[argv.index("--regexp") + 1] == "--pre=sh" and argv[-2] == "--"
+    assert "RIPGREP_CONFIG_PATH" not in (tmp_path / "env").read_text()
+
+
+@pytest.mark.parametrize("engine", ["rg", "re2"])
+def test_a_search_that_runs_past_its_deadline_stops_and_says_so(ws, tmp_path, engine):
+    """ripgrep that hangs after a first hit (a huge tree, a slow disk), or the fallback past
+    its deadline: the hits so far, then a note; the daemon is never held."""
+    rg = _fake_rg(tmp_path, "printf 'src/app.py\\0001:return hit\\n'; exec sleep 29.125")
+    hits = asyncio.run(search(ws, "return", rg=rg if engine == "rg" else None,
+                              deadline=0.5 if engine == "rg" else -1))  # fmt: skip
+    if engine == "rg":
+        assert hits[0] == "src/app.py:1: return hit"
+    assert hits[-1].startswith("[search stopped after"), hits
+    left = subprocess.run(["pgrep", "-f", "sleep 29.125"], capture_output=True, text=True)
+    assert left.stdout == "", "ripgrep outlived the search"

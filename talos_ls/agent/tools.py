@@ -378,12 +378,15 @@ async def call(ctx: ToolContext, name: str, arguments: str) -> ToolResult:
     tool = TOOLS.get(name)
     if tool is None:
         return ToolResult(f"error: there is no tool {name!r}; tools: {sorted(TOOLS)}", True)
+    args: dict[str, Any] = {}
     try:
-        text, failed = await tool.handler(ctx, _validate(tool, arguments)), False
+        args = _validate(tool, arguments)
+        text, failed = await tool.handler(ctx, args), False
     except (ToolError, SandboxError, ProposalError) as exc:
         text, failed = f"error: {exc}", True
-    except OSError as exc:
-        text, failed = f"error: {exc.strerror or exc}", True
+    except OSError as exc:  # named by the path the model gave, not the real one
+        about = f"{args['path']!r}: " if isinstance(args.get("path"), str) else ""
+        text, failed = f"error: {about}{exc.strerror or exc}", True
     except StoreError:  # the store failing is the task's failure, not the model's mistake
         raise
     except Exception as exc:  # a bug of ours must not end the task: the model is told

@@ -65,8 +65,10 @@ class Workspace:
         except (RuntimeError, OSError) as exc:  # a symlink loop
             raise SandboxError(f"{path!r} cannot be resolved ({exc})") from None
         if real != self.root and not real.is_relative_to(self.root):
-            what = "a symlink that leads" if full.is_symlink() or real != full.absolute() else "it"
-            raise SandboxError(f"{path!r} is outside the workspace ({what} leaves {self.root})")
+            named = Path(os.path.normpath(full.absolute()))  # `..` taken as written
+            how = ("a symlink in it leads out of" if named == self.root
+                   or named.is_relative_to(self.root) else "it leaves")  # fmt: skip
+            raise SandboxError(f"{path!r} is outside the workspace ({how} {self.root})")
         rel = real.relative_to(self.root)
         protected = {part.lower() for part in rel.parts} & PROTECTED_DIRS  # .GIT is .git on macOS
         if write and (protected or is_secrets_file(real.name)):

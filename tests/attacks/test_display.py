@@ -13,7 +13,7 @@ from __future__ import annotations
 import json
 import subprocess
 
-from ..fake_openai import error
+from ..fake_openai import error, reply
 from ..pseudo_terminal import BORDERS, SGR, plain
 from ..pseudo_terminal import Terminal as BaseTerminal
 from .conftest import TALOS, call
@@ -87,19 +87,23 @@ MARKUP_ANSWER = (
     "Done [/] [bold unclosed [link=file:///etc/passwd]x[/link] [/bold] [red]not red[/red] "
     "\\[escaped] :smile: \x1b[2J\x1b[H\x1b]0;owned\x07 end"
 )
+MARKUP_STEP = "Looking [bold]first[/bold] [link=file:///etc/passwd]x[/link] \x1b[2J here"
 MARKUP_PATH = "src/[bold]x[/].py"
 MARKUP_CONTENT = "[/]\n[link=file:///etc/passwd]click[/link]\n[conceal]hidden[/conceal]\n"
 
 
 def markup_script(attack) -> None:
-    attack.script([call("propose_edit", path=MARKUP_PATH, content=MARKUP_CONTENT)],
-                  MARKUP_ANSWER)  # fmt: skip
+    """A step's own text (said beside its tool calls), a path, a diff and the final answer,
+    each with markup and escapes in it."""
+    edit = call("propose_edit", path=MARKUP_PATH, content=MARKUP_CONTENT)
+    attack.script(reply(MARKUP_STEP, [("c0", *edit)]), MARKUP_ANSWER)
 
 
 def assert_markup_printed_verbatim(text: str) -> None:
     seen = " ".join(BORDERS.sub(" ", text).split())
     shown_answer = MARKUP_ANSWER.replace("\x1b", "\\x1b").replace("\x07", "\\x07")
     assert f"talos: {shown_answer}" in seen, seen
+    assert MARKUP_STEP.replace("\x1b", "\\x1b") in seen, seen
     assert MARKUP_PATH in seen
     for raw_sequence in ("\x1b[2J", "\x1b[H", "\x1b]0;", "\x07"):
         assert raw_sequence not in text

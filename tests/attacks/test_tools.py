@@ -373,6 +373,9 @@ def test_read_file_refuses_secrets_and_every_way_out(attack):
     assert len(results) == len(first) + len(second)
     for call_, result in zip(first + second[:-1], results[:-1], strict=True):
         assert is_error(result), f"{call_} was not refused: {result[:300]!r}"
+        why = ("is outside the workspace", "holds secrets (.env*)", "invalid path",
+               "'~/.ssh/id_rsa': No such file")  # fmt: skip
+        assert any(w in result for w in why), f"{call_}: {result[:300]!r}"
     assert "return 1" in results[-1]  # a plain read still works
     everything = "\n".join(results)
     for leaked in ("root:x:0", "TalosNetrcPass", "XDG_STATE_HOME=", "STORE_URL="):
