@@ -36,7 +36,8 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from talos_ls.agent import sandbox as sandbox_mod
-from talos_ls.agent.sandbox import MAX_SCANNED_DIRS, Sandbox
+from talos_ls.agent.sandbox import Sandbox
+from talos_ls.agent.secrets_scan import MAX_SCANNED_DIRS, SKIPPED
 
 TARGET_MS = 30.0
 FANOUT = 6  # subdirectories per directory in the generated tree
@@ -49,7 +50,7 @@ def make_workspace(root: Path, files: int, per_dir: int, commit: bool) -> dict:
     """`files` source files, `per_dir` to a directory, in a tree FANOUT wide (src/pkg3/pkg21/
     ...); `.env*` files at the root and spread through the tree, the last in the last
     directory created; `.talos/` with a rules file; `git init` (hooks, config), and one
-    commit if `commit`."""
+    commit if `commit`; every directory last changed an hour ago."""
     root.mkdir(parents=True, exist_ok=True)
     subprocess.run(["git", "init", "-q", str(root)], check=True)
     n_dirs = max(1, -(-files // per_dir))
@@ -74,6 +75,11 @@ def make_workspace(root: Path, files: int, per_dir: int, commit: bool) -> dict:
                "-c", "commit.gpgsign=false"]  # fmt: skip
         subprocess.run([*git, "add", "-A"], check=True)
         subprocess.run([*git, "commit", "-q", "-m", "bench"], check=True)
+    # As a workspace not all written in the last seconds: a directory changed within the
+    # scan's clock tick is read again every time (SecretsScan's "racy" rule).
+    hour_ago = time.time() - 3600
+    for d in [root, *dirs]:
+        os.utime(d, (hour_ago, hour_ago))
     os.sync()  # no writeback of the new files during the timings
     return {"files": files, "dirs": n_dirs, "env_planted": len(planted), "committed": commit}
 
@@ -86,7 +92,7 @@ def scannable_dirs(root: Path) -> int:
         count += 1
         with os.scandir(here) as it:
             for e in it:
-                if e.is_dir(follow_symlinks=False) and e.name not in sandbox_mod._SKIP_SCAN:
+                if e.is_dir(follow_symlinks=False) and e.name not in SKIPPED:
                     pending.append(Path(e.path))
     return count
 
@@ -252,34 +258,47 @@ async def bench_main(args: argparse.Namespace, base: Path) -> dict:
         "hidden paths": time_sync(sb._hidden, args.argv_runs),
     }
 
+    out["workspace"]["secrets"] = sb._secrets.mode
     scale = []
     for text in args.scan_sizes.split(","):
         n, per_dir = parse_size(text, args.files_per_dir)
-        print(f"scan: {n:,} files, {per_dir} per directory ...", file=sys.stderr, flush=True)
-        with tempfile.TemporaryDirectory(prefix="talos-scan-", dir=base) as tmp:
-            info = make_workspace(Path(tmp) / "ws", n, per_dir, commit=False)
-            s = Sandbox(Path(tmp) / "ws")
-            info["per_dir"] = per_dir
-            info["scannable_dirs"] = scannable_dirs(s.root)
-            info["scanned_dirs"] = min(info["scannable_dirs"], MAX_SCANNED_DIRS)
-            started = time.perf_counter_ns()
-            info["env_found"] = len(s._env_files())  # the first scan reads every directory
-            info["first scan"] = (time.perf_counter_ns() - started) / 1e6
-            runs = max(5, args.argv_runs // 10)
-            info["argv build"] = time_sync(
-                lambda s=s: s.argv("true", writable=False, network=False), runs, warmup=2
-            )
-            info[".env* scan"] = time_sync(s._env_files, runs, warmup=2)
-            cmds = {
+        for mode in args.modes.split(","):
+            print(f"{mode}: {n:,} files, {per_dir} per directory ...", file=sys.stderr,
+                  flush=True)  # fmt: skip
+            scale.append(await bench_size(args, base, n, per_dir, mode))
+    out["scale"] = scale
+    out["machine"]["loadavg_end"] = load()
+    return out
+
+
+async def bench_size(args: argparse.Namespace, base: Path, n: int, per_dir: int,
+                     mode: str) -> dict:  # fmt: skip
+    """The argv build and a sandboxed `true` in a workspace of `n` files, its `.env*` files
+    found by `mode`: watched (inotify) or scanned (a `stat` per directory)."""
+    with tempfile.TemporaryDirectory(prefix="talos-scan-", dir=base) as tmp:
+        info = make_workspace(Path(tmp) / "ws", n, per_dir, commit=False)
+        s = Sandbox(Path(tmp) / "ws")
+        s._secrets._watching = mode == "watched"
+        info["per_dir"], info["mode"] = per_dir, mode
+        info["scannable_dirs"] = scannable_dirs(s.root)
+        info["scanned_dirs"] = min(info["scannable_dirs"], MAX_SCANNED_DIRS)
+        started = time.perf_counter_ns()
+        info["env_found"] = len(s._env_files())  # the first scan reads every directory
+        info["first scan"] = (time.perf_counter_ns() - started) / 1e6
+        runs = max(5, args.argv_runs // 10)
+        info["argv build"] = time_sync(
+            lambda s=s: s.argv("true", writable=False, network=False), runs, warmup=2
+        )
+        info[".env* scan"] = time_sync(s._env_files, runs, warmup=2)
+        cmds = {
                 "unsandboxed": run_call(s, "true", sandboxed=False, writable=False,
                                         network=False),
                 "read-only": run_call(s, "true", sandboxed=True, writable=False, network=False),
             }  # fmt: skip
-            info["run"] = await time_interleaved(cmds, args.scan_runs, 3)
-            scale.append(info)
-    out["scale"] = scale
-    out["machine"]["loadavg_end"] = load()
-    return out
+        info["run"] = await time_interleaved(cmds, args.scan_runs, 3)
+        info["mode"] = s._secrets.mode  # what it fell back to, if it did
+        s.close()
+        return info
 
 
 def report(out: dict) -> None:
@@ -336,15 +355,15 @@ def report(out: dict) -> None:
 
     print(f"\nthe argv build as the workspace grows (MAX_SCANNED_DIRS = {MAX_SCANNED_DIRS:,});"
           " median / p95 in ms\n")  # fmt: skip
-    print("| files | per dir | dirs to scan | dirs scanned | .env* hidden | first scan | "
-          "argv build | .env* scan | run unsandboxed | run sandboxed | "
+    print("| files | per dir | dirs to scan | dirs scanned | .env* found by | .env* hidden | "
+          "first scan | argv build | .env* scan | run unsandboxed | run sandboxed | "
           "overhead (median) |")  # fmt: skip
-    print("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+    print("|---:|---:|---:|---:|---|---:|---:|---:|---:|---:|---:|---:|")
     for s in out["scale"]:
         r = s["run"]
         over = r["read-only"]["median_ms"] - r["unsandboxed"]["median_ms"]
         print(f"| {s['files']:,} | {s['per_dir']} | {s['scannable_dirs']:,} | "
-              f"{s['scanned_dirs']:,} | {s['env_found']} of {s['env_planted']} | "
+              f"{s['scanned_dirs']:,} | {s['mode']} | {s['env_found']} of {s['env_planted']} | "
               f"{s['first scan']:.1f} | {fmt(s['argv build'])} | {fmt(s['.env* scan'])} | "
               f"{fmt(r['unsandboxed'])} | {fmt(r['read-only'])} | {over:.1f} |")  # fmt: skip
 
@@ -360,6 +379,8 @@ def main() -> None:
     parser.add_argument("--warmup", type=int, default=10)
     parser.add_argument("--scan-sizes", default="2000,20000,100000,100000:2",
                         help="workspaces for the scan table: N or N:files-per-dir")  # fmt: skip
+    parser.add_argument("--modes", default="watched,scanned",
+                        help="how .env* files are found in the scan table")  # fmt: skip
     parser.add_argument("--where", help="parent directory of the temporary workspaces")
     parser.add_argument("--json", metavar="FILE", help="also write the results as JSON")
     args = parser.parse_args()

@@ -653,5 +653,6 @@ class Host:
         await asyncio.gather(*jobs, return_exceptions=True)
         if self._status_job is not None:
             self._status_job.cancel()
+        self.sandbox.close()
         if self._owns_offload:
             self.offload.close()

@@ -26,7 +26,6 @@ Output is streamed with a byte cap (the command is killed past it) and a timeout
 from __future__ import annotations
 
 import asyncio
-import collections
 import contextlib
 import ctypes
 import functools
@@ -44,7 +43,7 @@ from typing import ClassVar
 
 import platformdirs
 
-from ..files import is_secrets_file
+from .secrets_scan import SecretsScan
 
 logger = logging.getLogger(__name__)
 
@@ -54,7 +53,6 @@ PASS_ENV = ("PATH", "LANG", "LANGUAGE", "LC_ALL", "LC_CTYPE", "LC_MESSAGES", "TE
 SANDBOX_HOME = "/tmp/home"
 MAX_OUTPUT_BYTES = 1024 * 1024  # read from a command before it is killed
 KEEP_HEAD, KEEP_TAIL = 6000, 6000  # bytes of output kept from its start and its end
-MAX_SCANNED_DIRS = 200_000  # directories searched for .env* files to hide
 # Under a home directory: never visible, even inside a bound toolchain or workspace.
 CREDENTIAL_STORES = (".ssh", ".aws", ".azure", ".config/gh", ".config/hub", ".config/gcloud",
                      ".config/git/credentials", ".git-credentials", ".netrc", ".docker", ".kube",
@@ -70,7 +68,6 @@ BLANKED = ("/tmp", "/var/tmp", "/run")  # empty in the sandbox, as every home is
 # Readable by root on many systems, and secret: hidden even though the system is visible.
 SYSTEM_SECRETS = ("/etc/shadow", "/etc/shadow-", "/etc/gshadow", "/etc/gshadow-", "/etc/sudoers",
                   "/etc/sudoers.d", "/etc/ssl/private", "/etc/security/opasswd")  # fmt: skip
-_SKIP_SCAN = frozenset({".git", "node_modules", "__pycache__", ".venv", "venv", ".tox"})
 
 
 @dataclass(frozen=True)
@@ -147,60 +144,6 @@ def talos_paths() -> list[Path]:
     ]
 
 
-class SecretsScan:
-    """The workspace's secrets files (`.env*`; a link counts by what it points to), found
-    before every command and kept current by directory mtime: adding, removing or renaming an
-    entry changes its directory's mtime, so an unchanged directory is not read again and a
-    scan costs one `stat` per directory. Breadth first, so when a huge tree passes
-    MAX_SCANNED_DIRS the shallow levels, where secrets files live, are the ones covered."""
-
-    def __init__(self, root: Path) -> None:
-        self.root = root
-        # directory -> (mtime_ns, secrets files in it, its subdirectories to scan)
-        self._dirs: dict[str, tuple[int, list[Path], list[str]]] = {}
-        self.complete = True
-
-    def files(self) -> list[Path]:
-        found: list[Path] = []
-        seen: dict[str, tuple[int, list[Path], list[str]]] = {}
-        pending = collections.deque([str(self.root)])
-        while pending:
-            if len(seen) >= MAX_SCANNED_DIRS:
-                if self.complete:
-                    logger.warning(
-                        "%s: more than %d directories; .env* files below them are not hidden "
-                        "from commands", self.root, MAX_SCANNED_DIRS,
-                    )  # fmt: skip
-                self.complete = False
-                break
-            here = pending.popleft()
-            try:
-                mtime = os.stat(here, follow_symlinks=False).st_mtime_ns
-            except OSError:
-                continue
-            cached = self._dirs.get(here)
-            entry = cached if cached is not None and cached[0] == mtime else self._read(here, mtime)
-            seen[here] = entry
-            found += entry[1]
-            pending.extend(entry[2])
-        self._dirs = seen  # directories gone since are forgotten
-        return found
-
-    @staticmethod
-    def _read(here: str, mtime: int) -> tuple[int, list[Path], list[str]]:
-        secrets, subdirs = [], []
-        try:
-            entries = list(os.scandir(here))
-        except OSError:
-            return mtime, [], []
-        for entry in entries:
-            if is_secrets_file(entry.name) and not entry.is_dir():  # (a venv named .env)
-                secrets.append(Path(os.path.realpath(entry.path)))
-            elif entry.is_dir(follow_symlinks=False) and entry.name not in _SKIP_SCAN:
-                subdirs.append(entry.path)
-        return mtime, secrets, subdirs
-
-
 class Sandbox:
     """Runs commands for one workspace. `hidden`: more paths no command may see (the store)."""
 
@@ -212,6 +155,10 @@ class Sandbox:
         self.shell = shutil.which("bash") or "/bin/sh"
         self.extra_hidden = [Path(p) for p in hidden]
         self._secrets = SecretsScan(self.root)
+
+    def close(self) -> None:
+        """Stop watching the workspace for secrets files (a later command watches again)."""
+        self._secrets.close()
 
     # ---------------------------------------------------------------- state
     def probe(self) -> SandboxState:

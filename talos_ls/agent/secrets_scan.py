@@ -1,0 +1,240 @@
+"""The workspace's secrets files (`.env*`; a link counts by what it points to), found before
+every command so that the sandbox can cover each one with an empty file.
+
+Two ways to the same answer:
+- watched (Linux): an inotify watch on every directory. The first call walks the tree; each
+  later one reads the kernel's queue of names created, renamed and deleted since, so its cost
+  does not grow with the tree (`inotify.py` says why the queue can be trusted).
+- scanned: every directory `stat`ed and read again only when its mtime changed (adding,
+  removing or renaming an entry changes it) or is too recent to vouch for it (a change in
+  the same clock tick leaves it as it was): one `stat` per directory per command. The
+  fallback when watching is not possible: not Linux, the kernel refuses a watch, the tree has
+  more directories than MAX_WATCHED_DIRS (watches are a per-user budget that the person's
+  editor spends too, so Talos takes at most a quarter of it).
+Breadth first both ways, so when a huge tree passes MAX_SCANNED_DIRS the shallow levels, where
+secrets files live, are the ones covered.
+"""
+
+from __future__ import annotations
+
+import collections
+import contextlib
+import errno
+import logging
+import os
+import threading
+import time
+from pathlib import Path
+
+from ..files import is_secrets_file
+from . import inotify
+from .inotify import Inotify
+
+logger = logging.getLogger(__name__)
+
+MAX_SCANNED_DIRS = 200_000  # directories searched for .env* files to hide
+RACY_NS = 2_000_000_000  # mtimes are as coarse as a clock tick here, 2 s on FAT
+MAX_WATCHED_DIRS = 65_536  # and never more than a quarter of fs.inotify.max_user_watches
+SKIPPED = frozenset({".git", "node_modules", "__pycache__", ".venv", "venv", ".tox"})
+WATCH_MASK = (inotify.IN_CREATE | inotify.IN_DELETE | inotify.IN_MOVED_FROM | inotify.IN_MOVED_TO
+              | inotify.IN_MOVE_SELF | inotify.IN_ONLYDIR | inotify.IN_DONT_FOLLOW)  # fmt: skip
+ADDED = inotify.IN_CREATE | inotify.IN_MOVED_TO
+REMOVED = inotify.IN_DELETE | inotify.IN_MOVED_FROM
+
+
+class SecretsScan:
+    """`files()`: the secrets files now, by watching when it can, else by scanning."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = root
+        self.complete = True  # False: the tree passed MAX_SCANNED_DIRS
+        self._lock = threading.RLock()  # commands start from worker threads
+        self._watched: _Watched | None = None
+        self._watching = True  # until a watch fails: then scanned for good
+        # scanned: directory -> (mtime_ns, secrets files in it, its subdirectories to scan,
+        # whether its mtime can vouch for it next time)
+        self._dirs: dict[str, tuple[int, list[Path], list[str], bool]] = {}
+
+    @property
+    def mode(self) -> str:
+        return "watched" if self._watching else "scanned"
+
+    def files(self) -> list[Path]:
+        with self._lock:
+            if self._watching:
+                try:
+                    if self._watched is None:
+                        self._watched = _Watched(str(self.root))
+                    return self._watched.secrets()
+                except (OSError, _TooMany) as exc:
+                    logger.info("%s: .env* files are found by a scan before each command, "
+                                "not watched (%s)", self.root, exc)  # fmt: skip
+                    self.close()
+                    self._watching = False
+            return self._scan()
+
+    def close(self) -> None:
+        with self._lock:
+            if self._watched is not None:
+                self._watched.inotify.close()
+                self._watched = None
+
+    def _scan(self) -> list[Path]:
+        found: list[Path] = []
+        seen: dict[str, tuple[int, list[Path], list[str], bool]] = {}
+        pending = collections.deque([str(self.root)])
+        while pending:
+            if len(seen) >= MAX_SCANNED_DIRS:
+                if self.complete:
+                    logger.warning(
+                        "%s: more than %d directories; .env* files below them are not hidden "
+                        "from commands", self.root, MAX_SCANNED_DIRS,
+                    )  # fmt: skip
+                self.complete = False
+                break
+            here = pending.popleft()
+            try:
+                mtime = os.stat(here, follow_symlinks=False).st_mtime_ns
+            except OSError:
+                continue
+            cached = self._dirs.get(here)
+            if cached is not None and cached[0] == mtime and cached[3]:
+                entry = cached
+            else:
+                # A change within the clock tick of this read would leave the mtime as it
+                # is now ("racy git"): a directory changed that recently is read again.
+                fresh = mtime < time.time_ns() - RACY_NS
+                names, subdirs = _read(here)
+                entry = (mtime, [_target(here, n) for n in names], subdirs, fresh)
+            seen[here] = entry
+            found += entry[1]
+            pending.extend(entry[2])
+        self._dirs = seen  # directories gone since are forgotten
+        return found
+
+
+class _TooMany(Exception):
+    """More directories than this workspace may watch."""
+
+
+class _Watched:
+    """A watch on every directory of the tree, kept in step with the kernel's queue."""
+
+    def __init__(self, root: str) -> None:
+        self.root = root
+        self.budget = _watch_budget()
+        self.inotify = Inotify()
+        try:
+            self._restart(first=True)
+        except BaseException:
+            self.inotify.close()
+            raise
+
+    def secrets(self) -> list[Path]:
+        for event in self.inotify.read():
+            if event.mask & inotify.IN_Q_OVERFLOW:  # events were lost: walk again
+                self._restart()
+                break
+            here = self.paths.get(event.wd)
+            if here is None:
+                continue  # a watch dropped with its directory
+            if event.mask & inotify.IN_IGNORED:  # the directory is gone, its watch with it
+                self._drop(here, watch_gone=True)
+            elif event.mask & inotify.IN_MOVE_SELF:
+                if here == self.root:  # the workspace itself was moved: start again
+                    self._restart()
+                    break
+            elif event.mask & inotify.IN_ISDIR:
+                path = os.path.join(here, event.name)
+                if event.mask & REMOVED:
+                    self._drop(path)
+                elif event.mask & ADDED and event.name not in SKIPPED:
+                    self._add(path, here)
+            elif is_secrets_file(event.name):
+                names = self.secret_names.setdefault(here, set())
+                if event.mask & ADDED:
+                    names.add(event.name)
+                else:
+                    names.discard(event.name)
+        return [
+            _target(here, name)
+            for here, names in self.secret_names.items()
+            for name in names
+            if not os.path.isdir(os.path.join(here, name))  # a venv named .env
+        ]
+
+    def _restart(self, *, first: bool = False) -> None:
+        if not first:
+            self.inotify.close()
+            self.inotify = Inotify()
+        self.dirs: dict[str, int] = {}  # directory -> its watch
+        self.paths: dict[int, str] = {}  # watch -> directory
+        self.children: dict[str, set[str]] = collections.defaultdict(set)
+        self.secret_names: dict[str, set[str]] = {}  # only directories that hold some
+        self._add(self.root, None)
+
+    def _add(self, top: str, parent: str | None) -> None:
+        """Watch `top` and every directory below it, then read each: a name made between
+        the two is in the listing, one made after it is in the queue."""
+        pending = collections.deque([(top, parent)])
+        while pending:
+            here, above = pending.popleft()
+            if len(self.dirs) >= self.budget:
+                raise _TooMany(f"more than {self.budget} directories")
+            try:
+                wd = self.inotify.add(here, WATCH_MASK)
+            except OSError as exc:
+                if exc.errno in (errno.ENOENT, errno.ENOTDIR):
+                    continue  # gone already, or a link (never followed)
+                raise
+            self.dirs[here], self.paths[wd] = wd, here
+            if above is not None:
+                self.children[above].add(here)
+            names, subdirs = _read(here)
+            if names:
+                self.secret_names[here] = set(names)
+            pending.extend((sub, here) for sub in subdirs)
+
+    def _drop(self, top: str, *, watch_gone: bool = False) -> None:
+        """Forget `top` and everything below it (deleted, or moved out of sight)."""
+        stack = [top]
+        while stack:
+            here = stack.pop()
+            wd = self.dirs.pop(here, None)
+            if wd is None:
+                continue
+            del self.paths[wd]
+            self.secret_names.pop(here, None)
+            if not (watch_gone and here == top):
+                self.inotify.remove(wd)
+            stack.extend(self.children.pop(here, ()))
+        self.children.get(os.path.dirname(top), set()).discard(top)
+
+
+def _read(here: str) -> tuple[list[str], list[str]]:
+    """The secrets files' names in `here`, and the subdirectories to look in."""
+    names, subdirs = [], []
+    try:
+        entries = list(os.scandir(here))
+    except OSError:
+        return [], []
+    for entry in entries:
+        with contextlib.suppress(OSError):  # gone since the listing
+            # a venv named .env is no secrets file; a broken link or a loop may be one
+            if is_secrets_file(entry.name) and not os.path.isdir(entry.path):
+                names.append(entry.name)
+            elif entry.is_dir(follow_symlinks=False) and entry.name not in SKIPPED:
+                subdirs.append(entry.path)
+    return names, subdirs
+
+
+def _target(here: str, name: str) -> Path:
+    return Path(os.path.realpath(os.path.join(here, name)))
+
+
+def _watch_budget() -> int:
+    try:
+        limit = int(Path("/proc/sys/fs/inotify/max_user_watches").read_text())
+    except (OSError, ValueError):
+        limit = 8192
+    return min(MAX_WATCHED_DIRS, limit // 4)
