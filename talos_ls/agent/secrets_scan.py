@@ -4,7 +4,9 @@ every command so that the sandbox can cover each one with an empty file.
 Two ways to the same answer:
 - watched (Linux): an inotify watch on every directory. The first call walks the tree; each
   later one reads the kernel's queue of names created, renamed and deleted since, so its cost
-  does not grow with the tree (`inotify.py` says why the queue can be trusted).
+  does not grow with the tree (`inotify.py` says why the queue can be trusted). A directory
+  renamed, or the queue overflowing, means a new walk: the queue names directories by the
+  paths they had, and a rename changes every path below.
 - scanned: every directory `stat`ed and read again only when its mtime changed (adding,
   removing or renaming an entry changes it) or is too recent to vouch for it (a change in
   the same clock tick leaves it as it was): one `stat` per directory per command. The
@@ -39,7 +41,7 @@ SKIPPED = frozenset({".git", "node_modules", "__pycache__", ".venv", "venv", ".t
 WATCH_MASK = (inotify.IN_CREATE | inotify.IN_DELETE | inotify.IN_MOVED_FROM | inotify.IN_MOVED_TO
               | inotify.IN_MOVE_SELF | inotify.IN_ONLYDIR | inotify.IN_DONT_FOLLOW)  # fmt: skip
 ADDED = inotify.IN_CREATE | inotify.IN_MOVED_TO
-REMOVED = inotify.IN_DELETE | inotify.IN_MOVED_FROM
+MOVED = inotify.IN_MOVED_FROM | inotify.IN_MOVED_TO
 
 
 class SecretsScan:
@@ -139,16 +141,22 @@ class _Watched:
             if here is None:
                 continue  # a watch dropped with its directory
             if event.mask & inotify.IN_IGNORED:  # the directory is gone, its watch with it
-                self._drop(here, watch_gone=True)
+                if self.dirs.get(here) == event.wd:
+                    self._drop(here, watch_gone=True)
+                else:  # its path is another directory's now
+                    del self.paths[event.wd]
             elif event.mask & inotify.IN_MOVE_SELF:
                 if here == self.root:  # the workspace itself was moved: start again
                     self._restart()
                     break
             elif event.mask & inotify.IN_ISDIR:
+                if event.mask & MOVED:  # every path below it changed: walk again
+                    self._restart()
+                    break
                 path = os.path.join(here, event.name)
-                if event.mask & REMOVED:
+                if event.mask & inotify.IN_DELETE:
                     self._drop(path)
-                elif event.mask & ADDED and event.name not in SKIPPED:
+                elif event.name not in SKIPPED:
                     self._add(path, here)
             elif is_secrets_file(event.name):
                 names = self.secret_names.setdefault(here, set())
@@ -196,18 +204,19 @@ class _Watched:
             pending.extend((sub, here) for sub in subdirs)
 
     def _drop(self, top: str, *, watch_gone: bool = False) -> None:
-        """Forget `top` and everything below it (deleted, or moved out of sight)."""
+        """Forget `top`, deleted, and everything below it, and stop watching them."""
         stack = [top]
         while stack:
             here = stack.pop()
             wd = self.dirs.pop(here, None)
             if wd is None:
                 continue
-            del self.paths[wd]
-            self.secret_names.pop(here, None)
-            if not (watch_gone and here == top):
-                self.inotify.remove(wd)
             stack.extend(self.children.pop(here, ()))
+            self.secret_names.pop(here, None)
+            if self.paths.get(wd) == here:
+                del self.paths[wd]
+                if not (watch_gone and here == top):
+                    self.inotify.remove(wd)
         self.children.get(os.path.dirname(top), set()).discard(top)
 
 
