@@ -201,6 +201,8 @@ class _Watched:
             names, subdirs = _read(here)
             if names:
                 self.secret_names[here] = set(names)
+            else:
+                self.secret_names.pop(here, None)
             pending.extend((sub, here) for sub in subdirs)
 
     def _drop(self, top: str, *, watch_gone: bool = False) -> None:
