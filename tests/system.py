@@ -64,3 +64,13 @@ def path_without(tmp: Path, *names: str) -> str:
             if os.access(program, os.X_OK) and not program.is_dir():
                 link.symlink_to(program)
     return str(hidden)
+
+
+def as_ordinary_user() -> list[str]:
+    """A prefix that starts a program with no capabilities when the tests run as root: the
+    same user then, but as an ordinary one, whom a non-dumpable process keeps out of its
+    `/proc/<pid>/environ` (root's capabilities read it whatever Talos does)."""
+    if os.geteuid() != 0:
+        return []
+    setpriv = require_binary("setpriv", "apt-get install -y util-linux")
+    return [setpriv, "--bounding-set=-all", "--inh-caps=-all", "--"]

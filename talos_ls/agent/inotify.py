@@ -29,8 +29,6 @@ IN_DONT_FOLLOW = 0x02000000
 IN_ISDIR = 0x40000000
 
 _HEADER = struct.Struct("iIII")  # wd, mask, cookie, len; then the name, NUL-padded
-_IN_NONBLOCK = os.O_NONBLOCK
-_IN_CLOEXEC = os.O_CLOEXEC
 
 
 class Event(NamedTuple):
@@ -46,7 +44,7 @@ class Inotify:
         if not sys.platform.startswith("linux"):
             raise OSError(errno.ENOSYS, "inotify is Linux only")
         self._libc = ctypes.CDLL(None, use_errno=True)
-        fd = self._libc.inotify_init1(_IN_NONBLOCK | _IN_CLOEXEC)
+        fd = self._libc.inotify_init1(os.O_NONBLOCK | os.O_CLOEXEC)  # IN_NONBLOCK, IN_CLOEXEC
         if fd < 0:
             raise _error("inotify_init1")
         self.fd: int | None = fd

@@ -28,7 +28,7 @@ from pathlib import Path
 import pytest
 
 from ..pseudo_terminal import Terminal, plain
-from ..system import require_binary
+from ..system import as_ordinary_user, require_binary
 from .conftest import ALL_SECRETS, ENV_FILE_SECRET, TALOS, Attack, call
 
 NETRC_SECRET = "TalosNetrcPass"  # in the fake home's ~/.netrc; not in ALL_SECRETS
@@ -961,11 +961,8 @@ def test_without_bwrap_an_approved_command_cannot_read_the_daemons_environment(n
     the daemon. Root's capabilities read them all the same (docs/security.md says so), so as
     root the test runs Talos with none: the same user then, as an ordinary user is."""
     attack = no_bwrap
-    argv = [TALOS, "run", "do the task", "--workspace", str(attack.ws), "--base-url",
-            attack.server.url, "--model", "fake-model"]  # fmt: skip
-    if os.geteuid() == 0:
-        setpriv = require_binary("setpriv", "apt-get install -y util-linux")
-        argv = [setpriv, "--bounding-set=-all", "--inh-caps=-all", "--", *argv]
+    argv = [*as_ordinary_user(), TALOS, "run", "do the task", "--workspace", str(attack.ws),
+            "--base-url", attack.server.url, "--model", "fake-model"]  # fmt: skip
     attack.script([call("run_command", command=c) for c in PROC_THEFT], "done")
     term = Terminal(argv, attack.env(), attack.tmp)
     term.answer_prompts(len(PROC_THEFT), "Allow once")

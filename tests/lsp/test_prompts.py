@@ -4,13 +4,12 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
 
 import pytest
 
 from talos_ls.demo.scripted_model import reply
 
-from ..system import path_without, require_binary, require_sandbox
+from ..system import as_ordinary_user, path_without, require_sandbox
 from .conftest import start_editor
 
 
@@ -153,12 +152,8 @@ async def test_without_bwrap_the_editor_is_told_once_and_every_command_is_asked(
     unconfined, and still cannot read the key in the server's `/proc/<pid>/environ`
     (PR_SET_DUMPABLE; as root the server runs with no capabilities, as an ordinary user)."""
     monkeypatch.setenv("PATH", path_without(tmp_path, "bwrap"))
-    prefix = []
-    if os.geteuid() == 0:
-        setpriv = require_binary("setpriv", "apt-get install -y util-linux")
-        prefix = [setpriv, "--bounding-set=-all", "--inh-caps=-all", "--"]
     settings = options | {"permissionMode": "full-auto"}
-    editor = await start_editor(tmp_path / "home", [ws], settings, prefix=prefix)
+    editor = await start_editor(tmp_path / "home", [ws], settings, prefix=as_ordinary_user())
     try:
         for n in range(2):
             model.script += [_run(f"touch made{n}.txt"), reply("done")]
