@@ -3,6 +3,8 @@ written against `store` / `qq` / `facts` runs on each one."""
 
 from __future__ import annotations
 
+import os
+
 import pytest
 
 from talos_ls.gates.question_queue import QuestionQueue
@@ -12,6 +14,14 @@ from talos_ls.store import open_store
 # "redis-cluster": a real three-master Redis Cluster (tests/redis_server.py); "valkey": the
 # same store on a real valkey-server.
 BACKENDS = ["sqlite", "redis", "redis-cluster", "valkey"]
+
+
+def pytest_xdist_auto_num_workers(config) -> int:
+    """`-n auto` (the default, pyproject.toml): two workers a core, from 4 to 8. Most tests
+    wait on processes and sockets (a server starting, a scripted model streaming), not on the
+    CPU, so a core runs more than one; each worker starts its own Redis servers."""
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+    return max(4, min(8, 2 * (cores or 1)))
 
 
 @pytest.fixture(autouse=True)

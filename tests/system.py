@@ -9,6 +9,7 @@ fallbacks hide the binaries (`path_without`) rather than skip.
 from __future__ import annotations
 
 import os
+import secrets
 import shutil
 from pathlib import Path
 from typing import NoReturn
@@ -74,3 +75,10 @@ def as_ordinary_user() -> list[str]:
         return []
     setpriv = require_binary("setpriv", "apt-get install -y util-linux")
     return [setpriv, "--bounding-set=-all", "--inh-caps=-all", "--"]
+
+
+def unique_seconds(base: int) -> str:
+    """`base` seconds, spelt so that no other process on the machine has it on its command line
+    (`sleep 300.418207`): a test looking for leftover processes with `pgrep -f` finds only its
+    own, even with other test sessions running beside it."""
+    return f"{base}.{secrets.randbelow(10**9):09d}"

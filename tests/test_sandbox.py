@@ -13,7 +13,7 @@ import pytest
 
 from talos_ls.agent.sandbox import INSTALL_HINT, SYSTEM_SECRETS, Sandbox
 
-from .system import require_sandbox
+from .system import require_sandbox, unique_seconds
 
 SECRET = "sk-proj-SandboxUnitTestKey0123456789abcdef"
 
@@ -91,10 +91,11 @@ def test_output_cap_and_timeout_kill_everything(ws):
     assert "[killed: the output passed 100000 bytes" in flood.output
     assert len(flood.output) < 20_000  # head and tail only
     marker = "talos-sandbox-orphan-marker"
-    slow = run(sandbox, f"(sleep 300 && echo {marker}) & nohup sleep 301 & sleep 302",
+    s = unique_seconds(300)
+    slow = run(sandbox, f"(sleep {s} && echo {marker}) & nohup sleep {s} & sleep {s}",
                timeout=1)  # fmt: skip
     assert slow.killed == "timeout" and "no result after 1 s" in slow.output
-    left = subprocess.run(["pgrep", "-f", "sleep 30[012]"], capture_output=True, text=True)
+    left = subprocess.run(["pgrep", "-f", f"sleep {s}"], capture_output=True, text=True)
     assert left.stdout == "", "a sandboxed process outlived its command"
 
 
@@ -214,9 +215,10 @@ def test_the_fallback_kills_every_process_of_the_command_at_its_timeout(ws):
     """Without bwrap there is no PID namespace to take the children with it: the timeout kills
     the command's whole process group, background jobs included."""
     sandbox = Sandbox(ws, bwrap="")
-    slow = run(sandbox, "sleep 317 & sleep 318 & sleep 319", sandboxed=False, timeout=1)
+    s = unique_seconds(317)
+    slow = run(sandbox, f"sleep {s} & sleep {s} & sleep {s}", sandboxed=False, timeout=1)
     assert slow.killed == "timeout"
-    left = subprocess.run(["pgrep", "-f", "sleep 31[789]"], capture_output=True, text=True)
+    left = subprocess.run(["pgrep", "-f", f"sleep {s}"], capture_output=True, text=True)
     assert left.stdout == "", "a process of the command outlived its timeout"
 
 

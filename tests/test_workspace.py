@@ -19,7 +19,7 @@ from talos_ls.agent.search import search
 from talos_ls.agent.workspace import SandboxError, Workspace
 from talos_ls.files import atomic_write
 
-from .system import require_binary
+from .system import require_binary, unique_seconds
 
 
 @pytest.fixture
@@ -268,11 +268,12 @@ def test_ripgrep_reads_no_configuration_and_no_ignore_file_of_its_own(ws, tmp_pa
 def test_a_search_that_runs_past_its_deadline_stops_and_says_so(ws, tmp_path, engine):
     """ripgrep that hangs after a first hit (a huge tree, a slow disk), or the fallback past
     its deadline: the hits so far, then a note; the daemon is never held."""
-    rg = _fake_rg(tmp_path, "printf 'src/app.py\\0001:return hit\\n'; exec sleep 29.125")
+    s = unique_seconds(29)
+    rg = _fake_rg(tmp_path, f"printf 'src/app.py\\0001:return hit\\n'; exec sleep {s}")
     hits = asyncio.run(search(ws, "return", rg=rg if engine == "rg" else None,
                               deadline=0.5 if engine == "rg" else -1))  # fmt: skip
     if engine == "rg":
         assert hits[0] == "src/app.py:1: return hit"
     assert hits[-1].startswith("[search stopped after"), hits
-    left = subprocess.run(["pgrep", "-f", "sleep 29.125"], capture_output=True, text=True)
+    left = subprocess.run(["pgrep", "-f", f"sleep {s}"], capture_output=True, text=True)
     assert left.stdout == "", "ripgrep outlived the search"

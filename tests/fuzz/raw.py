@@ -22,7 +22,7 @@ from typing import Any
 
 from ..lsp.conftest import server_env
 
-WAIT_S = 20.0  # generous: a stuck server fails the test instead of hanging it
+WAIT_S = 60.0  # generous: a stuck server fails the test instead of hanging it
 
 
 def frame(body: bytes) -> bytes:

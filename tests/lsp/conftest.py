@@ -18,7 +18,7 @@ from pytest_lsp.client import LanguageClient, register_lsp_features
 
 from talos_ls.demo.scripted_model import ScriptedModelServer
 
-WAIT_S = 20.0  # generous: a stuck server fails the test instead of hanging it
+WAIT_S = 60.0  # generous: a stuck server fails the test instead of hanging it
 
 
 def _converter():

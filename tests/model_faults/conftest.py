@@ -1,5 +1,6 @@
 """The real `talos-ls` against a scripted model that misbehaves (see tests/lsp/conftest.py for
-the editor). `options` carries small model timeouts, so a hang ends in about a second."""
+the editor). A test's options make the timeout it is about small, so a hang ends in about a
+second."""
 
 from __future__ import annotations
 
@@ -12,7 +13,11 @@ from ..lsp.conftest import WAIT_S, model, start_editor, ws
 
 __all__ = ["model", "ws"]  # the scripted model and the small workspace
 
-QUICK = {"modelTimeout": 1, "modelIdleTimeout": 1}  # seconds; the smallest the settings take
+# Seconds. The timeout a test is about is the smallest the settings take (1 s); the others are
+# long, so a loaded machine slow to answer is not taken for the fault under test.
+PATIENT = {"modelTimeout": 60, "modelIdleTimeout": 60}
+QUICK_IDLE = {**PATIENT, "modelIdleTimeout": 1}  # a stream that stalls after output began
+QUICK_FIRST_BYTE = {**PATIENT, "modelTimeout": 1}  # an endpoint that never answers
 
 
 @pytest.fixture

@@ -16,18 +16,21 @@ from talos_ls.demo.scripted_model import drop, error, hang, raw, reply, silent
 from talos_ls.lsp.settings import Settings
 
 from ..lsp.conftest import WAIT_S
-from .conftest import QUICK
+from .conftest import PATIENT, QUICK_FIRST_BYTE, QUICK_IDLE
 
 GARBAGE = 'data: {"choices": [{"delta": {"content": "ok"}}]}\n\ndata: }}not json{{\n\n'
 
 FAULTS = {
-    # name: (what the server plays, what the error says, how many requests it may get)
+    # name: (what the server plays, what the error says, how many requests it may get[, the
+    # timeouts: long unless the fault is about one])
     "hang mid-stream, keep-alives": (
-        [hang()], r"stalled: nothing for 1 s after output began \(modelIdleTimeout\)", 1),
+        [hang()], r"stalled: nothing for 1 s after output began \(modelIdleTimeout\)", 1,
+        QUICK_IDLE),
     "hang mid-stream, silence": (
-        [hang(keepalive=False)], r"stalled: nothing for 1 s after output began", 1),
+        [hang(keepalive=False)], r"stalled: nothing for 1 s after output began", 1, QUICK_IDLE),
     "hang before the first byte": (
-        [silent()], r"no answer from http://127\.0\.0\.1:\d+/v1 within 1 s \(modelTimeout\)", 1),
+        [silent()], r"no answer from http://127\.0\.0\.1:\d+/v1 within 1 s \(modelTimeout\)", 1,
+        QUICK_FIRST_BYTE),
     "connection closed mid-stream": (
         [drop(reply("a long answer, cut"), after=3)],
         r"ended before the model finished \(no finish reason", 1),
@@ -54,8 +57,8 @@ async def test_a_model_fault_fails_the_task_clearly_and_the_daemon_goes_on(
 ):
     import re
 
-    steps, words, requests = FAULTS[fault]
-    editor = await launch({**base_options, **QUICK})
+    steps, words, requests, *timeouts = FAULTS[fault]
+    editor = await launch({**base_options, **(timeouts[0] if timeouts else PATIENT)})
     model.script += [dict(step) for step in steps]
     task_id = (await editor.command("talos.task.start", {"prompt": "misbehave"}))["task_id"]
     reports = await editor.finished(task_id)  # it ends: no task runs for ever
