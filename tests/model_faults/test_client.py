@@ -95,9 +95,7 @@ async def test_a_stream_that_trickles_for_ever_ends_at_the_deadline(server, make
     server.script.append(trickle(0.05))
     pieces: list[str] = []
     with pytest.raises(ModelError, match=r"still going after 1\.5 s, the most one call may take"):
-        await asyncio.wait_for(
-            make(deadline=1.5).complete(ASK, on_text=pieces.append), GUARD_S
-        )
+        await asyncio.wait_for(make(deadline=1.5).complete(ASK, on_text=pieces.append), GUARD_S)
     assert pieces  # it was streaming all along: only the deadline could end it
     await disconnected(server)
 
