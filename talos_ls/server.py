@@ -33,7 +33,7 @@ from . import __version__
 from .agent.workspace import SandboxError
 from .lsp import review, transport
 from .lsp.actions import code_actions
-from .lsp.daemon import Daemon, Params, ParamsError
+from .lsp.daemon import Daemon, Params, ParamsError, TooBusy
 from .lsp.logs import configure_logging
 from .lsp.port import LspPort
 from .lsp.prompts import PromptBook
@@ -41,6 +41,7 @@ from .store import StoreError
 
 logger = logging.getLogger(__name__)
 SHUTDOWN_S = 2.0
+CLIENT_S = 5.0  # a request needing no person waits this long for the client (see client_wait)
 PROPOSAL_SCHEME = "talos-proposal"
 COMMANDS = (
     "talos.task.start", "talos.task.cancel", "talos.task.list", "talos.task.show",
@@ -121,7 +122,21 @@ class TalosServer(LanguageServer):
         workspace = self.client_capabilities.workspace if self.client_capabilities else None
         lenses = workspace.code_lens if workspace else None
         if lenses and lenses.refresh_support and not self.closing:
-            self.workspace_code_lens_refresh(None)
+            self.spawn(self.quietly(self.workspace_code_lens_refresh_async(None)))
+
+    @property
+    def client_wait(self) -> float:
+        """How long a request that needs no person waits for the client's reply: `CLIENT_S`,
+        or `promptTimeout` when that is shorter. A busy editor may answer later: its reply is
+        then dropped (`transport.HardenedProtocol`)."""
+        return min(CLIENT_S, self.daemon.settings.prompt_timeout)
+
+    async def quietly(self, request: Awaitable[Any]) -> None:
+        """A request whose reply does not matter: waited for `client_wait`, failures logged."""
+        try:
+            await asyncio.wait_for(request, self.client_wait)
+        except (TimeoutError, JsonRpcException) as exc:
+            logger.info("the client did not take a request: %s", type(exc).__name__)
 
     async def show_diff(self, p: Params) -> dict[str, Any]:
         """A proposal's unified diff, returned; and opened where the editor can show a
@@ -141,9 +156,12 @@ class TalosServer(LanguageServer):
             path = self._diff_dir / f"{pid}.diff"
             path.write_text(diff)
             uri = path.as_uri()
-        shown = await self.window_show_document_async(types.ShowDocumentParams(
-            uri=uri, take_focus=True))  # fmt: skip
-        return {"diff": diff, "uri": uri if shown.success else None}
+        try:
+            shown = await asyncio.wait_for(self.window_show_document_async(
+                types.ShowDocumentParams(uri=uri, take_focus=True)), self.client_wait)  # fmt: skip
+        except (TimeoutError, JsonRpcException):
+            return {"diff": diff, "uri": None}
+        return {"diff": diff, "uri": uri if shown is not None and shown.success else None}
 
     def spawn(self, coro: Awaitable[Any]) -> None:
         job = asyncio.ensure_future(coro)
@@ -162,8 +180,17 @@ class TalosServer(LanguageServer):
         except (ParamsError, SandboxError) as exc:  # a bad field; a path that escapes
             raise JsonRpcInvalidParams(f"{command}: {exc}" if isinstance(exc, SandboxError)
                                        else str(exc)) from None  # fmt: skip
+        except TooBusy as exc:
+            raise JsonRpcRequestFailed(f"{command}: {exc}") from None
         except (StoreError, ValueError) as exc:
             raise JsonRpcInternalError(f"{command}: {exc}") from None
+
+
+class JsonRpcRequestFailed(JsonRpcException):
+    """LSP's RequestFailed: the request was understood but cannot be served now."""
+
+    CODE = -32803
+    MESSAGE = "Request Failed"
 
 
 def uri_path(uri: Any) -> Path | None:
@@ -241,6 +268,7 @@ def initialized(ls: TalosServer, params: types.InitializedParams) -> None:
 
 async def _start(ls: TalosServer) -> None:
     problems = ls._early_problems + await _pull_configuration(ls)
+    D.lock_endpoint()  # the session's settings are read: an endpoint change needs the person
     for problem in problems:
         ls.show(types.MessageType.Error, f"Talos setting refused: {problem}")
     D.client_watches = await _watch_through_client(ls)
@@ -261,10 +289,11 @@ async def _watch_through_client(ls: TalosServer) -> bool:
     options = types.DidChangeWatchedFilesRegistrationOptions(
         watchers=[types.FileSystemWatcher(glob_pattern="**/*")])  # fmt: skip
     try:
-        await ls.client_register_capability_async(types.RegistrationParams(registrations=[
-            types.Registration(id="talos-files", method=types.WORKSPACE_DID_CHANGE_WATCHED_FILES,
-                               register_options=options)]))  # fmt: skip
-    except JsonRpcException:
+        await asyncio.wait_for(ls.client_register_capability_async(types.RegistrationParams(
+            registrations=[types.Registration(
+                id="talos-files", method=types.WORKSPACE_DID_CHANGE_WATCHED_FILES,
+                register_options=options)])), ls.client_wait)  # fmt: skip
+    except (TimeoutError, JsonRpcException):
         return False
     return True
 
@@ -275,9 +304,10 @@ async def _pull_configuration(ls: TalosServer) -> list[str]:
     if not (caps and caps.configuration):
         return []
     try:
-        (section,) = await ls.workspace_configuration_async(types.ConfigurationParams(
-            items=[types.ConfigurationItem(section="talos")]))  # fmt: skip
-    except (JsonRpcException, ValueError):
+        (section,) = await asyncio.wait_for(ls.workspace_configuration_async(
+            types.ConfigurationParams(items=[types.ConfigurationItem(section="talos")])),
+            ls.client_wait)  # fmt: skip
+    except (TimeoutError, JsonRpcException, ValueError, TypeError):
         return []
     return D.configure(section) if section else []
 
@@ -290,6 +320,10 @@ async def configuration_changed(ls: TalosServer, params: types.DidChangeConfigur
     for problem in problems:
         ls.show(types.MessageType.Error, f"Talos setting refused: {problem}")
     D.publish()
+    if D.pending_endpoint is not None:  # where the key goes: the person says
+        ls.spawn(
+            D.confirm_endpoint(lambda message, actions: ls.prompt(message, actions, "permission"))
+        )
 
 
 @server.feature(types.WORKSPACE_DID_CHANGE_WORKSPACE_FOLDERS)
@@ -347,6 +381,8 @@ async def shutdown(ls: TalosServer, params: Any) -> None:
         await asyncio.wait_for(D.shutdown(), SHUTDOWN_S)
     except TimeoutError:
         logger.warning("shutdown took longer than %.0f s; exiting anyway", SHUTDOWN_S)
+    if isinstance(ls.protocol, transport.HardenedProtocol):
+        ls.protocol.cancel_outgoing()  # nothing waits for a reply past shutdown
 
 
 @server.feature(types.EXIT)

@@ -27,6 +27,15 @@ Here, instead, every frame the editor sends is answered or dropped, and the read
   not two.
 
 Custom methods' params reach their handlers as plain JSON (dicts and lists).
+
+The server's own requests to the client (progress, prompts, edits, configuration, documents)
+are kept apart from the client's requests, in a table of their own (`HardenedProtocol.
+send_request`): pygls keeps both in one dict, so a late reply (after the server stopped
+waiting) resolved a cancelled future and raised `InvalidStateError` out of the reader, which
+ended the process; a reply carrying the id of the client's own request resolved that request's
+handler; and `$/cancelRequest` naming one of the server's ids cancelled it. Here a reply
+resolves only a request of ours still waited for; anything else (late, twice, to an id never
+sent) is dropped with a log line, and an error reply fails only the request it answers.
 """
 
 from __future__ import annotations
@@ -38,8 +47,11 @@ import logging
 import re
 import sys
 import threading
+import uuid
+from collections import OrderedDict
 from collections.abc import Callable
-from concurrent.futures import Executor
+from concurrent.futures import Executor, Future
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, BinaryIO
 
 import cattrs
@@ -222,12 +234,84 @@ def converter() -> cattrs.Converter:
     return conv
 
 
+@dataclass
+class _Outgoing:
+    """One of the server's requests, waiting for the client's reply."""
+
+    method: str
+    future: Future[Any]
+    result_type: Any
+
+
+EXPIRED_KEPT = 256  # ids of requests given up on, remembered to say so when a reply comes
+
+
 class HardenedProtocol(LanguageServerProtocol):
-    """pygls's protocol with a checked envelope, a response to every request, and the spec's
-    errors before `initialize` and after `shutdown`."""
+    """pygls's protocol with a checked envelope, a response to every request, the spec's
+    errors before `initialize` and after `shutdown`, and the server's own requests kept
+    apart from the client's (any reply, at any time, is taken or dropped, never raised)."""
 
     initialized = False  # `initialize` was received
     started = False  # `initialized` was received
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._outgoing: dict[Any, _Outgoing] = {}
+        self._expired: OrderedDict[Any, str] = OrderedDict()  # id -> method, given up on
+
+    # ------------------------------------------------------ our requests
+    def send_request(self, method: str, params: Any | None = None,
+                     callback: Callable[[Any], None] | None = None,
+                     msg_id: Any = None) -> Future[Any]:  # fmt: skip
+        """pygls's, but the request waits in `_outgoing`, not among the client's requests.
+        Whoever stops waiting (a timeout, a cancelled task) cancels the future, and the
+        request is forgotten then: a reply that comes later is dropped."""
+        msg_id = str(uuid.uuid4()) if msg_id is None else msg_id
+        request_type = self.get_message_type(method) or JsonRPCRequestMessage
+        request = request_type(id=msg_id, method=method, params=params, jsonrpc="2.0")
+        future: Future[Any] = Future()
+        entry = _Outgoing(method, future, self.get_result_type(method))
+        self._outgoing[msg_id] = entry
+        future.add_done_callback(lambda done: self._given_up(msg_id, entry))
+        if callback is not None:
+            future.add_done_callback(
+                lambda done: None if done.cancelled() or done.exception() else callback(
+                    done.result()))  # fmt: skip
+        self._send_data(request)
+        return future
+
+    def _given_up(self, msg_id: Any, entry: _Outgoing) -> None:
+        if self._outgoing.get(msg_id) is entry:  # not answered: cancelled, or timed out
+            del self._outgoing[msg_id]
+            self._expired[msg_id] = entry.method
+            while len(self._expired) > EXPIRED_KEPT:
+                self._expired.popitem(last=False)
+
+    def cancel_outgoing(self) -> None:
+        """Stop waiting for every reply (shutdown)."""
+        for entry in list(self._outgoing.values()):
+            entry.future.cancel()
+
+    def _resolve(self, msg_id: Any, result: Any = None, error: Any = None) -> None:
+        """A reply to one of our requests, given to whoever waits for it; dropped, with a
+        log line, when nobody does."""
+        entry = self._outgoing.pop(msg_id, None)
+        if entry is None or entry.future.done():
+            self._dropped(msg_id, entry)
+            return
+        if error is not None:
+            entry.future.set_exception(JsonRpcException.from_error(error))
+        else:
+            entry.future.set_result(result)
+
+    def _dropped(self, msg_id: Any, entry: _Outgoing | None) -> None:
+        late = entry.method if entry is not None else self._expired.get(msg_id)
+        if late is not None:
+            logger.warning("a late reply to %s was dropped (the server had stopped waiting "
+                           "for it)", late[:64])  # fmt: skip
+        else:
+            logger.warning("a reply to no request the server is waiting for was dropped (a "
+                           "second reply, or an id it never sent)")  # fmt: skip
 
     def _execute_handler(self, msg_id: Any, handler: Any, callback: Any,
                          args: Any = None, kwargs: Any = None) -> None:  # fmt: skip
@@ -305,7 +389,7 @@ class HardenedProtocol(LanguageServerProtocol):
             problem = 'a message needs a "method", a "result" or an "error"'
         if problem:
             logger.warning("a malformed message was refused: %s", problem)
-            if has_id and "method" not in data and msg_id in self._request_futures:
+            if has_id and "method" not in data and msg_id in self._outgoing:
                 self._fail_pending(msg_id, problem)  # a broken response to one of ours
             else:  # answered by its id, or with a null id (JSON-RPC 2.0)
                 self.reply_error(msg_id, JsonRpcInvalidRequest(problem))
@@ -358,24 +442,35 @@ class HardenedProtocol(LanguageServerProtocol):
                            type(exc).__name__)  # fmt: skip
 
     def _handle_client_response(self, data: dict[str, Any], msg_id: Any) -> None:
+        """A reply: to one of our requests still waited for, or dropped. Never raised: the
+        reader goes on whatever the client answers, and whenever."""
+        entry = self._outgoing.get(msg_id)
+        if entry is None or entry.future.done():
+            self._outgoing.pop(msg_id, None)
+            self._dropped(msg_id, entry)
+            return
         message: Any
         try:
             if "error" in data:
                 message = self._converter.structure(data, types.ResponseErrorMessage)
             else:
-                kind = self._result_types.pop(msg_id, None) or JsonRPCResponseMessage
-                message = self._converter.structure(data, kind)
+                message = self._converter.structure(data, entry.result_type
+                                                    or JsonRPCResponseMessage)  # fmt: skip
         except Exception:
             self._fail_pending(msg_id, "the response does not fit the request")
             return
-        self.handle_message(message)
+        if "error" in data:
+            self._resolve(msg_id, error=message.error)
+        else:
+            self._resolve(msg_id, result=message.result)
 
     def _fail_pending(self, msg_id: Any, problem: str) -> None:
         """A malformed response to one of our requests: the request fails, not hangs."""
-        self._result_types.pop(msg_id, None)
-        future = self._request_futures.pop(msg_id, None)
-        if future is not None and not future.done():
-            future.set_exception(JsonRpcInternalError(f"the client's response: {problem}"))
+        logger.warning("a reply to %s was refused: %s", self._outgoing[msg_id].method[:64],
+                       problem)  # fmt: skip
+        entry = self._outgoing.pop(msg_id)
+        if not entry.future.done():
+            entry.future.set_exception(JsonRpcInternalError(f"the client's response: {problem}"))
 
     def _structure(self, data: dict[str, Any], method: str) -> Any:
         kind = self.get_message_type(method)
