@@ -32,6 +32,7 @@ from pygls.lsp.server import LanguageServer
 from . import __version__
 from .agent.workspace import SandboxError
 from .lsp import review, transport
+from .lsp import tcp as tcp_transport
 from .lsp.actions import code_actions
 from .lsp.daemon import Daemon, Params, ParamsError, TooBusy
 from .lsp.logs import configure_logging
@@ -398,8 +399,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         "LSP on stdin/stdout unless --tcp is given.",
     )
     parser.add_argument("--version", action="version", version=f"talos-ls {__version__}")
-    parser.add_argument("--tcp", metavar="HOST:PORT", help="listen on TCP (for debugging; one "
-                        "client at a time) instead of stdio")  # fmt: skip
+    parser.add_argument("--tcp", metavar="HOST:PORT", help="listen on TCP instead of stdio, "
+                        "for debugging: HOST must be a loopback address (127.0.0.1, ::1, "
+                        "localhost; PORT 0 picks a free one, logged); one client, which "
+                        "must send the token of --token-file as "
+                        "initializationOptions.tcpToken")  # fmt: skip
+    parser.add_argument("--token-file", metavar="PATH", help="with --tcp (required): a file "
+                        "only you can read (chmod 600) holding the token a client must "
+                        "send")  # fmt: skip
     parser.add_argument("--log-file", metavar="PATH", help="write the log here (default: stderr)")
     parser.add_argument("--log-level", default="warning", choices=["debug", "info", "warning",
                         "error"], help="Talos's own log level (default warning)")  # fmt: skip
@@ -407,15 +414,25 @@ def main(argv: Sequence[str] | None = None) -> int:
     tcp = None
     if args.tcp:
         host, _, port = args.tcp.rpartition(":")
-        if not host or not port.isdigit() or not 0 < int(port) < 65536:
+        if not host or not port.isdigit() or not 0 <= int(port) < 65536:
             parser.error(f"--tcp needs HOST:PORT, got {args.tcp!r}")
-        tcp = (host, int(port))
+        if not args.token_file:
+            parser.error("--tcp needs --token-file PATH: a file only you can read, holding "
+                         "the token a client must send as "
+                         "initializationOptions.tcpToken")  # fmt: skip
+        try:
+            tcp = (tcp_transport.loopback(host), int(port),
+                   tcp_transport.read_token(args.token_file))  # fmt: skip
+        except tcp_transport.TcpError as exc:
+            parser.error(str(exc))
+    elif args.token_file:
+        parser.error("--token-file goes with --tcp")
     configure_logging(args.log_file, args.log_level)
     from .agent.sandbox import protect_this_process
 
     protect_this_process()
     if tcp:
-        transport.serve_tcp(server, *tcp)
+        tcp_transport.serve_tcp(server, *tcp)
     else:
         transport.serve_io(server)
     return 0

@@ -41,7 +41,6 @@ sent) is dropped with a log line, and an error reply fails only the request it a
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import json
 import logging
 import re
@@ -121,7 +120,7 @@ class FrameReader:
 
 
 class StreamFrameReader(FrameReader):
-    """The same over an asyncio stream (the TCP transport)."""
+    """The same over an asyncio stream (the TCP transport, `tcp.py`)."""
 
     def __init__(self, stream: asyncio.StreamReader) -> None:
         self.astream = stream
@@ -149,12 +148,25 @@ class StreamFrameReader(FrameReader):
 async def read_frames(
     stop: threading.Event, reader: FrameReader, protocol: HardenedProtocol
 ) -> None:
-    """The message loop: headers, then a body of `Content-Length` bytes, handed over."""
-    length: int | None = None
+    """The message loop: each frame's body handed over, until the stream ends."""
     while not stop.is_set():
+        body = await next_body(reader, lambda size: protocol.reply_error(None, too_big(size)))
+        if body is None:
+            break
+        rest = protocol.handle_body(body)
+        if rest:
+            reader.unread(rest)
+
+
+async def next_body(reader: FrameReader, oversized: Callable[[int], None]) -> bytes | None:
+    """The next frame's body: headers, then `Content-Length` bytes; None when the stream ends.
+    A length over `MAX_BODY` is given to `oversized` and never read (its body, if it comes,
+    is skipped as lines until the next header)."""
+    length: int | None = None
+    while True:
         line = await reader.readline(MAX_HEADER_LINE)
         if not line:
-            break
+            return None
         match = _CONTENT_LENGTH.search(line)  # also at the end of garbage: resynchronised
         if match:
             length = int(match.group(1))
@@ -163,16 +175,15 @@ async def read_frames(
             continue  # another header (Content-Type), garbage, or a stray blank line
         size, length = length, None
         if size > MAX_BODY:
-            protocol.reply_error(None, JsonRpcInvalidRequest(
-                f"a message of {size} bytes is over the limit of {MAX_BODY} bytes; "
-                "it was not read"))  # fmt: skip
-            continue  # its body, if it comes, is skipped as lines until the next header
+            oversized(size)
+            continue
         body = await reader.read(size)
-        if len(body) < size:
-            break  # the stream ended inside a body
-        rest = protocol.handle_body(body)
-        if rest:
-            reader.unread(rest)
+        return body if len(body) == size else None  # short: the stream ended inside it
+
+
+def too_big(size: int) -> JsonRpcException:
+    return JsonRpcInvalidRequest(f"a message of {size} bytes is over the limit of {MAX_BODY} "
+                                 "bytes; it was not read")  # fmt: skip
 
 
 def next_frame_start(body: bytes) -> int | None:
@@ -502,25 +513,5 @@ def serve_io(server: LanguageServer, stdin: BinaryIO | None = None,
         server.shutdown()
 
 
-def serve_tcp(server: LanguageServer, host: str, port: int) -> None:
-    """What `LanguageServer.start_tcp` does (one client at a time), with the hardened reader."""
-    protocol = server.protocol
-    assert isinstance(protocol, HardenedProtocol)
-    server._stop_event = stop = threading.Event()
-
-    async def connection(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        protocol.set_writer(writer)  # type: ignore[arg-type]
-        await read_frames(stop, StreamFrameReader(reader), protocol)
-        server.shutdown()
-
-    async def listen() -> None:
-        server._server = await asyncio.start_server(connection, host, port)
-        async with server._server:
-            await server._server.serve_forever()
-
-    with contextlib.suppress(asyncio.CancelledError):
-        asyncio.run(listen())
-
-
-__all__ = ["MAX_BODY", "MAX_HEADER_LINE", "HardenedProtocol", "converter", "serve_io",
-           "serve_tcp"]  # fmt: skip
+__all__ = ["MAX_BODY", "MAX_HEADER_LINE", "HardenedProtocol", "converter", "next_body",
+           "read_frames", "serve_io"]  # fmt: skip
