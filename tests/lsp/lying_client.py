@@ -72,8 +72,11 @@ class LyingClient(RawServer):
         msg_id = message["id"]
         good = good_result(message) if result is None else result
         if how == "error":
-            body: dict[str, Any] = {"jsonrpc": "2.0", "id": msg_id,
-                                    "error": {"code": -32603, "message": "the editor failed"}}
+            body: dict[str, Any] = {
+                "jsonrpc": "2.0",
+                "id": msg_id,
+                "error": {"code": -32603, "message": "the editor failed"},
+            }
         elif how == "wrong":
             body = {"jsonrpc": "2.0", "id": msg_id, "result": {"unexpected": [1, {"x": None}]}}
         else:
@@ -143,8 +146,10 @@ class LyingClient(RawServer):
         deadline = time.monotonic() + timeout
         while not (value := check()):
             if time.monotonic() > deadline or self.eof:
-                raise AssertionError(f"timed out waiting for {what}" +
-                                     (" (the server's stdout closed)" if self.eof else ""))
+                raise AssertionError(
+                    f"timed out waiting for {what}"
+                    + (" (the server's stdout closed)" if self.eof else "")
+                )
             time.sleep(0.02)
         return value
 

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
-import json
 import subprocess
 import sys
 
@@ -15,7 +13,7 @@ from talos_ls.demo.scripted_model import hang, reply
 from talos_ls.server import COMMANDS
 from talos_ls.store import open_store
 
-from .conftest import WAIT_S, start_editor
+from .conftest import start_editor
 
 
 def test_version_and_help():
