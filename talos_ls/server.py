@@ -182,16 +182,9 @@ class TalosServer(LanguageServer):
             raise JsonRpcInvalidParams(f"{command}: {exc}" if isinstance(exc, SandboxError)
                                        else str(exc)) from None  # fmt: skip
         except TooBusy as exc:
-            raise JsonRpcRequestFailed(f"{command}: {exc}") from None
+            raise transport.JsonRpcRequestFailed(f"{command}: {exc}") from None
         except (StoreError, ValueError) as exc:
             raise JsonRpcInternalError(f"{command}: {exc}") from None
-
-
-class JsonRpcRequestFailed(JsonRpcException):
-    """LSP's RequestFailed: the request was understood but cannot be served now."""
-
-    CODE = -32803
-    MESSAGE = "Request Failed"
 
 
 def uri_path(uri: Any) -> Path | None:

@@ -245,6 +245,13 @@ def converter() -> cattrs.Converter:
     return conv
 
 
+class JsonRpcRequestFailed(JsonRpcException):
+    """LSP's RequestFailed: the request was understood but cannot be served now."""
+
+    CODE = -32803
+    MESSAGE = "Request Failed"
+
+
 @dataclass
 class _Outgoing:
     """One of the server's requests, waiting for the client's reply."""
@@ -334,6 +341,16 @@ class HardenedProtocol(LanguageServerProtocol):
         future = self._request_futures.get(msg_id)
         if future is not None:
             future.add_done_callback(lambda done: self._forget(msg_id, done))
+
+    def _send_handler_result(self, future: Any, *, msg_id: Any) -> None:
+        """pygls's, but a request refused for load (`JsonRpcRequestFailed`) is answered
+        without pygls's traceback in the log: a burst of them would flood it."""
+        if not future.cancelled() and isinstance(future.exception(), JsonRpcRequestFailed):
+            self._request_futures.pop(msg_id, None)
+            logger.info("a request was refused for load")
+            self._send_response(msg_id, error=future.exception().to_response_error())
+            return
+        super()._send_handler_result(future, msg_id=msg_id)
 
     def _forget(self, msg_id: Any, future: Any) -> None:
         if self._request_futures.get(msg_id) is future:
@@ -513,5 +530,6 @@ def serve_io(server: LanguageServer, stdin: BinaryIO | None = None,
         server.shutdown()
 
 
-__all__ = ["MAX_BODY", "MAX_HEADER_LINE", "HardenedProtocol", "converter", "next_body",
+__all__ = ["MAX_BODY", "MAX_HEADER_LINE", "HardenedProtocol", "JsonRpcRequestFailed",
+           "converter", "next_body",
            "read_frames", "serve_io"]  # fmt: skip
