@@ -48,6 +48,7 @@ MIN_TOKEN_CHARS = 16
 MAX_TOKEN_BYTES = 4096
 HELLO_S = 10.0  # a connection must initialize within this, or it is closed
 MAX_WAITING = 8  # connections at once that have not initialized yet; more are refused
+LINGER_S = 1.0  # a refused connection's last bytes are read this long before it is closed
 
 
 class TcpError(ValueError):
@@ -134,13 +135,21 @@ def _hello(body: bytes, token: str) -> bytes:
     return json.dumps(data).encode()
 
 
-async def _refuse(writer: asyncio.StreamWriter, msg_id: Any, error: JsonRpcException) -> None:
-    """Tell this connection (only) why it is refused, and close it."""
+async def _refuse(reader: asyncio.StreamReader, writer: asyncio.StreamWriter, msg_id: Any,
+                  error: JsonRpcException) -> None:  # fmt: skip
+    """Tell this connection (only) why it is refused, and close it: our side first, then
+    what it still sends is read and dropped for a moment, so the close is no reset that could
+    discard the error before the client reads it."""
     error_object = {"code": error.code, "message": error.message}
     body = json.dumps({"jsonrpc": "2.0", "id": msg_id, "error": error_object}).encode()
-    with contextlib.suppress(OSError, RuntimeError):
+    with contextlib.suppress(OSError, RuntimeError, TimeoutError):
         writer.write(b"Content-Length: %d\r\n\r\n" % len(body) + body)
-        await asyncio.wait_for(writer.drain(), HELLO_S)
+        await asyncio.wait_for(writer.drain(), LINGER_S)
+        if writer.can_write_eof():
+            writer.write_eof()
+        async with asyncio.timeout(LINGER_S):
+            while await reader.read(65536):
+                pass
     writer.close()
 
 
@@ -158,8 +167,8 @@ def serve_tcp(server: LanguageServer, host: str, port: int, token: str) -> None:
         if session or waiting >= MAX_WAITING:
             busy = "another client is connected" if session else "too many connections wait"
             logger.warning("a TCP connection was refused: %s", busy)
-            await _refuse(writer, None, JsonRpcInvalidRequest(f"talos-ls serves one client at "
-                                                              f"a time: {busy}"))  # fmt: skip
+            refusal = JsonRpcInvalidRequest(f"talos-ls serves one client at a time: {busy}")
+            await _refuse(reader, writer, None, refusal)
             return
         waiting += 1
         frames = StreamFrameReader(reader)
@@ -173,12 +182,12 @@ def serve_tcp(server: LanguageServer, host: str, port: int, token: str) -> None:
                 raise Refused(None, JsonRpcInvalidRequest("another client is connected"))
         except TimeoutError:
             logger.warning("a TCP connection sent no initialize within %.0f s", HELLO_S)
-            await _refuse(writer, None, JsonRpcServerNotInitialized(
+            await _refuse(reader, writer, None, JsonRpcServerNotInitialized(
                 f"no initialize within {HELLO_S:.0f} s"))  # fmt: skip
             return
         except Refused as exc:
             logger.warning("a TCP connection was refused: %s", exc.error.message[:120])
-            await _refuse(writer, exc.msg_id, exc.error)
+            await _refuse(reader, writer, exc.msg_id, exc.error)
             return
         finally:
             waiting -= 1

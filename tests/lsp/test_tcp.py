@@ -5,6 +5,7 @@ intruders that change nothing (`talos_ls/lsp/tcp.py`). The real server process, 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import os
 import re
@@ -17,6 +18,7 @@ from typing import Any
 import pytest
 
 from talos_ls.demo.scripted_model import ScriptedModelServer
+from talos_ls.server import main
 
 from .conftest import WAIT_S, server_env
 
@@ -31,16 +33,22 @@ def token_file(tmp_path: Path, mode: int = 0o600, token: str | None = None) -> t
     return path, token
 
 
-def test_tcp_refuses_other_hosts_and_tokens_others_could_read(tmp_path):
-    """Each refusal is a usage error (exit 2) that says what is wrong, before anything listens."""
+def test_tcp_refuses_other_hosts_and_tokens_others_could_read(tmp_path, capsys):
+    """Each refusal is a usage error (exit 2) that says what is wrong, before anything listens:
+    the real process for one, `main` itself for the rest (the same code, without a start each)."""
     good, _ = token_file(tmp_path)
     readable, _ = token_file(tmp_path, 0o644)
     short, _ = token_file(tmp_path, token="short")
     link = tmp_path / "link"
     link.symlink_to(good)
+    done = subprocess.run([*SERVER, "--tcp", "0.0.0.0:0", "--token-file", str(good)],
+                          capture_output=True, text=True, env=server_env(tmp_path),
+                          timeout=60)  # fmt: skip
+    assert done.returncode == 2 and "this machine only" in done.stderr, done.stderr
+    assert done.stdout == ""
     cases = [
-        (["--tcp", "0.0.0.0:0", "--token-file", str(good)], "loopback|this machine only"),
         (["--tcp", "192.168.1.7:0", "--token-file", str(good)], "this machine only"),
+        (["--tcp", "[::]:0", "--token-file", str(good)], "this machine only"),
         (["--tcp", "example.com:0", "--token-file", str(good)], "this machine only"),
         (["--tcp", "127.0.0.1:0"], "--tcp needs --token-file"),
         (["--tcp", "127.0.0.1:0", "--token-file", str(readable)], "chmod 600"),
@@ -50,11 +58,10 @@ def test_tcp_refuses_other_hosts_and_tokens_others_could_read(tmp_path):
         (["--token-file", str(good)], "goes with --tcp"),
     ]
     for argv, why in cases:
-        done = subprocess.run([*SERVER, *argv], capture_output=True, text=True,
-                              env=server_env(tmp_path), timeout=60)  # fmt: skip
-        assert done.returncode == 2, (argv, done.stderr)
-        assert re.search(why, done.stderr), (argv, done.stderr)
-        assert done.stdout == ""
+        with pytest.raises(SystemExit) as stopped:
+            main(argv)
+        assert stopped.value.code == 2, argv
+        assert re.search(why, capsys.readouterr().err), argv
 
 
 class Conn:
@@ -69,9 +76,11 @@ class Conn:
         return cls(*await asyncio.open_connection("127.0.0.1", port))
 
     async def send(self, message: dict[str, Any] | bytes) -> None:
+        """Send a message; to a connection the server closed already, nothing."""
         body = message if isinstance(message, bytes) else json.dumps(message).encode()
-        self.writer.write(b"Content-Length: %d\r\n\r\n" % len(body) + body)
-        await self.writer.drain()
+        with contextlib.suppress(ConnectionError):
+            self.writer.write(b"Content-Length: %d\r\n\r\n" % len(body) + body)
+            await self.writer.drain()
 
     async def request(self, msg_id: Any, method: str, params: Any = None) -> None:
         await self.send({"jsonrpc": "2.0", "id": msg_id, "method": method, "params": params})
@@ -80,7 +89,7 @@ class Conn:
         """The next message, or None when the server closed the connection."""
         try:
             header = await asyncio.wait_for(self.reader.readuntil(b"\r\n\r\n"), WAIT_S)
-        except asyncio.IncompleteReadError:
+        except (asyncio.IncompleteReadError, ConnectionError):
             return None
         length = int(re.search(rb"Content-Length: (\d+)", header).group(1))
         message = json.loads(await asyncio.wait_for(self.reader.readexactly(length), WAIT_S))
