@@ -224,8 +224,8 @@ class Host:
         self._status_job: asyncio.Task | None = None
         self._last_stored: dict[str, Any] = {"turn": 0, "open_questions": 0,
                                              "budget_opens_at_turn": None}  # fmt: skip
-        # The workspace folders served beside this one and inside it, with their policies
-        # (a daemon sets it): their deny and ask rules bind this folder's tasks too.
+        # The workspace folders open inside this one, with their policies (a daemon serving
+        # several sets it): their deny and ask rules bind this folder's tasks too.
         self.nested: Callable[[], Sequence[tuple[str, Policy]]] = lambda: ()
 
     # ---------------------------------------------------------------- start

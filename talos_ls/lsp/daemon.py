@@ -179,6 +179,8 @@ class Daemon:
         if self.endpoint_locked and wanted != (old.base_url, old.api_key_env):
             new = dataclasses.replace(new, base_url=old.base_url, api_key_env=old.api_key_env)
             self.pending_endpoint = wanted
+        elif self.endpoint_locked and {"baseUrl", "apiKeyEnv"} & set(raw):
+            self.pending_endpoint = None  # back to what is in use: nothing to confirm
         if self._opened and (new.store_url or "") != self._store_url:
             self.store_refused = new.store_url or default_store_url()
             new = dataclasses.replace(new, store_url=old.store_url)
