@@ -7,7 +7,6 @@ thousands of requests cannot deadlock against the server's own writes.
 
 from __future__ import annotations
 
-import json
 import queue
 import threading
 import time
@@ -49,6 +48,7 @@ class LyingClient(RawServer):
         self.modes: dict[str, str] = dict(modes or {})
         self.asked: list[dict[str, Any]] = []
         self.held: list[dict[str, Any]] = []
+        self._kept: list[dict[str, Any]] = []  # notifications taken from the queue
         self._out: queue.Queue[bytes | None] = queue.Queue()
         self._writer = threading.Thread(target=self._write_all, daemon=True)
         super().__init__(home)
@@ -121,14 +121,12 @@ class LyingClient(RawServer):
 
     def notifications_of(self, method: str) -> list[dict[str, Any]]:
         """Every notification of `method` received so far (kept: the queue is drained)."""
-        kept = getattr(self, "_kept", [])
         while True:
             try:
-                kept.append(self.notifications.get_nowait())
+                self._kept.append(self.notifications.get_nowait())
             except queue.Empty:
                 break
-        self._kept = kept
-        return [n for n in kept if n.get("method") == method]
+        return [n for n in self._kept if n.get("method") == method]
 
     def initialize_with(self, folders: list[Path], options: dict[str, Any],
                         capabilities: dict[str, Any] | None = None) -> dict[str, Any]:  # fmt: skip
@@ -174,7 +172,3 @@ class LyingClient(RawServer):
         code = super().close()
         self._out.put(None)
         return code
-
-
-def dumps(value: Any) -> str:
-    return json.dumps(value, ensure_ascii=False)
