@@ -577,16 +577,14 @@ def _tasks(store: Store, args: argparse.Namespace) -> int:
 
 
 def _find_task(store: Store, args: argparse.Namespace) -> dict[str, Any]:
-    """The task whose id is, or starts with, args.task: in this workspace, else any exact id."""
+    """The task of this workspace whose id is, or starts with, args.task. Only this
+    workspace's: another's transcript is read with --workspace naming it."""
     rows = store.task_list(agent_id(_workspace(args)))
     exact = [r for r in rows if r["id"] == args.task]
     matches = exact or [r for r in rows if r["id"].startswith(args.task)]
     if len(matches) == 1:
         return matches[0]
     if not matches:
-        row = store.task_get(args.task)
-        if row is not None:
-            return row
         raise CliError("tasks", f"no task has the id {args.task!r} in this workspace; talos "
                        "tasks lists them (--workspace for another)")  # fmt: skip
     raise CliError("tasks", f"{len(matches)} tasks have ids starting {args.task!r}; give more "

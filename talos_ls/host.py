@@ -31,7 +31,7 @@ import json
 import logging
 import time
 from collections import deque
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
@@ -224,6 +224,9 @@ class Host:
         self._status_job: asyncio.Task | None = None
         self._last_stored: dict[str, Any] = {"turn": 0, "open_questions": 0,
                                              "budget_opens_at_turn": None}  # fmt: skip
+        # The workspace folders open inside this one, with their policies (a daemon serving
+        # several sets it): their deny and ask rules bind this folder's tasks too.
+        self.nested: Callable[[], Sequence[tuple[str, Policy]]] = lambda: ()
 
     # ---------------------------------------------------------------- start
     async def start(self) -> None:
@@ -241,6 +244,7 @@ class Host:
         self.policy = await self.offload.run(
             Policy.load, root, self.config.mode, sandboxed=self.sandbox_state.available
         )
+        self.policy.nested = lambda: self.nested()
         self.skills, self.skill_problems = await self.offload.run(discover, root)
         await self.offload.run(self.proposals.load)  # what an earlier server left to review
         # Tasks a dead process left running are interrupted, here and while we run.
@@ -284,17 +288,20 @@ class Host:
         queued; the work runs in the background."""
         if not isinstance(request, str) or not request.strip():
             raise ValueError("the request is empty")
+        # The configuration at the request (endpoint, key variable, caps in the loop; the
+        # mode): a later change is for later tasks.
+        loop, mode = self.loop, self.config.mode
         await self.start()
         await self.review_rules()
+        policy = self.policy.for_task(mode)
         prepared = await self.offload.run(self._prepare, request, context)
-        loop = self.loop  # the configuration at the request: a later change is for later tasks
 
         async def run(task: Task) -> str:
             task.activity = "starting"  # running, before its first step reports
             await self.port.begin(task)  # the progress exists before the first step reports
             ctx = tools.ToolContext(
                 agent_id=self.agent_id, task_id=task.id, turn=prepared.turn,
-                workspace=self.workspace, policy=self.policy, proposals=self.proposals,
+                workspace=self.workspace, policy=policy, proposals=self.proposals,
                 facts=self.facts, queue=self.queue,
                 prompter=self.port.confirm if self.port.interactive else None,
                 skills={name: s.body for name, s in self.skills.items()},
@@ -306,7 +313,7 @@ class Host:
             text = await loop.run(ctx, task, prepared.prompt, prepared.system,
                                   on_text=(lambda piece: stream(task, piece)) if stream else None,
                                   on_step=lambda message: self._step(task, message))  # fmt: skip
-            await self._settle_proposals(task)
+            await self._settle_proposals(task, policy)
             return text
 
         task = self.registry.start(self.agent_id, request, run)
@@ -477,14 +484,14 @@ class Host:
         return self.registry.cancel(task_id)
 
     # ------------------------------------------------------------ proposals
-    async def _settle_proposals(self, task: Task) -> None:
+    async def _settle_proposals(self, task: Task, policy: Policy) -> None:
         """Apply what the mode or a path rule allows (or everything with --apply, `auto_apply`);
         ask about the rest at an interactive terminal; leave it pending otherwise (an editor
         reviews it with code actions)."""
         for proposal in self.proposals.list():
             if proposal.task_id != task.id or proposal.status != "pending":
                 continue
-            verdict = self.policy.check_write(proposal.path).verdict
+            verdict = policy.check_write(proposal.path).verdict
             if verdict == "deny":
                 await self.reject_proposal(proposal.id)
             elif verdict == "allow" or self.config.auto_apply:
@@ -599,8 +606,9 @@ class Host:
         state = getattr(self, "sandbox_state", None)
         return {
             **stored,
-            "root": str(self.workspace.root),
-            "running": [{"id": t.id, "title": t.title, "state": t.state, "step": t.activity,
+            "root": visible(str(self.workspace.root), single_line=True),
+            "running": [{"id": t.id, "title": visible(t.title, single_line=True),
+                         "state": t.state, "step": visible(t.activity, single_line=True),
                          "cost": str(spent.cost), "tokens_in": spent.tokens_in,
                          "tokens_out": spent.tokens_out, "unpriced": spent.unpriced}
                         for t in running for spent in [self.meter.task(t.id)]],

@@ -32,8 +32,9 @@ from pygls.lsp.server import LanguageServer
 from . import __version__
 from .agent.workspace import SandboxError
 from .lsp import review, transport
+from .lsp import tcp as tcp_transport
 from .lsp.actions import code_actions
-from .lsp.daemon import Daemon, Params, ParamsError
+from .lsp.daemon import Daemon, Params, ParamsError, TooBusy
 from .lsp.logs import configure_logging
 from .lsp.port import LspPort
 from .lsp.prompts import PromptBook
@@ -41,6 +42,7 @@ from .store import StoreError
 
 logger = logging.getLogger(__name__)
 SHUTDOWN_S = 2.0
+CLIENT_S = 5.0  # a request needing no person waits this long for the client (see client_wait)
 PROPOSAL_SCHEME = "talos-proposal"
 COMMANDS = (
     "talos.task.start", "talos.task.cancel", "talos.task.list", "talos.task.show",
@@ -121,7 +123,21 @@ class TalosServer(LanguageServer):
         workspace = self.client_capabilities.workspace if self.client_capabilities else None
         lenses = workspace.code_lens if workspace else None
         if lenses and lenses.refresh_support and not self.closing:
-            self.workspace_code_lens_refresh(None)
+            self.spawn(self.quietly(self.workspace_code_lens_refresh_async(None)))
+
+    @property
+    def client_wait(self) -> float:
+        """How long a request that needs no person waits for the client's reply: `CLIENT_S`,
+        or `promptTimeout` when that is shorter. A busy editor may answer later: its reply is
+        then dropped (`transport.HardenedProtocol`)."""
+        return min(CLIENT_S, self.daemon.settings.prompt_timeout)
+
+    async def quietly(self, request: Awaitable[Any]) -> None:
+        """A request whose reply does not matter: waited for `client_wait`, failures logged."""
+        try:
+            await asyncio.wait_for(request, self.client_wait)
+        except (TimeoutError, JsonRpcException) as exc:
+            logger.info("the client did not take a request: %s", type(exc).__name__)
 
     async def show_diff(self, p: Params) -> dict[str, Any]:
         """A proposal's unified diff, returned; and opened where the editor can show a
@@ -141,9 +157,12 @@ class TalosServer(LanguageServer):
             path = self._diff_dir / f"{pid}.diff"
             path.write_text(diff)
             uri = path.as_uri()
-        shown = await self.window_show_document_async(types.ShowDocumentParams(
-            uri=uri, take_focus=True))  # fmt: skip
-        return {"diff": diff, "uri": uri if shown.success else None}
+        try:
+            shown = await asyncio.wait_for(self.window_show_document_async(
+                types.ShowDocumentParams(uri=uri, take_focus=True)), self.client_wait)  # fmt: skip
+        except (TimeoutError, JsonRpcException):
+            return {"diff": diff, "uri": None}
+        return {"diff": diff, "uri": uri if shown is not None and shown.success else None}
 
     def spawn(self, coro: Awaitable[Any]) -> None:
         job = asyncio.ensure_future(coro)
@@ -162,6 +181,8 @@ class TalosServer(LanguageServer):
         except (ParamsError, SandboxError) as exc:  # a bad field; a path that escapes
             raise JsonRpcInvalidParams(f"{command}: {exc}" if isinstance(exc, SandboxError)
                                        else str(exc)) from None  # fmt: skip
+        except TooBusy as exc:
+            raise transport.JsonRpcRequestFailed(f"{command}: {exc}") from None
         except (StoreError, ValueError) as exc:
             raise JsonRpcInternalError(f"{command}: {exc}") from None
 
@@ -241,6 +262,7 @@ def initialized(ls: TalosServer, params: types.InitializedParams) -> None:
 
 async def _start(ls: TalosServer) -> None:
     problems = ls._early_problems + await _pull_configuration(ls)
+    D.lock_endpoint()  # the session's settings are read: an endpoint change needs the person
     for problem in problems:
         ls.show(types.MessageType.Error, f"Talos setting refused: {problem}")
     D.client_watches = await _watch_through_client(ls)
@@ -261,10 +283,11 @@ async def _watch_through_client(ls: TalosServer) -> bool:
     options = types.DidChangeWatchedFilesRegistrationOptions(
         watchers=[types.FileSystemWatcher(glob_pattern="**/*")])  # fmt: skip
     try:
-        await ls.client_register_capability_async(types.RegistrationParams(registrations=[
-            types.Registration(id="talos-files", method=types.WORKSPACE_DID_CHANGE_WATCHED_FILES,
-                               register_options=options)]))  # fmt: skip
-    except JsonRpcException:
+        await asyncio.wait_for(ls.client_register_capability_async(types.RegistrationParams(
+            registrations=[types.Registration(
+                id="talos-files", method=types.WORKSPACE_DID_CHANGE_WATCHED_FILES,
+                register_options=options)])), ls.client_wait)  # fmt: skip
+    except (TimeoutError, JsonRpcException):
         return False
     return True
 
@@ -275,9 +298,10 @@ async def _pull_configuration(ls: TalosServer) -> list[str]:
     if not (caps and caps.configuration):
         return []
     try:
-        (section,) = await ls.workspace_configuration_async(types.ConfigurationParams(
-            items=[types.ConfigurationItem(section="talos")]))  # fmt: skip
-    except (JsonRpcException, ValueError):
+        (section,) = await asyncio.wait_for(ls.workspace_configuration_async(
+            types.ConfigurationParams(items=[types.ConfigurationItem(section="talos")])),
+            ls.client_wait)  # fmt: skip
+    except (TimeoutError, JsonRpcException, ValueError, TypeError):
         return []
     return D.configure(section) if section else []
 
@@ -290,6 +314,10 @@ async def configuration_changed(ls: TalosServer, params: types.DidChangeConfigur
     for problem in problems:
         ls.show(types.MessageType.Error, f"Talos setting refused: {problem}")
     D.publish()
+    if D.pending_endpoint is not None:  # where the key goes: the person says
+        ls.spawn(
+            D.confirm_endpoint(lambda message, actions: ls.prompt(message, actions, "permission"))
+        )
 
 
 @server.feature(types.WORKSPACE_DID_CHANGE_WORKSPACE_FOLDERS)
@@ -347,6 +375,8 @@ async def shutdown(ls: TalosServer, params: Any) -> None:
         await asyncio.wait_for(D.shutdown(), SHUTDOWN_S)
     except TimeoutError:
         logger.warning("shutdown took longer than %.0f s; exiting anyway", SHUTDOWN_S)
+    if isinstance(ls.protocol, transport.HardenedProtocol):
+        ls.protocol.cancel_outgoing()  # nothing waits for a reply past shutdown
 
 
 @server.feature(types.EXIT)
@@ -362,8 +392,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         "LSP on stdin/stdout unless --tcp is given.",
     )
     parser.add_argument("--version", action="version", version=f"talos-ls {__version__}")
-    parser.add_argument("--tcp", metavar="HOST:PORT", help="listen on TCP (for debugging; one "
-                        "client at a time) instead of stdio")  # fmt: skip
+    parser.add_argument("--tcp", metavar="HOST:PORT", help="listen on TCP instead of stdio, "
+                        "for debugging: HOST must be a loopback address (127.0.0.1, ::1, "
+                        "localhost; PORT 0 picks a free one, logged); one client, which "
+                        "must send the token of --token-file as "
+                        "initializationOptions.tcpToken")  # fmt: skip
+    parser.add_argument("--token-file", metavar="PATH", help="with --tcp (required): a file "
+                        "only you can read (chmod 600) holding the token a client must "
+                        "send")  # fmt: skip
     parser.add_argument("--log-file", metavar="PATH", help="write the log here (default: stderr)")
     parser.add_argument("--log-level", default="warning", choices=["debug", "info", "warning",
                         "error"], help="Talos's own log level (default warning)")  # fmt: skip
@@ -371,15 +407,25 @@ def main(argv: Sequence[str] | None = None) -> int:
     tcp = None
     if args.tcp:
         host, _, port = args.tcp.rpartition(":")
-        if not host or not port.isdigit() or not 0 < int(port) < 65536:
+        if not host or not port.isdigit() or not 0 <= int(port) < 65536:
             parser.error(f"--tcp needs HOST:PORT, got {args.tcp!r}")
-        tcp = (host, int(port))
+        if not args.token_file:
+            parser.error("--tcp needs --token-file PATH: a file only you can read, holding "
+                         "the token a client must send as "
+                         "initializationOptions.tcpToken")  # fmt: skip
+        try:
+            tcp = (tcp_transport.loopback(host), int(port),
+                   tcp_transport.read_token(args.token_file))  # fmt: skip
+        except tcp_transport.TcpError as exc:
+            parser.error(str(exc))
+    elif args.token_file:
+        parser.error("--token-file goes with --tcp")
     configure_logging(args.log_file, args.log_level)
     from .agent.sandbox import protect_this_process
 
     protect_this_process()
     if tcp:
-        transport.serve_tcp(server, *tcp)
+        tcp_transport.serve_tcp(server, *tcp)
     else:
         transport.serve_io(server)
     return 0

@@ -30,6 +30,7 @@ nothing ever waits for ever.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import fnmatch
 import hashlib
 import json
@@ -159,6 +160,9 @@ class Policy:
     settings_path: Path | None = None  # where "always allow" saves
     workspace_file: WorkspaceFile | None = None
     user: Rules | None = None
+    # Workspace folders open inside this one (a daemon serving both): (path relative to this
+    # root, their policy). A task here honours their restricting rules (`_inner`).
+    nested: Callable[[], Sequence[tuple[str, Policy]]] | None = None
 
     def __post_init__(self) -> None:
         if self.mode not in MODES:
@@ -201,16 +205,40 @@ class Policy:
             )  # fmt: skip
         return policy
 
+    def for_task(self, mode: str) -> Policy:
+        """This policy with `mode` fixed for one task: a settings change while it runs does
+        not reach it. The rules stay shared: an "Always allow" or a trust given meanwhile
+        applies to every task."""
+        return dataclasses.replace(self, mode=mode)
+
     # ------------------------------------------------------------ sources
+    def _own(self) -> list[Rules]:
+        """This folder's own rules: the person's settings for it, and its file."""
+        out = [Rules("your settings", self.commands, self.paths, self.network)]
+        wf = self.workspace_file
+        if wf is not None:
+            out.append(wf.rules if wf.trusted else wf.rules.restricting())
+        return out
+
+    def _inner(self) -> list[tuple[str, Rules]]:
+        """The deny and ask rules of the workspace folders open inside this one, each with
+        its folder's path relative to this root: their command rules apply to every command
+        of a task here (it can reach into them), their path rules to paths inside them."""
+        out = []
+        for rel, inner in self.nested() if self.nested is not None else ():
+            for rules in inner._own():
+                narrow = rules.restricting()
+                narrow.source = f"{rules.source} of the folder {visible(rel, single_line=True)}"
+                out.append((rel, narrow))
+        return out
+
     def sources(self) -> list[Rules]:
         out = [Rules("built in", {"allow": list(DEFAULT_ALLOW), "deny": list(DEFAULT_DENY)},
                      writable=False)]  # fmt: skip
         if self.user is not None:
             out.append(self.user)
-        out.append(Rules("your settings", self.commands, self.paths, self.network))
-        wf = self.workspace_file
-        if wf is not None:
-            out.append(wf.rules if wf.trusted else wf.rules.restricting())
+        out += self._own()
+        out += [Rules(r.source, r.commands, writable=False) for _, r in self._inner()]
         return out
 
     @property
@@ -321,6 +349,14 @@ class Policy:
                    for rules in self.sources() for p in rules.paths.get(decision, [])):  # fmt: skip
                 ruled = decision
                 break
+        for rel, rules in self._inner():  # a folder inside: its rules, on its own paths
+            if ruled == "deny" or not rel_path.startswith(rel + "/"):
+                continue
+            inside = rel_path[len(rel) + 1 :]
+            for decision in ("deny", "ask"):  # an ask there beats an allow here
+                if any(fnmatch.fnmatchcase(inside, p) for p in rules.paths.get(decision, [])):
+                    ruled = decision
+                    break
         if ruled == "deny":
             return Decision("deny", f"writing {rel_path} is denied by a rule")
         if self.mode == "read-only":
@@ -403,8 +439,10 @@ class Policy:
             return False
         listed = ", ".join(f"`{visible(g, single_line=True)}`" for g in grants[:12])
         more = f" and {len(grants) - 12} more" if len(grants) > 12 else ""
+        folder = visible(str(self.root), single_line=True) if self.root else "this workspace"
         message = (
-            f"This workspace's {PERMISSIONS_FILE} (sha256 {self.workspace_file.sha256[:12]}) "
+            f"The workspace folder {folder}: its {PERMISSIONS_FILE} (sha256 "
+            f"{self.workspace_file.sha256[:12]}) "
             f"would let these run without asking: {listed}{more}. It came with the workspace, "
             "so until you trust it only its deny and ask rules apply. Trust this exact file?"
         )

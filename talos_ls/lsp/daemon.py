@@ -10,14 +10,18 @@ Bad arguments raise `ParamsError` naming the field; the server answers it as a J
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import dataclasses
 import json
 import logging
 import os
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from decimal import Decimal
 from pathlib import Path
 from typing import Any, cast
+from urllib.parse import urlsplit
 
+from ..agent.model import ModelConfig
 from ..agent.tasks import Task
 from ..agent.tools import MAX_FACT_CHARS
 from ..display import visible
@@ -36,11 +40,17 @@ logger = logging.getLogger(__name__)
 MAX_PROMPT_CHARS = 20_000
 MAX_LINE = 10_000_000
 TASKS_AT_ONCE = 4  # per folder; more wait, queued, for a slot
+MAX_QUEUED = 32  # tasks waiting for a slot, per daemon (all folders); more are refused
 MAX_SHOWN_CHARS = 4000  # one message of a transcript, as `talos.task.show` renders it
 
 
 class ParamsError(ValueError):
     """A command's argument is missing or of the wrong kind; the message names the field."""
+
+
+class TooBusy(RuntimeError):
+    """A request the daemon refuses for now (too many tasks waiting); the message says what to
+    do. The server answers it as a "request failed" error and keeps serving."""
 
 
 class Params:
@@ -147,20 +157,87 @@ class Daemon:
         self._ready = asyncio.Event()
         self._store_url = ""
         self.client_watches = False  # the editor reports file changes: no watcher of ours
+        self._starting = 0  # task starts accepted and not yet queued in a host
+        self.endpoint_locked = False  # after the session's first settings (lock_endpoint)
+        self.pending_endpoint: tuple[str | None, str] | None = None  # (baseUrl, apiKeyEnv)
+        self._confirming = False
+        self._opened = False  # the store was opened (or tried): storeUrl is fixed from then
+        self.store_refused: str | None = None  # a storeUrl asked for after that
 
     # ------------------------------------------------------------ lifecycle
     def configure(self, raw: Mapping[str, Any]) -> list[str]:
         """Apply settings (bad ones refused, named, and the last good value kept) to every
-        host, for the tasks started from now on."""
-        self.settings, problems = self.settings.updated(raw)
-        if self.store is not None and (self.settings.store_url or "") != self._store_url:
-            problems.append("storeUrl: a new store takes effect when the server restarts")
+        host, for the tasks started from now on.
+
+        Once the session has its settings (`lock_endpoint`), where requests and the key go
+        (`baseUrl`, `apiKeyEnv`) is not changed by the client alone: the change waits in
+        `pending_endpoint` until the person confirms it (`confirm_endpoint`) or the server
+        restarts. Any client, or a workspace's own editor settings, could send it."""
+        old = self.settings
+        new, problems = old.updated(raw)
+        wanted = (new.base_url, new.api_key_env)
+        if self.endpoint_locked and wanted != (old.base_url, old.api_key_env):
+            new = dataclasses.replace(new, base_url=old.base_url, api_key_env=old.api_key_env)
+            self.pending_endpoint = wanted
+        elif self.endpoint_locked and {"baseUrl", "apiKeyEnv"} & set(raw):
+            self.pending_endpoint = None  # back to what is in use: nothing to confirm
+        if self._opened and (new.store_url or "") != self._store_url:
+            self.store_refused = new.store_url or default_store_url()
+            new = dataclasses.replace(new, store_url=old.store_url)
+            problems.append(f"storeUrl: a new store takes effect when the server restarts; "
+                            f"still using {redact_url(self.health.url)}")  # fmt: skip
+        elif self._opened and "storeUrl" in raw:
+            self.store_refused = None  # asked for the store in use again
+        self.settings = new
+        self._apply_settings(problems)
+        return problems
+
+    def _apply_settings(self, problems: list[str]) -> None:
         for root, host in self.hosts.items():
             try:
                 host.reconfigure(self.host_config(root))
             except ValueError as exc:
                 problems.append(str(exc))
-        return problems
+
+    def lock_endpoint(self) -> None:
+        """The session's settings are read: from now on an endpoint change needs the person."""
+        self.endpoint_locked = True
+
+    async def confirm_endpoint(
+        self, ask: Callable[[str, Sequence[str]], Awaitable[str | None]]
+    ) -> None:
+        """Ask the person about the endpoint change waiting (`configure`); used only when they
+        choose it. A dismissal, no answer, or a client that cannot ask keeps the endpoint in
+        use (a restart takes the new one). One prompt at a time, for the latest change."""
+        if self._confirming:
+            return
+        self._confirming = True
+        try:
+            while (pending := self.pending_endpoint) is not None:
+                now = self.settings.model_config()
+                new = dataclasses.replace(now, base_url=pending[0], api_key_env=pending[1])
+                message = (f"Talos's settings were changed: send your requests to "
+                           f"{_host(new)} ({_shown(new.shown_endpoint)}) with the key in "
+                           f"${_shown(new.api_key_env)}? Until you say so, Talos keeps "
+                           f"{_host(now)} with the key in ${_shown(now.api_key_env)}.")  # fmt: skip
+                choice = await ask(message, [USE_ENDPOINT, KEEP_ENDPOINT])
+                if self.pending_endpoint != pending:
+                    continue  # changed again meanwhile: ask about the latest
+                self.pending_endpoint = None
+                if choice != USE_ENDPOINT:
+                    self.notice(f"Talos keeps {_host(now)} with the key in "
+                                f"${_shown(now.api_key_env)}; the new endpoint is used after a "
+                                "restart of talos-ls")  # fmt: skip
+                    continue
+                self.settings = dataclasses.replace(self.settings, base_url=pending[0],
+                                                    api_key_env=pending[1])  # fmt: skip
+                problems: list[str] = []
+                self._apply_settings(problems)
+                for problem in problems:
+                    self.notice(f"Talos setting refused: {problem}")
+                self.publish()
+        finally:
+            self._confirming = False
 
     def host_config(self, root: Path) -> HostConfig:
         s = self.settings
@@ -178,6 +255,7 @@ class Daemon:
         later, is reported once (`health.py`); the server keeps answering, commands say why
         they cannot work, and the store is taken back when it works again."""
         self._store_url = self.settings.store_url or ""
+        self._opened = True
         self.health.url = self.settings.store_url or default_store_url()
         self.health.bind(asyncio.get_running_loop())
         self._waiting = list(folders)
@@ -242,6 +320,7 @@ class Daemon:
         except ValueError as exc:
             self.notice(f"Talos cannot serve {visible(str(root))}: {exc}")
             return
+        host.nested = lambda: self._inside(root)
         try:
             await host.start()
         except StoreError:  # the store failed meanwhile: served when it is back
@@ -251,6 +330,13 @@ class Daemon:
         self.hosts[root] = host
         host.spawn(host.review_rules())
         host.report_status()
+
+    def _inside(self, root: Path) -> list[tuple[str, Any]]:
+        """The folders served inside `root`, with their policies: a task of `root` honours
+        their deny and ask rules (`Policy._inner`)."""
+        return [(other.relative_to(root).as_posix(), host.policy)
+                for other, host in self.hosts.items()
+                if root in other.parents and hasattr(host, "policy")]  # fmt: skip
 
     async def remove_folder(self, folder: Path) -> None:
         root = folder.resolve()
@@ -319,13 +405,28 @@ class Daemon:
                               f"{MAX_PROMPT_CHARS} characters")  # fmt: skip
         lines = _range_lines(p.get("range", dict), p.command)
         diagnostics = p.get("diagnostics", list) or []
-        await self.ready()
-        host = self.host_for(path)
-        context = None
-        if path is not None:
-            context = await self.offload.run(self._context, host, path, lines, diagnostics)
-        result = await host.turn(prompt, context)
+        self._admit()
+        self._starting += 1
+        try:
+            await self.ready()
+            host = self.host_for(path)
+            context = None
+            if path is not None:
+                context = await self.offload.run(self._context, host, path, lines, diagnostics)
+            result = await host.turn(prompt, context)
+        finally:
+            self._starting -= 1
         return {"task_id": result.task.id, "turn": result.turn, "state": result.task.state}
+
+    def _admit(self) -> None:
+        """The bound on waiting tasks: checked and counted before anything awaits, so a burst
+        of starts cannot all pass it. A refused start costs nothing: no turn, no record."""
+        states = [t.state for h in self.hosts.values() for t in h.registry.list()]
+        running = states.count("running")
+        queued = states.count("queued") + self._starting
+        if queued >= MAX_QUEUED:
+            raise TooBusy(f"too many tasks queued: {running} running, {queued} queued; cancel "
+                          "one (talos.task.cancel) or wait")  # fmt: skip
 
     def _context(
         self, host: Host, path: Path, lines: tuple[int, int] | None, diagnostics: list[Any]
@@ -363,10 +464,12 @@ class Daemon:
         return {"task_id": task.id, "cancelled": host.cancel(task.id)}
 
     def list_tasks(self) -> list[dict[str, Any]]:
+        """Every text in it is shown to the person as is by clients: escaped here."""
         return [
-            {"id": t.id, "title": t.title, "state": t.state, "step": t.activity,
-             "cost": str(host.meter.task(t.id).cost), "error": t.error,
-             "folder": str(host.workspace.root)}
+            {"id": t.id, "title": _shown(t.title), "state": t.state, "step": _shown(t.activity),
+             "cost": str(host.meter.task(t.id).cost),
+             "error": _maybe(t.error),
+             "folder": _shown(str(host.workspace.root))}
             for host in self.hosts.values() for t in host.registry.list()
         ]  # fmt: skip
 
@@ -380,8 +483,9 @@ class Daemon:
                 await host.registry.flush()
         assert self.store is not None
         row = await self.offload.run(self.store.task_get, task_id)
-        if row is None:
-            raise ParamsError(f"no task {task_id!r}")
+        mine = {host.agent_id for host in self.hosts.values()}
+        if row is None or row.get("agent_id") not in mine:  # another workspace's is no task here
+            raise ParamsError(f"no task {task_id!r} in any open workspace folder")
         return transcript_markdown(row)
 
     # ----------------------------------------------------------- proposals
@@ -394,12 +498,12 @@ class Daemon:
                 if host.workspace.root not in path.parents:
                     continue
                 rel = path.relative_to(host.workspace.root).as_posix()
-            out += [_proposal_summary(pr) for pr in host.proposals.list(rel)]
+            out += [proposal_summary(pr) for pr in host.proposals.list(rel)]
         return out
 
     async def show_proposal(self, p: Params) -> dict[str, Any]:
         _, proposal = await self._proposal(p.get("proposal_id", str, required=True))
-        return {**_proposal_summary(proposal), "diff": proposal.diff(),
+        return {**proposal_summary(proposal), "diff": proposal.diff(),
                 "hunks": [{"index": h.index, "start_line": h.base_start,
                            "end_line": h.base_end, "old": list(h.old_lines),
                            "new": list(h.new_lines)} for h in proposal.hunks]}  # fmt: skip
@@ -471,10 +575,10 @@ class Daemon:
             for row in rows:
                 question = await self.offload.run(host.phrase, QuestionCandidate(**row))
                 out.append({"candidate_id": question.candidate_id,
-                            "question": question.question_text, "kind": question.kind,
-                            "options": [o["label"] for o in question.options],
+                            "question": _shown(question.question_text), "kind": question.kind,
+                            "options": [_shown(o["label"]) for o in question.options],
                             "status": question.status,
-                            "folder": str(host.workspace.root)})  # fmt: skip
+                            "folder": _shown(str(host.workspace.root))})  # fmt: skip
         return out
 
     async def answer_question(self, p: Params) -> dict[str, Any]:
@@ -484,6 +588,11 @@ class Daemon:
         for host in self.hosts.values():
             question = await self.offload.run(host.queue.get, candidate_id)
             if question is not None and question.agent_id == host.agent_id:
+                # An option as the list showed it (escaped) is that option.
+                labels = [o["label"] for o in question.options]
+                shown = [_shown(label) for label in labels]
+                if answer not in labels and shown.count(answer) == 1:
+                    answer = labels[shown.index(answer)]
                 result = await host.answer(question, answer)
                 return {"candidate_id": candidate_id, "applied": result.applied,
                         "reason": result.reason}  # fmt: skip
@@ -494,9 +603,10 @@ class Daemon:
         await self.ready()
         host = self.host_for(path)
         facts = await self.offload.run(host.facts.list, host.agent_id, include_closed=False)
-        return [{"key": f.key, "statement": f.statement, "confidence": round(f.confidence, 3),
-                 "source": f.source, "subject": f.subject, "attribute": f.attribute,
-                 "value": f.value} for f in facts]  # fmt: skip
+        return [{"key": f.key, "statement": _shown(f.statement),
+                 "confidence": round(f.confidence, 3), "source": _shown(f.source),
+                 "subject": _maybe(f.subject), "attribute": _maybe(f.attribute),
+                 "value": _maybe(f.value)} for f in facts]  # fmt: skip
 
     async def remember(self, p: Params, path: Path | None) -> dict[str, Any]:
         statement = p.get("statement", str, required=True)
@@ -543,7 +653,8 @@ class Daemon:
     def status(self) -> dict[str, Any]:
         """Every folder's status and the session's totals, as `talos/status` carries it."""
         folders = [self._folder_status[r] for r in self.hosts if r in self._folder_status]
-        url = self.settings.store_url or default_store_url()
+        url = self.health.url if self._opened else self.settings.store_url or default_store_url()
+        refused = None if self.store_refused is None else redact_url(self.store_refused)
         return {
             "running": [t for f in folders for t in f["running"]],
             "tokens_in": sum(f["tokens_in"] for f in folders),
@@ -552,14 +663,39 @@ class Daemon:
             "open_questions": sum(f["open_questions"] for f in folders),
             "store": {"url": redact_url(url),
                       "available": self.store is not None and self.health.available,
-                      "problem": self.store_problem},
+                      "problem": self.store_problem,
+                      "refused": None if refused is None else
+                      f"{refused}: a new store takes effect when the server restarts"},
             "settings": self.settings.shown(),
             "folders": folders,
         }  # fmt: skip
 
 
-def _proposal_summary(proposal: Proposal) -> dict[str, Any]:
-    return {"id": proposal.id, "path": proposal.path, "status": proposal.status,
+USE_ENDPOINT, KEEP_ENDPOINT = "Use the new endpoint", "Keep the current one"
+
+
+def _shown(text: str) -> str:
+    return visible(text, single_line=True)
+
+
+def _maybe(text: str | None) -> str | None:
+    return None if text is None else _shown(text)
+
+
+def _host(config: ModelConfig) -> str:
+    """The endpoint's host as a person should read it (escaped; an international name also
+    in its ASCII form, so a look-alike letter shows)."""
+    host = urlsplit(config.endpoint).hostname or "?"
+    if not host.isascii():
+        with contextlib.suppress(UnicodeError):
+            host = f"{host} ({host.encode('idna').decode('ascii')})"
+    return _shown(host)
+
+
+def proposal_summary(proposal: Proposal) -> dict[str, Any]:
+    """A proposal as lists show it (its path escaped: clients show it as is; the id and the
+    `uri` of `talos/proposals` name it exactly)."""
+    return {"id": proposal.id, "path": _shown(proposal.path), "status": proposal.status,
             "task_id": proposal.task_id, "hunks": len(proposal.hunks)}  # fmt: skip
 
 

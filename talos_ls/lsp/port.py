@@ -27,6 +27,7 @@ from ..display import visible
 from ..edits.proposals import Proposal
 from ..gates.question_queue import QuestionCandidate
 from . import review
+from .daemon import proposal_summary
 
 if TYPE_CHECKING:
     from ..server import TalosServer
@@ -35,7 +36,6 @@ logger = logging.getLogger(__name__)
 SKIP = "Skip"
 APPLIED_WAIT_S = 2.0  # how long the buffer may take to show an applied edit
 SHORT_ANSWER_CHARS = 300
-CREATE_S = 5.0  # how long a task waits for the client to create its progress
 
 
 def _document(server: TalosServer, path: Path) -> Any:
@@ -86,8 +86,7 @@ class LspPort:
             types.PublishDiagnosticsParams(uri=uri, diagnostics=review.diagnostics(mine))
         )
         self.server.notify("talos/proposals", {"uri": uri, "proposals": [
-            {"id": p.id, "path": p.path, "status": p.status, "task_id": p.task_id,
-             "hunks": len(p.hunks)} for p in mine]})  # fmt: skip
+            proposal_summary(p) for p in mine]})  # fmt: skip
         self.server.refresh_lenses()
 
     async def apply(self, proposal: Proposal, new_text: str, version: int | None) -> bool:
@@ -106,14 +105,18 @@ class LspPort:
             text_document=types.OptionalVersionedTextDocumentIdentifier(uri=uri, version=version),
             edits=list(review.text_edits(current.source, new_text)),
         )  # fmt: skip
-        try:
-            result = await self.server.workspace_apply_edit_async(types.ApplyWorkspaceEditParams(
-                edit=types.WorkspaceEdit(document_changes=[edit]),
-                label=f"Talos: {proposal.id}"))  # fmt: skip
+        try:  # the editor may ask the person first: waited for as long as a prompt
+            result = await asyncio.wait_for(self.server.workspace_apply_edit_async(
+                types.ApplyWorkspaceEditParams(edit=types.WorkspaceEdit(document_changes=[edit]),
+                                               label=f"Talos: {proposal.id}")),
+                self.server.daemon.settings.prompt_timeout)  # fmt: skip
         except JsonRpcException as exc:
             logger.warning("the editor refused an edit: %s", exc.message)
             return False
-        if not result.applied:
+        except TimeoutError:
+            logger.warning("the editor did not answer an edit within promptTimeout")
+            return False
+        if result is None or not result.applied:
             return False
         return await self._shows(path, new_text)
 
@@ -139,9 +142,10 @@ class LspPort:
                                                                         version=0),
             edits=[nothing])  # fmt: skip
         try:
-            await self.server.workspace_apply_edit_async(types.ApplyWorkspaceEditParams(
-                edit=types.WorkspaceEdit(document_changes=[edit])))  # fmt: skip
-        except JsonRpcException:
+            await asyncio.wait_for(self.server.workspace_apply_edit_async(
+                types.ApplyWorkspaceEditParams(edit=types.WorkspaceEdit(document_changes=[edit]))),
+                self.server.client_wait)  # fmt: skip
+        except (JsonRpcException, TimeoutError):
             return
         loop = asyncio.get_running_loop()
         deadline = loop.time() + APPLIED_WAIT_S
@@ -168,7 +172,8 @@ class LspPort:
             return
         token = f"talos/task/{task.id}"
         try:  # a client that never answers must not hold the task up
-            await asyncio.wait_for(self.server.work_done_progress.create_async(token), CREATE_S)
+            await asyncio.wait_for(self.server.work_done_progress.create_async(token),
+                                   self.server.client_wait)  # fmt: skip
         except (JsonRpcException, TimeoutError):
             return
         self.server.work_done_progress.begin(token, types.WorkDoneProgressBegin(

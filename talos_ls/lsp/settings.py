@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 import re
+import unicodedata
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from decimal import Decimal, InvalidOperation
@@ -18,6 +19,7 @@ from typing import Any
 
 from ..agent.cost import Caps, Price, load_prices, parse_price
 from ..agent.model import ModelConfig
+from ..display import visible
 from ..gates.permissions import MODES
 from ..gates.question_queue import QUESTION_BUDGET_TURNS
 from ..redact import redact_url
@@ -86,7 +88,7 @@ class Settings:
     def shown(self) -> dict[str, Any]:
         """The settings as `talos.status` reports them (the key's variable name, not the key)."""
         return {
-            "model": self.model,
+            "model": visible(self.model, single_line=True),
             "priced": self.model in self.price_table(),  # else a client shows tokens, not $
             "baseUrl": None if self.base_url is None else redact_url(self.base_url),
             "apiKeyEnv": self.api_key_env,
@@ -105,9 +107,21 @@ def _text(value: Any) -> str:
     return value.strip()
 
 
+def _no_hidden(url: str) -> str:
+    """A URL with no character a person cannot see or that reorders what they see (controls,
+    bidi and zero-width formatting, separators, spaces): refused, naming the code points, never
+    echoing the URL (it may hold a password)."""
+    hidden = [c for c in url if unicodedata.category(c)[0] in "CZ"]
+    if hidden:
+        points = ", ".join(dict.fromkeys(f"U+{ord(c):04X}" for c in hidden))
+        raise SettingError(f"must not contain invisible, bidi, space or control characters "
+                           f"(it holds {points})")  # fmt: skip
+    return url
+
+
 def _url(value: Any) -> str:
-    url = _text(value)
-    if not re.match(r"https?://", url):
+    url = _no_hidden(_text(value))
+    if not re.match(r"https?://[^/?#]", url):
         raise SettingError("must be an http:// or https:// URL")
     return url
 
@@ -145,7 +159,7 @@ def _mode(value: Any) -> str:
 
 
 def _store_url(value: Any) -> str:
-    url = _text(value)
+    url = _no_hidden(_text(value))
     if url.partition("://")[0].lower() not in SCHEMES:
         raise SettingError(f"must be a URL with one of the schemes {', '.join(SCHEMES)}")
     return url

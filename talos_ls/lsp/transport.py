@@ -27,19 +27,30 @@ Here, instead, every frame the editor sends is answered or dropped, and the read
   not two.
 
 Custom methods' params reach their handlers as plain JSON (dicts and lists).
+
+The server's own requests to the client (progress, prompts, edits, configuration, documents)
+are kept apart from the client's requests, in a table of their own (`HardenedProtocol.
+send_request`): pygls keeps both in one dict, so a late reply (after the server stopped
+waiting) resolved a cancelled future and raised `InvalidStateError` out of the reader, which
+ended the process; a reply carrying the id of the client's own request resolved that request's
+handler; and `$/cancelRequest` naming one of the server's ids cancelled it. Here a reply
+resolves only a request of ours still waited for; anything else (late, twice, to an id never
+sent) is dropped with a log line, and an error reply fails only the request it answers.
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import json
 import logging
 import re
 import sys
 import threading
+import uuid
+from collections import OrderedDict
 from collections.abc import Callable
-from concurrent.futures import Executor
+from concurrent.futures import Executor, Future
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, BinaryIO
 
 import cattrs
@@ -109,7 +120,7 @@ class FrameReader:
 
 
 class StreamFrameReader(FrameReader):
-    """The same over an asyncio stream (the TCP transport)."""
+    """The same over an asyncio stream (the TCP transport, `tcp.py`)."""
 
     def __init__(self, stream: asyncio.StreamReader) -> None:
         self.astream = stream
@@ -137,12 +148,25 @@ class StreamFrameReader(FrameReader):
 async def read_frames(
     stop: threading.Event, reader: FrameReader, protocol: HardenedProtocol
 ) -> None:
-    """The message loop: headers, then a body of `Content-Length` bytes, handed over."""
-    length: int | None = None
+    """The message loop: each frame's body handed over, until the stream ends."""
     while not stop.is_set():
+        body = await next_body(reader, lambda size: protocol.reply_error(None, too_big(size)))
+        if body is None:
+            break
+        rest = protocol.handle_body(body)
+        if rest:
+            reader.unread(rest)
+
+
+async def next_body(reader: FrameReader, oversized: Callable[[int], None]) -> bytes | None:
+    """The next frame's body: headers, then `Content-Length` bytes; None when the stream ends.
+    A length over `MAX_BODY` is given to `oversized` and never read (its body, if it comes,
+    is skipped as lines until the next header)."""
+    length: int | None = None
+    while True:
         line = await reader.readline(MAX_HEADER_LINE)
         if not line:
-            break
+            return None
         match = _CONTENT_LENGTH.search(line)  # also at the end of garbage: resynchronised
         if match:
             length = int(match.group(1))
@@ -151,16 +175,15 @@ async def read_frames(
             continue  # another header (Content-Type), garbage, or a stray blank line
         size, length = length, None
         if size > MAX_BODY:
-            protocol.reply_error(None, JsonRpcInvalidRequest(
-                f"a message of {size} bytes is over the limit of {MAX_BODY} bytes; "
-                "it was not read"))  # fmt: skip
-            continue  # its body, if it comes, is skipped as lines until the next header
+            oversized(size)
+            continue
         body = await reader.read(size)
-        if len(body) < size:
-            break  # the stream ended inside a body
-        rest = protocol.handle_body(body)
-        if rest:
-            reader.unread(rest)
+        return body if len(body) == size else None  # short: the stream ended inside it
+
+
+def too_big(size: int) -> JsonRpcException:
+    return JsonRpcInvalidRequest(f"a message of {size} bytes is over the limit of {MAX_BODY} "
+                                 "bytes; it was not read")  # fmt: skip
 
 
 def next_frame_start(body: bytes) -> int | None:
@@ -222,12 +245,91 @@ def converter() -> cattrs.Converter:
     return conv
 
 
+class JsonRpcRequestFailed(JsonRpcException):
+    """LSP's RequestFailed: the request was understood but cannot be served now."""
+
+    CODE = -32803
+    MESSAGE = "Request Failed"
+
+
+@dataclass
+class _Outgoing:
+    """One of the server's requests, waiting for the client's reply."""
+
+    method: str
+    future: Future[Any]
+    result_type: Any
+
+
+EXPIRED_KEPT = 256  # ids of requests given up on, remembered to say so when a reply comes
+
+
 class HardenedProtocol(LanguageServerProtocol):
-    """pygls's protocol with a checked envelope, a response to every request, and the spec's
-    errors before `initialize` and after `shutdown`."""
+    """pygls's protocol with a checked envelope, a response to every request, the spec's
+    errors before `initialize` and after `shutdown`, and the server's own requests kept
+    apart from the client's (any reply, at any time, is taken or dropped, never raised)."""
 
     initialized = False  # `initialize` was received
     started = False  # `initialized` was received
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._outgoing: dict[Any, _Outgoing] = {}
+        self._expired: OrderedDict[Any, str] = OrderedDict()  # id -> method, given up on
+
+    # ------------------------------------------------------ our requests
+    def send_request(self, method: str, params: Any | None = None,
+                     callback: Callable[[Any], None] | None = None,
+                     msg_id: Any = None) -> Future[Any]:  # fmt: skip
+        """pygls's, but the request waits in `_outgoing`, not among the client's requests.
+        Whoever stops waiting (a timeout, a cancelled task) cancels the future, and the
+        request is forgotten then: a reply that comes later is dropped."""
+        msg_id = str(uuid.uuid4()) if msg_id is None else msg_id
+        request_type = self.get_message_type(method) or JsonRPCRequestMessage
+        request = request_type(id=msg_id, method=method, params=params, jsonrpc="2.0")
+        future: Future[Any] = Future()
+        entry = _Outgoing(method, future, self.get_result_type(method))
+        self._outgoing[msg_id] = entry
+        future.add_done_callback(lambda done: self._given_up(msg_id, entry))
+        if callback is not None:
+            future.add_done_callback(
+                lambda done: None if done.cancelled() or done.exception() else callback(
+                    done.result()))  # fmt: skip
+        self._send_data(request)
+        return future
+
+    def _given_up(self, msg_id: Any, entry: _Outgoing) -> None:
+        if self._outgoing.get(msg_id) is entry:  # not answered: cancelled, or timed out
+            del self._outgoing[msg_id]
+            self._expired[msg_id] = entry.method
+            while len(self._expired) > EXPIRED_KEPT:
+                self._expired.popitem(last=False)
+
+    def cancel_outgoing(self) -> None:
+        """Stop waiting for every reply (shutdown)."""
+        for entry in list(self._outgoing.values()):
+            entry.future.cancel()
+
+    def _resolve(self, msg_id: Any, result: Any = None, error: Any = None) -> None:
+        """A reply to one of our requests, given to whoever waits for it; dropped, with a
+        log line, when nobody does."""
+        entry = self._outgoing.pop(msg_id, None)
+        if entry is None or entry.future.done():
+            self._dropped(msg_id, entry)
+            return
+        if error is not None:
+            entry.future.set_exception(JsonRpcException.from_error(error))
+        else:
+            entry.future.set_result(result)
+
+    def _dropped(self, msg_id: Any, entry: _Outgoing | None) -> None:
+        late = entry.method if entry is not None else self._expired.get(msg_id)
+        if late is not None:
+            logger.warning("a late reply to %s was dropped (the server had stopped waiting "
+                           "for it)", late[:64])  # fmt: skip
+        else:
+            logger.warning("a reply to no request the server is waiting for was dropped (a "
+                           "second reply, or an id it never sent)")  # fmt: skip
 
     def _execute_handler(self, msg_id: Any, handler: Any, callback: Any,
                          args: Any = None, kwargs: Any = None) -> None:  # fmt: skip
@@ -239,6 +341,16 @@ class HardenedProtocol(LanguageServerProtocol):
         future = self._request_futures.get(msg_id)
         if future is not None:
             future.add_done_callback(lambda done: self._forget(msg_id, done))
+
+    def _send_handler_result(self, future: Any, *, msg_id: Any) -> None:
+        """pygls's, but a request refused for load (`JsonRpcRequestFailed`) is answered
+        without pygls's traceback in the log: a burst of them would flood it."""
+        if not future.cancelled() and isinstance(future.exception(), JsonRpcRequestFailed):
+            self._request_futures.pop(msg_id, None)
+            logger.info("a request was refused for load")
+            self._send_response(msg_id, error=future.exception().to_response_error())
+            return
+        super()._send_handler_result(future, msg_id=msg_id)
 
     def _forget(self, msg_id: Any, future: Any) -> None:
         if self._request_futures.get(msg_id) is future:
@@ -305,7 +417,7 @@ class HardenedProtocol(LanguageServerProtocol):
             problem = 'a message needs a "method", a "result" or an "error"'
         if problem:
             logger.warning("a malformed message was refused: %s", problem)
-            if has_id and "method" not in data and msg_id in self._request_futures:
+            if has_id and "method" not in data and msg_id in self._outgoing:
                 self._fail_pending(msg_id, problem)  # a broken response to one of ours
             else:  # answered by its id, or with a null id (JSON-RPC 2.0)
                 self.reply_error(msg_id, JsonRpcInvalidRequest(problem))
@@ -358,24 +470,35 @@ class HardenedProtocol(LanguageServerProtocol):
                            type(exc).__name__)  # fmt: skip
 
     def _handle_client_response(self, data: dict[str, Any], msg_id: Any) -> None:
+        """A reply: to one of our requests still waited for, or dropped. Never raised: the
+        reader goes on whatever the client answers, and whenever."""
+        entry = self._outgoing.get(msg_id)
+        if entry is None or entry.future.done():
+            self._outgoing.pop(msg_id, None)
+            self._dropped(msg_id, entry)
+            return
         message: Any
         try:
             if "error" in data:
                 message = self._converter.structure(data, types.ResponseErrorMessage)
             else:
-                kind = self._result_types.pop(msg_id, None) or JsonRPCResponseMessage
-                message = self._converter.structure(data, kind)
+                message = self._converter.structure(data, entry.result_type
+                                                    or JsonRPCResponseMessage)  # fmt: skip
         except Exception:
             self._fail_pending(msg_id, "the response does not fit the request")
             return
-        self.handle_message(message)
+        if "error" in data:
+            self._resolve(msg_id, error=message.error)
+        else:
+            self._resolve(msg_id, result=message.result)
 
     def _fail_pending(self, msg_id: Any, problem: str) -> None:
         """A malformed response to one of our requests: the request fails, not hangs."""
-        self._result_types.pop(msg_id, None)
-        future = self._request_futures.pop(msg_id, None)
-        if future is not None and not future.done():
-            future.set_exception(JsonRpcInternalError(f"the client's response: {problem}"))
+        logger.warning("a reply to %s was refused: %s", self._outgoing[msg_id].method[:64],
+                       problem)  # fmt: skip
+        entry = self._outgoing.pop(msg_id)
+        if not entry.future.done():
+            entry.future.set_exception(JsonRpcInternalError(f"the client's response: {problem}"))
 
     def _structure(self, data: dict[str, Any], method: str) -> Any:
         kind = self.get_message_type(method)
@@ -407,25 +530,6 @@ def serve_io(server: LanguageServer, stdin: BinaryIO | None = None,
         server.shutdown()
 
 
-def serve_tcp(server: LanguageServer, host: str, port: int) -> None:
-    """What `LanguageServer.start_tcp` does (one client at a time), with the hardened reader."""
-    protocol = server.protocol
-    assert isinstance(protocol, HardenedProtocol)
-    server._stop_event = stop = threading.Event()
-
-    async def connection(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        protocol.set_writer(writer)  # type: ignore[arg-type]
-        await read_frames(stop, StreamFrameReader(reader), protocol)
-        server.shutdown()
-
-    async def listen() -> None:
-        server._server = await asyncio.start_server(connection, host, port)
-        async with server._server:
-            await server._server.serve_forever()
-
-    with contextlib.suppress(asyncio.CancelledError):
-        asyncio.run(listen())
-
-
-__all__ = ["MAX_BODY", "MAX_HEADER_LINE", "HardenedProtocol", "converter", "serve_io",
-           "serve_tcp"]  # fmt: skip
+__all__ = ["MAX_BODY", "MAX_HEADER_LINE", "HardenedProtocol", "JsonRpcRequestFailed",
+           "converter", "next_body",
+           "read_frames", "serve_io"]  # fmt: skip

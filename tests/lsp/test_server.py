@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
-import json
 import subprocess
 import sys
 
@@ -15,7 +13,7 @@ from talos_ls.demo.scripted_model import hang, reply
 from talos_ls.server import COMMANDS
 from talos_ls.store import open_store
 
-from .conftest import WAIT_S, start_editor
+from .conftest import start_editor
 
 
 def test_version_and_help():
@@ -158,58 +156,6 @@ async def test_running_tasks_show_in_the_status(editor, model):
                        "its first step in the status")  # fmt: skip
     await editor.command("talos.task.cancel", {"task_id": task_id})
     await editor.finished(task_id)
-
-
-async def test_tcp_for_debugging(tmp_path):
-    """`--tcp HOST:PORT` serves one client over a socket: initialize answered, then shutdown."""
-    import os
-    import socket
-
-    from .conftest import server_env
-
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
-    proc = await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "talos_ls.server", "--tcp", f"127.0.0.1:{port}",
-        env=server_env(tmp_path), stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.DEVNULL)  # fmt: skip
-    try:
-        for _ in range(200):
-            try:
-                reader, writer = await asyncio.open_connection("127.0.0.1", port)
-                break
-            except OSError:
-                await asyncio.sleep(0.05)
-        else:
-            raise AssertionError("talos-ls --tcp never listened")
-
-        async def request(id_, method, params):
-            body = json.dumps({"jsonrpc": "2.0", "id": id_, "method": method, "params": params})
-            writer.write(f"Content-Length: {len(body)}\r\n\r\n{body}".encode())
-            await writer.drain()
-            while True:
-                header = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), WAIT_S)
-                length = int(header.split(b"Content-Length:")[1].split(b"\r\n")[0])
-                message = json.loads(await reader.readexactly(length))
-                if message.get("id") == id_:
-                    return message
-
-        init = await request(1, "initialize", {"processId": os.getpid(), "rootUri": None,
-                                               "capabilities": {}})  # fmt: skip
-        assert init["result"]["serverInfo"]["name"] == "talos-ls"
-        assert "talos.task.start" in init["result"]["capabilities"]["executeCommandProvider"][
-            "commands"]  # fmt: skip
-        assert (await request(2, "shutdown", None))["result"] is None
-        exit_ = json.dumps({"jsonrpc": "2.0", "method": "exit"})
-        writer.write(f"Content-Length: {len(exit_)}\r\n\r\n{exit_}".encode())
-        await writer.drain()
-        out = await asyncio.wait_for(proc.stdout.read(), WAIT_S)  # until it exits
-        assert out == b""  # the protocol went to the socket only
-    finally:
-        if proc.returncode is None:
-            proc.kill()
-        await proc.wait()
 
 
 async def test_remembering_a_fact_twice_holds_it_once(editor):
