@@ -101,6 +101,9 @@ EXTRA = {
     "ls": [["-1", 0]],
     "wget": [["-n", 1]],  # -nv, -nd, -nH... are -n with a value
     "curl": [["-x --proxy", 1], ["--preproxy", 1]],  # `[protocol://]host[:port]` is required
+    # git diff reads these before its option parser (builtin/diff.c): not in `git diff -h`
+    "git diff": [["--no-index", 0], ["--cached --staged", 0], ["--merge-base", 0],
+                 ["-1 --base", 0], ["-2 --ours", 0], ["-3 --theirs", 0]],
     "git rev-parse": [["--git-dir", 0], ["--short", 2], ["--abbrev-ref", 2],
                       ["--show-toplevel", 0], ["--verify", 0], ["-q --quiet", 0]],
 }
