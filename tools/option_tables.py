@@ -61,7 +61,8 @@ GIT_SUBCOMMANDS = (
     "rev-list", "cat-file", "ls-tree", "for-each-ref",
     "fetch-pack", "send-pack", "gc", "help",
 )  # fmt: skip
-GIT_MAN = {"log", "show", "whatchanged", "rev-list", "rev-parse", "diff", "fetch-pack", "send-pack"}  # fmt: skip
+GIT_MAN = {"log", "show", "whatchanged", "rev-list", "rev-parse", "diff", "fetch-pack",
+           "send-pack"}  # fmt: skip
 
 # Programs no help text describes well enough: written from the named documents.
 MANUAL: dict[str, dict] = {
@@ -93,19 +94,46 @@ MANUAL: dict[str, dict] = {
 }  # fmt: skip
 # Options a program has but its help does not list (or lists so that the shape is lost).
 EXTRA = {
-    "file": [["-C --compile", 0], ["-P --parameter", 1], ["-d", 0], ["-s --special-files", 0],
-             ["-r --raw", 0], ["-E", 0], ["-S --no-sandbox", 0]],
-    "find": [["-regextype", 1], ["-d", 0], ["-noleaf", 0], ["-help --help", 0],
-             ["-version --version", 0], ["-files0-from", 1], ["-print", 0], ["-true", 0],
-             ["-false", 0]],
+    "file": [
+        ["-C --compile", 0],
+        ["-P --parameter", 1],
+        ["-d", 0],
+        ["-s --special-files", 0],
+        ["-r --raw", 0],
+        ["-E", 0],
+        ["-S --no-sandbox", 0],
+    ],
+    "find": [
+        ["-regextype", 1],
+        ["-d", 0],
+        ["-noleaf", 0],
+        ["-help --help", 0],
+        ["-version --version", 0],
+        ["-files0-from", 1],
+        ["-print", 0],
+        ["-true", 0],
+        ["-false", 0],
+    ],
     "ls": [["-1", 0]],
     "wget": [["-n", 1]],  # -nv, -nd, -nH... are -n with a value
     "curl": [["-x --proxy", 1], ["--preproxy", 1]],  # `[protocol://]host[:port]` is required
     # git diff reads these before its option parser (builtin/diff.c): not in `git diff -h`
-    "git diff": [["--no-index", 0], ["--cached --staged", 0], ["--merge-base", 0],
-                 ["-1 --base", 0], ["-2 --ours", 0], ["-3 --theirs", 0]],
-    "git rev-parse": [["--git-dir", 0], ["--short", 2], ["--abbrev-ref", 2],
-                      ["--show-toplevel", 0], ["--verify", 0], ["-q --quiet", 0]],
+    "git diff": [
+        ["--no-index", 0],
+        ["--cached --staged", 0],
+        ["--merge-base", 0],
+        ["-1 --base", 0],
+        ["-2 --ours", 0],
+        ["-3 --theirs", 0],
+    ],
+    "git rev-parse": [
+        ["--git-dir", 0],
+        ["--short", 2],
+        ["--abbrev-ref", 2],
+        ["--show-toplevel", 0],
+        ["--verify", 0],
+        ["-q --quiet", 0],
+    ],
 }
 
 
@@ -130,9 +158,12 @@ def version(program: str) -> str:
 
 
 # ---------------------------------------------------------------- parsing help text
-_META = r"(?:<[^>]*>\S*|\[[^\s\]]*\]\S*|[A-Z][A-Z0-9_:.|,-]*|[a-z][a-z0-9]*_[a-z0-9_]+|N|#|\{[^}]*\})"
+_META = (
+    r"(?:<[^>]*>\S*|\[[^\s\]]*\]\S*|[A-Z][A-Z0-9_:.|,-]*|[a-z][a-z0-9]*_[a-z0-9_]+|N|#|\{[^}]*\})"
+)
 _SPELLING = re.compile(
-    r"(?P<name>--?[A-Za-z0-9?#](?:[A-Za-z0-9_.#?+-]*[A-Za-z0-9#?])?|--\[no-\][A-Za-z0-9][A-Za-z0-9_-]*)"
+    r"(?P<name>--?[A-Za-z0-9?#](?:[A-Za-z0-9_.#?+-]*[A-Za-z0-9#?])?"
+    r"|--\[no-\][A-Za-z0-9][A-Za-z0-9_-]*)"
     r"(?P<rest>\[\S*|=\S+|<\S*| " + _META + r"| \[" + _META + r"\])?(?:\.\.\.)?$"
 )
 LITERAL = re.compile(r"=[a-z][a-z-]*$")  # `-p, --indicator-style=slash`: -p means that value
@@ -296,7 +327,7 @@ def options_from_find() -> list:
             if not re.fullmatch(r"-[a-z0-9_]+", word):
                 continue
             n = 0
-            while i < len(words) and not words[i].startswith("-") or (
+            while (i < len(words) and not words[i].startswith("-")) or (
                 i < len(words) and words[i].startswith("[-")
             ):
                 if words[i] in (";", "{}", "+"):
@@ -367,8 +398,9 @@ def generate(old: dict) -> dict:
             add(program, STOP_HELP[program], opts, f"{program} {flag}", program)
     for program, style in SYNOPSIS.items():
         if installed(program):
-            add(program, style, options_from_synopsis(program), f"man {program} (SYNOPSIS)",
-                program)
+            add(
+                program, style, options_from_synopsis(program), f"man {program} (SYNOPSIS)", program
+            )
     if installed("find"):
         add("find", "find", options_from_find(), "find --help", "find")
     if installed("rg"):
@@ -400,7 +432,9 @@ def dump(table: dict) -> str:
         for key, value in head.items():
             lines.append(f"   {json.dumps(key)}: {json.dumps(value, ensure_ascii=False)},")
         options = [f"    {json.dumps(o)}" for o in entry["options"]]
-        lines.append('   "options": [' + ("\n" + ",\n".join(options) + "\n   ]" if options else "]"))
+        lines.append(
+            '   "options": [' + ("\n" + ",\n".join(options) + "\n   ]" if options else "]")
+        )
         lines.append("  }" + ("," if n < len(programs) - 1 else ""))
     lines += [" }", "}", ""]
     return "\n".join(lines)

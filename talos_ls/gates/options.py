@@ -103,7 +103,7 @@ class Spec:
             index: dict[str, dict[Option, None]] = {}
             names = dict(self.long)
             if self.style == "git":  # parse-options: any option may be negated
-                for name, option in self.long.items():
+                for name in self.long:
                     negation = "--no-" + name[2:]
                     if not name.startswith("--no-") and negation not in names:
                         names[negation] = Option((negation,), NONE, negated=True)
@@ -260,7 +260,7 @@ def _read_find(sp: Spec, words: Sequence[str]) -> Reading:
     own with a fixed number of values; `-exec` and its peers run to `;` or `+`."""
     out = Reading()
     i, n = 0, len(words)
-    while i < n and words[i] in ("-H", "-L", "-P", "-D") or (
+    while (i < n and words[i] in ("-H", "-L", "-P", "-D")) or (
         i < n and re.fullmatch(r"-O[0-9]*", words[i])
     ):
         word = words[i]

@@ -459,7 +459,10 @@ def _unwrap(words: list[Word]) -> tuple[list[list[Word]], list[str], bool, list[
     caller analyses in turn. `xargs` adds arguments only known at run time. A runner's options
     are read as it reads them (`nice --adj 5 x`, `env --split=...`); one it does not know
     leaves the program unknown, since where the program starts depends on it."""
-    layers, risks, known, bodies = [words], [], True, []
+    layers: list[list[Word]] = [words]
+    risks: list[str] = []
+    bodies: list[Word] = []
+    known = True
     while words and words[0].static:
         program = os.path.basename(words[0].text)  # a runner anywhere is still a runner
         runner = RUNNERS.get(program)
@@ -551,11 +554,68 @@ def _runner_options(
     return 1 + reading.end, known
 
 
+# ------------------------------------------------------ what bash evaluates
+# Variables whose value is data from outside the command's text: evaluating one as arithmetic
+# (or as a name) can run a `$(...)` hidden in an array index inside it.
+DATA_VARIABLES = frozenset({"_", "REPLY", "OPTARG", "BASH_REMATCH", "MAPFILE", "PWD", "OLDPWD",
+                            "BASH_ARGV", "BASH_COMMAND", "BASH_EXECUTION_STRING", "COMP_LINE",
+                            "COMP_WORDS", "READLINE_LINE", "@", "*", "0", "1", "2", "3", "4",
+                            "5", "6", "7", "8", "9"})  # fmt: skip
+_INDEX_RUNS = "bash evaluates its array index, running any $(...) in it"
+# Builtins that take a variable NAME (an array element's index in it is evaluated): for each,
+# its options that take a value, and those whose value is a name.
+NAME_BUILTINS: dict[str, tuple[str, str]] = {
+    "read": ("dinNptu", "a"),
+    "mapfile": ("dnOsuc", ""), "readarray": ("dnOsuc", ""),
+    "printf": ("", "v"),
+    "wait": ("", "p"),
+    "getopts": ("", ""),
+    "unset": ("", ""),
+    "test": ("", "vR"), "[": ("", "vR"),
+    "export": ("", ""), "declare": ("", ""), "typeset": ("", ""), "local": ("", ""),
+    "readonly": ("", ""),
+}  # fmt: skip
+# Builtin options that run code given as text, or load it.
+BUILTIN_RUNS: dict[str, dict[str, str]] = {
+    "mapfile": {"-C": "runs the callback given"}, "readarray": {"-C": "runs the callback given"},
+    "compgen": {"-C": "runs the command given", "-F": "runs the function given",
+                "-W": "expands the word list given, running its $(...)"},
+    "complete": {"-C": "runs the command given", "-F": "runs the function given"},
+    "bind": {"-x": "binds a key to a command"},
+    "enable": {"-f": "loads a shared library into the shell"},
+    "hash": {"-p": "makes a name run the program given"},
+    "declare": {"-n": "makes a name refer to another variable"},
+    "typeset": {"-n": "makes a name refer to another variable"},
+    "local": {"-n": "makes a name refer to another variable"},
+}  # fmt: skip
+
+
+def _name_problem(word: Word) -> str | None:
+    """Why a variable NAME given to a builtin (`read NAME`, `printf -v NAME`) could run
+    something: known only when it runs, an array index holding `$`, or a variable that makes
+    programs run others."""
+    if not word.static:
+        return "takes a variable name known only when it runs"
+    name = word.text
+    head = re.split(r"[\[=+]", name, maxsplit=1)[0]
+    if "[" in name and re.search(r"[$`]", name.split("[", 1)[1]):
+        return f"takes the name {name!r}: {_INDEX_RUNS}"
+    return env_runs(head)
+
+
+def _quoted_delimiter(node: tree_sitter.Node) -> bool:
+    start = next((c for c in node.children if c.type == "heredoc_start"), None)
+    return start is None or bool(re.search(r"['\"\\]", _text(start)))
+
+
 # -------------------------------------------------------------- analysis
 class _Analyzer:
     def __init__(self, source: str, depth: int) -> None:
         self.result = Analysis(source)
         self.depth = depth
+        self.tainted: set[str] = set()  # variables given data (read, a $(...), an index)
+        self.arith_refs: dict[str, str] = {}  # variables evaluated as arithmetic -> where
+        self.integers: set[str] = set()  # `declare -i` seen
 
     def risk(self, text: str) -> None:
         if text not in self.result.risks:
@@ -605,9 +665,265 @@ class _Analyzer:
             if not harmless:
                 what = "reads input from" if operator.startswith("<") else "writes output to"
                 self.risk(f"{what} a file ({_text(node)})")
-        for child in node.children:  # substitutions in the target
-            if child.type in _DYNAMIC:
-                self.visit(child)
+        quoted = node.type == "heredoc_redirect" and _quoted_delimiter(node)
+        for child in node.children:  # substitutions in the target, the here-string, the body
+            if child.type == "heredoc_body" and quoted:
+                continue  # `<<'EOF'`: the body is text
+            for sub in _substitutions(child):
+                self.visit(sub)
+
+    # ------------------------------------------------ what bash evaluates
+    def opaque(self, why: str) -> None:
+        self.risk(why)
+        self.result.opaque = True
+
+    def evaluations(self, root: tree_sitter.Node) -> None:
+        """Every place bash evaluates text as code besides commands: arithmetic (`$(( ))`,
+        `(( ))`, `let`, `[[ -eq ]]`, array indexes, substring offsets), names it expands
+        (`${!x}`, `[[ -v NAME ]]`), prompt expansion (`${x@P}`), backticks in here-document
+        bodies, assignments of variables that make programs run others. What it cannot tell
+        is harmless makes the command opaque."""
+        stack = [root]
+        while stack:
+            node = stack.pop()
+            kind = node.type
+            children = list(node.children)
+            if kind == "heredoc_redirect":
+                if _quoted_delimiter(node):
+                    children = [c for c in children if c.type != "heredoc_body"]
+                else:
+                    for body in (c for c in children if c.type == "heredoc_body"):
+                        parts = [p for p in body.children if p.type == "heredoc_content"]
+                        for part in parts if body.children else [body]:
+                            if re.search(r"(?<!\\)`", _text(part)):  # tree-sitter does not
+                                self.opaque("a here-document body runs `...` commands that "
+                                            "Talos does not read")  # fmt: skip
+            elif kind == "expansion":
+                self.expansion(node)
+            elif kind == "arithmetic_expansion":
+                self.arithmetic(node, "$((...))")
+            elif kind == "compound_statement" and children and _text(children[0]) == "((":
+                self.arithmetic(node, "((...))")
+            elif kind == "c_style_for_statement":
+                for child in children:
+                    if child.is_named and child.type not in ("do_group", "compound_statement"):
+                        self.arithmetic(child, "for ((...))")
+            elif kind == "test_command":
+                self.test(node)
+            elif kind == "variable_assignment":
+                self.assignment(node)
+            elif kind == "declaration_command":
+                self.declaration(node)
+            elif kind == "unset_command":
+                for child in node.named_children:
+                    word = _word(child)
+                    if not word.text.startswith("-") and (not word.static or (
+                            "[" in word.text and re.search(r"[$`]", word.text))):  # fmt: skip
+                        self.opaque(f"unset {_name_problem(word) or 'takes a name'}")
+            elif kind in ("for_statement", "select_statement"):
+                self.loop_variable(node)
+            stack.extend(reversed(children))
+
+    def arithmetic(self, node: tree_sitter.Node, what: str) -> None:
+        """Arithmetic bash will evaluate: the variables it reads (checked at the end: one
+        holding data is evaluated too), and a command's output or quoted text in it."""
+        stack = [node]
+        while stack:
+            n = stack.pop()
+            kind = n.type
+            if kind in ("command_substitution", "process_substitution"):
+                self.opaque(f"evaluates a command's output as arithmetic ({what}), and "
+                            f"{_INDEX_RUNS}")  # fmt: skip
+                continue
+            if kind in ("raw_string", "ansi_c_string"):
+                self.arith_text(_word(n).text, what)
+                continue
+            if kind == "string_content":
+                self.arith_text(_text(n), what)
+                continue
+            if kind in ("variable_name", "special_variable_name"):
+                self.arith_refs.setdefault(_text(n), what)
+            elif kind == "word" and not n.named_children:
+                self.arith_text(_text(n), what)
+            stack.extend(n.children)
+
+    def arith_text(self, text: str, what: str) -> None:
+        """Arithmetic given as text (`let 'x=y+1'`, a quoted `[[ ... -eq ... ]]` operand)."""
+        if re.search(r"[$`]", text):
+            self.opaque(f"evaluates text holding $ or ` as arithmetic ({what}), and "
+                        f"{_INDEX_RUNS}")  # fmt: skip
+            return
+        for name in re.findall(r"[A-Za-z_][A-Za-z0-9_]*", re.sub(r"\b[0-9][\w#]*", " ", text)):
+            self.arith_refs.setdefault(name, what)
+
+    def expansion(self, node: tree_sitter.Node) -> None:
+        """`${...}`: indirection, prompt expansion, array indexes and substring offsets."""
+        children = node.children
+        texts = [_text(c) for c in children]
+        if len(children) > 2 and texts[1] == "!" and not children[1].is_named:
+            keys = any(t in ("*", "@") for t in texts[2:-1]) or any(
+                c.type == "subscript" and _text(c).endswith(("[@]", "[*]")) for c in children
+            )
+            if not keys:
+                self.opaque("expands a variable named by another variable's value (${!...}), "
+                            f"and {_INDEX_RUNS}")  # fmt: skip
+        for i, text in enumerate(texts[:-1]):
+            if text == "@" and texts[i + 1] == "P":
+                self.opaque("expands a value as a prompt (${...@P}), which runs its $(...)")
+        name = next((_text(c) for c in children if c.type == "variable_name"), None)
+        if name and any(t in (":=", "=") for t in texts):
+            self.tainted.add(name)  # `${x:=...}` assigns it
+        offsets = False
+        for child in children[2:-1]:
+            if not child.is_named and _text(child) == ":":
+                offsets = True
+            elif offsets and child.is_named:
+                self.arithmetic(child, "a substring offset")
+            elif child.type == "subscript":
+                self.subscript(child)
+
+    def subscript(self, node: tree_sitter.Node) -> None:
+        index = [c for c in node.named_children if c.type != "variable_name"]
+        for child in index:
+            if _text(child) not in ("@", "*") and child.type != "number":
+                self.arithmetic(child, "an array index")
+
+    def test(self, node: tree_sitter.Node) -> None:
+        """`[[ -v NAME ]]` expands NAME's index; `[[ A -eq B ]]` evaluates A and B."""
+        stack = [node]
+        while stack:
+            n = stack.pop()
+            ops = [_text(c) for c in n.children if c.type == "test_operator" or not c.is_named]
+            operands = [c for c in n.named_children if c.type != "test_operator"]
+            if n.type == "unary_expression" and ops and ops[0] in ("-v", "-R") and operands:
+                why = _name_problem(_word(operands[-1]))
+                if (why and "[" in _text(operands[-1])) or (why and not _word(operands[-1]).static):
+                    self.opaque(f"[[ {ops[0]} ]] {why}")
+            if n.type == "binary_expression" and set(ops) & {"-eq", "-ne", "-lt", "-le", "-gt",
+                                                               "-ge"}:  # fmt: skip
+                for operand in operands:
+                    self.arithmetic(operand, "[[ ... -eq ... ]]")
+                continue
+            stack.extend(n.named_children)
+
+    def assignment(self, node: tree_sitter.Node) -> None:
+        target = node.named_children[0] if node.named_children else None
+        if target is None:
+            return
+        if target.type == "subscript":
+            self.subscript(target)
+            name = next((_text(c) for c in target.named_children if c.type == "variable_name"),
+                        _text(target))  # fmt: skip
+        else:
+            name = _text(target)
+        why = env_runs(name)
+        if why:
+            self.opaque(why)
+        value = node.named_children[-1] if len(node.named_children) > 1 else None
+        if value is None:
+            return
+        parts = value.named_children if value.type == "array" else [value]
+        words = [_word(p) for p in parts]
+        if any(not w.static or re.search(r"[\[$`]", w.text) for w in words):
+            self.tainted.add(name)
+
+    def declaration(self, node: tree_sitter.Node) -> None:
+        """`declare`, `export`, `local`...: the names it sets (an index in one is evaluated;
+        some variables make programs run others), `-n` namerefs, `-i` integers."""
+        keyword = _text(node.children[0]) if node.children else "declare"
+        flags = ""
+        for child in node.named_children:
+            word = _word(child)
+            if child.type == "word" and word.static and word.text[:1] in "-+":
+                flags += word.text[1:]
+                continue
+            if child.type == "variable_assignment":
+                name = _text(child.named_children[0]) if child.named_children else ""
+                if "i" in flags and len(child.named_children) > 1:
+                    self.arithmetic(child.named_children[-1], f"{keyword} -i")
+                continue
+            why = _name_problem(word)
+            if why:
+                self.opaque(f"{keyword} {why}")
+            name = re.split(r"[\[=+]", word.text, maxsplit=1)[0]
+            if "=" in word.text and re.search(r"[\[$`]", word.text.split("=", 1)[1]):
+                self.tainted.add(name)
+        for letter in flags:
+            reason = BUILTIN_RUNS.get(keyword, {}).get(f"-{letter}")
+            if reason:
+                self.opaque(f"{keyword} -{letter} {reason}")
+        if "i" in flags:
+            self.integers.add("*")
+
+    def loop_variable(self, node: tree_sitter.Node) -> None:
+        name = next((_text(c) for c in node.named_children if c.type == "variable_name"), "")
+        values = [c for c in node.children if c.type not in ("variable_name", "do_group")
+                  and c.is_named and c.type != "comment"]  # fmt: skip
+        words = [_word(v) for v in values]
+        if not any(_text(c) == "in" for c in node.children) or any(
+            not w.static or re.search(r"[\[$`]", w.text) for w in words
+        ):
+            self.tainted.add(name)
+
+    def builtin_names(self, program: str, args: list[Word]) -> None:
+        """A builtin given variable NAMEs (`read NAME`, `printf -v NAME`): each is checked
+        (`_name_problem`) and, as it receives data, no longer trusted in arithmetic."""
+        takes_value, takes_name = NAME_BUILTINS[program]
+        names: list[Word] = []
+        operands: list[Word] = []
+        i = 0
+        while i < len(args):
+            text = args[i].text
+            if program in ("test", "["):
+                if text in ("-v", "-R") and i + 1 < len(args):
+                    names.append(args[i + 1])
+                i += 1
+                continue
+            if text == "--":
+                operands += args[i + 1 :]
+                break
+            if text.startswith("-") and len(text) > 1 and not operands:
+                for k, letter in enumerate(text[1:], start=2):
+                    if letter in takes_value or letter in takes_name:
+                        rest = text[k:]
+                        value = Word(rest, args[i].static) if rest else (
+                            args[i + 1] if i + 1 < len(args) else None)  # fmt: skip
+                        if not rest:
+                            i += 1
+                        if letter in takes_name and value is not None:
+                            names.append(value)
+                        break
+                i += 1
+                continue
+            operands.append(args[i])
+            i += 1
+        if program == "read":
+            names += operands
+        elif program in ("mapfile", "readarray", "unset") or program in (
+                "export", "declare", "typeset", "local", "readonly"):  # fmt: skip
+            names += operands if program != "mapfile" and program != "readarray" else operands[:1]
+        elif program == "getopts":
+            names += operands[1:2]
+        for word in names:
+            why = _name_problem(word)
+            if program == "unset" and why and word.static and "[" not in word.text:
+                why = None  # unsetting a variable runs nothing
+            if why:
+                self.opaque(f"{program} {why}")
+            if program not in ("test", "[", "unset"):
+                self.tainted.add(re.split(r"[\[=+]", word.text, maxsplit=1)[0])
+
+    def finish(self) -> None:
+        """Arithmetic that reads a variable holding data: bash evaluates that value too."""
+        bad = sorted(
+            name for name in self.arith_refs
+            if name in DATA_VARIABLES or name in self.tainted
+        )  # fmt: skip
+        if self.integers and self.tainted:
+            bad.append("an integer variable (declare -i)")
+        if bad:
+            self.opaque(f"evaluates {', '.join(bad)} as arithmetic, whose value is data, and "
+                        f"{_INDEX_RUNS}")  # fmt: skip
 
     def command(self, node: tree_sitter.Node) -> None:
         own_risks: list[str] = []
@@ -652,6 +968,22 @@ class _Analyzer:
             risks.append("uses an expansion whose value is known only when it runs")
         if program in SHELLS:
             known = self.shell(program, args, risks) and known
+        if program in NAME_BUILTINS:
+            self.builtin_names(program, args)
+        if program == "let":
+            for arg in args:
+                if arg.static:
+                    self.arith_text(arg.text, "let")
+                else:
+                    self.opaque("let evaluates text known only when it runs as arithmetic")
+        for flag, reason in BUILTIN_RUNS.get(program, {}).items():
+            if any(a.text.startswith(flag) or (a.text.startswith("-") and not a.text.startswith(
+                    "--") and flag[1] in a.text[1:]) for a in args):  # fmt: skip
+                risks.append(f"{program} {flag} {reason}")
+                known = False
+        if program == "make" and "sets environment variables for the command" in risks:
+            risks.append("sets variables for make, which can change what its recipes run")
+            known = False
         read = _read_options(program, args)
         risks += read.risks
         if read.opaque:
@@ -828,7 +1160,7 @@ def _read_git(args: list[Word], out: _Options) -> None:
     rest = args[reading.end + 1 :]
     sub_out = _Options()
     keys = ["git *", f"git {sub}"]
-    _read_program("git", f"git {sub}", keys, rest, sub_out)
+    _read_program(f"git {sub}", f"git {sub}", keys, rest, sub_out)
     for table, target in ((OPAQUE_FLAGS, sub_out.opaque), (RISKY_FLAGS, sub_out.risks)):
         whole = _tables(keys, table).get("")
         if whole:  # the subcommand itself (`git filter-branch`)
@@ -923,11 +1255,11 @@ def _read_untabled(shown: str, keys: list[str], args: list[Word], out: _Options)
             letters = body[: next((i for i, ch in enumerate(body) if not ch.isalpha()), None)]
             found += [f"-{ch}" for ch in letters if f"-{ch}" != name]
             out.values += [Word(body[k:], arg.static) for k in range(1, len(body))]
-        for table, target in ((opaque, out.opaque), (risky, out.risks)):
-            for entry, reason in table.items():
-                long_prefix = entry.startswith("-") and len(name) > 2 and entry.startswith(name) and (
-                    name.startswith("--") or program in NO_CLUSTERS)  # fmt: skip
-                if entry and (entry in found or long_prefix):
+        long_names = name.startswith("--") or program in NO_CLUSTERS
+        for entries, target in ((opaque, out.opaque), (risky, out.risks)):
+            for entry, reason in entries.items():
+                prefix = long_names and len(name) > 2 and entry.startswith(name)
+                if entry and (entry in found or prefix):
                     shown_name = entry if entry == name or entry in found else f"{name} ({entry})"
                     target.append(f"{shown} {shown_name} {reason}")
     for key in keys:
@@ -986,6 +1318,8 @@ def analyze(command: str, *, _depth: int = 0) -> Analysis:
         return analyzer.result
     tree = tree_sitter.Parser(_LANGUAGE).parse(command.encode("utf-8", errors="surrogatepass"))
     analyzer.visit(tree.root_node)
+    analyzer.evaluations(tree.root_node)
+    analyzer.finish()
     if tree.root_node.has_error:
         analyzer.risk("the shell syntax could not be fully parsed")
         analyzer.result.opaque = True
