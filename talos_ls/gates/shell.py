@@ -352,7 +352,7 @@ def _word(node: tree_sitter.Node) -> Word:
     if kind == "word":
         value, glob = _unescape_word(text)
         return Word(value, static=not _BRACES.search(text), glob=glob)
-    if kind == "number":
+    if kind in ("number", "variable_name"):
         return Word(text)
     if kind == "raw_string":
         return Word(text[1:-1])
@@ -774,7 +774,7 @@ class _Analyzer:
         if name and any(t in (":=", "=") for t in texts):
             self.tainted.add(name)  # `${x:=...}` assigns it
         offsets = False
-        for child in children[2:-1]:
+        for child in children[1:-1]:
             if not child.is_named and _text(child) == ":":
                 offsets = True
             elif offsets and child.is_named:
@@ -1120,9 +1120,14 @@ def _unknown_start(word: Word) -> bool:
 
 
 def _tables(keys: list[str], table: dict[str, dict[str, str]]) -> dict[str, str]:
+    return _merged(tuple(keys), table is OPAQUE_FLAGS)
+
+
+@functools.lru_cache(maxsize=1024)
+def _merged(keys: tuple[str, ...], opaque: bool) -> dict[str, str]:
     merged: dict[str, str] = {}
     for key in keys:
-        merged.update(table.get(key, {}))
+        merged.update((OPAQUE_FLAGS if opaque else RISKY_FLAGS).get(key, {}))
     return merged
 
 
@@ -1336,8 +1341,13 @@ class Canonical:
     positionals: tuple[str, ...]
 
 
-def _tokens(words: tuple[str, ...] | list[str]) -> list[tuple[str, str]]:
-    """("flag" | "arg", text) for each word after the program, spelt one way: `-fr` is `-f`,
+def _tokens(words: tuple[str, ...] | list[str]) -> tuple[tuple[str, str], ...]:
+    return _tokens_of(tuple(words))
+
+
+@functools.lru_cache(maxsize=4096)
+def _tokens_of(words: tuple[str, ...]) -> tuple[tuple[str, str], ...]:
+    """Each command is compared with every rule: read once. ("flag" | "arg", text) for each word after the program, spelt one way: `-fr` is `-f`,
     `-r`; `--force` and `--forc` are `-f` for rm; a value attached to an option is `-n=5`
     however it was attached; paths normalised; everything after `--` an argument. Options
     are read with the program's table (`options.read`) when there is one."""
@@ -1352,11 +1362,11 @@ def _tokens(words: tuple[str, ...] | list[str]) -> list[tuple[str, str]]:
             sub_spec = options.spec(f"git {sub}")
             out += (_spec_tokens(options.read(sub_spec, after), after) if sub_spec
                     else _plain_tokens("git", after))  # fmt: skip
-        return out
+        return tuple(out)
     sp = options.spec(program)
     if sp is None or sp.style == "words":
-        return _plain_tokens(program, rest)
-    return _spec_tokens(options.read(sp, rest), rest)
+        return tuple(_plain_tokens(program, rest))
+    return tuple(_spec_tokens(options.read(sp, rest), rest))
 
 
 def _arg_token(word: str) -> tuple[str, str]:
