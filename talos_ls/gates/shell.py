@@ -865,7 +865,7 @@ class _Analyzer:
         ):
             self.tainted.add(name)
 
-    def builtin_names(self, program: str, args: list[Word]) -> None:
+    def builtin_names(self, program: str, args: list[Word]) -> list[str]:
         """A builtin given variable NAMEs (`read NAME`, `printf -v NAME`): each is checked
         (`_name_problem`) and, as it receives data, no longer trusted in arithmetic."""
         takes_value, takes_name = NAME_BUILTINS[program]
@@ -904,14 +904,16 @@ class _Analyzer:
             names += operands if program != "mapfile" and program != "readarray" else operands[:1]
         elif program == "getopts":
             names += operands[1:2]
+        found = []
         for word in names:
             why = _name_problem(word)
             if program == "unset" and why and word.static and "[" not in word.text:
                 why = None  # unsetting a variable runs nothing
             if why:
-                self.opaque(f"{program} {why}")
+                found.append(f"{program} {why}")
             if program not in ("test", "[", "unset"):
                 self.tainted.add(re.split(r"[\[=+]", word.text, maxsplit=1)[0])
+        return found
 
     def finish(self) -> None:
         """Arithmetic that reads a variable holding data: bash evaluates that value too."""
@@ -968,14 +970,16 @@ class _Analyzer:
             risks.append("uses an expansion whose value is known only when it runs")
         if program in SHELLS:
             known = self.shell(program, args, risks) and known
-        if program in NAME_BUILTINS:
-            self.builtin_names(program, args)
+        if program in NAME_BUILTINS and (found := self.builtin_names(program, args)):
+            risks += found
+            known = False
         if program == "let":
             for arg in args:
-                if arg.static:
-                    self.arith_text(arg.text, "let")
+                if not arg.static or re.search(r"[$`]", arg.text):
+                    risks.append(f"let evaluates {arg.text!r} as arithmetic, and {_INDEX_RUNS}")
+                    known = False
                 else:
-                    self.opaque("let evaluates text known only when it runs as arithmetic")
+                    self.arith_text(arg.text, "let")
         for flag, reason in BUILTIN_RUNS.get(program, {}).items():
             if any(a.text.startswith(flag) or (a.text.startswith("-") and not a.text.startswith(
                     "--") and flag[1] in a.text[1:]) for a in args):  # fmt: skip
