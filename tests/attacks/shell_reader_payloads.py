@@ -34,7 +34,7 @@ def seed(ws: Path) -> None:
         tool = ws / f"t_{name}.sh"
         tool.write_text(f"#!/bin/sh\ntouch pw_{name}\necho {RAN}{name} >&2\nexec cat\n")
         tool.chmod(0o755)
-    (ws / "big.txt").write_text("".join(f"{n}\n" for n in range(200_000)))
+    (ws / "big.txt").write_text("".join(f"{n}\n" for n in range(3000)))  # more than -S 1K
     (ws / "f.txt").write_text("one\n")
     data = b"archived\n"
     with tarfile.open(ws / "a.tar", "w") as archive:
@@ -56,7 +56,7 @@ def seed(ws: Path) -> None:
 
 # 1. Options as the program reads them: prefixes of program-running options.
 OPTIONS = [
-    "sort --compress-prog=./t_sort.sh -S 64K big.txt | tail -1",
+    "sort --compress-prog=./t_sort.sh -S 1K big.txt | tail -1",
     "tar --to-comm=./t_tar.sh -xf a.tar",
     "tar -xf a.tar --use-compress-prog=./t_tarI.sh",
 ]
@@ -129,6 +129,15 @@ def full_auto_payloads() -> list[str]:
     """Full-auto runs what it can read, in the sandbox: the reads are the sandbox's to stop.
     What runs a program given as text, or evaluates data, must be asked."""
     return [*OPTIONS, *SUBSTITUTIONS, *VISIBLE, *CONFIGURATION]
+
+
+def sample(payloads: list[str]) -> list[str]:
+    """A few of each class, for the editor's runs (one model response's worth): the gate is
+    the same; what the editor adds is the prompt for each."""
+    keep = {OPTIONS[0], OPTIONS[2], READS[0], READS[1], SUBSTITUTIONS[0], SUBSTITUTIONS[2],
+            SUBSTITUTIONS[6], SUBSTITUTIONS[7], VISIBLE[0], CONFIGURATION[0], CONFIGURATION[3],
+            CONFIGURATION[4], CONFIGURATION[7], CONFIGURATION[9]}  # fmt: skip
+    return [c for c in payloads if c in keep]
 
 
 def markers(ws: Path) -> list[str]:
