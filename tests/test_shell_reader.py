@@ -225,7 +225,7 @@ def test_rules_match_however_an_option_is_spelt():
 VISIBLE = [
     "cat <<EOF\n$(touch p)\nEOF", "cat <<-EOF\n\t${x:-$(touch p)}\nEOF", 'cat <<< "$(touch p)"',
     'cat > "$(touch p)"', "[[ -v a[$(touch p)] ]]", "echo $(( a[$(touch p)] ))",
-]
+]  # fmt: skip
 # What bash evaluates that the reader cannot: opaque.
 SUBSTITUTIONS = [
     "cat <<EOF\n`touch p`\nEOF", "cat <<EOF\nx $y `touch p`\nEOF",
@@ -353,9 +353,10 @@ def test_flags_that_run_programs_are_opaque(ws):
         decision = p.check_command(command)
         assert decision.verdict == "ask", (command, decision)
         assert analyze(command).opaque, command
-    for fine in ("ssh -o ConnectTimeout=5 h", "vim +12 x", "less +5 x", "make -j4",
-                 "awk '{print $1}' f", "awk '$1 || $2' f", "tar -xf a.tar", "sort -u f"):
-        assert not analyze(fine).opaque, (fine, analyze(fine).all_risks)
+    fine = ["ssh -o ConnectTimeout=5 h", "vim +12 x", "less +5 x", "make -j4",
+            "awk '{print $1}' f", "awk '$1 || $2' f", "tar -xf a.tar", "sort -u f"]  # fmt: skip
+    for command in fine:
+        assert not analyze(command).opaque, (command, analyze(command).all_risks)
 
 
 def test_the_reasons_name_the_option_as_the_program_reads_it():

@@ -1346,15 +1346,16 @@ class Canonical:
 
 
 def _tokens(words: tuple[str, ...] | list[str]) -> tuple[tuple[str, str], ...]:
+    """("flag" | "arg", text) for each word after the program, spelt one way: `-fr` is `-f`,
+    `-r`; `--force` and `--forc` are `-f` for rm; a value attached to an option is `-n=5`
+    however it was attached; paths normalised; everything after `--` an argument. Options
+    are read with the program's table (`options.read`) when there is one."""
     return _tokens_of(tuple(words))
 
 
 @functools.lru_cache(maxsize=4096)
 def _tokens_of(words: tuple[str, ...]) -> tuple[tuple[str, str], ...]:
-    """Each command is compared with every rule: read once. ("flag" | "arg", text) for each word after the program, spelt one way: `-fr` is `-f`,
-    `-r`; `--force` and `--forc` are `-f` for rm; a value attached to an option is `-n=5`
-    however it was attached; paths normalised; everything after `--` an argument. Options
-    are read with the program's table (`options.read`) when there is one."""
+    """Read once: each command is compared with every rule."""
     program = program_name(words[0])
     rest = list(words[1:])
     if program == "git" and (own := options.spec("git")) is not None:
