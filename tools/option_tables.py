@@ -116,7 +116,18 @@ EXTRA = {
     ],
     "ls": [["-1", 0]],
     "wget": [["-n", 1]],  # -nv, -nd, -nH... are -n with a value
-    "curl": [["-x --proxy", 1], ["--preproxy", 1]],  # `[protocol://]host[:port]` is required
+    "curl": [["-x --proxy", 1], ["--preproxy", 1], ["-: --next", 0]],  # host[:port] required
+    # lines whose description starts with an option (`-T reads...`) or is one space away
+    "tar": [
+        ["--null", 0],
+        ["--no-null", 0],
+        ["--verbatim-files-from", 0],
+        ["--no-verbatim-files-from", 0],
+    ],
+    "unshare": [["--map-users", 1], ["--map-groups", 1]],
+    "nsenter": [["--wdns", 1]],
+    "su": [["-l --login", 0]],
+    "runuser": [["-l --login", 0]],
     # git diff reads these before its option parser (builtin/diff.c): not in `git diff -h`
     "git diff": [
         ["--no-index", 0],
@@ -158,11 +169,12 @@ def version(program: str) -> str:
 
 
 # ---------------------------------------------------------------- parsing help text
-_META = (
-    r"(?:<[^>]*>\S*|\[[^\s\]]*\]\S*|[A-Z][A-Z0-9_:.|,-]*|[a-z][a-z0-9]*_[a-z0-9_]+|N|#|\{[^}]*\})"
+_META = (  # <file>, [a|b], FILE, bind_interface (BSD), script-file (sed), N, {a,b}
+    r"(?:<[^>]*>\S*|\[[^\s\]]*\]\S*|[A-Z][A-Z0-9_:.|,-]*|[a-z][a-z0-9_|<>-]*|N|#"
+    r"|\{[^}]*\})"
 )
 _SPELLING = re.compile(
-    r"(?P<name>--?[A-Za-z0-9?#](?:[A-Za-z0-9_.#?+-]*[A-Za-z0-9#?])?"
+    r"(?P<name>--?[A-Za-z0-9?#.](?:[A-Za-z0-9_.#?+-]*[A-Za-z0-9#?])?"
     r"|--\[no-\][A-Za-z0-9][A-Za-z0-9_-]*)"
     r"(?P<rest>\[\S*|=\S+|<\S*| " + _META + r"| \[" + _META + r"\])?(?:\.\.\.)?$"
 )
@@ -190,9 +202,9 @@ def _head(line: str) -> str:
         i += 1
     head = "".join(out).strip().rstrip(",")
     # curl: `--alt-svc <file name> Enable alt-svc`: the description after one space
-    m = re.match(r"^((?:[^<]|<[^>]*>)*?) [A-Z][a-z(]", head) or re.match(
-        r"^([^<]*<[^>]*>(?:\.\.\.)?) +[a-z]", head
-    )  # chrt: `-D, --sched-deadline <ns> deadline parameter`
+    m = re.match(r"^([^<]*<[^>]*>(?:\.\.\.)?) +\S", head) or re.match(
+        r"^((?:[^<]|<[^>]*>)*?) [A-Z][a-z(]", head
+    )  # chrt: `-D, --sched-deadline <ns> deadline parameter`; curl: `<list> SSL ciphers`
     return m.group(1) if m and head.startswith("-") else head
 
 
@@ -212,13 +224,27 @@ def _parts(head: str) -> list[str]:
 
 
 def parse_line(
-    line: str, metavar_required: bool = False
+    line: str, metavar_required: bool = False, retry: bool = True
 ) -> list[tuple[str, int, bool, bool]] | None:
     """[(spelling, arity, explicit, literal)] for one option line, or None when it is not
     one. `explicit`: the spelling shows its own value; `literal`: `--check=quiet`, a value."""
     head = _head(line)
     if not head.startswith("-") or head in ("-", "--"):
         return None
+    found = _parse_head(head, metavar_required)
+    if found is None and retry:
+        # tar: `--exclude-caches-under exclude everything`: one space before the description.
+        # The spellings are the words up to one not ending in a comma (`--nh, --no-hyph...`).
+        words = head.split(" ")
+        end = 1
+        while end < len(words) and words[end - 1].endswith(","):
+            end += 1
+        if words[end - 1].startswith("--"):
+            found = _parse_head(" ".join(words[:end]), metavar_required)
+    return found
+
+
+def _parse_head(head: str, metavar_required: bool) -> list[tuple[str, int, bool, bool]] | None:
     found: dict[str, tuple[int, bool, bool]] = {}
     for part in _parts(head):
         if re.fullmatch(r"-<(number|n|num)>|-NUM", part):
@@ -246,6 +272,9 @@ def parse_line(
             found[n] = (a, bool(rest), literal)
     if not found:
         return None
+    if any(e and not n.startswith("--") for n, (_, e, _) in found.items()):
+        # `-e script, --expression=script`: a short one shows a value, so `=script` is one too
+        found = {n: (REQUIRED if lit else a, e, False) for n, (a, e, lit) in found.items()}
     return [(n, a, e, lit) for n, (a, e, lit) in found.items()]
 
 
@@ -273,12 +302,13 @@ def group(spellings: list[tuple[str, int, bool, bool]], style: str = "gnu") -> l
     return [[" ".join(names), arity] for arity, names in by_arity.items()]
 
 
-def options_from_help(text: str, metavar_required: bool = False) -> list:
+def options_from_help(text: str, metavar_required: bool = False, retry: bool = True) -> list:
     out: list = []
     for line in text.splitlines():
-        if not re.match(r"^\s{0,12}[-]", line.expandtabs()):
+        indent = 12 if metavar_required else 8  # deeper: a description (git: sub-options)
+        if not re.match(rf"^\s{{0,{indent}}}[-]", line.expandtabs()):
             continue
-        found = parse_line(line, metavar_required)
+        found = parse_line(line, metavar_required, retry)
         if not found:
             continue
         out.extend(group(found))
@@ -351,7 +381,7 @@ def git_options(sub: str) -> list:
             text = text.split("OPTIONS", 1)[1].split("GIT COMMANDS", 1)[0]
         out += options_from_help(text, metavar_required=True)
     if sub:
-        out += options_from_help(run("git", sub, "-h"))
+        out += options_from_help(run("git", sub, "-h"), retry=False)  # well formed
         helper = run("git", sub, "--git-completion-helper").split()
         if sub in ("log", "show", "whatchanged", "rev-list"):  # walkers take diff options too
             helper += run("git", "diff", "--git-completion-helper").split()
@@ -367,8 +397,13 @@ def git_options(sub: str) -> list:
 
 
 def clap_options() -> list:
-    """ripgrep 13 (clap 2): `-A, --after-context <NUM>`."""
-    return options_from_help(run("rg", "--help"))
+    """ripgrep 13 (clap 2): `-A, --after-context <NUM>`; its negations (`--no-unicode`,
+    `--unicode`) are named only in the text, and take no value."""
+    text = run("rg", "--help")
+    out = options_from_help(text)
+    known = {n for names, _ in out for n in names.split()}
+    named = re.findall(r"(?<![\w-])(--[a-z][a-z0-9-]*[a-z0-9])\b", text)
+    return out + [[name, NONE] for name in dict.fromkeys(named) if name not in known]
 
 
 # ------------------------------------------------------------------------ table
