@@ -158,13 +158,13 @@ def run(*argv: str) -> str:
 
 def version(program: str) -> str:
     if program == "ssh" or program in ("scp", "sftp"):
-        return run("ssh", "-V").strip().splitlines()[0]
+        return run("ssh", "-V").strip().splitlines()[0].split(",")[0]
     if program.startswith("git"):
         return run("git", "--version").strip()
     for flag in ("--version", "-V", "-v"):
         out = run(program, flag).strip()
         if out and "nrecognized" not in out and "invalid" not in out and "llegal" not in out:
-            return out.splitlines()[0]
+            return re.split(r",| \(x86| built on", out.splitlines()[0])[0].strip()
     return "unknown"
 
 

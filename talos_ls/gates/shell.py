@@ -7,13 +7,18 @@ as the shell will see them after quote removal (`r''m`, `\\rm` and `"r"m` are al
 `$'\\x72m'` too); wrappers are looked through (`/usr/bin/env nice -n 5 command curl` runs
 `curl`), and every layer is kept so a rule on the wrapper (`sudo`) still holds.
 
+Options are read as each program reads them (`options.py`: prefixes, attached values, git's
+subcommands), and every option value that may name a file is path-checked.
+
 What it reports as a *risk* (a reason the command cannot run without the person's approval):
 redirections that write or read files, `exec`-style flags that run other programs or write
-files (`find -exec/-delete/-fprintf`, `git -c/--output`, `rg --pre`, `sed -i`), `xargs`,
-environment assignments, expansions whose value is only known when the command runs, and any
-construct the grammar finds but this module does not model (loops, functions, here-documents,
-syntax errors). A command whose program cannot be known without running it (`$X args`,
-`eval`, a non-literal `sh -c` body) is *opaque*: no rule can vouch for it.
+files (`find -exec/-delete/-fprintf`, `git --output`, `rg --pre`, `sed -i`), an option the
+program's table does not know, `xargs`, environment assignments, expansions whose value is only
+known when the command runs, and any construct the grammar finds but this module does not model
+(loops, functions, here-documents, syntax errors). A command whose program cannot be known
+without running it (`$X args`, `eval`, a non-literal `sh -c` body, a flag or an environment
+variable that runs a program given as text, arithmetic or a variable name bash evaluates from
+data) is *opaque*: no rule can vouch for it.
 """
 
 from __future__ import annotations
