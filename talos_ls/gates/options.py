@@ -14,11 +14,13 @@ from __future__ import annotations
 
 import functools
 import json
+import logging
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from importlib import resources
 
+log = logging.getLogger(__name__)
 NONE, REQUIRED, OPTIONAL, COMMAND = 0, 1, 2, -1  # COMMAND: `find -exec ... ;`
 FIND_OPERATORS = frozenset({"(", ")", "!", ",", "-a", "-and", "-o", "-or", "-not"})
 _NUMBER = re.compile(r"-[0-9]+")
@@ -126,8 +128,15 @@ class Spec:
 
 @functools.cache
 def _table() -> dict[str, dict]:
-    text = resources.files(__package__).joinpath("options.json").read_text(encoding="utf-8")
-    programs: dict[str, dict] = json.loads(text)["programs"]
+    """The tables, read once. Missing or broken (an installation without its data file), the
+    reader falls back to reading every program word by word, and says so in the log."""
+    try:
+        text = resources.files(__package__).joinpath("options.json").read_text(encoding="utf-8")
+        programs: dict[str, dict] = json.loads(text)["programs"]
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        log.error("the shell reader's option tables cannot be read (%s): %s",
+                  type(exc).__name__, "reinstall talos-ls")  # fmt: skip
+        return {}
     return programs
 
 

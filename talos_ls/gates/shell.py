@@ -200,10 +200,11 @@ SSH_RUNS = frozenset({"proxycommand", "localcommand", "permitlocalcommand", "kno
 # python(1), node(1), perlrun(1), ruby(1), ssh(1), tar(1) TAR_OPTIONS, rg(1), make(1).
 ENV_RUNS: dict[str, tuple[str, ...]] = {
     "git": ("GIT_*",),  # all but the harmless ones below: config, pager, editor, ssh, hooks...
-    "pagers and man": ("PAGER", "MANPAGER", "MANOPT", "MANROFFOPT", "BROWSER", "LESS",
-                       "LESSOPEN", "LESSCLOSE", "LESSKEY", "LESSKEYIN", "LESSKEY_SYSTEM",
-                       "LESSKEYIN_SYSTEM", "LESSEDIT", "SYSTEMD_PAGER", "SYSTEMD_LESS",
-                       "BAT_PAGER", "GH_PAGER", "DELTA_PAGER"),
+    "pagers and man": ("PAGER", "MANPAGER", "MANOPT", "MANROFFOPT", "MAN_DISABLE_SECCOMP",
+                       "BROWSER", "LESS", "MORE", "LESSOPEN", "LESSCLOSE", "LESSKEY",
+                       "LESSKEYIN", "LESSKEY_SYSTEM", "LESSKEYIN_SYSTEM", "LESSEDIT",
+                       "LESSSHELL", "LESSMETACHARS", "LESSMETAESCAPE", "SYSTEMD_PAGER",
+                       "SYSTEMD_LESS", "BAT_PAGER", "GH_PAGER", "DELTA_PAGER"),
     "editors": ("EDITOR", "VISUAL", "FCEDIT", "SUDO_EDITOR", "SYSTEMD_EDITOR",
                 "SELECTED_EDITOR", "VIMINIT", "EXINIT", "MYVIMRC", "VIMRUNTIME", "VIM",
                 "NVIM_APPNAME"),
@@ -1163,7 +1164,7 @@ def _read_git(args: list[Word], out: _Options) -> None:
         _read_program("git", "git", ["git", "git *"], args, out)
         return
     reading = options.read(own, texts, stop=True)
-    _judge("git", ["git"], reading, args, out, unknown_is_risk=True)
+    _judge("git", ["git"], reading, args, out)
     if any(_unknown_start(a) for a in args):
         out.opaque.append("git is given an argument known only when it runs, which could be "
                           "an option that runs a program")  # fmt: skip
@@ -1200,7 +1201,7 @@ def _read_program(shown: str, name: str, keys: list[str], args: list[Word], out:
         _read_untabled(shown, keys, args, out)
         return
     reading = options.read(sp, [_option_text(a) for a in args])
-    _judge(shown, keys, reading, args, out, unknown_is_risk=True)
+    _judge(shown, keys, reading, args, out)
     out.operands = [args[i] for i in reading.operands]
     out.values += [args[i] for i in reading.maybe_values if i < len(args)]
     out.values += [Word(text) for text in reading.loose]
@@ -1211,16 +1212,11 @@ def _read_program(shown: str, name: str, keys: list[str], args: list[Word], out:
 
 
 def _judge(
-    shown: str,
-    keys: list[str],
-    reading: options.Reading,
-    args: list[Word],
-    out: _Options,
-    *,
-    unknown_is_risk: bool,
+    shown: str, keys: list[str], reading: options.Reading, args: list[Word], out: _Options
 ) -> None:
     """Risks and opaque reasons of the options read; their values to path-check. An option
-    that may be one of several is judged by the worst of them."""
+    that may be one of several is judged by the worst of them; one the table does not know
+    is asked."""
     risky, opaque = _tables(keys, RISKY_FLAGS), _tables(keys, OPAQUE_FLAGS)
     given_names = {n for g in reading.given if g.known for n in g.names}
     for g in reading.given:
@@ -1242,7 +1238,7 @@ def _judge(
             for spelling, reason in dict.fromkeys(hits):
                 name = g.shown if g.known else f"{g.spelled} (maybe {spelling})"
                 target.append(f"{shown} {name} {reason}")
-        if unknown_is_risk and not hits_opaque and not hits_risky:
+        if not hits_opaque and not hits_risky:
             if not g.options:
                 out.risks.append(f"{shown} {g.spelled} is an option Talos does not know")
             elif len(g.options) > 1:
