@@ -295,6 +295,8 @@ def group(spellings: list[tuple[str, int, bool, bool]], style: str = "gnu") -> l
         if (not name.startswith("--") and not explicit and not shorts_explicit
                 and REQUIRED in longs and not literal):  # fmt: skip
             arity = REQUIRED
+        if style == "git" and not name.startswith("--") and not explicit and longs:
+            arity = max(longs)  # parse-options: one option, `-u[<mode>]` like `--untracked`
         out.append((name, arity))
     by_arity: dict[int, list[str]] = {}
     for name, arity in out:
@@ -302,7 +304,9 @@ def group(spellings: list[tuple[str, int, bool, bool]], style: str = "gnu") -> l
     return [[" ".join(names), arity] for arity, names in by_arity.items()]
 
 
-def options_from_help(text: str, metavar_required: bool = False, retry: bool = True) -> list:
+def options_from_help(
+    text: str, metavar_required: bool = False, retry: bool = True, style: str = "gnu"
+) -> list:
     out: list = []
     for line in text.splitlines():
         indent = 12 if metavar_required else 8  # deeper: a description (git: sub-options)
@@ -311,7 +315,7 @@ def options_from_help(text: str, metavar_required: bool = False, retry: bool = T
         found = parse_line(line, metavar_required, retry)
         if not found:
             continue
-        out.extend(group(found))
+        out.extend(group(found, style))
     return dedupe(out)
 
 
@@ -381,7 +385,7 @@ def git_options(sub: str) -> list:
             text = text.split("OPTIONS", 1)[1].split("GIT COMMANDS", 1)[0]
         out += options_from_help(text, metavar_required=True)
     if sub:
-        out += options_from_help(run("git", sub, "-h"), retry=False)  # well formed
+        out += options_from_help(run("git", sub, "-h"), retry=False, style="git")
         helper = run("git", sub, "--git-completion-helper").split()
         if sub in ("log", "show", "whatchanged", "rev-list"):  # walkers take diff options too
             helper += run("git", "diff", "--git-completion-helper").split()
