@@ -365,3 +365,16 @@ def test_the_reasons_name_the_option_as_the_program_reads_it():
     risks = analyze("git log --outp=x").all_risks
     assert any(r.startswith("git log --outp (maybe --output) writes a file") for r in risks)
     assert "git --ext-diff" not in " ".join(analyze("git log -c").all_risks)
+
+
+def test_the_person_is_told_what_bash_would_evaluate(ws):
+    """Full-auto asks for these; the prompt says why first, not a lesser risk of the line."""
+    p = policy(ws, "full-auto")
+    for command, why in [
+        ("x='a[$(touch p)]'; echo $((x))", "evaluates x as arithmetic"),
+        ("cat <<EOF\n`touch p`\nEOF", "a here-document body runs `...` commands"),
+        ("echo ${x@P}", "expands a value as a prompt"),
+        ("GIT_PAGER='touch p' git log", "sets GIT_PAGER, which can make git run a program"),
+    ]:
+        decision = p.check_command(command)
+        assert decision.verdict == "ask" and decision.reason.startswith(why), decision

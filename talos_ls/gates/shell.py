@@ -298,6 +298,7 @@ class Analysis:
     commands: list[SimpleCommand] = field(default_factory=list)
     risks: list[str] = field(default_factory=list)  # of the line as a whole
     opaque: bool = False  # something runs that no rule can vouch for
+    evaluates: list[str] = field(default_factory=list)  # why: what bash evaluates from data
 
     @property
     def all_risks(self) -> list[str]:
@@ -681,6 +682,8 @@ class _Analyzer:
     # ------------------------------------------------ what bash evaluates
     def opaque(self, why: str) -> None:
         self.risk(why)
+        if why not in self.result.evaluates:
+            self.result.evaluates.append(why)
         self.result.opaque = True
 
     def evaluations(self, root: tree_sitter.Node) -> None:
@@ -1063,6 +1066,8 @@ class _Analyzer:
         self.result.commands.extend(nested.commands)
         for r in nested.risks:
             self.risk(r)
+        for why in nested.evaluates:
+            self.opaque(why)
         self.result.opaque = self.result.opaque or nested.opaque
         return True
 
