@@ -232,7 +232,7 @@ def parse_line(
     if not head.startswith("-") or head in ("-", "--"):
         return None
     found = _parse_head(head, metavar_required)
-    if found is None and retry:
+    if found is None and retry and not metavar_required:
         # tar: `--exclude-caches-under exclude everything`: one space before the description.
         # The spellings are the words up to one not ending in a comma (`--nh, --no-hyph...`).
         words = head.split(" ")
