@@ -378,3 +378,10 @@ def test_the_person_is_told_what_bash_would_evaluate(ws):
     ]:
         decision = p.check_command(command)
         assert decision.verdict == "ask" and decision.reason.startswith(why), decision
+
+
+def test_a_negation_turns_an_option_off():
+    """git's `--no-textconv` (listed with `--textconv`) and `--no-ext-diff` are safe."""
+    assert analyze("git log -p --no-textconv").all_risks == []
+    assert analyze("git diff --no-ext-diff").all_risks == []
+    assert analyze("git log --textconv").all_risks

@@ -298,10 +298,16 @@ def group(spellings: list[tuple[str, int, bool, bool]], style: str = "gnu") -> l
         if style == "git" and not name.startswith("--") and not explicit and longs:
             arity = max(longs)  # parse-options: one option, `-u[<mode>]` like `--untracked`
         out.append((name, arity))
+    positive = {n for n, _ in out}
+    negations = [n for n, _ in out if n.startswith("--no-") and "--" + n[5:] in positive]
     by_arity: dict[int, list[str]] = {}
     for name, arity in out:
-        by_arity.setdefault(arity, []).append(name)
-    return [[" ".join(names), arity] for arity, names in by_arity.items()]
+        if name not in negations:
+            by_arity.setdefault(arity, []).append(name)
+    # `--textconv, --no-textconv`: the negation turns it off; an option of its own
+    return [[" ".join(names), arity] for arity, names in by_arity.items()] + [
+        [n, NONE] for n in negations
+    ]
 
 
 def options_from_help(
