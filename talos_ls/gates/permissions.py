@@ -315,6 +315,9 @@ class Policy:
                 grants.append(rules)
         if analysis.risks and not asked:
             asked.append((analysis.commands[0], analysis.risks[0]))
+        # What bash would evaluate from data (`$((x))`, `${!x}`, a here-document's backticks)
+        # belongs to the line, not to one program: said first.
+        asked[:0] = [(analysis.commands[0], why) for why in analysis.evaluates[:1]]
         if not self.sandboxed:
             if self.mode == "read-only":
                 return Decision("deny", "commands cannot run in read-only mode without a sandbox")

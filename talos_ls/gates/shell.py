@@ -7,13 +7,18 @@ as the shell will see them after quote removal (`r''m`, `\\rm` and `"r"m` are al
 `$'\\x72m'` too); wrappers are looked through (`/usr/bin/env nice -n 5 command curl` runs
 `curl`), and every layer is kept so a rule on the wrapper (`sudo`) still holds.
 
+Options are read as each program reads them (`options.py`: prefixes, attached values, git's
+subcommands), and every option value that may name a file is path-checked.
+
 What it reports as a *risk* (a reason the command cannot run without the person's approval):
 redirections that write or read files, `exec`-style flags that run other programs or write
-files (`find -exec/-delete/-fprintf`, `git -c/--output`, `rg --pre`, `sed -i`), `xargs`,
-environment assignments, expansions whose value is only known when the command runs, and any
-construct the grammar finds but this module does not model (loops, functions, here-documents,
-syntax errors). A command whose program cannot be known without running it (`$X args`,
-`eval`, a non-literal `sh -c` body) is *opaque*: no rule can vouch for it.
+files (`find -exec/-delete/-fprintf`, `git --output`, `rg --pre`, `sed -i`), an option the
+program's table does not know, `xargs`, environment assignments, expansions whose value is only
+known when the command runs, and any construct the grammar finds but this module does not model
+(loops, functions, here-documents, syntax errors). A command whose program cannot be known
+without running it (`$X args`, `eval`, a non-literal `sh -c` body, a flag or an environment
+variable that runs a program given as text, arithmetic or a variable name bash evaluates from
+data) is *opaque*: no rule can vouch for it.
 """
 
 from __future__ import annotations
@@ -32,6 +37,7 @@ import tree_sitter
 import tree_sitter_bash
 
 from ..files import is_secrets_file
+from . import options
 
 _LANGUAGE = tree_sitter.Language(tree_sitter_bash.language())
 MAX_DEPTH = 8  # nested `sh -c` bodies; deeper is opaque
@@ -55,46 +61,125 @@ _DYNAMIC = frozenset(
     }
 )
 
-# Flags that make a program run another program, or write or delete files. Values: what the
-# person is told. A flag may be given as `--flag=value` or, for short ones, with the value
-# attached (`-i.bak`).
+# Flags that make a program write or delete files, follow links out of the workspace, or run
+# a program its configuration names: the command is asked. Keys: a program; `git` (its own
+# options, before the subcommand), `git SUB`, `git *` (every subcommand). Values: what the
+# person is told. Any spelling names the option: the option tables (`options.py`) know that
+# `--dereference-recursive` is `-R` and that `--derefer` is a prefix of it.
+LINKS_OUT = "follows symbolic links out of the workspace"
 RISKY_FLAGS: dict[str, dict[str, str]] = {
+    # programs that write or delete files
     "find": {"-exec": "runs another command", "-execdir": "runs another command",
              "-ok": "runs another command", "-okdir": "runs another command",
              "-delete": "deletes files", "-fprint": "writes a file", "-fprint0": "writes a file",
              "-fprintf": "writes a file", "-fls": "writes a file",
-             "-L": "follows symbolic links out of the workspace",
-             "-H": "follows symbolic links", "-follow": "follows symbolic links"},
-    "git": {"-C": "runs in another directory", "--git-dir": "uses another repository",
-            "--work-tree": "uses another work tree", "--output": "writes a file",
-            "--ext-diff": "runs an external diff program", "--exec": "runs another command",
-            "--no-index": "reads files outside the repository",
-            "--textconv": "runs conversion programs"},
-    "sed": {"-i": "edits files in place", "--in-place": "edits files in place"},
-    "sort": {"-o": "writes a file", "--output": "writes a file"},
+             "-L": LINKS_OUT, "-H": "follows symbolic links", "-follow": "follows symbolic links"},
+    "sed": {"-i": "edits files in place"},
+    "sort": {"-o": "writes a file"},
     "tee": {"": "writes files"},  # tee writes whatever it is given
     "uniq": {"": "may write its second argument"},
-    "tree": {"-o": "writes a file"},
-    "grep": {"-R": "follows symbolic links out of the workspace",
-             "--dereference-recursive": "follows symbolic links out of the workspace"},
-    "rg": {"-L": "follows symbolic links out of the workspace",
-           "--follow": "follows symbolic links out of the workspace",
-           "--pre": "runs a preprocessor program on every file",
+    "tree": {"-o": "writes a file", "-R": "writes an HTML file into every directory",
+             "-l": LINKS_OUT},
+    "file": {"-C": "writes a compiled magic file"},
+    # readers that follow links out of the workspace
+    "grep": {"-R": LINKS_OUT},
+    "rg": {"-L": LINKS_OUT, "--pre": "runs a preprocessor program on every file",
            "--pre-glob": "runs a preprocessor program"},
-    "du": {"-L": "follows symbolic links", "--dereference": "follows symbolic links"},
-    "cp": {"-L": "follows symbolic links", "--dereference": "follows symbolic links"},
+    "du": {"-L": "follows symbolic links"},
+    "cp": {"-L": "follows symbolic links"},
+    "ls": {"-L": "follows symbolic links"},
+    "diff": {"-r": LINKS_OUT + " (unless --no-dereference)"},
+    # git: another repository, files written, programs its configuration names
+    "git": {"-C": "runs in another directory", "--git-dir": "uses another repository",
+            "--work-tree": "uses another work tree"},
+    "git *": {"--output": "writes a file", "--ext-diff": "runs an external diff program",
+              "--no-index": "reads files outside the repository",
+              "--textconv": "runs conversion programs"},
+    "git branch": {"-d": "changes branches", "-D": "changes branches", "-m": "changes branches",
+                   "-M": "changes branches", "-c": "changes branches", "-C": "changes branches",
+                   "-f": "changes branches", "-u": "changes branches", "-t": "changes branches",
+                   "--unset-upstream": "changes branches", "--track": "changes branches",
+                   "--edit-description": "opens an editor"},
+    "git difftool": {"": "runs the configured diff tool"},
+    "git mergetool": {"": "runs the configured merge tool"},
+    "ssh": {"-E": "writes a log file"},
+    "less": {"-o": "writes a file", "-O": "writes a file", "--log-file": "writes a file",
+             "--LOG-FILE": "writes a file"},
 }  # fmt: skip
-# Flags that make a program run code this module cannot see (a git alias `!cmd` or pager, a
-# tar or sort helper program): what runs is unknown, so no rule can vouch for the command.
-OPAQUE_FLAGS: dict[str, frozenset[str]] = {
-    "git": frozenset({"-c", "--config-env", "--exec-path", "--upload-pack", "--receive-pack"}),
-    "tar": frozenset({"--to-command", "--checkpoint-action", "-I", "--use-compress-program",
-                      "--info-script", "-F", "--new-volume-script"}),
-    "sort": frozenset({"--compress-program"}),
-    "rsync": frozenset({"-e", "--rsh", "--rsync-path"}),
-    "zip": frozenset({"-TT", "--unzip-command"}),
+# Flags that make a program run code given on the command line, or read from a file it names:
+# what runs is unknown, so no rule can vouch for the command (even full-auto asks). Grouped by
+# family; values: what the person is told.
+GIVEN_AS_TEXT = "can run a program given as text"
+CONFIG_RUNS = "can run a program given as text (configuration: aliases, pagers, hooks)"
+EDITOR_COMMANDS = "runs editor commands given on the command line or in a file"
+OPAQUE_FLAGS: dict[str, dict[str, str]] = {
+    # git: configuration, helpers and hooks named on the command line
+    "git": {"-c": CONFIG_RUNS, "--config-env": CONFIG_RUNS,
+            "--exec-path": "runs git's helper programs from the directory given"},
+    "git *": {"--upload-pack": GIVEN_AS_TEXT, "--receive-pack": GIVEN_AS_TEXT,
+              "--exec": GIVEN_AS_TEXT},
+    "git clone": {"--config": CONFIG_RUNS, "--template": "installs hooks from the directory given",
+                  "-u": GIVEN_AS_TEXT},
+    "git init": {"--template": "installs hooks from the directory given"},
+    "git rebase": {"--exec": "runs the command given after each commit"},
+    "git difftool": {"--extcmd": "runs the diff command given"},
+    "git grep": {"--open-files-in-pager": "runs the pager given"},
+    "git send-email": {"--sendmail-cmd": GIVEN_AS_TEXT, "--smtp-server": GIVEN_AS_TEXT,
+                       "--to-cmd": GIVEN_AS_TEXT, "--cc-cmd": GIVEN_AS_TEXT,
+                       "--header-cmd": GIVEN_AS_TEXT},
+    "git filter-branch": {"": "runs the shell filters given"},
+    "git bisect": {"run": "runs the command given on every step"},
+    "git submodule": {"foreach": "runs the command given in every submodule"},
+    # archivers and sort: helper programs named on the command line
+    "tar": {"--to-command": GIVEN_AS_TEXT, "--checkpoint-action": GIVEN_AS_TEXT,
+            "-I": GIVEN_AS_TEXT, "-F": "runs the volume script given",
+            "--rsh-command": GIVEN_AS_TEXT, "--rmt-command": GIVEN_AS_TEXT},
+    "sort": {"--compress-program": GIVEN_AS_TEXT},
+    "zip": {"-TT": GIVEN_AS_TEXT, "--unzip-command": GIVEN_AS_TEXT},
+    # remote shells: the local programs they start
+    "rsync": {"-e": GIVEN_AS_TEXT, "--rsh": GIVEN_AS_TEXT, "--rsync-path": GIVEN_AS_TEXT},
+    "ssh": {"-F": "reads a configuration that can run commands (ProxyCommand, LocalCommand)",
+            "-I": "loads the PKCS#11 library given"},
+    "scp": {"-S": "uses the program given as ssh",
+            "-F": "reads a configuration that can run commands (ProxyCommand, LocalCommand)"},
+    "sftp": {"-S": "uses the program given as ssh", "-D": "runs the sftp server given",
+             "-b": "runs a batch file, whose ! lines run local commands",
+             "-F": "reads a configuration that can run commands (ProxyCommand, LocalCommand)"},
+    # editors and pagers: commands given on the command line or in a file
+    **{editor: {"-c": EDITOR_COMMANDS, "--cmd": EDITOR_COMMANDS, "-S": EDITOR_COMMANDS,
+                "-s": EDITOR_COMMANDS, "-u": EDITOR_COMMANDS, "-U": EDITOR_COMMANDS,
+                "-e": "reads editor commands from its input",
+                "-E": "reads editor commands from its input",
+                "-l": "runs the Lua script given", "--listen": "serves commands from others",
+                "--remote": "sends commands to another editor",
+                "--servername": "sends commands to another editor",
+                "--remote-send": "sends commands to another editor",
+                "--remote-expr": "sends commands to another editor"}
+       for editor in ("vim", "vi", "nvim", "view", "vimdiff", "nvimdiff", "rvim", "rview",
+                      "gvim", "gview", "evim", "vim.tiny", "vim.basic")},
+    "ex": {"": "reads editor commands from its input"},
+    "less": {"-k": "reads key bindings that can set commands (LESSOPEN)",
+             "--lesskey-file": "reads key bindings that can set commands (LESSOPEN)",
+             "--lesskey-src": "reads key bindings that can set commands (LESSOPEN)"},
+    "man": {"-P": "uses the program given as its pager",
+            "-H": "runs the browser given", "--html": "runs the browser given",
+            "-C": "reads a configuration that names programs"},
+    # downloaders: configuration files and commands
+    "curl": {"-K": "reads options from the file given"},
+    "wget": {"-e": "runs the .wgetrc commands given", "--config": "reads a .wgetrc file",
+             "--use-askpass": GIVEN_AS_TEXT},
+    # build tools and interpreters told to run a file or text
+    "make": {"-E": "evaluates the makefile text given"},
+    **{awk: {"-f": "runs the awk program in the file given", "--file": "runs the awk program "
+             "in the file given", "-E": "runs the awk program in the file given",
+             "--exec": "runs the awk program in the file given",
+             "-i": "includes the awk source file given", "--include": "includes the awk "
+             "source file given", "-l": "loads the extension library given",
+             "--load": "loads the extension library given"}
+       for awk in ("awk", "gawk", "mawk", "nawk", "original-awk")},
 }  # fmt: skip
-# Long spellings that mean the same as a short flag, for matching rules (`rm --force -r`).
+# Long spellings that mean the same as a short flag, for matching rules (`rm --force -r`), for
+# programs the option tables do not have.
 FLAG_ALIASES: dict[str, dict[str, str]] = {
     "rm": {"--recursive": "-r", "-R": "-r", "--force": "-f"},
     "cp": {"--recursive": "-r", "-R": "-r", "--force": "-f"},
@@ -103,6 +188,66 @@ FLAG_ALIASES: dict[str, dict[str, str]] = {
     "git": {"--force": "-f"},
 }
 NO_CLUSTERS = frozenset({"find", "java", "gcc", "g++", "clang", "go", "tar"})  # `-exec` is one flag
+# ssh's -o keywords that run a local program or load code (compared without case).
+SSH_RUNS = frozenset({"proxycommand", "localcommand", "permitlocalcommand", "knownhostscommand",
+                      "match", "include", "pkcs11provider", "securitykeyprovider",
+                      "xauthlocation", "proxyjump", "controlpath", "controlmaster"})  # fmt: skip
+
+# Environment variables that make a program run something (or load code, or read the
+# configuration that does): assigning one makes the command opaque, like `git -c`. Grouped by
+# family; a name ending in `*` is a prefix. From each program's documentation: git(1)
+# ENVIRONMENT VARIABLES and git-config(1) ENVIRONMENT, less(1), man(1), bash(1), ld.so(8),
+# python(1), node(1), perlrun(1), ruby(1), ssh(1), tar(1) TAR_OPTIONS, rg(1), make(1).
+ENV_RUNS: dict[str, tuple[str, ...]] = {
+    "git": ("GIT_*",),  # all but the harmless ones below: config, pager, editor, ssh, hooks...
+    "pagers and man": ("PAGER", "MANPAGER", "MANOPT", "MANROFFOPT", "MAN_DISABLE_SECCOMP",
+                       "BROWSER", "LESS", "MORE", "LESSOPEN", "LESSCLOSE", "LESSKEY",
+                       "LESSKEYIN", "LESSKEY_SYSTEM", "LESSKEYIN_SYSTEM", "LESSEDIT",
+                       "LESSSHELL", "LESSMETACHARS", "LESSMETAESCAPE", "SYSTEMD_PAGER",
+                       "SYSTEMD_LESS", "BAT_PAGER", "GH_PAGER", "DELTA_PAGER"),
+    "editors": ("EDITOR", "VISUAL", "FCEDIT", "SUDO_EDITOR", "SYSTEMD_EDITOR",
+                "SELECTED_EDITOR", "VIMINIT", "EXINIT", "MYVIMRC", "VIMRUNTIME", "VIM",
+                "NVIM_APPNAME"),
+    "password helpers": ("SSH_ASKPASS", "SSH_ASKPASS_REQUIRE", "SUDO_ASKPASS"),
+    "shells": ("BASH_ENV", "ENV", "PROMPT_COMMAND", "PS0", "PS1", "PS2", "PS3", "PS4",
+               "SHELLOPTS", "BASHOPTS", "BASH_LOADABLES_PATH", "SHELL", "ZDOTDIR", "PATH",
+               "HOME", "XDG_CONFIG_HOME", "XDG_CONFIG_DIRS", "XDG_DATA_HOME", "XDG_DATA_DIRS"),
+    "the dynamic loader": ("LD_*", "GCONV_PATH"),
+    "interpreters": ("PYTHONSTARTUP", "PYTHONPATH", "PYTHONHOME", "PYTHONUSERBASE",
+                     "PYTHONWARNINGS", "PYTHONBREAKPOINT", "PYTHONINSPECT", "PYTHONEXECUTABLE",
+                     "PYTHONPLATLIBDIR", "NODE_OPTIONS", "NODE_PATH", "NODE_REPL_EXTERNAL_MODULE",
+                     "NPM_CONFIG_*", "PERL5OPT", "PERL5LIB", "PERLLIB", "PERL5DB", "RUBYOPT",
+                     "RUBYLIB", "RUBYSHELL", "JAVA_TOOL_OPTIONS", "_JAVA_OPTIONS",
+                     "JDK_JAVA_OPTIONS", "CLASSPATH", "DOTNET_STARTUP_HOOKS", "GOFLAGS",
+                     "RUSTC_WRAPPER", "RUSTC", "CARGO_BUILD_RUSTC_WRAPPER"),
+    "build tools": ("MAKEFLAGS", "MAKEFILES", "GNUMAKEFLAGS", "CC", "CXX", "CPP", "LD", "AR",
+                    "CFLAGS", "CXXFLAGS", "CPPFLAGS", "LDFLAGS"),
+    "tools reading options from the environment": (
+        "TAR_OPTIONS", "GREP_OPTIONS", "RIPGREP_CONFIG_PATH", "GZIP", "ZIPOPT", "UNZIP",
+        "CURL_HOME", "WGETRC", "SYSTEM_WGETRC", "RSYNC_RSH", "RSYNC_CONNECT_PROG"),
+}  # fmt: skip
+GIT_ENV_HARMLESS = frozenset({
+    "GIT_AUTHOR_NAME", "GIT_AUTHOR_EMAIL", "GIT_AUTHOR_DATE", "GIT_COMMITTER_NAME",
+    "GIT_COMMITTER_EMAIL", "GIT_COMMITTER_DATE", "GIT_TERMINAL_PROMPT", "GIT_OPTIONAL_LOCKS",
+    "GIT_FLUSH", "GIT_MERGE_AUTOEDIT", "GIT_MERGE_VERBOSITY", "GIT_LITERAL_PATHSPECS",
+    "GIT_GLOB_PATHSPECS", "GIT_NOGLOB_PATHSPECS", "GIT_ICASE_PATHSPECS",
+    "GIT_NO_REPLACE_OBJECTS", "GIT_ADVICE", "GIT_DEFAULT_HASH", "GIT_PROGRESS_DELAY",
+    "GIT_CONFIG_NOSYSTEM", "GIT_ATTR_NOSYSTEM", "GIT_REDACT_COOKIES",
+})  # fmt: skip
+_ENV_EXACT = {n: f for f, names in ENV_RUNS.items() for n in names if not n.endswith("*")}
+_ENV_PREFIX = tuple((n[:-1], f) for f, names in ENV_RUNS.items() for n in names
+                    if n.endswith("*"))  # fmt: skip
+
+
+def env_runs(name: str) -> str | None:
+    """Why setting the variable `name` can make a program run something, if it can."""
+    upper = name.upper() if name.upper().startswith("NPM_CONFIG_") else name
+    if upper in GIT_ENV_HARMLESS:
+        return None
+    family = _ENV_EXACT.get(upper) or next(
+        (f for prefix, f in _ENV_PREFIX if upper.startswith(prefix)), None
+    )
+    return f"sets {name}, which can make {family} run a program" if family else None
 
 
 SYSTEM_BIN = ("/bin/", "/sbin/", "/usr/bin/", "/usr/sbin/", "/usr/local/bin/", "/usr/local/sbin/")
@@ -136,6 +281,8 @@ class SimpleCommand:
     source: str  # its text in the command line
     risks: tuple[str, ...] = ()
     known: bool = True  # False: the program cannot be known before it runs
+    values: tuple[Word, ...] = ()  # its options' values (`-f/abs`, `--file=x`): paths to check
+    operands: tuple[Word, ...] | None = None  # not options; None: every argument is checked
 
     @property
     def program(self) -> str:
@@ -151,6 +298,7 @@ class Analysis:
     commands: list[SimpleCommand] = field(default_factory=list)
     risks: list[str] = field(default_factory=list)  # of the line as a whole
     opaque: bool = False  # something runs that no rule can vouch for
+    evaluates: list[str] = field(default_factory=list)  # why: what bash evaluates from data
 
     @property
     def all_risks(self) -> list[str]:
@@ -211,7 +359,7 @@ def _word(node: tree_sitter.Node) -> Word:
     if kind == "word":
         value, glob = _unescape_word(text)
         return Word(value, static=not _BRACES.search(text), glob=glob)
-    if kind == "number":
+    if kind in ("number", "variable_name"):
         return Word(text)
     if kind == "raw_string":
         return Word(text[1:-1])
@@ -315,8 +463,13 @@ def _body_value(flag: str, runner: Runner, words: list[Word], i: int) -> tuple[W
 def _unwrap(words: list[Word]) -> tuple[list[list[Word]], list[str], bool, list[Word]]:
     """Each layer of runners down to the program that runs; risks; whether the program is
     known; command lines given to runners as text (`env -S`, `flock -c`, `watch`), which the
-    caller analyses in turn. `xargs` adds arguments only known at run time."""
-    layers, risks, known, bodies = [words], [], True, []
+    caller analyses in turn. `xargs` adds arguments only known at run time. A runner's options
+    are read as it reads them (`nice --adj 5 x`, `env --split=...`); one it does not know
+    leaves the program unknown, since where the program starts depends on it."""
+    layers: list[list[Word]] = [words]
+    risks: list[str] = []
+    bodies: list[Word] = []
+    known = True
     while words and words[0].static:
         program = os.path.basename(words[0].text)  # a runner anywhere is still a runner
         runner = RUNNERS.get(program)
@@ -324,29 +477,41 @@ def _unwrap(words: list[Word]) -> tuple[list[list[Word]], list[str], bool, list[
             break
         if program == "command" and any(w.text in ("-v", "-V") for w in words[1:2]):
             break  # `command -v x` looks x up; it does not run it
-        i = 1
-        while i < len(words):
-            flag = words[i].text
-            if flag == "--":
-                i += 1
-                break
-            if not flag.startswith("-") or flag == "-":
-                break
-            given = _body_value(flag, runner, words, i)
-            if given is not None:
-                bodies.append(given[0])
-                i = given[1]
-                continue
-            if program == "env" and flag in ("-C", "--chdir"):
-                risks.append("env -C runs in another directory")
-            i += 2 if (flag in runner.takes and "=" not in flag) else 1
+        sp = options.spec(program)
+        if sp is not None:
+            i, ok = _runner_options(program, runner, sp, words, risks, bodies)
+            known = known and ok
+        else:
+            i = 1
+            while i < len(words):
+                flag = words[i].text
+                if flag == "--":
+                    i += 1
+                    break
+                if not flag.startswith("-") or flag == "-":
+                    break
+                given = _body_value(flag, runner, words, i)
+                if given is not None:
+                    bodies.append(given[0])
+                    i = given[1]
+                    continue
+                i += 2 if (flag in runner.takes and "=" not in flag) else 1
         if program == "env":
             assigned = 0
             while i < len(words) and re.match(r"^[A-Za-z_][A-Za-z0-9_]*=", words[i].text):
+                why = env_runs(words[i].text.split("=", 1)[0])
+                if why:
+                    risks.append(why)
+                    known = False
                 i, assigned = i + 1, assigned + 1
             if assigned:
                 risks.append("sets environment variables for the command")
         i += runner.before
+        if runner.body and i < len(words):  # `flock FILE -c CMD`, `sg GROUP -c CMD`
+            given = _body_value(words[i].text, runner, words, i)
+            if given is not None:
+                bodies.append(given[0])
+                i = len(words)
         if program == "xargs":
             risks.append("xargs runs a command with arguments read from its input")
             known = known and i < len(words)
@@ -363,11 +528,101 @@ def _unwrap(words: list[Word]) -> tuple[list[list[Word]], list[str], bool, list[
     return layers, risks, known, bodies
 
 
+def _runner_options(
+    program: str, runner: Runner, sp: options.Spec, words: list[Word], risks: list[str],
+    bodies: list[Word],
+) -> tuple[int, bool]:  # fmt: skip
+    """A runner's options, read with its table: where its program starts, and whether that
+    is known. Command lines its options give (`env -S`) go to `bodies`."""
+    args = words[1:]
+    reading = options.read(sp, [_option_text(w) for w in args], stop=True)
+    known = not any(_unknown_start(w) for w in args[: reading.end])
+    for g in reading.given:
+        if len(g.options) != 1:
+            risks.append(f"{program} {g.spelled} is an option Talos cannot read, so what it "
+                         "runs is unknown")  # fmt: skip
+            known = False
+            continue
+        names = g.names
+        value = None
+        if g.value is not None:
+            value = args[g.value_index] if g.value_index is not None else Word(
+                g.value, args[g.index].static)  # fmt: skip
+        if names & runner.body and value is not None:
+            bodies.append(value)
+        if program == "env" and names & {"-C", "--chdir"}:
+            risks.append("env -C runs in another directory")
+        if names & {"-E", "--env", "--setenv"} and value is not None:  # strace, systemd-run
+            why = env_runs(value.text.split("=", 1)[0]) if value.static else (
+                f"{program} sets an environment variable known only when it runs")  # fmt: skip
+            if why:
+                risks.append(why)
+                known = False
+    return 1 + reading.end, known
+
+
+# ------------------------------------------------------ what bash evaluates
+# Variables whose value is data from outside the command's text: evaluating one as arithmetic
+# (or as a name) can run a `$(...)` hidden in an array index inside it.
+DATA_VARIABLES = frozenset({"_", "REPLY", "OPTARG", "BASH_REMATCH", "MAPFILE", "PWD", "OLDPWD",
+                            "BASH_ARGV", "BASH_COMMAND", "BASH_EXECUTION_STRING", "COMP_LINE",
+                            "COMP_WORDS", "READLINE_LINE", "@", "*", "0", "1", "2", "3", "4",
+                            "5", "6", "7", "8", "9"})  # fmt: skip
+_INDEX_RUNS = "bash evaluates its array index, running any $(...) in it"
+# Builtins that take a variable NAME (an array element's index in it is evaluated): for each,
+# its options that take a value, and those whose value is a name.
+NAME_BUILTINS: dict[str, tuple[str, str]] = {
+    "read": ("dinNptu", "a"),
+    "mapfile": ("dnOsuc", ""), "readarray": ("dnOsuc", ""),
+    "printf": ("", "v"),
+    "wait": ("", "p"),
+    "getopts": ("", ""),
+    "unset": ("", ""),
+    "test": ("", "vR"), "[": ("", "vR"),
+    "export": ("", ""), "declare": ("", ""), "typeset": ("", ""), "local": ("", ""),
+    "readonly": ("", ""),
+}  # fmt: skip
+# Builtin options that run code given as text, or load it.
+BUILTIN_RUNS: dict[str, dict[str, str]] = {
+    "mapfile": {"-C": "runs the callback given"}, "readarray": {"-C": "runs the callback given"},
+    "compgen": {"-C": "runs the command given", "-F": "runs the function given",
+                "-W": "expands the word list given, running its $(...)"},
+    "complete": {"-C": "runs the command given", "-F": "runs the function given"},
+    "bind": {"-x": "binds a key to a command"},
+    "enable": {"-f": "loads a shared library into the shell"},
+    "hash": {"-p": "makes a name run the program given"},
+    "declare": {"-n": "makes a name refer to another variable"},
+    "typeset": {"-n": "makes a name refer to another variable"},
+    "local": {"-n": "makes a name refer to another variable"},
+}  # fmt: skip
+
+
+def _name_problem(word: Word) -> str | None:
+    """Why a variable NAME given to a builtin (`read NAME`, `printf -v NAME`) could run
+    something: known only when it runs, an array index holding `$`, or a variable that makes
+    programs run others."""
+    if not word.static:
+        return "takes a variable name known only when it runs"
+    name = word.text
+    head = re.split(r"[\[=+]", name, maxsplit=1)[0]
+    if "[" in name and re.search(r"[$`]", name.split("[", 1)[1]):
+        return f"takes the name {name!r}: {_INDEX_RUNS}"
+    return env_runs(head)
+
+
+def _quoted_delimiter(node: tree_sitter.Node) -> bool:
+    start = next((c for c in node.children if c.type == "heredoc_start"), None)
+    return start is None or bool(re.search(r"['\"\\]", _text(start)))
+
+
 # -------------------------------------------------------------- analysis
 class _Analyzer:
     def __init__(self, source: str, depth: int) -> None:
         self.result = Analysis(source)
         self.depth = depth
+        self.tainted: set[str] = set()  # variables given data (read, a $(...), an index)
+        self.arith_refs: dict[str, str] = {}  # variables evaluated as arithmetic -> where
+        self.integers: set[str] = set()  # `declare -i` seen
 
     def risk(self, text: str) -> None:
         if text not in self.result.risks:
@@ -417,9 +672,269 @@ class _Analyzer:
             if not harmless:
                 what = "reads input from" if operator.startswith("<") else "writes output to"
                 self.risk(f"{what} a file ({_text(node)})")
-        for child in node.children:  # substitutions in the target
-            if child.type in _DYNAMIC:
-                self.visit(child)
+        quoted = node.type == "heredoc_redirect" and _quoted_delimiter(node)
+        for child in node.children:  # substitutions in the target, the here-string, the body
+            if child.type == "heredoc_body" and quoted:
+                continue  # `<<'EOF'`: the body is text
+            for sub in _substitutions(child):
+                self.visit(sub)
+
+    # ------------------------------------------------ what bash evaluates
+    def opaque(self, why: str) -> None:
+        self.risk(why)
+        if why not in self.result.evaluates:
+            self.result.evaluates.append(why)
+        self.result.opaque = True
+
+    def evaluations(self, root: tree_sitter.Node) -> None:
+        """Every place bash evaluates text as code besides commands: arithmetic (`$(( ))`,
+        `(( ))`, `let`, `[[ -eq ]]`, array indexes, substring offsets), names it expands
+        (`${!x}`, `[[ -v NAME ]]`), prompt expansion (`${x@P}`), backticks in here-document
+        bodies, assignments of variables that make programs run others. What it cannot tell
+        is harmless makes the command opaque."""
+        stack = [root]
+        while stack:
+            node = stack.pop()
+            kind = node.type
+            children = list(node.children)
+            if kind == "heredoc_redirect":
+                if _quoted_delimiter(node):
+                    children = [c for c in children if c.type != "heredoc_body"]
+                else:
+                    for body in (c for c in children if c.type == "heredoc_body"):
+                        parts = [p for p in body.children if p.type == "heredoc_content"]
+                        for part in parts if body.children else [body]:
+                            if re.search(r"(?<!\\)`", _text(part)):  # tree-sitter does not
+                                self.opaque("a here-document body runs `...` commands that "
+                                            "Talos does not read")  # fmt: skip
+            elif kind == "expansion":
+                self.expansion(node)
+            elif kind == "arithmetic_expansion":
+                self.arithmetic(node, "$((...))")
+            elif kind == "compound_statement" and children and _text(children[0]) == "((":
+                self.arithmetic(node, "((...))")
+            elif kind == "c_style_for_statement":
+                for child in children:
+                    if child.is_named and child.type not in ("do_group", "compound_statement"):
+                        self.arithmetic(child, "for ((...))")
+            elif kind == "test_command":
+                self.test(node)
+            elif kind == "variable_assignment":
+                self.assignment(node)
+            elif kind == "declaration_command":
+                self.declaration(node)
+            elif kind == "unset_command":
+                for child in node.named_children:
+                    word = _word(child)
+                    if not word.text.startswith("-") and (not word.static or (
+                            "[" in word.text and re.search(r"[$`]", word.text))):  # fmt: skip
+                        self.opaque(f"unset {_name_problem(word) or 'takes a name'}")
+            elif kind in ("for_statement", "select_statement"):
+                self.loop_variable(node)
+            stack.extend(reversed(children))
+
+    def arithmetic(self, node: tree_sitter.Node, what: str) -> None:
+        """Arithmetic bash will evaluate: the variables it reads (checked at the end: one
+        holding data is evaluated too), and a command's output or quoted text in it."""
+        stack = [node]
+        while stack:
+            n = stack.pop()
+            kind = n.type
+            if kind in ("command_substitution", "process_substitution"):
+                self.opaque(f"evaluates a command's output as arithmetic ({what}), and "
+                            f"{_INDEX_RUNS}")  # fmt: skip
+                continue
+            if kind in ("raw_string", "ansi_c_string"):
+                self.arith_text(_word(n).text, what)
+                continue
+            if kind == "string_content":
+                self.arith_text(_text(n), what)
+                continue
+            if kind in ("variable_name", "special_variable_name"):
+                self.arith_refs.setdefault(_text(n), what)
+            elif kind == "word" and not n.named_children:
+                self.arith_text(_text(n), what)
+            stack.extend(n.children)
+
+    def arith_text(self, text: str, what: str) -> None:
+        """Arithmetic given as text (`let 'x=y+1'`, a quoted `[[ ... -eq ... ]]` operand)."""
+        if re.search(r"[$`]", text):
+            self.opaque(f"evaluates text holding $ or ` as arithmetic ({what}), and "
+                        f"{_INDEX_RUNS}")  # fmt: skip
+            return
+        for name in re.findall(r"[A-Za-z_][A-Za-z0-9_]*", re.sub(r"\b[0-9][\w#]*", " ", text)):
+            self.arith_refs.setdefault(name, what)
+
+    def expansion(self, node: tree_sitter.Node) -> None:
+        """`${...}`: indirection, prompt expansion, array indexes and substring offsets."""
+        children = node.children
+        texts = [_text(c) for c in children]
+        if len(children) > 2 and texts[1] == "!" and not children[1].is_named:
+            keys = any(t in ("*", "@") for t in texts[2:-1]) or any(
+                c.type == "subscript" and _text(c).endswith(("[@]", "[*]")) for c in children
+            )
+            if not keys:
+                self.opaque("expands a variable named by another variable's value (${!...}), "
+                            f"and {_INDEX_RUNS}")  # fmt: skip
+        for i, text in enumerate(texts[:-1]):
+            if text == "@" and texts[i + 1] == "P":
+                self.opaque("expands a value as a prompt (${...@P}), which runs its $(...)")
+        name = next((_text(c) for c in children if c.type == "variable_name"), None)
+        if name and any(t in (":=", "=") for t in texts):
+            self.tainted.add(name)  # `${x:=...}` assigns it
+        offsets = False
+        for child in children[1:-1]:
+            if not child.is_named and _text(child) == ":":
+                offsets = True
+            elif offsets and child.is_named:
+                self.arithmetic(child, "a substring offset")
+            elif child.type == "subscript":
+                self.subscript(child)
+
+    def subscript(self, node: tree_sitter.Node) -> None:
+        index = [c for c in node.named_children if c.type != "variable_name"]
+        for child in index:
+            if _text(child) not in ("@", "*") and child.type != "number":
+                self.arithmetic(child, "an array index")
+
+    def test(self, node: tree_sitter.Node) -> None:
+        """`[[ -v NAME ]]` expands NAME's index; `[[ A -eq B ]]` evaluates A and B."""
+        stack = [node]
+        while stack:
+            n = stack.pop()
+            ops = [_text(c) for c in n.children if c.type == "test_operator" or not c.is_named]
+            operands = [c for c in n.named_children if c.type != "test_operator"]
+            if n.type == "unary_expression" and ops and ops[0] in ("-v", "-R") and operands:
+                why = _name_problem(_word(operands[-1]))
+                if (why and "[" in _text(operands[-1])) or (why and not _word(operands[-1]).static):
+                    self.opaque(f"[[ {ops[0]} ]] {why}")
+            if n.type == "binary_expression" and set(ops) & {"-eq", "-ne", "-lt", "-le", "-gt",
+                                                               "-ge"}:  # fmt: skip
+                for operand in operands:
+                    self.arithmetic(operand, "[[ ... -eq ... ]]")
+                continue
+            stack.extend(n.named_children)
+
+    def assignment(self, node: tree_sitter.Node) -> None:
+        target = node.named_children[0] if node.named_children else None
+        if target is None:
+            return
+        if target.type == "subscript":
+            self.subscript(target)
+            name = next((_text(c) for c in target.named_children if c.type == "variable_name"),
+                        _text(target))  # fmt: skip
+        else:
+            name = _text(target)
+        why = env_runs(name)
+        if why:
+            self.opaque(why)
+        value = node.named_children[-1] if len(node.named_children) > 1 else None
+        if value is None:
+            return
+        parts = value.named_children if value.type == "array" else [value]
+        words = [_word(p) for p in parts]
+        if any(not w.static or re.search(r"[\[$`]", w.text) for w in words):
+            self.tainted.add(name)
+
+    def declaration(self, node: tree_sitter.Node) -> None:
+        """`declare`, `export`, `local`...: the names it sets (an index in one is evaluated;
+        some variables make programs run others), `-n` namerefs, `-i` integers."""
+        keyword = _text(node.children[0]) if node.children else "declare"
+        flags = ""
+        for child in node.named_children:
+            word = _word(child)
+            if child.type == "word" and word.static and word.text[:1] in "-+":
+                flags += word.text[1:]
+                continue
+            if child.type == "variable_assignment":
+                name = _text(child.named_children[0]) if child.named_children else ""
+                if "i" in flags and len(child.named_children) > 1:
+                    self.arithmetic(child.named_children[-1], f"{keyword} -i")
+                continue
+            why = _name_problem(word)
+            if why:
+                self.opaque(f"{keyword} {why}")
+            name = re.split(r"[\[=+]", word.text, maxsplit=1)[0]
+            if "=" in word.text and re.search(r"[\[$`]", word.text.split("=", 1)[1]):
+                self.tainted.add(name)
+        for letter in flags:
+            reason = BUILTIN_RUNS.get(keyword, {}).get(f"-{letter}")
+            if reason:
+                self.opaque(f"{keyword} -{letter} {reason}")
+        if "i" in flags:
+            self.integers.add("*")
+
+    def loop_variable(self, node: tree_sitter.Node) -> None:
+        name = next((_text(c) for c in node.named_children if c.type == "variable_name"), "")
+        values = [c for c in node.children if c.type not in ("variable_name", "do_group")
+                  and c.is_named and c.type != "comment"]  # fmt: skip
+        words = [_word(v) for v in values]
+        if not any(_text(c) == "in" for c in node.children) or any(
+            not w.static or re.search(r"[\[$`]", w.text) for w in words
+        ):
+            self.tainted.add(name)
+
+    def builtin_names(self, program: str, args: list[Word]) -> list[str]:
+        """A builtin given variable NAMEs (`read NAME`, `printf -v NAME`): each is checked
+        (`_name_problem`) and, as it receives data, no longer trusted in arithmetic."""
+        takes_value, takes_name = NAME_BUILTINS[program]
+        names: list[Word] = []
+        operands: list[Word] = []
+        i = 0
+        while i < len(args):
+            text = args[i].text
+            if program in ("test", "["):
+                if text in ("-v", "-R") and i + 1 < len(args):
+                    names.append(args[i + 1])
+                i += 1
+                continue
+            if text == "--":
+                operands += args[i + 1 :]
+                break
+            if text.startswith("-") and len(text) > 1 and not operands:
+                for k, letter in enumerate(text[1:], start=2):
+                    if letter in takes_value or letter in takes_name:
+                        rest = text[k:]
+                        value = Word(rest, args[i].static) if rest else (
+                            args[i + 1] if i + 1 < len(args) else None)  # fmt: skip
+                        if not rest:
+                            i += 1
+                        if letter in takes_name and value is not None:
+                            names.append(value)
+                        break
+                i += 1
+                continue
+            operands.append(args[i])
+            i += 1
+        if program == "read":
+            names += operands
+        elif program in ("mapfile", "readarray", "unset") or program in (
+                "export", "declare", "typeset", "local", "readonly"):  # fmt: skip
+            names += operands if program != "mapfile" and program != "readarray" else operands[:1]
+        elif program == "getopts":
+            names += operands[1:2]
+        found = []
+        for word in names:
+            why = _name_problem(word)
+            if program == "unset" and why and word.static and "[" not in word.text:
+                why = None  # unsetting a variable runs nothing
+            if why:
+                found.append(f"{program} {why}")
+            if program not in ("test", "[", "unset"):
+                self.tainted.add(re.split(r"[\[=+]", word.text, maxsplit=1)[0])
+        return found
+
+    def finish(self) -> None:
+        """Arithmetic that reads a variable holding data: bash evaluates that value too."""
+        bad = sorted(
+            name for name in self.arith_refs
+            if name in DATA_VARIABLES or name in self.tainted
+        )  # fmt: skip
+        if self.integers and self.tainted:
+            bad.append("an integer variable (declare -i)")
+        if bad:
+            self.opaque(f"evaluates {', '.join(bad)} as arithmetic, whose value is data, and "
+                        f"{_INDEX_RUNS}")  # fmt: skip
 
     def command(self, node: tree_sitter.Node) -> None:
         own_risks: list[str] = []
@@ -464,10 +979,28 @@ class _Analyzer:
             risks.append("uses an expansion whose value is known only when it runs")
         if program in SHELLS:
             known = self.shell(program, args, risks) and known
-        risks += _flag_risks(program, args)
-        opaque = _opaque_flags(program, args)
-        if opaque:
-            risks += opaque
+        if program in NAME_BUILTINS and (found := self.builtin_names(program, args)):
+            risks += found
+            known = False
+        if program == "let":
+            for arg in args:
+                if not arg.static or re.search(r"[$`]", arg.text):
+                    risks.append(f"let evaluates {arg.text!r} as arithmetic, and {_INDEX_RUNS}")
+                    known = False
+                else:
+                    self.arith_text(arg.text, "let")
+        for flag, reason in BUILTIN_RUNS.get(program, {}).items():
+            if any(a.text.startswith(flag) or (a.text.startswith("-") and not a.text.startswith(
+                    "--") and flag[1] in a.text[1:]) for a in args):  # fmt: skip
+                risks.append(f"{program} {flag} {reason}")
+                known = False
+        if program == "make" and "sets environment variables for the command" in risks:
+            risks.append("sets variables for make, which can change what its recipes run")
+            known = False
+        read = _read_options(program, args)
+        risks += read.risks
+        if read.opaque:
+            risks += read.opaque
             known = False
         if program == "find":
             self.find_exec(args)
@@ -484,6 +1017,8 @@ class _Analyzer:
                 source=source,
                 risks=tuple(dict.fromkeys(risks)),
                 known=known,
+                values=tuple(read.values),
+                operands=None if read.operands is None else tuple(read.operands),
             )
         )  # fmt: skip
 
@@ -531,6 +1066,8 @@ class _Analyzer:
         self.result.commands.extend(nested.commands)
         for r in nested.risks:
             self.risk(r)
+        for why in nested.evaluates:
+            self.opaque(why)
         self.result.opaque = self.result.opaque or nested.opaque
         return True
 
@@ -566,66 +1103,223 @@ def _substitutions(node: tree_sitter.Node) -> list[tree_sitter.Node]:
     return found
 
 
-GIT_GLOBAL = {
-    "-c": True,
-    "--config-env": True,
-    "-C": True,
-    "--git-dir": True,
-    "--work-tree": True,
-    "--exec-path": False,
-    "--namespace": True,
-}  # takes a value?
+# ------------------------------------------------------------- options
+@dataclass
+class _Options:
+    """What a command's options do (`_read_options`)."""
+
+    risks: list[str] = field(default_factory=list)
+    opaque: list[str] = field(default_factory=list)  # reasons no rule can vouch for it
+    values: list[Word] = field(default_factory=list)  # option values: paths to check
+    operands: list[Word] | None = None  # None: no option table; every word is checked
 
 
-def _flags(program: str, args: list[Word]) -> list[tuple[str, str]]:
-    """(name, word) for each option before `--`: `--out=x` is `--out`, `-i.bak` is `-i`,
-    `-rR` gives `-r` and `-R`, `-ni.bak` `-n` and `-i` (except for programs whose options are
-    words: `find -exec`). git's global options (`-c`, `-C`) count only before its
-    subcommand: `git log -c` is a diff format."""
-    out = []
-    in_git_globals = program == "git"
-    skip = False
-    for arg in args:
-        text = arg.text
-        if skip:
-            skip = False
-            continue
-        if text == "--":
-            break
-        if not text.startswith("-") or text == "-":
-            in_git_globals = False
-            continue
-        if program == "git":
-            name = text.split("=", 1)[0]
-            if name in GIT_GLOBAL:
-                if in_git_globals:
-                    out.append((name, text))
-                    skip = GIT_GLOBAL[name] and "=" not in text
-                continue
+def _option_text(word: Word) -> str:
+    """A word as an option reader sees it: `"--pre=$x"` starts `--pre=`."""
+    if word.static or not word.text.startswith('"'):
+        return word.text
+    return word.text[1:]
+
+
+def _unknown_start(word: Word) -> bool:
+    """A word known only when it runs, that may turn out to be any option (`$X`, `-$X`)."""
+    if word.static:
+        return False
+    text = _option_text(word)
+    if text.startswith(("$", "`")):
+        return True
+    if text.startswith("-"):
         name = text.split("=", 1)[0]
-        out.append((name, text))
-        if not text.startswith("--") and program not in NO_CLUSTERS:
-            body = text[1:]
-            # the letters up to a value: -ni.bak is -n -i; -n5 is -n
-            letters = body[: next((i for i, ch in enumerate(body) if not ch.isalpha()), None)]
-            out.extend((f"-{ch}", text) for ch in letters if f"-{ch}" != name)
+        return "$" in name or "`" in name
+    return False
+
+
+def _tables(keys: list[str], table: dict[str, dict[str, str]]) -> dict[str, str]:
+    return _merged(tuple(keys), table is OPAQUE_FLAGS)
+
+
+@functools.lru_cache(maxsize=1024)
+def _merged(keys: tuple[str, ...], opaque: bool) -> dict[str, str]:
+    merged: dict[str, str] = {}
+    for key in keys:
+        merged.update((OPAQUE_FLAGS if opaque else RISKY_FLAGS).get(key, {}))
+    return merged
+
+
+def _read_options(program: str, args: list[Word]) -> _Options:
+    """Every option of the command as the program reads it (`options.read`): the risks and
+    the programs it runs, its values, and its operands."""
+    out = _Options()
+    if program == "git":
+        _read_git(args, out)
+        return out
+    _read_program(program, program, [program], args, out)
+    if any(_unknown_start(a) for a in args) and program in OPAQUE_FLAGS:
+        out.opaque.append(f"{program} is given an argument known only when it runs, which "
+                          "could be an option that runs a program")  # fmt: skip
+    _special(program, args, out)
     return out
 
 
-def _flag_risks(program: str, args: list[Word]) -> list[str]:
-    table = RISKY_FLAGS.get(program)
-    if not table:
-        return []
-    if "" in table:
-        return [f"{program} {table['']}"]
-    found = {name: table[name] for name, _ in _flags(program, args) if name in table}
-    return [f"{program} {name} {what}" for name, what in found.items()]
+def _read_git(args: list[Word], out: _Options) -> None:
+    """git's own options (`-c`, `-C`) up to the subcommand, then the subcommand's."""
+    texts = [_option_text(a) for a in args]
+    own = options.spec("git")
+    if own is None:  # no table: judged word by word
+        _read_program("git", "git", ["git", "git *"], args, out)
+        return
+    reading = options.read(own, texts, stop=True)
+    _judge("git", ["git"], reading, args, out)
+    if any(_unknown_start(a) for a in args):
+        out.opaque.append("git is given an argument known only when it runs, which could be "
+                          "an option that runs a program")  # fmt: skip
+    if reading.end >= len(args):
+        out.operands = []
+        return
+    sub = texts[reading.end]
+    rest = args[reading.end + 1 :]
+    sub_out = _Options()
+    keys = ["git *", f"git {sub}"]
+    _read_program(f"git {sub}", f"git {sub}", keys, rest, sub_out)
+    for table, target in ((OPAQUE_FLAGS, sub_out.opaque), (RISKY_FLAGS, sub_out.risks)):
+        whole = _tables(keys, table).get("")
+        if whole:  # the subcommand itself (`git filter-branch`)
+            target.append(f"git {sub} {whole}")
+    operands = sub_out.operands if sub_out.operands is not None else [
+        a for a in rest if not a.text.startswith("-")
+    ]  # fmt: skip
+    if operands:  # `git bisect run`, `git submodule foreach`: a word that runs a command
+        first = operands[0].text
+        for key in keys:
+            reason = OPAQUE_FLAGS.get(key, {}).get(first) if not first.startswith("-") else None
+            if reason:
+                sub_out.opaque.append(f"git {sub} {first} {reason}")
+    out.risks += sub_out.risks
+    out.opaque += sub_out.opaque
+    out.values += sub_out.values
+    out.operands = None if sub_out.operands is None else [args[reading.end], *sub_out.operands]
 
 
-def _opaque_flags(program: str, args: list[Word]) -> list[str]:
-    names = OPAQUE_FLAGS.get(program, frozenset())
-    found = dict.fromkeys(name for name, _ in _flags(program, args) if name in names)
-    return [f"{program} {name} can run a program given as text" for name in found]
+def _read_program(shown: str, name: str, keys: list[str], args: list[Word], out: _Options) -> None:
+    sp = options.spec(name)
+    if sp is None:
+        _read_untabled(shown, keys, args, out)
+        return
+    reading = options.read(sp, [_option_text(a) for a in args])
+    _judge(shown, keys, reading, args, out)
+    out.operands = [args[i] for i in reading.operands]
+    out.values += [args[i] for i in reading.maybe_values if i < len(args)]
+    out.values += [Word(text) for text in reading.loose]
+    for key in keys:  # a program that is risky whatever its options (`tee`)
+        for table, target in ((RISKY_FLAGS, out.risks), (OPAQUE_FLAGS, out.opaque)):
+            if "" in table.get(key, {}) and not key.startswith("git "):
+                target.append(f"{shown} {table[key]['']}")
+
+
+def _judge(
+    shown: str, keys: list[str], reading: options.Reading, args: list[Word], out: _Options
+) -> None:
+    """Risks and opaque reasons of the options read; their values to path-check. An option
+    that may be one of several is judged by the worst of them; one the table does not know
+    is asked."""
+    risky, opaque = _tables(keys, RISKY_FLAGS), _tables(keys, OPAQUE_FLAGS)
+    given_names = {n for g in reading.given if g.known for n in g.names}
+    for g in reading.given:
+        if g.value is not None:
+            out.values.append(args[g.value_index] if g.value_index is not None else Word(
+                g.value, static=args[g.index].static))  # fmt: skip
+        hits_opaque, hits_risky = [], []
+        for option in g.options:
+            if option.negated:
+                continue
+            for spelling in option.names:
+                if spelling in opaque:
+                    hits_opaque.append((spelling, opaque[spelling]))
+                if spelling in risky:
+                    hits_risky.append((spelling, risky[spelling]))
+        if shown == "diff" and "--no-dereference" in given_names:
+            hits_risky = [h for h in hits_risky if h[0] not in ("-r", "--recursive")]
+        for hits, target in ((hits_opaque, out.opaque), (hits_risky, out.risks)):
+            for spelling, reason in dict.fromkeys(hits):
+                name = g.shown if g.known else f"{g.spelled} (maybe {spelling})"
+                target.append(f"{shown} {name} {reason}")
+        if not hits_opaque and not hits_risky:
+            if not g.options:
+                out.risks.append(f"{shown} {g.spelled} is an option Talos does not know")
+            elif len(g.options) > 1:
+                out.risks.append(f"{shown} {g.spelled} is an ambiguous option")
+
+
+def _read_untabled(shown: str, keys: list[str], args: list[Word], out: _Options) -> None:
+    """A program the option tables do not have: each word starting with `-` is read as
+    options the usual way (`-ni.bak` is `-n -i`), a long one matching any table entry it is a
+    prefix of (`--rs` could be `--rsh`: no table says it is not); every suffix of a cluster
+    may be a value and is checked as a path."""
+    risky, opaque = _tables(keys, RISKY_FLAGS), _tables(keys, OPAQUE_FLAGS)
+    program = (keys[-1].split() or [""])[-1]
+    for arg in args:
+        text = _option_text(arg)
+        if text == "--":
+            break
+        if not text.startswith("-") or text == "-":
+            continue
+        name = text.split("=", 1)[0]
+        found = [name]
+        if not text.startswith("--") and program not in NO_CLUSTERS:
+            body = text[1:]
+            letters = body[: next((i for i, ch in enumerate(body) if not ch.isalpha()), None)]
+            found += [f"-{ch}" for ch in letters if f"-{ch}" != name]
+            out.values += [Word(body[k:], arg.static) for k in range(1, len(body))]
+        long_names = name.startswith("--") or program in NO_CLUSTERS
+        for entries, target in ((opaque, out.opaque), (risky, out.risks)):
+            for entry, reason in entries.items():
+                prefix = long_names and len(name) > 2 and entry.startswith(name)
+                if entry and (entry in found or prefix):
+                    shown_name = entry if entry == name or entry in found else f"{name} ({entry})"
+                    target.append(f"{shown} {shown_name} {reason}")
+    for key in keys:
+        for table, target in ((RISKY_FLAGS, out.risks), (OPAQUE_FLAGS, out.opaque)):
+            if "" in table.get(key, {}) and not key.startswith("git "):
+                target.append(f"{shown} {table[key]['']}")
+
+
+VIM_FAMILY = frozenset(k for k, v in OPAQUE_FLAGS.items() if "--cmd" in v)
+AWK_FAMILY = frozenset(k for k, v in OPAQUE_FLAGS.items() if "--load" in v)
+
+
+def _special(program: str, args: list[Word], out: _Options) -> None:
+    """Values that run programs: `ssh -o ProxyCommand=`, `vim +cmd`, `less +!cmd`, `make
+    SHELL=...`, an awk program that calls `system` or pipes to a command."""
+    texts = [a.text for a in args]
+    if program in ("ssh", "scp", "sftp"):
+        for i, text in enumerate(texts):
+            value = None
+            if text == "-o" and i + 1 < len(args):
+                value = args[i + 1]
+            elif text.startswith("-") and not text.startswith("--") and "o" in text[1:]:
+                rest = text[text.index("o", 1) + 1 :]
+                value = Word(rest, args[i].static) if rest else (
+                    args[i + 1] if i + 1 < len(args) else None)  # fmt: skip
+            if value is None:
+                continue
+            keyword = re.split(r"[\s=]", value.text.strip(), maxsplit=1)[0].lower()
+            if not value.static or keyword in SSH_RUNS:
+                out.opaque.append(f"{program} -o {keyword or value.text} runs a local command")
+    if program in VIM_FAMILY or program in ("less", "more"):
+        for text in texts:
+            if text.startswith("+") and not re.fullmatch(r"\+[0-9]*", text):
+                out.opaque.append(f"{program} {text[:20]} runs a command given on the command line")
+    if program == "make":
+        for arg in out.operands or args:
+            if re.match(r"^[A-Za-z_.][A-Za-z0-9_.-]*\s*[:+?!]?=", arg.text) or not arg.static:
+                out.opaque.append("make is given a variable on its command line, which can "
+                                  "change what its recipes run (SHELL=, CC=)")  # fmt: skip
+                break
+    if program in AWK_FAMILY and not any(r.startswith(f"{program} -") for r in out.opaque):
+        body = next((a for a in args if not a.text.startswith("-")), None)
+        if body is not None and (not body.static or re.search(
+                r"\bsystem\s*\(|(?<!\|)\|(?!\|)", body.text)):  # fmt: skip
+            out.opaque.append(f"{program}'s program runs commands (system, or a pipe)")
 
 
 def analyze(command: str, *, _depth: int = 0) -> Analysis:
@@ -639,6 +1333,8 @@ def analyze(command: str, *, _depth: int = 0) -> Analysis:
         return analyzer.result
     tree = tree_sitter.Parser(_LANGUAGE).parse(command.encode("utf-8", errors="surrogatepass"))
     analyzer.visit(tree.root_node)
+    analyzer.evaluations(tree.root_node)
+    analyzer.finish()
     if tree.root_node.has_error:
         analyzer.risk("the shell syntax could not be fully parsed")
         analyzer.result.opaque = True
@@ -655,16 +1351,62 @@ class Canonical:
     positionals: tuple[str, ...]
 
 
-def _tokens(words: tuple[str, ...] | list[str]) -> list[tuple[str, str]]:
+def _tokens(words: tuple[str, ...] | list[str]) -> tuple[tuple[str, str], ...]:
     """("flag" | "arg", text) for each word after the program, spelt one way: `-fr` is `-f`,
-    `-r`; `--force` is `-f` for rm; paths normalised; everything after `--` an argument."""
+    `-r`; `--force` and `--forc` are `-f` for rm; a value attached to an option is `-n=5`
+    however it was attached; paths normalised; everything after `--` an argument. Options
+    are read with the program's table (`options.read`) when there is one."""
+    return _tokens_of(tuple(words))
+
+
+@functools.lru_cache(maxsize=4096)
+def _tokens_of(words: tuple[str, ...]) -> tuple[tuple[str, str], ...]:
+    """Read once: each command is compared with every rule."""
     program = program_name(words[0])
+    rest = list(words[1:])
+    if program == "git" and (own := options.spec("git")) is not None:
+        reading = options.read(own, rest, stop=True)
+        out = _spec_tokens(reading, rest[: reading.end])
+        if reading.end < len(rest):
+            sub, after = rest[reading.end], rest[reading.end + 1 :]
+            out.append(("arg", sub))
+            sub_spec = options.spec(f"git {sub}")
+            out += (_spec_tokens(options.read(sub_spec, after), after) if sub_spec
+                    else _plain_tokens("git", after))  # fmt: skip
+        return tuple(out)
+    sp = options.spec(program)
+    if sp is None or sp.style == "words":
+        return tuple(_plain_tokens(program, rest))
+    return tuple(_spec_tokens(options.read(sp, rest), rest))
+
+
+def _arg_token(word: str) -> tuple[str, str]:
+    return ("arg", _norm_path(word) if "/" in word else word)
+
+
+def _spec_tokens(reading: options.Reading, words: list[str]) -> list[tuple[str, str]]:
+    at: dict[int, list[tuple[str, str]]] = {}
+    for g in reading.given:
+        if g.index >= len(words):
+            continue
+        name = g.options[0].canonical if g.known else g.spelled
+        attached = g.value is not None and g.value_index is None
+        at.setdefault(g.index, []).append(("flag", f"{name}={g.value}" if attached else name))
+        if g.value_index is not None and g.value is not None:
+            at.setdefault(g.value_index, []).append(_arg_token(g.value))
+    for i in reading.operands:
+        if i < len(words):
+            at.setdefault(i, []).append(_arg_token(words[i]))
+    return [token for i in range(len(words)) for token in at.get(i, [])]
+
+
+def _plain_tokens(program: str, words: list[str]) -> list[tuple[str, str]]:
     aliases = FLAG_ALIASES.get(program, {})
     out: list[tuple[str, str]] = []
     options_done = False
-    for word in words[1:]:
+    for word in words:
         if options_done or not word.startswith("-") or word == "-":
-            out.append(("arg", _norm_path(word) if "/" in word else word))
+            out.append(_arg_token(word))
         elif word == "--":
             options_done = True
         elif word.startswith("--") or program in NO_CLUSTERS:
@@ -791,17 +1533,43 @@ def _is_secret_name(name: str) -> bool:
     )
 
 
+def _path_words(command: SimpleCommand) -> list[tuple[Word, str]]:
+    """(word, text to check) for every word that may name a path: operands and option values
+    (`-f/abs`, `--file=/abs`, `-d @/abs` for curl, a value after `=` in it) for a program whose
+    options are read; otherwise every argument, the value after `--x=` and every suffix of a
+    short cluster (`-xf/abs`)."""
+    out: list[tuple[Word, str]] = []
+    if command.operands is None:
+        for arg in command.args:
+            text = arg.text
+            if text.startswith("-") and "=" in text:
+                text = text.split("=", 1)[1]
+            elif text.startswith("-"):
+                continue
+            out.append((arg, text))
+    else:
+        out += [(arg, arg.text) for arg in command.operands]
+    for value in command.values:
+        text = value.text
+        out.append((value, text))
+        for part in re.split(r"[=,]", text)[1:] if ("=" in text or "," in text) else []:
+            out.append((value, part))
+        if text[:1] in "@<=":  # curl -d @file, -F x=<file; rg -f=file
+            out.append((value, text[1:]))
+    return out
+
+
 def path_risks(command: SimpleCommand, root: Path) -> list[str]:
-    """Arguments that name a path outside `root` (through `..`, an absolute path, `~` or a
-    symlink) or a secrets file (`.env*`): a reader allowed by rule must not read those."""
+    """Arguments and option values that name a path outside `root` (through `..`, an
+    absolute path, `~` or a symlink) or a secrets file (`.env*`): a reader allowed by rule
+    must not read those."""
     risks = []
-    for arg in command.args:
+    for arg, text in _path_words(command):
         if not arg.static:
             continue
-        text = (
-            arg.text.split("=", 1)[1] if arg.text.startswith("-") and "=" in arg.text else arg.text
-        )
-        if not text or text.startswith("-"):
+        if text[:1] in "@<":
+            text = text[1:]
+        if not text:
             continue
         if text.startswith("~"):
             risks.append(f"names a path outside the workspace ({text})")
