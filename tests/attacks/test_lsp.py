@@ -72,11 +72,6 @@ async def refused(editor: Editor, command: str, arguments: dict[str, Any], field
     return caught.value.message
 
 
-async def stop(editor: Editor) -> None:
-    await asyncio.wait_for(editor.client.shutdown_session(), WAIT_S)
-    await editor.client.stop()
-
-
 async def eventually(check, what: str, timeout: float = WAIT_S) -> Any:
     """Like `Editor.until`, for an async check."""
     loop = asyncio.get_running_loop()
@@ -190,7 +185,7 @@ async def test_a_model_question_shows_its_tricks_escaped_and_our_skip_is_no_answ
         sent = json.dumps([r["body"] for r in model.requests])
         assert "The person answered" not in sent
     finally:
-        await stop(editor)
+        await editor.stop()
 
 
 async def test_our_skip_button_cannot_be_taken_by_the_models_options(tmp_path, ws, options, model):
@@ -205,7 +200,7 @@ async def test_our_skip_button_cannot_be_taken_by_the_models_options(tmp_path, w
         titles = [a.title for a in prompt.actions]
         assert len(set(titles)) == len(titles), titles  # each button one meaning
     finally:
-        await stop(editor)
+        await editor.stop()
 
 
 # ============================================== 2. talos.task.show: Markdown injection
@@ -389,7 +384,7 @@ async def test_the_log_is_private_and_holds_no_prompt_answer_reply_params_or_key
         assert (await editor.task(failed))["state"] == "failed"
         assert not [m for m in editor.messages() if LOG_KEY in m]
     finally:
-        await stop(editor)
+        await editor.stop()
     assert log.stat().st_mode & 0o777 == 0o600
     text = log.read_text()
     assert "Exception occurred" in text  # the malformed command was logged...
@@ -408,7 +403,7 @@ async def test_a_command_argument_quoted_in_an_error_stays_out_of_the_log(
         await refused(editor, "talos.task.cancel", {"task_id": marker}, marker)
         await refused(editor, "talos.proposal.show", {"proposal_id": marker}, marker)
     finally:
-        await stop(editor)
+        await editor.stop()
     assert marker not in log.read_text()
 
 
@@ -454,7 +449,7 @@ async def test_a_store_password_and_a_key_in_settings_are_never_echoed(tmp_path,
         assert (await editor.command("talos.status", {}))["settings"]["apiKeyEnv"] == (
             "OPENAI_API_KEY")  # fmt: skip
     finally:
-        await stop(editor)
+        await editor.stop()
 
 
 async def test_a_store_password_in_the_query_is_never_echoed(tmp_path, ws, options):
@@ -463,7 +458,7 @@ async def test_a_store_password_in_the_query_is_never_echoed(tmp_path, ws, optio
     try:
         assert STORE_PASSWORD not in await _everything_shown(editor)
     finally:
-        await stop(editor)
+        await editor.stop()
 
 
 async def test_a_base_url_password_is_never_echoed_in_the_status(tmp_path, ws, options):
@@ -476,7 +471,7 @@ async def test_a_base_url_password_is_never_echoed_in_the_status(tmp_path, ws, o
         assert "talos:***@" in shown or "baseUrl" not in shown
         assert password not in shown
     finally:
-        await stop(editor)
+        await editor.stop()
 
 
 # ===================================================== 6. resource abuse by command
@@ -558,7 +553,7 @@ async def test_forgetting_a_fact_of_another_folder_is_refused(tmp_path, ws, opti
         forgot = await editor.command("talos.memory.forget", {"key": key, **theirs})
         assert forgot["retracted"]  # its own folder may
     finally:
-        await stop(editor)
+        await editor.stop()
 
 
 async def test_apply_with_hunks_that_are_not_indices_is_refused(editor, model, ws):
@@ -625,7 +620,7 @@ async def test_a_shipped_permissions_file_is_offered_with_its_grants_and_stays_u
         assert "$ touch pwned" in permission.message
         assert "denied by you" in result
     finally:
-        await stop(editor)
+        await editor.stop()
 
 
 async def test_the_not_trusted_notice_shows_the_grants_escaped(tmp_path, ws, options):
@@ -638,7 +633,7 @@ async def test_the_not_trusted_notice_shows_the_grants_escaped(tmp_path, ws, opt
         )
         assert_plain(notice, "the not-trusted notice", one_line=True)
     finally:
-        await stop(editor)
+        await editor.stop()
 
 
 # ====================================================================== 8. the rest
@@ -662,7 +657,7 @@ async def test_a_flood_of_model_questions_reaches_the_person_once_per_budget(
         await editor.command("talos.status", {})  # a round trip: any late prompt has arrived
         assert len(editor.prompts) == asked
     finally:
-        await stop(editor)
+        await editor.stop()
 
 
 async def test_proposals_for_protected_files_are_refused(editor, model, ws):

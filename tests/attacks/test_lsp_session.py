@@ -28,7 +28,7 @@ from talos_ls.gates.permissions import workspace_settings_path
 from ..lsp import conftest as lsp
 from ..lsp.conftest import Editor, capabilities, start_editor
 from ..system import require_sandbox
-from .test_lsp import INVISIBLE, assert_plain, calls, run_task, stop, tool_results
+from .test_lsp import INVISIBLE, assert_plain, calls, run_task, tool_results
 
 model, ws, options, editor = lsp.model, lsp.ws, lsp.options, lsp.editor
 TALOS = str(Path(sys.executable).with_name("talos"))
@@ -117,7 +117,7 @@ async def test_an_endpoint_change_waits_for_the_person(tmp_path, ws, options, mo
         await run_task(editor, "who answers now?")
         assert len(model.requests) == 1 and len(elsewhere.requests) == 1
     finally:
-        await stop(editor)
+        await editor.stop()
 
 
 async def test_a_client_that_cannot_ask_keeps_the_endpoint(tmp_path, ws, options, model):
@@ -131,7 +131,7 @@ async def test_a_client_that_cannot_ask_keeps_the_endpoint(tmp_path, ws, options
         task_id = await run_task(editor, "who answers?")
         assert (await editor.task(task_id))["state"] == "done" and len(model.requests) == 1
     finally:
-        await stop(editor)
+        await editor.stop()
 
 
 # ======================================================== 11. texts for display
@@ -183,8 +183,8 @@ async def test_a_task_of_another_workspace_is_not_shown(tmp_path, ws, options, m
         with pytest.raises(JsonRpcException):
             await theirs.command("talos.task.cancel", {"task_id": task_id})
     finally:
-        await stop(mine)
-        await stop(theirs)
+        await mine.stop()
+        await theirs.stop()
     # The CLI: `talos show` of another workspace's task is refused, its own shown.
     store = options["storeUrl"]
     for where, ok in ((other, False), (ws, True)):
@@ -215,7 +215,7 @@ async def test_the_status_names_the_store_in_use_and_a_refused_one(tmp_path, ws,
         change(editor, storeUrl=used)  # back to the one in use: nothing refused
         await editor.until(lambda: editor.last_status().store.refused is None, "no refusal")
     finally:
-        await stop(editor)
+        await editor.stop()
 
 
 # ================================================== fragile: several folders
@@ -239,7 +239,7 @@ async def test_each_trust_prompt_names_its_folder(tmp_path, options):
         assert any(str(plain) in m for m in messages)
         assert any("tri\\u202eck\\x1b[8m" in m for m in messages)
     finally:
-        await stop(editor)
+        await editor.stop()
 
 
 async def test_a_nested_folders_deny_rules_bind_a_task_of_the_folder_around_it(
@@ -273,4 +273,4 @@ async def test_a_nested_folders_deny_rules_bind_a_task_of_the_folder_around_it(
             "inner/open.txt"]  # fmt: skip
         assert not [p for p in editor.prompts if "touch" in p.message]  # denied, not asked
     finally:
-        await stop(editor)
+        await editor.stop()

@@ -17,7 +17,7 @@ from ..lsp import conftest as lsp
 from ..lsp.conftest import start_editor
 from ..system import as_ordinary_user, require_sandbox
 from . import shell_reader_payloads as p
-from .test_lsp import run_task, stop, tool_results
+from .test_lsp import run_task, tool_results
 
 model, ws, options = lsp.model, lsp.ws, lsp.options
 MAX_CALLS = 16  # tool calls the agent runs per model response
@@ -67,4 +67,4 @@ async def test_the_editor_is_asked_for_every_hidden_command_and_none_runs(
         assert len(editor.prompts) == len(asked)  # each asked once, nothing else
         assert p.markers(ws) == []
     finally:
-        await stop(editor)
+        await editor.stop()

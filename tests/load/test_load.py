@@ -43,11 +43,6 @@ def options(model: ScriptedModelServer, store_url: str) -> dict[str, Any]:
             "prices": PRICES}  # fmt: skip
 
 
-async def stop(editor) -> None:
-    await asyncio.wait_for(editor.client.shutdown_session(), WAIT_S)
-    await editor.client.stop()
-
-
 async def test_twenty_tasks_at_once_on_one_daemon(tmp_path, ws, model):
     model.script += [reply(f"answer {i}", usage=USAGE, delay=0.02) for i in range(20)]
     editor = await start_editor(tmp_path / "home", [ws],
@@ -78,7 +73,7 @@ async def test_twenty_tasks_at_once_on_one_daemon(tmp_path, ws, model):
         assert Decimal(status["cost_session"]) == 20 * CALL_COST  # each call counted once
         assert len(model.requests) == 20
     finally:
-        await stop(editor)
+        await editor.stop()
 
 
 CONFLICT = {"AGENTS.md": "- Tests use unittest\n", "CLAUDE.md": "- Tests use pytest\n"}
@@ -122,8 +117,8 @@ async def test_two_daemons_one_workspace_share_the_budget_and_the_proposals(
         shown = await second.command("talos.proposal.show", {"proposal_id": proposal["id"]})
         assert shown["status"] == "applied"
     finally:
-        await stop(first)
-        await stop(second)
+        await first.stop()
+        await second.stop()
 
 
 SOAK_TASKS = int(os.environ.get("TALOS_SOAK_TASKS", "600"))
@@ -165,4 +160,4 @@ async def test_a_soak_of_tasks_does_not_grow_the_server(tmp_path, ws, model):
         status = await editor.command("talos.status", {})
         assert Decimal(status["cost_session"]) == SOAK_TASKS * CALL_COST
     finally:
-        await stop(editor)
+        await editor.stop()

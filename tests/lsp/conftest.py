@@ -5,6 +5,7 @@ every notification recorded."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import sys
 from collections.abc import Callable, Sequence
@@ -151,6 +152,21 @@ class Editor:
     def last_status(self) -> Any:
         return self.statuses[-1] if self.statuses else None
 
+    async def stop(self) -> None:
+        """Shut the server down as an editor does, and if it does not go (it crashed, hangs,
+        or the client already gave up), kill it: a test never leaves a daemon behind, to
+        renew its lease in a shared store or hold a port, whatever failed before."""
+        try:
+            if not self.client.stopped:
+                await asyncio.wait_for(self.client.shutdown_session(), WAIT_S)
+        finally:
+            server = getattr(self.client, "_server", None)  # pygls keeps the process there
+            if server is not None and server.returncode is None:
+                with contextlib.suppress(ProcessLookupError):
+                    server.kill()
+                await asyncio.wait_for(server.wait(), WAIT_S)
+            await self.client.stop()
+
 
 def server_env(home: Path) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith(("TALOS_", "XDG_"))}
@@ -247,5 +263,4 @@ async def editor(tmp_path, ws, options):
     editor = await start_editor(tmp_path / "home", [ws], options)
     await editor.until(lambda: any(s.folders for s in editor.statuses), "the first status")
     yield editor
-    await asyncio.wait_for(editor.client.shutdown_session(), WAIT_S)
-    await editor.client.stop()
+    await editor.stop()

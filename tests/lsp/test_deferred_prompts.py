@@ -39,11 +39,6 @@ async def deferred(tmp_path, ws, options, **more: Any) -> tuple[Editor, Prompts]
     return editor, Prompts(editor)
 
 
-async def stop(editor: Editor) -> None:
-    await editor.client.shutdown_session()
-    await editor.client.stop()
-
-
 def tool_results(model, index: int) -> list[str]:
     return [m["content"] for m in model.requests[index]["body"]["messages"] if m["role"] == "tool"]
 
@@ -87,7 +82,7 @@ async def test_a_question_comes_as_a_notification_and_is_answered_later(
         assert await editor.command("talos.questions.list", {}) == []
         assert prompts.closed == []  # answered: nothing to close
     finally:
-        await stop(editor)
+        await editor.stop()
 
 
 async def _eventually_moved(editor: Editor) -> dict[str, float]:
@@ -118,7 +113,7 @@ async def test_a_dismissed_question_is_cooled_never_answered(tmp_path, ws, optio
         assert listed[0]["status"] == "cooled"
         assert set((await statements(editor)).values()) == {0.5}  # never evidence
     finally:
-        await stop(editor)
+        await editor.stop()
 
 
 @pytest.mark.parametrize("choice, outcome", [
@@ -143,7 +138,7 @@ async def test_a_permission_prompt_answered_later(tmp_path, ws, options, model, 
         assert outcome in tool_results(model, 1)[0]
         assert (ws / "made.txt").exists() == (choice == "Allow once")
     finally:
-        await stop(editor)
+        await editor.stop()
 
 
 async def test_an_unanswered_prompt_times_out_denied_and_is_closed(tmp_path, ws, options, model):
@@ -159,7 +154,7 @@ async def test_an_unanswered_prompt_times_out_denied_and_is_closed(tmp_path, ws,
         (closed,) = prompts.closed
         assert (closed.prompt_id, closed.reason) == (prompt.prompt_id, "timeout")
     finally:
-        await stop(editor)
+        await editor.stop()
 
 
 async def test_a_cancelled_task_closes_its_prompt(tmp_path, ws, options, model):
@@ -176,7 +171,7 @@ async def test_a_cancelled_task_closes_its_prompt(tmp_path, ws, options, model):
             prompt.prompt_id, "cancelled")  # fmt: skip
         assert not (ws / "made.txt").exists()
     finally:
-        await stop(editor)
+        await editor.stop()
 
 
 async def test_without_the_option_prompts_stay_show_message_requests(editor, model, ws):

@@ -30,11 +30,6 @@ async def _start(tmp_path, ws, options):
     return editor
 
 
-async def _stop(editor):
-    await editor.client.shutdown_session()
-    await editor.client.stop()
-
-
 def _prompt(model, request: int) -> str:
     """The person's message as the model got it in its `request`-th call."""
     return next(m["content"] for m in model.requests[request]["body"]["messages"]
@@ -61,7 +56,7 @@ async def test_the_active_document_settles_the_parser_without_a_question(
         assert ("'the parser' is taken to mean tools/parser.py (it is the active document), "
                 "not src/parser.py.") in prompt  # fmt: skip
     finally:
-        await _stop(editor)
+        await editor.stop()
 
 
 async def test_without_context_the_question_is_asked(tmp_path, parsers, options, model):
@@ -76,7 +71,7 @@ async def test_without_context_the_question_is_asked(tmp_path, parsers, options,
         assert all(any(p in t for t in titles) for p in PARSERS)
         assert "taken to mean" not in _prompt(model, 0)
     finally:
-        await _stop(editor)
+        await editor.stop()
 
 
 async def test_the_file_the_last_task_read_settles_the_parser(tmp_path, parsers, options, model):
@@ -94,7 +89,7 @@ async def test_the_file_the_last_task_read_settles_the_parser(tmp_path, parsers,
             model, 2
         )
     finally:
-        await _stop(editor)
+        await editor.stop()
 
 
 @pytest.mark.parametrize("where, why", [
@@ -115,7 +110,7 @@ async def test_the_selection_or_a_diagnostic_settles_the_parser(
         assert editor.prompts == []
         assert f"tools/parser.py ({why})" in _prompt(model, 0)
     finally:
-        await _stop(editor)
+        await editor.stop()
 
 
 async def test_the_file_the_person_just_edited_settles_the_parser(
@@ -133,7 +128,7 @@ async def test_the_file_the_person_just_edited_settles_the_parser(
             model, 0
         )
     finally:
-        await _stop(editor)
+        await editor.stop()
 
 
 async def test_an_earlier_answer_settles_the_same_words_later(tmp_path, parsers, options, model):
@@ -152,7 +147,7 @@ async def test_an_earlier_answer_settles_the_same_words_later(tmp_path, parsers,
         assert len(model.requests) == 5
         assert "tools/parser.py (you said so when asked)" in _prompt(model, 4)
     finally:
-        await _stop(editor)
+        await editor.stop()
 
 
 async def test_an_edit_whose_uri_climbs_out_of_the_folder_touches_nothing(
@@ -175,4 +170,4 @@ async def test_an_edit_whose_uri_climbs_out_of_the_folder_touches_nothing(
         assert len(editor.prompts) == 1  # still asked
         assert "taken to mean" not in _prompt(model, 0)
     finally:
-        await _stop(editor)
+        await editor.stop()

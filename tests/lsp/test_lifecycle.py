@@ -13,11 +13,6 @@ from talos_ls.store import open_store
 from .conftest import WAIT_S, start_editor
 
 
-async def _stop(editor):
-    await asyncio.wait_for(editor.client.shutdown_session(), WAIT_S)
-    await editor.client.stop()
-
-
 def _refusals(editor):
     return [m for m in editor.messages() if m.startswith("Talos setting refused")]
 
@@ -57,7 +52,7 @@ async def test_settings_pulled_at_start_and_a_key_in_settings_refused(tmp_path, 
         assert status["settings"]["questionBudgetTurns"] == 2
         assert status["settings"]["apiKeyEnv"] == "OPENAI_API_KEY"
     finally:
-        await _stop(editor)
+        await editor.stop()
 
 
 async def test_shutdown_cancels_a_running_task_and_exits(tmp_path, ws, options, model):
@@ -65,7 +60,7 @@ async def test_shutdown_cancels_a_running_task_and_exits(tmp_path, ws, options, 
     model.script.append(hang())
     task_id = (await editor.command("talos.task.start", {"prompt": "wait"}))["task_id"]
     await editor.until(lambda: editor.progress(task_id), "the task to run")
-    await _stop(editor)
+    await editor.stop()
     assert editor.client._server.returncode == 0
     store = open_store(options["storeUrl"])
     assert store.task_get(task_id)["state"] == "cancelled"
@@ -110,7 +105,7 @@ async def test_two_folders_two_hosts(tmp_path, options, model):
         else:
             raise AssertionError("a removed folder still served")
     finally:
-        await _stop(editor)
+        await editor.stop()
 
 
 def _generate(root, files):
@@ -156,7 +151,7 @@ async def test_the_loop_answers_while_a_turn_prepares_and_three_tasks_stream(
         first = next(r for r in model.requests if "the parser" in json.dumps(r["body"]))
         assert "Selected text" in json.dumps(first["body"])  # the editor's context went along
     finally:
-        await _stop(editor)
+        await editor.stop()
 
 
 async def test_two_daemons_on_one_workspace_share_the_turn_counter(tmp_path, ws, options, model):
@@ -169,8 +164,8 @@ async def test_two_daemons_on_one_workspace_share_the_turn_counter(tmp_path, ws,
             assert started["turn"] == n  # one counter for the workspace, in the store
             await editor.finished(started["task_id"])
     finally:
-        await _stop(first)
-        await _stop(second)
+        await first.stop()
+        await second.stop()
 
 
 async def test_the_status_says_when_the_index_is_ready(tmp_path, options):
@@ -183,7 +178,7 @@ async def test_the_status_says_when_the_index_is_ready(tmp_path, options):
             "a status with the index ready")  # fmt: skip
         assert status.folders[0].index.files == 3000
     finally:
-        await _stop(editor)
+        await editor.stop()
 
 
 async def test_an_editor_that_watches_files_keeps_the_index_current(tmp_path, ws, options):
@@ -208,4 +203,4 @@ async def test_an_editor_that_watches_files_keeps_the_index_current(tmp_path, ws
             lambda: (s := editor.last_status()) and s.folders[0].index.files == 2,
             "the new file indexed")  # fmt: skip
     finally:
-        await _stop(editor)
+        await editor.stop()

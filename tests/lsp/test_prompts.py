@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import json
 
 import pytest
@@ -84,8 +83,7 @@ async def test_a_question_is_answered_and_moves_the_facts(tmp_path, ws, options,
         assert facts["Tests use pytest"] > 0.5 > facts["Tests use unittest"]
         assert await editor.command("talos.questions.list", {}) == []
     finally:
-        await editor.client.shutdown_session()
-        await editor.client.stop()
+        await editor.stop()
 
 
 @pytest.mark.parametrize("dismissal", [None, "Skip"])
@@ -107,8 +105,7 @@ async def test_a_dismissal_cools_the_question_and_it_is_not_asked_again(
         status = await editor.command("talos.status", {})
         assert status["folders"][0]["turn"] == 3
     finally:
-        await editor.client.shutdown_session()
-        await editor.client.stop()
+        await editor.stop()
 
 
 async def test_a_client_without_prompts_gets_none_and_answers_by_command(
@@ -139,8 +136,7 @@ async def test_a_client_without_prompts_gets_none_and_answers_by_command(
         facts = await _statements(editor)
         assert facts["Tests use pytest"] > 0.5 > facts["Tests use unittest"]
     finally:
-        await editor.client.shutdown_session()
-        await editor.client.stop()
+        await editor.stop()
 
 
 async def test_without_bwrap_the_editor_is_told_once_and_every_command_is_asked(
@@ -176,5 +172,4 @@ async def test_without_bwrap_the_editor_is_told_once_and_every_command_is_asked(
         assert editor.last_status().folders[0].sandbox.available is False
         assert not list(ws.glob("made*.txt"))
     finally:
-        await asyncio.wait_for(editor.client.shutdown_session(), 30)
-        await editor.client.stop()
+        await editor.stop()

@@ -142,8 +142,7 @@ async def _shown_diff(tmp_path, ws, options, model, **extra):
         assert served == shown["diff"] and "-    return 1\n+    return 2\n" in served
         return shown, proposal, [d.uri for d in editor.client.shown_documents]
     finally:
-        await editor.client.shutdown_session()
-        await editor.client.stop()
+        await editor.stop()
 
 
 async def test_show_diff_returns_it_and_opens_it_where_the_client_can(tmp_path, ws, options, model):
@@ -187,8 +186,7 @@ async def test_a_write_on_disk_makes_a_proposal_stale(tmp_path, ws, options, mod
         assert not result["applied"] and result["status"] == "stale"
         assert app.read_text() == BASE + "# written by another tool\n"
     finally:
-        await editor.client.shutdown_session()
-        await editor.client.stop()
+        await editor.stop()
 
 
 async def test_undo_from_a_code_action_and_not_over_later_edits(editor, model, ws):
@@ -217,8 +215,7 @@ async def test_a_restarted_server_applies_what_the_last_one_proposed_once(
     app.write_text(BASE)
     first = await start_editor(tmp_path / "home", [ws], options)
     proposal = await _propose(first, model)
-    await first.client.shutdown_session()
-    await first.client.stop()
+    await first.stop()
     second = await start_editor(tmp_path / "home", [ws], options)
     try:
         (listed,) = await second.command("talos.proposal.list", {})
@@ -229,8 +226,7 @@ async def test_a_restarted_server_applies_what_the_last_one_proposed_once(
         again = await second.command("talos.proposal.apply", {"proposal_id": listed["id"]})
         assert not again["applied"] and again["status"] == "applied"
     finally:
-        await second.client.shutdown_session()
-        await second.client.stop()
+        await second.stop()
 
 
 async def test_two_servers_racing_to_apply_one_proposal_apply_it_once(tmp_path, ws, options, model):
@@ -247,5 +243,4 @@ async def test_two_servers_racing_to_apply_one_proposal_apply_it_once(tmp_path, 
         assert app.read_text() == BASE.replace("return 1", "return 10").replace("n 2", "n 20")
     finally:
         for editor in (first, second):
-            await editor.client.shutdown_session()
-            await editor.client.stop()
+            await editor.stop()

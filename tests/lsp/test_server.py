@@ -90,8 +90,7 @@ async def test_the_cost_cap_stops_a_task(tmp_path, ws, options, model):
         assert len(model.requests) == 2  # $0.0006 a step: the second step crossed $0.001
         await editor.until(lambda: any("stopped" in m for m in editor.messages()), "a warning")
     finally:
-        await editor.client.shutdown_session()
-        await editor.client.stop()
+        await editor.stop()
 
 
 @pytest.mark.parametrize("arguments, field", [

@@ -4,12 +4,11 @@ second."""
 
 from __future__ import annotations
 
-import asyncio
 from typing import Any
 
 import pytest
 
-from ..lsp.conftest import WAIT_S, model, start_editor, ws
+from ..lsp.conftest import model, start_editor, ws
 
 __all__ = ["model", "ws"]  # the scripted model and the small workspace
 
@@ -40,5 +39,4 @@ async def launch(tmp_path, ws):
 
     yield launch
     for editor in editors:
-        await asyncio.wait_for(editor.client.shutdown_session(), WAIT_S)
-        await editor.client.stop()
+        await editor.stop()

@@ -117,13 +117,6 @@ async def task_runs(editor: Editor, model: Any, prompt: str = "write the tests")
     return task_id
 
 
-async def stop(editor: Editor) -> None:
-    try:
-        await asyncio.wait_for(editor.client.shutdown_session(), WAIT_S)
-    finally:
-        await editor.client.stop()
-
-
 async def start(home: Path, ws: Path, model: Any, url: str, **options: Any) -> Editor:
     options = {"model": "fake-model", "baseUrl": model.url, "storeUrl": url,
                "prices": {"fake-model": {"input": 1, "cached_input": 0.5, "output": 2}},

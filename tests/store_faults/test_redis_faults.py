@@ -19,7 +19,6 @@ from .conftest import (
     said,
     start,
     still_answers,
-    stop,
     task_runs,
 )
 
@@ -70,7 +69,7 @@ async def test_redis_down_mid_session(tmp_path, ws, model, redis):
         redis.start()  # same port, from its append-only file
         assert KEPT in await _after(editor, model, ws)
     finally:
-        await stop(editor)
+        await editor.stop()
 
 
 async def test_redis_down_at_start(tmp_path, ws, model, redis):
@@ -82,7 +81,7 @@ async def test_redis_down_at_start(tmp_path, ws, model, redis):
         redis.start()
         await _after(editor, model, ws)  # the folder, which waited, is served
     finally:
-        await stop(editor)
+        await editor.stop()
 
 
 async def test_redis_slow(tmp_path, ws, model, redis):
@@ -98,7 +97,7 @@ async def test_redis_slow(tmp_path, ws, model, redis):
         proxy.delay = 0
         assert KEPT in await _after(editor, model, ws)
     finally:
-        await stop(editor)
+        await editor.stop()
         proxy.close()
 
 
@@ -127,4 +126,4 @@ async def test_redis_restarted_mid_session(tmp_path, ws, model, redis):
         memory = {f["statement"] for f in await editor.command("talos.memory.list", {})}
         assert KEPT in memory
     finally:
-        await stop(editor)
+        await editor.stop()

@@ -23,7 +23,6 @@ from .conftest import (
     server_pid,
     start,
     still_answers,
-    stop,
     task_runs,
 )
 
@@ -83,7 +82,7 @@ async def test_file_size_limit_is_a_full_disk(tmp_path, ws, model):
                                            "free some space")  # fmt: skip
         assert problem.startswith("disk full")
     finally:
-        await stop(editor)
+        await editor.stop()
 
 
 async def test_full_tmpfs(tmp_path, ws, model, tmpfs):
@@ -103,7 +102,7 @@ async def test_full_tmpfs(tmp_path, ws, model, tmpfs):
 
         await fault_and_recovery(editor, model, ws, brk, filler.unlink, "disk full", str(db))
     finally:
-        await stop(editor)
+        await editor.stop()
 
 
 async def broken_between_sessions(tmp_path, ws, model, db: Path, brk: Callable[[], None],
@@ -119,7 +118,7 @@ async def broken_between_sessions(tmp_path, ws, model, db: Path, brk: Callable[[
         await task_runs(first, model, "first")
         await first.command("talos.memory.remember", {"statement": KEPT})
     finally:
-        await stop(first)
+        await first.stop()
     brk()
     conflict(ws)
     editor = await start(tmp_path / "home", ws, model, url)
@@ -139,7 +138,7 @@ async def broken_between_sessions(tmp_path, ws, model, db: Path, brk: Callable[[
         assert (KEPT in memory) == kept and LOST not in memory
         assert len(said(editor, UNAVAILABLE)) == 1 and len(said(editor, BACK)) == 1
     finally:
-        await stop(editor)
+        await editor.stop()
 
 
 async def test_read_only_database(tmp_path, ws, model, tmpfs):
