@@ -8,6 +8,8 @@ fallbacks hide the binaries (`path_without`) rather than skip.
 
 from __future__ import annotations
 
+import multiprocessing
+import multiprocessing.context
 import os
 import secrets
 import shutil
@@ -82,3 +84,14 @@ def unique_seconds(base: int) -> str:
     (`sleep 300.418207`): a test looking for leftover processes with `pgrep -f` finds only its
     own, even with other test sessions running beside it."""
     return f"{base}.{secrets.randbelow(10**9):09d}"
+
+
+def processes() -> multiprocessing.context.BaseContext:
+    """Where tests start real OS processes that share a store: the fork server, not `spawn`,
+    so each of them (eight at a time, dozens in the suite) starts as a fork of a process that
+    has already imported Talos and the test modules instead of importing them again. Each is
+    still a separate process with its own connections, as a daemon is."""
+    ctx = multiprocessing.get_context("forkserver")
+    ctx.set_forkserver_preload(["talos_ls.store", "talos_ls.host", "tests.test_multiprocess",
+                                "tests.test_host", "tests.test_redis_faults"])  # fmt: skip
+    return ctx

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import asyncio
 import itertools
-import multiprocessing as mp
 
 from talos_ls.agent.model import ModelConfig
 from talos_ls.agent.workspace import Workspace
@@ -13,7 +12,7 @@ from talos_ls.host import Host, HostConfig
 from talos_ls.store import open_store
 
 from .fake_openai import FakeOpenAI, reply
-from .system import path_without
+from .system import path_without, processes
 
 K = 5
 AMBIGUOUS = {
@@ -202,7 +201,7 @@ def _host_process(url, root, barrier, results, turns):
 def test_two_hosts_in_two_processes_share_one_budget(tmp_path, store_url):
     root = workspace(tmp_path, {**AMBIGUOUS, "AGENTS.md": "- Tests use unittest\n",
                                 "CLAUDE.md": "- Tests use pytest\n"})  # fmt: skip
-    ctx = mp.get_context("spawn")
+    ctx = processes()
     barrier, results = ctx.Barrier(2), ctx.Queue()
     procs = [ctx.Process(target=_host_process, args=(store_url, root, barrier, results, 12))
              for _ in range(2)]  # fmt: skip

@@ -8,13 +8,14 @@ masters, driven at once."""
 from __future__ import annotations
 
 import itertools
-import multiprocessing as mp
 
 import pytest
 
 from talos_ls.gates.question_queue import QuestionQueue
 from talos_ls.memory.facts import FactStore
 from talos_ls.store import open_store
+
+from .system import processes
 
 PROCS, TURNS, K = 8, 300, 5
 pytestmark = pytest.mark.slow
@@ -23,7 +24,7 @@ pytestmark = pytest.mark.slow
 def run_processes(target, url, *extra):
     """PROCS spawned processes running target(url, barrier, results, *extra); their results,
     which must not be exceptions."""
-    ctx = mp.get_context("spawn")
+    ctx = processes()
     barrier, results = ctx.Barrier(PROCS), ctx.Queue()
     procs = [ctx.Process(target=target, args=(url, barrier, results, *extra)) for _ in range(PROCS)]
     for p in procs:

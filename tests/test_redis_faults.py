@@ -6,7 +6,6 @@ return their fail-closed values within the configured timeout."""
 from __future__ import annotations
 
 import itertools
-import multiprocessing as mp
 import time
 
 import pytest
@@ -16,6 +15,7 @@ from talos_ls.memory.facts import FactStore
 from talos_ls.store import open_store
 
 from .redis_server import RedisServer
+from .system import processes
 
 PROCS, TURNS, K, KILL_AT, TIMEOUT = 4, 160, 5, 60, 0.5
 pytestmark = pytest.mark.slow
@@ -64,7 +64,7 @@ def test_sigkill_mid_hammer_and_restart(tmp_path):
     fact_keys = [facts.add("a1", f"fact {i}") for i in range(12)]
     setup.close()
 
-    ctx = mp.get_context("spawn")
+    ctx = processes()
     barrier, results = ctx.Barrier(PROCS), ctx.Queue()
     progress, phase = ctx.Value("i", 0), ctx.Value("i", 0)
     procs = [
