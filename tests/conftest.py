@@ -16,6 +16,22 @@ from talos_ls.store import open_store
 BACKENDS = ["sqlite", "redis", "redis-cluster", "valkey"]
 
 
+def pytest_addoption(parser) -> None:
+    parser.addoption("--full", action="store_true",
+                     help="also run the full tier (tests marked `full`: a soak, the real VS Code "
+                          "workbench, 10,000-message floods); CI always does")  # fmt: skip
+
+
+def pytest_collection_modifyitems(config, items) -> None:
+    """Without --full, the full tier is deselected (and counted as such in the summary)."""
+    if config.getoption("--full"):
+        return
+    full = [item for item in items if item.get_closest_marker("full")]
+    if full:
+        config.hook.pytest_deselected(items=full)
+        items[:] = [item for item in items if not item.get_closest_marker("full")]
+
+
 def pytest_xdist_auto_num_workers(config) -> int:
     """`-n auto` (the default, pyproject.toml): two workers a core, from 4 to 8. Most tests
     wait on processes and sockets (a server starting, a scripted model streaming), not on the

@@ -18,7 +18,7 @@ from talos_ls.demo.scripted_model import reply
 from talos_ls.gates.permissions import workspace_settings_path
 
 from ..lsp.conftest import Editor, start_editor
-from ..lsp.test_deferred_prompts import Prompts, answer, start, stop
+from ..lsp.test_deferred_prompts import Prompts, answer, start
 from ..system import require_sandbox
 from .test_lsp import SPOOFED_COMMANDS, assert_plain, calls, model, options, refused, ws
 
@@ -65,7 +65,7 @@ async def test_a_forged_prompt_id_is_refused_and_the_real_prompt_stays_open(
         assert "denied by you" in tool_results(model)[0]
         assert not (ws / "pwned").exists()
     finally:
-        await stop(editor)
+        await editor.stop()
 
 
 @pytest.mark.parametrize("choice", [
@@ -88,7 +88,7 @@ async def test_a_choice_that_is_no_action_is_a_denial_never_an_allow(
             tmp_path, ws
         )
     finally:
-        await stop(editor)
+        await editor.stop()
 
 
 async def test_a_prompt_is_answered_once_a_second_answer_cannot_turn_deny_into_allow(
@@ -104,7 +104,7 @@ async def test_a_prompt_is_answered_once_a_second_answer_cannot_turn_deny_into_a
         assert "denied by you" in tool_results(model)[0]
         assert not (ws / "pwned").exists()
     finally:
-        await stop(editor)
+        await editor.stop()
 
 
 async def test_an_answer_after_the_timeout_is_refused_and_the_command_stays_denied(
@@ -121,7 +121,7 @@ async def test_an_answer_after_the_timeout_is_refused_and_the_command_stays_deni
         assert "not run: dismissed: denied" in tool_results(model)[0]
         assert not (ws / "pwned").exists()
     finally:
-        await stop(editor)
+        await editor.stop()
 
 
 async def test_a_spoofing_command_reaches_talos_prompt_escaped_on_one_line(
@@ -148,4 +148,4 @@ async def test_a_spoofing_command_reaches_talos_prompt_escaped_on_one_line(
         await editor.finished(task_id)
         assert not (ws / "pwned").exists()
     finally:
-        await stop(editor)
+        await editor.stop()

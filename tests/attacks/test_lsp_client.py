@@ -194,7 +194,7 @@ def burst(client: LyingClient, count: int = 10_000) -> tuple[list[str], list[dic
             [a["error"] for a in answers if "error" in a])  # fmt: skip
 
 
-@pytest.mark.slow
+@pytest.mark.full
 def test_a_burst_of_ten_thousand_task_starts_is_refused_past_the_bound(tmp_path, model):
     ws = workspace(tmp_path)
     client = LyingClient(tmp_path / "home")

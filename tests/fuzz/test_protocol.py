@@ -465,7 +465,7 @@ def hostile_messages(
     return frames, ids, nulls
 
 
-@pytest.mark.slow
+@pytest.mark.full
 def test_ten_thousand_hostile_messages_then_a_normal_task(tmp_path, model):
     ws = tmp_path / "ws"
     (ws / "src").mkdir(parents=True)

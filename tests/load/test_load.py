@@ -134,7 +134,7 @@ GROWTH_KIB = 4 * 1024
 TAIL_TASKS, TAIL_GROWTH_KIB = 150, 1024
 
 
-@pytest.mark.slow
+@pytest.mark.full
 async def test_a_soak_of_tasks_does_not_grow_the_server(tmp_path, ws, model):
     model.script += [reply(f"answer {i} " + "x" * 2000, usage=USAGE) for i in range(SOAK_TASKS)]
     editor = await start_editor(tmp_path / "home", [ws],

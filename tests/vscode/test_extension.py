@@ -40,7 +40,7 @@ from talos_ls.demo.scripted_model import ScriptedModelServer, reply
 
 from . import workbench as wb
 
-pytestmark = [pytest.mark.vscode, pytest.mark.slow]
+pytestmark = [pytest.mark.vscode, pytest.mark.slow, pytest.mark.full]
 
 UI_S = 30.0  # any one thing to appear: generous, a stuck UI fails the step instead of hanging
 PROMPT = "write the tests"

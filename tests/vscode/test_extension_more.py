@@ -37,7 +37,7 @@ from talos_ls.demo.scripted_model import ScriptedModelServer, reply
 from . import workbench as wb
 from .test_extension import CALC, PRICES, UI_S, Person, artifacts_dir, talos_ls
 
-pytestmark = [pytest.mark.vscode, pytest.mark.slow]
+pytestmark = [pytest.mark.vscode, pytest.mark.slow, pytest.mark.full]
 
 READY = r"^Talos <?\$\d+\.\d{4}$"  # the hubot icon, "Talos", the session cost: nothing more
 DONE = re.compile(r"Talos t[0-9a-f]+ done:")  # the server's showMessage when a task ends
