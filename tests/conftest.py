@@ -3,9 +3,11 @@ written against `store` / `qq` / `facts` runs on each one."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 
 import pytest
+import redis
 
 from talos_ls.gates.question_queue import QuestionQueue
 from talos_ls.memory.facts import FactStore
@@ -91,12 +93,16 @@ def backend(request) -> str:
 @pytest.fixture
 def store_url(backend, tmp_path, request) -> str:
     """A fresh, empty store of the backend: a new SQLite file, or a flushed Redis (one server,
-    or every master of a cluster) or Valkey."""
+    or every master of a cluster) or Valkey, flushed again afterwards: the worker's servers are
+    left as they were found, empty."""
     if backend == "sqlite":
-        return "sqlite:///" + str(tmp_path / "talos.db")
+        yield "sqlite:///" + str(tmp_path / "talos.db")
+        return
     server = redis_for(backend, request)
     server.flush()
-    return server.url
+    yield server.url
+    with contextlib.suppress(redis.RedisError):  # a test that broke the server says so itself
+        server.flush()
 
 
 def redis_for(backend: str, request):
