@@ -432,7 +432,7 @@ class Watch:
                             memory += int(line.split()[1]) * 1024
         if tasks >= self.limits.processes:
             return "processes"
-        if memory >= self.limits.memory:
+        if memory >= self.limits.memory and _proportional(proc, pids) >= self.limits.memory:
             return "memory"
         if ticks / os.sysconf("SC_CLK_TCK") >= self.limits.cpu:
             return "cpu"
@@ -442,6 +442,25 @@ class Watch:
             if tmp.f_bavail * tmp.f_frsize < MIB or used >= self.limits.tmp:
                 return "tmp"
         return None
+
+
+def _proportional(proc: str, pids: list[str]) -> int:
+    """The processes' memory with each shared page divided among its sharers (PSS): what the
+    resident sizes say twice for pages a fork shares. Dearer to read, so read only when the
+    resident sizes already reach the limit."""
+    total = 0
+    for pid in pids:
+        with contextlib.suppress(OSError, ValueError, IndexError):
+            fields = {}
+            for line in Path(f"{proc}/{pid}/smaps_rollup").read_text().splitlines():
+                name, _, rest = line.partition(":")
+                if name in ("Pss", "Pss_Anon", "Pss_Shmem"):
+                    fields[name] = int(rest.split()[0]) * 1024
+            if "Pss_Anon" in fields:  # Linux 5.7+: file-backed pages (libraries) left out
+                total += fields["Pss_Anon"] + fields.get("Pss_Shmem", 0)
+            else:
+                total += fields.get("Pss", 0)
+    return total
 
 
 def describe_enforcement() -> tuple[bool, str]:

@@ -401,7 +401,7 @@ class Sandbox:
         for path in wanted:
             if not outside(path) or path in containers or len(path.parts) <= 2:
                 continue
-            if not path.is_dir():
+            if not os.path.isdir(path):  # gone, or not this user's to enter
                 continue
             if not any(path.is_relative_to(o) for o in out):
                 out = [o for o in out if not o.is_relative_to(path)] + [path]
