@@ -156,7 +156,7 @@ def _has_setfcap() -> bool:
 _SIZES: dict[str, bool] = {}
 
 
-def _sizes_tmpfs(bwrap: str) -> bool:
+def sizes_tmpfs(bwrap: str) -> bool:
     """Whether this bwrap sizes a tmpfs (`--size`, bubblewrap 0.7.0, 2022). Without it, /tmp
     is bounded only by the watch (`limits.Watch`); `talos doctor` says so."""
     if bwrap not in _SIZES:
@@ -331,7 +331,7 @@ class Sandbox:
         cached = Sandbox._probed.get(self.bwrap)
         if cached is not None:
             return cached
-        size = ["--size", str(lim.MIB)] if _sizes_tmpfs(self.bwrap) else []
+        size = ["--size", str(lim.MIB)] if sizes_tmpfs(self.bwrap) else []
         argv = [self.bwrap, "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc",
                 *size, "--tmpfs", "/tmp", "--unshare-all", "--die-with-parent",
                 "--new-session", "--cap-drop", "ALL", "--clearenv", "--", "true"]  # fmt: skip
@@ -421,7 +421,7 @@ class Sandbox:
         end, `argv`): the system read-only, a new /dev (read-only but for its sized /dev/shm)
         and /proc, sized tmpfs for /tmp, /var/tmp, /run and every home, then the toolchains on
         PATH and the person's readable paths, read-only."""
-        sizes = self.limits if _sizes_tmpfs(self.bwrap or "") else None
+        sizes = self.limits if sizes_tmpfs(self.bwrap or "") else None
 
         def tmpfs(path: str, size: int) -> list[str]:
             return [*(["--size", str(size)] if sizes else []), "--tmpfs", path]
