@@ -212,7 +212,7 @@ def system_shown() -> list[Path]:
 _ETC: dict[str, object] = {}
 
 
-def etc_secrets() -> list[Path]:
+def etc_secrets(top: str = "/etc") -> list[Path]:
     """What /etc keeps from others: every entry there that others may not read (`shadow`,
     `sudoers`, `ssl/private`, a database's password file, NetworkManager's connections), or, a
     directory, not enter, and every socket. Root reads them all, and a sandbox of root's is
@@ -221,7 +221,8 @@ def etc_secrets() -> list[Path]:
     removed); a mode changed in place is seen at the next walk."""
     now = time.monotonic()
     dirs = _ETC.get("dirs")
-    if isinstance(dirs, dict) and now - float(_ETC["at"]) < ETC_WALK_SECONDS:  # type: ignore[arg-type]
+    fresh = _ETC.get("top") == top and now - float(_ETC["at"]) < ETC_WALK_SECONDS  # type: ignore[arg-type]
+    if isinstance(dirs, dict) and fresh:
         try:
             if all(os.stat(d).st_mtime_ns == m for d, m in dirs.items()):
                 return list(_ETC["found"])  # type: ignore[call-overload]
@@ -229,7 +230,7 @@ def etc_secrets() -> list[Path]:
             pass
     found: list[Path] = []
     seen: dict[str, int] = {}
-    pending = ["/etc"] if os.path.isdir("/etc") else []
+    pending = [top] if os.path.isdir(top) else []
     count = 0
     while pending and count < MAX_ETC_ENTRIES:
         where = pending.pop()
@@ -251,7 +252,7 @@ def etc_secrets() -> list[Path]:
                 found.append(Path(entry.path))
             elif stat.S_ISDIR(mode):
                 pending.append(entry.path)
-    _ETC.update(dirs=seen, found=found, at=now)
+    _ETC.update(dirs=seen, found=found, at=now, top=top)
     return list(found)
 
 
