@@ -94,6 +94,24 @@ def test_a_program_linked_from_path_brings_its_toolchain(ws, tmp_path, monkeypat
     assert "toolchain-ran" in out and "not for you" not in out, out
 
 
+def test_a_link_the_repository_ships_on_path_brings_nothing(ws, tmp_path, monkeypatch):
+    """A virtualenv in the workspace on PATH is the repository's: a link there to another
+    project's program does not make that project visible."""
+    other = tmp_path / "other" / "tool" / "bin"
+    other.mkdir(parents=True)
+    (other / "prog").write_text("#!/bin/sh\necho other-ran\n")
+    (other / "prog").chmod(0o755)
+    (tmp_path / "other" / "tool" / "secret.txt").write_text("other project\n")
+    venv_bin = ws / ".venv" / "bin"
+    venv_bin.mkdir(parents=True)
+    (venv_bin / "prog").symlink_to(other / "prog")
+    monkeypatch.setenv("PATH", f"{venv_bin}:/usr/bin:/bin")
+    assert tmp_path / "other" / "tool" in Sandbox._toolchains()  # the person's own PATH would
+    sandbox = Sandbox(ws, bwrap=require_sandbox())
+    out = run(sandbox, f"prog 2>&1; cat {tmp_path}/other/tool/secret.txt 2>&1")
+    assert "other-ran" not in out and "other project" not in out, out
+
+
 def test_a_readable_path_is_shown_read_only_with_its_credentials_still_hidden(
     ws, tmp_path, monkeypatch
 ):

@@ -362,7 +362,7 @@ class Sandbox:
 
     # --------------------------------------------------------------- layout
     @staticmethod
-    def _toolchains() -> list[Path]:
+    def _toolchains(workspace: Path | None = None) -> list[Path]:
         """What the programs on PATH need outside the system, read-only: Python itself, each
         PATH entry that lies outside the system (its toolchain: a `bin`, `sbin` or `shims`
         directory's parent, `~/.cargo/bin` -> `~/.cargo`, `/opt/node/bin` -> `/opt/node`,
@@ -370,11 +370,12 @@ class Sandbox:
         `~/.local/lib` beside it, never all of `~/.local`), and the toolchain of each program
         on PATH that is a link leading out of the system (`/usr/local/bin/node` ->
         `/opt/node/bin/node`, `/usr/bin/java` -> `/etc/alternatives/java` -> `/opt/jdk/...`).
-        Never a whole home, `/`, or a directory at the top (`/opt`). Remembered while PATH and
-        its directories are unchanged."""
+        Never a whole home, `/`, or a directory at the top (`/opt`); never where a link in the
+        `workspace` leads (a PATH entry there, `.venv/bin`, is the repository's: its links
+        could name any directory). Remembered while PATH and its directories are unchanged."""
         entries = [Path(p) for p in os.environ.get("PATH", "").split(os.pathsep) if p]
         watched = [*entries, Path("/etc/alternatives")]
-        key: tuple[object, ...] = (sys.prefix, sys.base_prefix, *_mtimes(watched))
+        key: tuple[object, ...] = (sys.prefix, sys.base_prefix, workspace, *_mtimes(watched))
         if key in _TOOLS:
             return list(_TOOLS[key])
         system = system_shown()
@@ -390,6 +391,8 @@ class Sandbox:
                 wanted.append(entry.parent / "lib")
         wanted += [Path(sys.base_prefix), Path(sys.prefix)]
         for entry in entries:  # programs that are links out of the system
+            if workspace is not None and Path(os.path.realpath(entry)).is_relative_to(workspace):
+                continue
             try:
                 links = [e.path for e in os.scandir(entry) if e.is_symlink()]
             except OSError:
@@ -450,7 +453,7 @@ class Sandbox:
             args += ["--ro-bind", resolv, resolv]
         for home in _homes():
             args += tmpfs(str(home), lim.SMALL_TMPFS)
-        tools = self._toolchains()
+        tools = self._toolchains(self.root)
         readable = [p for p in self.readable if os.path.exists(p)]
         for path in [*tools, *readable]:
             args += ["--ro-bind", str(path), str(path)]
