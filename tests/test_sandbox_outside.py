@@ -18,7 +18,7 @@ from talos_ls.agent import sandbox as sandbox_module
 from talos_ls.agent.limits import MIB, Limits
 from talos_ls.agent.sandbox import Sandbox, etc_secrets, readable_paths_problem
 
-from .system import as_ordinary_user, require_sandbox
+from .system import as_another_user, as_ordinary_user, require_sandbox
 
 
 def run(sandbox: Sandbox, command: str, **kw) -> str:
@@ -184,3 +184,27 @@ def test_root_without_capabilities_is_told_why_there_is_no_sandbox(tmp_path):
     done = subprocess.run([*as_ordinary_user(), sys.executable, "-c", code], capture_output=True,
                           text=True, timeout=60, cwd=tmp_path)  # fmt: skip
     assert "CAP_SETFCAP" in done.stdout and "ordinary user" in done.stdout, done
+
+
+def test_doctor_says_how_the_limits_are_enforced(ws):
+    """As this user: a cgroup when one can be made here; as an ordinary user (uid 65534, when
+    the tests run as root), the kernel's per-sandbox count, as nobody can make a cgroup."""
+    from talos_ls.doctor import check_limits
+
+    require_sandbox()
+    checks = check_limits(ws, Limits.parse({"processes": 99}))
+    assert checks[0] == (True, checks[0][1]) and "99 processes" in checks[0][1]
+    ok, how = checks[1]
+    if lim.hierarchies():
+        assert ok and "bounded by a cgroup" in how, how
+    elif os.getuid() == 0:
+        assert not ok and "as root the kernel does not apply the process limit" in how, how
+    else:
+        assert ok and "bounded by the kernel" in how, how
+    if os.geteuid() == 0:
+        code = "from talos_ls.agent.limits import describe_enforcement as d; print(d())"
+        done = subprocess.run([*as_another_user(), sys.executable, "-c", code], text=True,
+                              capture_output=True, timeout=60, cwd="/")  # fmt: skip
+        assert "(True, 'command limits: processes bounded by the kernel per sandbox" in (
+            done.stdout
+        ), done
