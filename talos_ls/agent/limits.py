@@ -467,8 +467,12 @@ def describe_enforcement() -> tuple[bool, str]:
     """How processes and memory are bounded here, for `talos doctor`: (fine, what)."""
     found = hierarchies()
     if found:
-        kind = f"cgroup v{found[0].version}"
-        return True, f"command limits: processes and memory bounded by a {kind} per command"
+        bound = " and ".join(
+            {"pids": "processes", "memory": "memory"}[c]
+            for c in ("pids", "memory")
+            if any(c in h.controllers for h in found)
+        )
+        return True, f"command limits: {bound} bounded by a cgroup v{found[0].version} per command"
     if not processes_bounded_by_kernel():
         return False, ("command limits: as root the kernel does not apply the process limit "
                        "(RLIMIT_NPROC) and no cgroup can be made here, so a fork bomb is only "
