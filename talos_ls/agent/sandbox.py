@@ -376,8 +376,9 @@ class Sandbox:
         entries = [Path(p) for p in os.environ.get("PATH", "").split(os.pathsep) if p]
         watched = [*entries, Path("/etc/alternatives")]
         key: tuple[object, ...] = (sys.prefix, sys.base_prefix, workspace, *_mtimes(watched))
-        if key in _TOOLS:
-            return list(_TOOLS[key])
+        cached = _TOOLS.get(key)  # commands are laid out in worker threads: one look
+        if cached is not None:
+            return list(cached)
         system = system_shown()
         containers = {*_user_homes(), *(Path(p) for p in BLANKED), Path("/")}
 
