@@ -43,7 +43,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import ClassVar
@@ -130,6 +130,14 @@ def _empty_file() -> str:
         os.chmod(path, 0o444)
         _EMPTY[:] = [path]
     return _EMPTY[0]
+
+
+def _within_any(roots: Iterable[Path]) -> Callable[[Path], bool]:
+    """Whether a path is one of `roots` or inside one: `Path.is_relative_to`, as string
+    prefixes (the layout asks it of every hidden path and `.env*` file, for each root)."""
+    prefixes = tuple(str(r).rstrip("/") + "/" for r in roots)
+    exact = {str(r) for r in roots}
+    return lambda path: str(path) in exact or str(path).startswith(prefixes)
 
 
 def _mtimes(paths: Iterable[Path]) -> list[tuple[str, int]]:
@@ -489,8 +497,9 @@ class Sandbox:
             elif writable:  # a stand-in, removed afterwards (`_stand_ins_gone`)
                 args += ["--tmpfs", str(path), "--remount-ro", str(path)]
         shown.append(self.root)
+        in_sight = _within_any(shown)
         for path in [*self._hidden(), *self._env_files()]:
-            if not any(path.is_relative_to(s) for s in shown):
+            if not in_sight(path):
                 continue  # already out of sight
             if path.is_symlink() or not path.exists() or path == self.root:
                 continue
