@@ -16,6 +16,7 @@ The places tried are /srv, /opt, /var/lib, /mnt and /media, those this user may 
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import json
 import os
@@ -30,6 +31,9 @@ from pathlib import Path
 
 import pytest
 
+from talos_ls.demo.scripted_model import reply
+
+from ..lsp.conftest import WAIT_S, start_editor
 from ..system import (
     ORDINARY_UID,
     as_another_user,
@@ -253,3 +257,42 @@ def test_nothing_outside_is_read_or_connected_to(tmp_path, server, canary, user,
             shutil.rmtree(path, ignore_errors=True)
         if base is not None:
             shutil.rmtree(base, ignore_errors=True)
+
+
+async def test_the_editors_readable_paths_and_limits_reach_the_sandbox(tmp_path, server, canary):
+    """The same settings from the editor (`readablePaths`, `limits` in initializationOptions),
+    through the real `talos-ls`: the granted path is read, the other project is not, a fork
+    bomb ends at the editor's limit, and the person is told."""
+    require_sandbox()
+    out = plant(outside_roots(), canary)
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    options = {"model": "fake-model", "baseUrl": server.url, "permissionMode": "full-auto",
+               "storeUrl": "sqlite:///" + str(tmp_path / "talos.db"),
+               "prices": {"fake-model": {"input": 1, "cached_input": 0.5, "output": 2}},
+               "readablePaths": [str(out.granted)], "limits": {"processes": 32}}  # fmt: skip
+    commands = [f"cat {out.granted}/granted.txt", f"cat {out.hidden_dirs[0]}/notes.txt 2>&1",
+                ":(){ :|:& };:; sleep 60"]  # fmt: skip
+    server.script.append(reply(None, [(f"c{i}", "run_command", json.dumps({"command": c}))
+                                      for i, c in enumerate(commands)]))  # fmt: skip
+    server.script.append(reply("done"))
+    try:
+        editor = await start_editor(tmp_path / "home", [ws], options)
+        try:
+            await editor.until(lambda: any(s.folders for s in editor.statuses), "a status")
+            task = (await editor.command("talos.task.start", {"prompt": "go"}))["task_id"]
+            await editor.finished(task)
+            messages = server.requests[-1]["body"]["messages"]
+            granted, hidden, bomb = [m["content"] for m in messages if m["role"] == "tool"]
+            assert out.granted_text in granted, granted
+            assert out.canaries[0] not in hidden and "No such file" in hidden, hidden
+            assert "[killed: it reached the limit of 32 processes" in bomb, bomb[-300:]
+            await editor.until(
+                lambda: any("A command was stopped: it reached the limit of 32" in m
+                            for m in editor.messages()), "the person told")  # fmt: skip
+        finally:
+            await asyncio.wait_for(editor.client.shutdown_session(), WAIT_S)
+            await editor.client.stop()
+    finally:
+        for path in out.made:
+            shutil.rmtree(path, ignore_errors=True)
