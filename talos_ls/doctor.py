@@ -74,8 +74,8 @@ def check_sandbox(root: Path) -> Check:
 
 
 def check_limits(root: Path, limits: Limits) -> list[Check]:
-    """How the limits on each command are enforced here (`agent/limits.py`): a cgroup, the
-    kernel's per-sandbox process count, or, as root without a cgroup, only Talos's watch."""
+    """How the limits on each command are enforced here (`agent/limits.py`): a pids cgroup,
+    the kernel's per-sandbox process count, or, as root without a cgroup, only Talos's watch."""
     sandbox = Sandbox(root, limits=limits)
     if not sandbox.probe().available:
         return []

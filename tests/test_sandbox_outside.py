@@ -196,7 +196,7 @@ def test_doctor_says_how_the_limits_are_enforced(ws):
     assert checks[0] == (True, checks[0][1]) and "99 processes" in checks[0][1]
     ok, how = checks[1]
     if lim.hierarchies():
-        assert ok and "bounded by a cgroup" in how, how
+        assert ok and "processes bounded by a pids cgroup" in how, how
     elif os.getuid() == 0:
         assert not ok and "as root the kernel does not apply the process limit" in how, how
     else:

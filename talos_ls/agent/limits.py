@@ -11,14 +11,16 @@ Three layers, because no one mechanism bounds everything for everyone:
   capabilities: as root only a cgroup bounds processes. `RLIMIT_DATA` bounds each process's
   private memory, `RLIMIT_FSIZE` each file (the writer gets SIGXFSZ), `RLIMIT_CPU` each
   process's CPU time (SIGXCPU).
-- **A cgroup per command** (`Cage`), where this process may make one (root, or a delegated
-  cgroup v2 subtree): `pids.max` and a memory limit that the kernel enforces on the whole
-  command, its tmpfs pages included, and counters that say when either was hit.
+- **A `pids` cgroup per command** (`Cage`), where this process may make one (root, or a
+  delegated cgroup v2 subtree): `pids.max`, which the kernel enforces for root too, and a
+  counter that says when a fork was refused. Only `pids`: joining a cgroup costs a command an
+  RCU grace period per controller (measured: bench/README.md), and memory is bounded the same
+  way for everyone without one.
 - **A watch** (`Watch`) from the daemon, every 0.2 s while the command runs: the sandbox's tasks
   (listed in its own `/proc`), their memory and CPU time added up, how full its `/tmp` is. It
   ends the command when one reaches its limit, with a message, and it is what bounds the whole
-  command's memory and CPU time where there is no cgroup. A sample can miss what a program does
-  between two of them, so the kernel's per-process limits stay underneath.
+  command's memory and CPU time. A sample can miss what a program does between two of them, so
+  the kernel's per-process limits stay underneath.
 
 Hitting a limit ends the command, never the daemon: its result says which limit and the value
 ("[killed: it reached the limit of 1024 processes]"), and the person is told.
@@ -165,19 +167,17 @@ def _clamped(which: int, wanted: int) -> int:
     return wanted if hard == resource.RLIM_INFINITY else min(wanted, hard)
 
 
-def launcher(shell: str, command: str, limits: Limits, *, caged: bool) -> list[str]:
+def launcher(shell: str, command: str, limits: Limits) -> list[str]:
     """The argv run inside the sandbox: the limits set by bash's `ulimit` (soft and hard, so
     nothing in the sandbox raises them), then `exec` of the command's own `shell -c COMMAND`.
     Per-process CPU time stops a second past the whole command's, so the watch (which says so)
-    usually ends it first. In a cgroup the memory is the cgroup's to bound (an out-of-memory
-    kill it reports), not each process's."""
+    usually ends it first."""
     if Path(shell).name != "bash":  # no bash here: `sh` has no portable ulimit flags
         return [shell, "-c", command]
     nproc = limits.processes if kernel_counts_per_namespace() else limits.processes + _my_tasks()
     parts = [f"-u {_clamped(resource.RLIMIT_NPROC, nproc)}",
-             f"-f {_clamped(resource.RLIMIT_FSIZE, limits.file_size) // 1024}", "-c 0"]  # fmt: skip
-    if not caged:
-        parts.append(f"-d {_clamped(resource.RLIMIT_DATA, limits.memory) // 1024}")
+             f"-f {_clamped(resource.RLIMIT_FSIZE, limits.file_size) // 1024}", "-c 0",
+             f"-d {_clamped(resource.RLIMIT_DATA, limits.memory) // 1024}"]  # fmt: skip
     cpu = _clamped(resource.RLIMIT_CPU, limits.cpu + 2)
     script = (f"ulimit -S -H {' '.join(parts)} && ulimit -S -H -t {cpu} && "
               f"ulimit -S -t {max(cpu - 1, 1)} && exec \"$0\" -c \"$1\"")  # fmt: skip
@@ -188,8 +188,7 @@ def launcher(shell: str, command: str, limits: Limits, *, caged: bool) -> list[s
 @dataclass(frozen=True)
 class _Hierarchy:
     version: int  # 1 or 2
-    base: Path  # where this process may make a child cgroup
-    controllers: frozenset[str]  # of "pids", "memory"
+    base: Path  # where this process may make a child cgroup with the pids controller
 
 
 def _mounts() -> list[tuple[str, str, str, str]]:
@@ -236,34 +235,28 @@ def _writable(path: Path) -> bool:
 
 
 def find_hierarchies() -> list[_Hierarchy]:
-    """Where a cgroup with `pids` and `memory` can be made for a command: v1, a child of this
-    process's cgroup in each controller's hierarchy; v2, a child of the nearest cgroup (this
-    one or an ancestor) that enables both for its children. Empty when neither is writable (an
-    ordinary user without delegation, a container whose cgroup file system is read-only)."""
+    """Where a `pids` cgroup can be made for a command: v1, a child of this process's cgroup
+    in the pids hierarchy; v2, a child of the nearest cgroup (this one or an ancestor) that
+    enables `pids` for its children. Empty when neither is writable (an ordinary user without
+    delegation, a container whose cgroup file system is read-only)."""
     own = _own_cgroups()
     mounts = _mounts()
-    v1 = []
-    for name in ("pids", "memory"):
-        for root, point, kind, options in mounts:
-            if kind == "cgroup" and name in options.split(",") and name in own:
-                base = _under(root, point, own[name])
-                if base is not None and base.is_dir() and _writable(base):
-                    v1.append(_Hierarchy(1, base, frozenset([name])))
-                break
-    if any("pids" in h.controllers for h in v1):
-        return v1
+    for root, point, kind, options in mounts:
+        if kind == "cgroup" and "pids" in options.split(",") and "pids" in own:
+            base = _under(root, point, own["pids"])
+            if base is not None and base.is_dir() and _writable(base):
+                return [_Hierarchy(1, base)]
     for root, point, kind, _ in mounts:
         if kind != "cgroup2" or "" not in own:
             continue
         here = _under(root, point, own[""])
         while here is not None and here.is_relative_to(point):
             try:
-                enabled = set((here / "cgroup.subtree_control").read_text().split())
+                enabled = (here / "cgroup.subtree_control").read_text().split()
             except OSError:
                 break
-            if {"pids", "memory"} <= enabled:
-                return [_Hierarchy(2, here, frozenset(["pids", "memory"]))] \
-                    if _writable(here) else []  # fmt: skip
+            if "pids" in enabled:
+                return [_Hierarchy(2, here)] if _writable(here) else []
             here = here.parent if here != Path(point) else None
     return []
 
@@ -310,18 +303,7 @@ class Cage:
             raise
 
     def _configure(self, h: _Hierarchy, path: Path) -> None:
-        memory = self.limits.memory + self.limits.tmp  # tmpfs pages are charged here too
-        if "pids" in h.controllers:
-            (path / "pids.max").write_text(str(self.limits.processes))
-        if "memory" in h.controllers and h.version == 1:
-            (path / "memory.limit_in_bytes").write_text(str(memory))
-            with contextlib.suppress(OSError):  # swap accounting may be off
-                (path / "memory.memsw.limit_in_bytes").write_text(str(memory))
-        elif "memory" in h.controllers:
-            (path / "memory.max").write_text(str(memory))
-            for name, value in (("memory.swap.max", "0"), ("memory.oom.group", "1")):
-                with contextlib.suppress(OSError):
-                    (path / name).write_text(value)
+        (path / "pids.max").write_text(str(self.limits.processes))
 
     def wrap(self, argv: list[str]) -> list[str]:
         """`argv` started by `sh`, which first moves itself into each cgroup: everything the
@@ -331,29 +313,14 @@ class Cage:
             'while [ "$1" != -- ]; do shift; done; shift; exec "$@"'  # fmt: skip
         return ["/bin/sh", "-c", script, "sh", *procs, "--", *argv]
 
-    def bounds(self, controller: str) -> bool:
-        return any(controller in h.controllers for h, _ in self.dirs)
-
-    def _counter(self, controller: str, file: str, key: str) -> int:
-        for h, path in self.dirs:
-            if controller in h.controllers:
-                with contextlib.suppress(OSError, ValueError):
-                    for line in (path / file).read_text().splitlines():
-                        name, _, value = line.partition(" ")
-                        if name == key:
-                            return int(value)
-        return 0
-
     def hit(self) -> str | None:
-        """ "processes" when a fork was refused at pids.max, "memory" when the kernel killed a
-        process for the memory limit; else None."""
-        if self._counter("pids", "pids.events", "max"):
-            return "processes"
-        oom = (
-            "memory.oom_control" if self.dirs and self.dirs[0][0].version == 1 else "memory.events"
-        )
-        if self._counter("memory", oom, "oom_kill"):
-            return "memory"
+        """ "processes" once a fork was refused at pids.max (`pids.events`), else None."""
+        for _, path in self.dirs:
+            with contextlib.suppress(OSError, ValueError):
+                for line in (path / "pids.events").read_text().splitlines():
+                    name, _, value = line.partition(" ")
+                    if name == "max" and int(value):
+                        return "processes"
         return None
 
     def close(self) -> None:
@@ -426,10 +393,9 @@ class Watch:
                 fields = Path(f"{proc}/{pid}/stat").read_text().rsplit(")", 1)[1].split()
                 ticks += sum(int(fields[i]) for i in (11, 12, 13, 14))  # utime..cstime
                 tasks += int(fields[17])
-                if self.cage is None:
-                    for line in Path(f"{proc}/{pid}/status").read_text().splitlines():
-                        if line.startswith(("RssAnon:", "RssShmem:")):
-                            memory += int(line.split()[1]) * 1024
+                for line in Path(f"{proc}/{pid}/status").read_text().splitlines():
+                    if line.startswith(("RssAnon:", "RssShmem:")):
+                        memory += int(line.split()[1]) * 1024
         if tasks >= self.limits.processes:
             return "processes"
         if memory >= self.limits.memory and _proportional(proc, pids) >= self.limits.memory:
@@ -467,12 +433,9 @@ def describe_enforcement() -> tuple[bool, str]:
     """How processes and memory are bounded here, for `talos doctor`: (fine, what)."""
     found = hierarchies()
     if found:
-        bound = " and ".join(
-            {"pids": "processes", "memory": "memory"}[c]
-            for c in ("pids", "memory")
-            if any(c in h.controllers for h in found)
-        )
-        return True, f"command limits: {bound} bounded by a cgroup v{found[0].version} per command"
+        return True, (f"command limits: processes bounded by a pids cgroup (v{found[0].version}) "
+                      "per command; memory bounded per process by the kernel and watched for "
+                      "the whole command")  # fmt: skip
     if not processes_bounded_by_kernel():
         return False, ("command limits: as root the kernel does not apply the process limit "
                        "(RLIMIT_NPROC) and no cgroup can be made here, so a fork bomb is only "

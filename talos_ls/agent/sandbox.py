@@ -471,13 +471,10 @@ class Sandbox:
     def _env_files(self) -> list[Path]:
         return self._secrets.files()
 
-    def argv(
-        self, command: str, *, writable: bool, network: bool, caged: bool = False
-    ) -> list[str]:
-        """The bwrap command line that runs `command` (with `bash -c`, under the limits:
-        `caged` when a cgroup bounds its memory). A workspace that holds a home directory (or
-        is one) is never writable: a command could plant `~/.ssh`, `~/.bashrc` or Talos's own
-        settings there."""
+    def argv(self, command: str, *, writable: bool, network: bool) -> list[str]:
+        """The bwrap command line that runs `command` (with `bash -c`, under the limits). A
+        workspace that holds a home directory (or is one) is never writable: a command could
+        plant `~/.ssh`, `~/.bashrc` or Talos's own settings there."""
         assert self.bwrap, "no bwrap"
         writable = writable and not any(h.is_relative_to(self.root) for h in _user_homes())
         for path in talos_paths():  # inside the workspace: made now, so they can be hidden
@@ -514,7 +511,7 @@ class Sandbox:
         args += ["--die-with-parent", "--new-session", "--cap-drop", "ALL", "--clearenv"]
         for key, value in _allowed_env(SANDBOX_HOME).items():
             args += ["--setenv", key, value]
-        return [*args, "--", *lim.launcher(self.shell, command, self.limits, caged=caged)]
+        return [*args, "--", *lim.launcher(self.shell, command, self.limits)]
 
     # ------------------------------------------------------------------ run
     async def run(
@@ -565,7 +562,7 @@ class Sandbox:
     def _limited(
         self, command: str, *, writable: bool, network: bool
     ) -> tuple[list[str], lim.Cage | None]:
-        """`argv` under the limits, in a cgroup of its own where one can be made."""
+        """`argv` under the limits, in a pids cgroup of its own where one can be made."""
         cage = None
         found = lim.hierarchies()
         if found:
@@ -573,8 +570,7 @@ class Sandbox:
                 cage = lim.Cage(self.limits, found)
             except OSError as exc:  # reported, and the kernel's limits and the watch still hold
                 logger.warning("no cgroup for this command: %s", exc)
-        caged = cage is not None and cage.bounds("memory")
-        argv = self.argv(command, writable=writable, network=network, caged=caged)
+        argv = self.argv(command, writable=writable, network=network)
         return (cage.wrap(argv) if cage is not None else argv), cage
 
 
