@@ -26,7 +26,7 @@ import socket
 import tempfile
 import threading
 import uuid
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
@@ -120,7 +120,6 @@ class Outside:
     granted: Path  # in readable_paths: readable, its socket connectable
     canaries: list[str]  # texts of hidden files: never in any output
     hidden_sockets: list[str]
-    made: list[Path] = field(default_factory=list)  # removed afterwards
 
     @property
     def granted_text(self) -> str:
@@ -138,17 +137,19 @@ def outside_roots() -> list[Path]:
     return roots
 
 
-def plant(roots: list[Path], canary: SocketCanary) -> Outside:
+def plant(roots: list[Path], canary: SocketCanary, made: list[Path]) -> Outside:
     """A hidden project in each root and under /tmp (blanked: a short path of its own, as a
-    socket's path is at most 107 bytes), and a granted one."""
+    socket's path is at most 107 bytes), and a granted one; each directory made is added to
+    `made` at once, for the caller to remove whatever happens."""
     tag = uuid.uuid4().hex[:12]
     elsewhere = Path(tempfile.mkdtemp(prefix="talos-o-", dir="/tmp"))
+    made.append(elsewhere)
     elsewhere.chmod(0o755)
-    hidden, texts, sockets, made = [], [], [], [elsewhere]
+    hidden, texts, sockets = [], [], []
     for root in [*roots, elsewhere]:
         where = root / f"talos-hidden-{tag}"
-        (where / "run").mkdir(parents=True)
         made.append(where)
+        (where / "run").mkdir(parents=True)
         text = f"TalosOutsideCanary-{tag}-{root.name}"
         (where / "notes.txt").write_text(text + "\n")
         for path in (where, where / "run"):
@@ -158,14 +159,14 @@ def plant(roots: list[Path], canary: SocketCanary) -> Outside:
         hidden.append(where)
         texts.append(text)
     granted = roots[0] / f"talos-granted-{tag}"
+    made.append(granted)
     granted.mkdir(mode=0o755)
     granted.chmod(0o755)
-    made.append(granted)
     (granted / "granted.txt").write_text(f"TalosGranted-{tag}\n")
     (granted / "granted.txt").chmod(0o644)
     canary.listen(str(granted / "granted.sock"))
     sockets.append(canary.listen(f"@talos-abstract-{tag}"))  # another network namespace
-    return Outside(tag, hidden, granted, texts, sockets, made)
+    return Outside(tag, hidden, granted, texts, sockets)
 
 
 @pytest.fixture
@@ -173,6 +174,19 @@ def canary():
     c = SocketCanary()
     yield c
     c.close()
+
+
+@pytest.fixture
+def outside(canary):
+    """`plant` in every place outside this user may write; all of it removed afterwards."""
+    require_sandbox()
+    roots = outside_roots()
+    made: list[Path] = []
+    try:
+        yield roots, plant(roots, canary, made)
+    finally:
+        for path in made:
+            shutil.rmtree(path, ignore_errors=True)
 
 
 def an_attack(user: str, tmp_path: Path, server: object) -> tuple[Attack, Path | None]:
@@ -189,13 +203,11 @@ def an_attack(user: str, tmp_path: Path, server: object) -> tuple[Attack, Path |
 
 @pytest.mark.parametrize("mode", ["ask", "full-auto"])
 @pytest.mark.parametrize("user", USERS)
-def test_nothing_outside_is_read_or_connected_to(tmp_path, server, canary, user, mode):
+def test_nothing_outside_is_read_or_connected_to(tmp_path, server, canary, outside, user, mode):
     """Other projects, their files and their sockets, outside the workspace and the homes,
     are not there for a command; a readable path is (read-only), and so is its socket."""
-    require_sandbox()
-    roots = outside_roots()
+    roots, out = outside
     attack, base = an_attack(user, tmp_path, server)
-    out = plant(roots, canary)
     try:
         ws = attack.ws
         control = canary.listen(str(ws / "app.sock"))  # the workspace's own: reachable
@@ -253,18 +265,15 @@ def test_nothing_outside_is_read_or_connected_to(tmp_path, server, canary, user,
             granted_cat = results[commands.index(f"cat {out.granted}/granted.txt")]
             assert out.granted_text in granted_cat, granted_cat
     finally:
-        for path in out.made:
-            shutil.rmtree(path, ignore_errors=True)
         if base is not None:
             shutil.rmtree(base, ignore_errors=True)
 
 
-async def test_the_editors_readable_paths_and_limits_reach_the_sandbox(tmp_path, server, canary):
+async def test_the_editors_readable_paths_and_limits_reach_the_sandbox(tmp_path, server, outside):
     """The same settings from the editor (`readablePaths`, `limits` in initializationOptions),
     through the real `talos-ls`: the granted path is read, the other project is not, a fork
     bomb ends at the editor's limit, and the person is told."""
-    require_sandbox()
-    out = plant(outside_roots(), canary)
+    _, out = outside
     ws = tmp_path / "ws"
     ws.mkdir()
     options = {"model": "fake-model", "baseUrl": server.url, "permissionMode": "full-auto",
@@ -276,23 +285,19 @@ async def test_the_editors_readable_paths_and_limits_reach_the_sandbox(tmp_path,
     server.script.append(reply(None, [(f"c{i}", "run_command", json.dumps({"command": c}))
                                       for i, c in enumerate(commands)]))  # fmt: skip
     server.script.append(reply("done"))
+    editor = await start_editor(tmp_path / "home", [ws], options)
     try:
-        editor = await start_editor(tmp_path / "home", [ws], options)
-        try:
-            await editor.until(lambda: any(s.folders for s in editor.statuses), "a status")
-            task = (await editor.command("talos.task.start", {"prompt": "go"}))["task_id"]
-            await editor.finished(task)
-            messages = server.requests[-1]["body"]["messages"]
-            granted, hidden, bomb = [m["content"] for m in messages if m["role"] == "tool"]
-            assert out.granted_text in granted, granted
-            assert out.canaries[0] not in hidden and "No such file" in hidden, hidden
-            assert "[killed: it reached the limit of 32 processes" in bomb, bomb[-300:]
-            await editor.until(
-                lambda: any("A command was stopped: it reached the limit of 32" in m
-                            for m in editor.messages()), "the person told")  # fmt: skip
-        finally:
-            await asyncio.wait_for(editor.client.shutdown_session(), WAIT_S)
-            await editor.client.stop()
+        await editor.until(lambda: any(s.folders for s in editor.statuses), "a status")
+        task = (await editor.command("talos.task.start", {"prompt": "go"}))["task_id"]
+        await editor.finished(task)
+        messages = server.requests[-1]["body"]["messages"]
+        granted, hidden, bomb = [m["content"] for m in messages if m["role"] == "tool"]
+        assert out.granted_text in granted, granted
+        assert out.canaries[0] not in hidden and "No such file" in hidden, hidden
+        assert "[killed: it reached the limit of 32 processes" in bomb, bomb[-300:]
+        await editor.until(
+            lambda: any("A command was stopped: it reached the limit of 32" in m
+                        for m in editor.messages()), "the person told")  # fmt: skip
     finally:
-        for path in out.made:
-            shutil.rmtree(path, ignore_errors=True)
+        await asyncio.wait_for(editor.client.shutdown_session(), WAIT_S)
+        await editor.client.stop()
