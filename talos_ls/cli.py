@@ -159,6 +159,9 @@ def _parser() -> argparse.ArgumentParser:
                    help="stop after this many model calls (default: config, else 50)")  # fmt: skip
     r.add_argument("--budget-turns", type=_count, metavar="K", help="one question per K turns "
                    f"at most (default: config, else {QUESTION_BUDGET_TURNS})")  # fmt: skip
+    r.add_argument("--readable-path", action="append", metavar="PATH",
+                   help="show commands this absolute path outside the workspace, read-only "
+                   "(repeatable; default: the config file's readable_paths)")  # fmt: skip
     r.add_argument("--json", action="store_true", help="print the result as JSON on stdout")
     sk = sub.add_parser("skills", help="list the skills the agent can load",
                         description="Skills from the package, the user config directory and "

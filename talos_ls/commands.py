@@ -152,7 +152,9 @@ async def _run(
     caps = Caps(max_cost=args.max_cost, max_steps=args.max_steps, max_tokens=args.max_tokens)
     config = HostConfig(workspace=root, model=model, mode=args.mode, auto_apply=args.apply,
                         caps=caps, budget_turns=args.budget_turns,
-                        prices=args.effective.prices)  # fmt: skip
+                        prices=args.effective.prices,
+                        readable_paths=args.effective.readable_paths(),
+                        limits=args.effective.limits())  # fmt: skip
     try:
         host = Host(store, config, port)
     except ValueError as exc:  # a cap that cannot be enforced

@@ -31,6 +31,7 @@ from typing import Any
 import platformdirs
 
 from .agent.cost import DEFAULT_PRICES, PRICES_ENV, Caps, Price, load_prices
+from .agent.limits import Limits
 from .agent.model import DEFAULT_BASE_URL, ModelConfig
 from .files import FileTooLarge, NotRegularFile, read_regular
 from .gates.permissions import MODES
@@ -95,8 +96,15 @@ KEYS: dict[str, Key] = {
             workspace="stricter"),
         Key("budget_turns", SETTINGS["questionBudgetTurns"][1], QUESTION_BUDGET_TURNS,
             "whole number", "--budget-turns"),
+        Key("readable_paths", SETTINGS["readablePaths"][1], (), "absolute paths",
+            "--readable-path", workspace="never"),
+        Key("limits", SETTINGS["limits"][1], None, "table", workspace="never"),
     )
 }  # fmt: skip
+# Why a repository's file may not set a key (the rest: it could send your key or data away).
+WHY_NEVER = {"prices": "a price of 0 would disarm the cost cap",
+             "readable_paths": "a repository could show its commands what lies outside it",
+             "limits": "a repository could raise the limits on its own commands"}  # fmt: skip
 # `prices` is a table, not a value: [prices."model"] input / cached_input / output.
 PRICE_FIELDS = ("input", "cached_input", "output")
 TOP_KEYS = (*KEYS, "prices")
@@ -106,12 +114,13 @@ EDITOR_NAMES = {"baseUrl": "base_url", "apiKeyEnv": "api_key_env", "storeUrl": "
                 "maxCost": "max_cost", "maxSteps": "max_steps", "maxTokens": "max_tokens",
                 "permissionMode": "mode", "questionBudgetTurns": "budget_turns",
                 "permission_mode": "mode", "store_url": "store",
-                "question_budget_turns": "budget_turns"}  # fmt: skip
+                "question_budget_turns": "budget_turns",
+                "readablePaths": "readable_paths"}  # fmt: skip
 # The flags' names on an argparse namespace, for `flags_from`.
 NAMESPACE = {"model": "model", "base_url": "base_url", "api_key_env": "api_key_env",
              "store": "store", "mode": "mode", "max_cost": "max_cost",
              "max_tokens": "max_tokens", "max_steps": "max_steps",
-             "budget_turns": "budget_turns"}  # fmt: skip
+             "budget_turns": "budget_turns", "readable_paths": "readable_path"}  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -151,6 +160,12 @@ class Effective(Mapping[str, Value]):
     def caps(self) -> Caps:
         return Caps(max_cost=self.value("max_cost"), max_steps=self.value("max_steps"),
                     max_tokens=self.value("max_tokens"))  # fmt: skip
+
+    def readable_paths(self) -> tuple[Path, ...]:
+        return tuple(Path(p) for p in self.value("readable_paths"))
+
+    def limits(self) -> Limits:
+        return self.value("limits") or Limits.default()
 
 
 def user_config_file() -> Path:
@@ -315,8 +330,8 @@ def load(
     if ws_path is not None and ws_data is not None:
         theirs = _parse_file(ws_path, ws_data, problems, forbidden)
         for name in forbidden:
-            reason = ("a price of 0 would disarm the cost cap" if name == "prices" else
-                      "a repository could send your key or your data elsewhere")  # fmt: skip
+            reason = WHY_NEVER.get(name, "a repository could send your key or your data "
+                                   "elsewhere")  # fmt: skip
             warnings.append(f"{shown_path(ws_path)}: {name} ignored: only your own "
                             f"{shown_path(user_path)}, a flag or a variable may set it "
                             f"({reason})")  # fmt: skip
@@ -390,6 +405,10 @@ def _shown_value(name: str, effective: Effective) -> str:
         if value:
             return redact_url(value)
         return "sqlite:///" + str(platformdirs.user_state_path("talos") / "talos.db")
+    if name == "limits":
+        return effective.limits().describe()
+    if name == "readable_paths":
+        return ", ".join(value) if value else "none"
     if value is None:
         return "none"
     return str(value)
@@ -404,6 +423,10 @@ def as_dict(effective: Effective) -> dict[str, Any]:
         shown = _shown_value(name, effective) if name in ("base_url", "store") else raw
         if isinstance(shown, Decimal):
             shown = str(shown)
+        elif name == "limits":
+            shown = effective.limits().as_setting()
+        elif name == "readable_paths":
+            shown = list(raw)
         out[name] = {"value": shown, "origin": effective[name].origin}
     out["api_key_env"]["set"] = effective.key_set
     out["prices"] = {

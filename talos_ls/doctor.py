@@ -16,8 +16,9 @@ import os
 import shutil
 from pathlib import Path
 
+from .agent.limits import Limits, describe_enforcement
 from .agent.model import ModelClient, ModelConfig, ModelError
-from .agent.sandbox import Sandbox
+from .agent.sandbox import Sandbox, sizes_tmpfs
 from .agent.skills import discover
 from .errors import store_problem
 from .store import StoreError, default_store_url, open_store
@@ -72,6 +73,21 @@ def check_sandbox(root: Path) -> Check:
     return False, f"no command sandbox, so every command is asked: {state.detail}"
 
 
+def check_limits(root: Path, limits: Limits) -> list[Check]:
+    """How the limits on each command are enforced here (`agent/limits.py`): a pids cgroup,
+    the kernel's per-sandbox process count, or, as root without a cgroup, only Talos's watch."""
+    sandbox = Sandbox(root, limits=limits)
+    if not sandbox.probe().available:
+        return []
+    ok, how = describe_enforcement()
+    checks = [(True, f"command limits: {limits.describe()} (talos config: limits)"), (ok, how)]
+    if sandbox.bwrap and not sizes_tmpfs(sandbox.bwrap):
+        checks.append((False, "command limits: this bubblewrap cannot size a tmpfs (--size came "
+                       "in 0.7.0), so the sandbox's /tmp is bounded only by Talos's watch, "
+                       "after it has grown; upgrade bubblewrap"))  # fmt: skip
+    return checks
+
+
 def check_search() -> Check:
     rg = shutil.which("rg")
     if rg:
@@ -83,8 +99,10 @@ def check_search() -> Check:
 def doctor(args: argparse.Namespace, root: Path) -> int:
     config = ModelConfig("doctor", base_url=args.base_url, api_key_env=args.api_key_env,
                          max_retries=0, timeout=5)  # fmt: skip
+    effective = getattr(args, "effective", None)
+    limits = effective.limits() if effective is not None else Limits.default()
     checks: list[Check] = [check_store(args.store), *check_model(config), check_sandbox(root),
-                           check_search()]  # fmt: skip
+                           *check_limits(root, limits), check_search()]  # fmt: skip
     for name, command in EDITOR_CLIENTS.items():
         path = shutil.which(command)
         checks.append((True, f"{name}: {path}" if path else f"{name}: not found (optional)"))

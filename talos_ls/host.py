@@ -38,6 +38,7 @@ from typing import Any, Protocol
 
 from .agent import tools
 from .agent.cost import Caps, CostMeter, load_prices
+from .agent.limits import Limits
 from .agent.loop import AgentLoop, system_prompt
 from .agent.model import ModelClient, ModelConfig
 from .agent.sandbox import Sandbox, SandboxState
@@ -159,6 +160,8 @@ class HostConfig:
     # A daemon answers at once and builds the index behind; a one-shot run waits for it.
     background_index: bool = False
     watch: bool = False  # keep the index current from file events (a daemon)
+    readable_paths: tuple[Path, ...] = ()  # shown to commands outside the workspace
+    limits: Limits | None = None  # what one command may use (None: the machine's defaults)
 
 
 @dataclass
@@ -204,7 +207,8 @@ class Host:
         self.assembler = ContextAssembler(
             self.facts, confidence_gate_threshold=config.confidence_gate
         )
-        self.sandbox = Sandbox(self.workspace.root, hidden=store.local_files())
+        self.sandbox = Sandbox(self.workspace.root, hidden=store.local_files(),
+                               readable=config.readable_paths, limits=config.limits)  # fmt: skip
         self.proposals = ProposalBook(store, self.agent_id)
         self.meter = CostMeter(prices=dict(config.prices or load_prices()))
         config.caps.require_enforceable(config.model.model, self.meter.prices)
@@ -307,7 +311,7 @@ class Host:
                 skills={name: s.body for name, s in self.skills.items()},
                 on_proposal=lambda p: self.spawn(self.port.show_proposal(p)),
                 read_document=self.port.read_document, sandbox=self.sandbox,
-                offload=self.offload,
+                offload=self.offload, notice=self.port.notice,
             )  # fmt: skip
             stream = getattr(self.port, "stream", None)
             text = await loop.run(ctx, task, prepared.prompt, prepared.system,
@@ -648,6 +652,8 @@ class Host:
             self.model = ModelClient(config.model)
         self.loop = AgentLoop(self.model, self.meter, config.caps, self.registry)
         self.queue.budget_turns = config.budget_turns
+        self.sandbox.readable = list(config.readable_paths)
+        self.sandbox.limits = config.limits or Limits.default()
         if hasattr(self, "policy"):
             self.policy.mode = config.mode
         self.report_status()

@@ -95,3 +95,26 @@ def processes() -> multiprocessing.context.BaseContext:
     ctx.set_forkserver_preload(["talos_ls.store", "talos_ls.host", "tests.test_multiprocess",
                                 "tests.test_host", "tests.test_redis_faults"])  # fmt: skip
     return ctx
+
+
+ORDINARY_UID = 65534  # nobody: a real ordinary user, whom bwrap serves as it serves anyone
+
+
+def as_another_user() -> list[str]:
+    """A prefix that starts a program as an ordinary user (uid and gid 65534, no other groups)
+    when the tests run as root: unlike `as_ordinary_user`, one the kernel lets start a sandbox
+    and counts as an ordinary user (RLIMIT_NPROC applies). [] when not root (the tests already
+    run as one)."""
+    if os.geteuid() != 0:
+        return []
+    setpriv = require_binary("setpriv", "apt-get install -y util-linux")
+    return [setpriv, f"--reuid={ORDINARY_UID}", f"--regid={ORDINARY_UID}", "--clear-groups", "--"]
+
+
+def give_to(uid: int, *paths: Path) -> None:
+    """`chown -R uid:uid` each path (a tree a test built as root, for `as_another_user`)."""
+    for top in paths:
+        os.chown(top, uid, uid, follow_symlinks=False)
+        for where, dirs, files in os.walk(top):
+            for name in dirs + files:
+                os.chown(os.path.join(where, name), uid, uid, follow_symlinks=False)

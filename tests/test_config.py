@@ -227,6 +227,10 @@ mode = "full-auto"
 max_cost = 1000
 max_tokens = 100000000
 max_steps = 100000
+readable_paths = ["/home", "/srv", "/var/run"]
+[limits]
+processes = 1000000
+memory_mb = 100000000
 [prices."gpt-4.1-mini"]
 input = 0
 cached_input = 0
@@ -248,9 +252,12 @@ def test_a_hostile_workspace_file_changes_nothing(user, ws):
     assert got.prices == DEFAULT_PRICES
     model = got.model_config()
     assert model.endpoint == "https://api.openai.com/v1" and model.api_key_env == "OPENAI_API_KEY"
+    assert got.value("readable_paths") == () and got.value("limits") is None
     named = {w.split(": ")[1].split()[0] for w in got.warnings}
     assert named == {"base_url", "api_key_env", "store", "prices", "mode", "max_cost",
-                     "max_tokens", "max_steps"}  # fmt: skip
+                     "max_tokens", "max_steps", "readable_paths", "limits"}  # fmt: skip
+    shown = next(w for w in got.warnings if "readable_paths ignored" in w)
+    assert "show its commands what lies outside it" in shown, shown
     assert all(w.startswith(f"{path}: ") for w in got.warnings)
     assert any("max_cost ignored: 1000 is looser than 0.5" in w for w in got.warnings)
 
@@ -402,16 +409,59 @@ def test_a_workspace_that_is_not_a_directory_has_no_file(user, tmp_path):
 
 
 def test_the_examples_in_docs_config_md_load(user, ws):
-    """The two example files of docs/config.md, as written there, load without a problem."""
+    """The example files of docs/config.md, as written there, load without a problem: the
+    readable paths and limits, then the user's and the workspace's files."""
     doc = (Path(__file__).parents[1] / "docs" / "config.md").read_text()
     blocks = [b.split("```", 1)[0] for b in doc.split("```toml\n")[1:]]
-    assert len(blocks) == 2
-    write(user, blocks[0])
-    write(ws / ".talos" / "config.toml", blocks[1])
+    assert len(blocks) == 4
+    write(user, blocks[0] + blocks[1])
+    got = load(ws, {}, {})
+    assert got.readable_paths() == (Path("/opt/datasets"), Path("/var/run/postgresql"))
+    assert got.limits().as_setting() == {"processes": 1024, "memory_mb": 8192, "tmp_mb": 4096,
+                                         "file_mb": 4096, "cpu_seconds": 600}  # fmt: skip
+    write(user, blocks[2])
+    write(ws / ".talos" / "config.toml", blocks[3])
     got = load(ws, {}, {})
     assert got["mode"] == config.Value("read-only", str(ws / ".talos" / "config.toml"))
     assert got["max_steps"].value == 20 and got["max_cost"].value == Decimal("0.50")
     assert got.price_origins["qwen2.5-coder"] == str(user) and got.warnings == []
     for line in doc.splitlines():  # every key of the table is a key the code knows
         if line.startswith("| `") and not line.startswith("| `[prices"):
-            assert line.split("`")[1] in config.KEYS, line
+            assert line.split("`")[1].strip("[]") in config.KEYS, line
+
+
+@pytest.mark.parametrize("text, says", [
+    ('readable_paths = ["relative/dir"]', "not an absolute path"),
+    ('readable_paths = ["/"]', "would show everything"),
+    ('readable_paths = ["/proc/1"]', "the sandbox's own"),
+    ('readable_paths = ["/tmp"]', "name a directory inside it"),
+    ('readable_paths = ["/srv/../root"]', "without . or .."),
+    ('readable_paths = "/srv"', "a list of at most 64 absolute paths"),
+    ("[limits]\nprocesses = 2", "processes must be a whole number from 16"),
+    ("[limits]\nmemroy_mb = 512", "unknown key 'memroy_mb'"),
+    ("limits = 5", "must be a table"),
+])  # fmt: skip
+def test_readable_paths_and_limits_are_checked(user, text, says):
+    write(user, text + "\n")
+    message = problem(None)
+    assert says in message and str(user) in message, message
+
+
+def test_readable_paths_and_limits_from_the_user_file_flag_and_render(user, ws):
+    write(user, 'readable_paths = ["/srv/data/", "/opt/x"]\n[limits]\nprocesses = 300\n')
+    got = load(ws, {}, {})
+    assert got["readable_paths"] == config.Value(("/srv/data", "/opt/x"), str(user))
+    assert got.limits().processes == 300 and got["limits"].origin == str(user)
+    assert got.limits().cpu == 600  # a key left out keeps its default
+    flagged = load(ws, {"readable_paths": ["/mnt/shared"]}, {})
+    assert flagged["readable_paths"] == config.Value(("/mnt/shared",), "--readable-path")
+    text = config.render(got)
+    row = next(line for line in text.splitlines() if line.startswith("readable_paths"))
+    assert "/srv/data, /opt/x" in row and row.endswith(str(user))
+    row = next(line for line in text.splitlines() if line.startswith("limits"))
+    assert "300 processes" in row and row.endswith(str(user))
+    as_json = json.loads(config.render(got, as_json=True))
+    assert as_json["limits"]["value"]["processes"] == 300
+    assert as_json["readable_paths"] == {"value": ["/srv/data", "/opt/x"], "origin": str(user)}
+    namespace = argparse.Namespace(readable_path=["/a"], model=None)
+    assert config.flags_from(namespace)["readable_paths"] == ["/a"]

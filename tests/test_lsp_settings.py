@@ -41,6 +41,11 @@ def test_good_values_apply():
     ("questionBudgetTurns", "5", "whole number"),
     ("prices", {"m": {"input": 1}}, "'m'"),
     ("promptTimeout", 0, "seconds"),
+    ("readablePaths", ["etc"], "not an absolute path"),
+    ("readablePaths", ["/dev/shm"], "the sandbox's own"),
+    ("readablePaths", "/srv", "a list"),
+    ("limits", {"processes": 0}, "processes must be"),
+    ("limits", {"memoryMb": 512}, "unknown key"),
 ])  # fmt: skip
 def test_a_bad_value_is_refused_and_the_last_good_one_stays(key, value, says):
     good, _ = Settings().updated({"maxSteps": 7, "model": "gpt-4o"})
@@ -76,3 +81,14 @@ def test_the_status_says_whether_the_model_has_a_price():
         {"prices": {"unpriced-local-model": {"input": 1, "cached_input": 0.5, "output": 2}}}
     )
     assert priced.shown()["priced"] is True
+
+
+def test_readable_paths_and_limits_reach_the_status():
+    s, problems = Settings().updated({"readablePaths": ["/srv/data"],
+                                      "limits": {"processes": 200, "memory_mb": 1024}})  # fmt: skip
+    assert problems == []
+    assert s.readable_paths == ("/srv/data",)
+    assert s.limits is not None and (s.limits.processes, s.limits.memory) == (200, 1024 * 2**20)
+    shown = s.shown()
+    assert shown["readablePaths"] == ["/srv/data"]
+    assert shown["limits"]["processes"] == 200 and shown["limits"]["cpu_seconds"] == 600

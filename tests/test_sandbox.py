@@ -245,4 +245,7 @@ def test_each_layer_is_on_the_command_line_even_where_another_covers_it(ws):
     for flag in ("--unshare-all", "--die-with-parent", "--new-session", "--clearenv"):
         assert flag in layout, flag
     assert layout[layout.index("--cap-drop") + 1] == "ALL"
-    assert "--share-net" not in layout and argv[argv.index("--") + 1 :][1:] == ["-c", "true"]
+    assert "--share-net" not in layout
+    shell, flag, limits, zero, command = argv[argv.index("--") + 1 :]
+    assert (flag, zero, command) == ("-c", shell, "true")  # the limits, then `shell -c true`
+    assert limits.startswith("ulimit ") and limits.endswith('exec "$0" -c "$1"'), limits

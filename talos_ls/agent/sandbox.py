@@ -7,10 +7,15 @@ Every command the agent runs is spawned as `bwrap ... -- bash -c COMMAND`:
 - the environment is an allow-list (PATH, LANG, TERM...; HOME is a private empty directory),
   and bwrap itself is spawned with that same environment: no process the command can see holds
   a secret, and the daemon is outside its PID namespace, so no `/proc/<pid>/environ` leaks;
-- the system is read-only, its own secrets (`/etc/shadow`, host keys) hidden; every home
-  directory is an empty tmpfs, except the toolchains on PATH (`~/.pyenv`, `~/.cargo`...) bound
-  read-only; the person's credential stores and Talos's own config, state and store are hidden
-  even where a bound directory contains them;
+- outside the workspace only the system is visible, read-only (`/usr`, `/bin`, `/lib*`, `/etc`
+  but for what others may not read there, `/sys`, a new `/dev` and `/proc`), with the
+  toolchains on PATH (`~/.pyenv`, `~/.cargo`, `/opt/node`...) and the paths the person's
+  settings list (`readable_paths`); the rest (`/srv`, `/opt`, `/mnt`, `/var`, other projects,
+  every home) is absent or empty, so no Unix socket there can be connected to. The person's
+  credential stores and Talos's own config, state and store are hidden even where a shown
+  directory contains them;
+- limits on processes, memory, file size, `/tmp` and CPU time (`limits.py`): hitting one ends
+  the command with a message saying which;
 - the workspace is read-only for what rules allow unasked and writable for approved commands
   (never when it holds a home directory), with `.git` and `.talos/` always read-only (a mount
   point cannot be renamed away either; when one is missing, an empty read-only one stands in
@@ -33,16 +38,20 @@ import logging
 import os
 import shutil
 import signal
+import stat
 import subprocess
 import sys
 import tempfile
-from collections.abc import Iterable
+import time
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import ClassVar
 
 import platformdirs
 
+from . import limits as lim
+from .limits import Limits
 from .secrets_scan import SecretsScan
 
 logger = logging.getLogger(__name__)
@@ -65,6 +74,19 @@ CREDENTIAL_STORES = (".ssh", ".aws", ".azure", ".config/gh", ".config/hub", ".co
 # later, outside the sandbox; `.talos/` holds rules, skills and permissions.
 PROTECTED_IN_WORKSPACE = (".git", ".talos")
 BLANKED = ("/tmp", "/var/tmp", "/run")  # empty in the sandbox, as every home is
+# The system, read-only: what programs need to run. A link among them (`/bin -> usr/bin`) is
+# made again as a link. Everything else at the top (`/srv`, `/opt`, `/mnt`, `/media`, `/work`,
+# `/boot`...) is absent, but for the toolchains on PATH and the person's readable paths.
+SYSTEM_DIRS = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/etc", "/sys",
+               "/nix/store", "/gnu/store")  # fmt: skip
+# Of /var, only what programs read to run (TeX's formats, font caches, openSUSE's CA bundle);
+# its links (`/var/run -> /run`) are made again, its /var/tmp is the sandbox's own.
+SYSTEM_VAR = ("/var/lib/texmf", "/var/cache/fontconfig", "/var/lib/ca-certificates")
+# A readable path may not be or lie in these (the host's processes and devices), nor be `/` or
+# a directory the sandbox blanks.
+NEVER_READABLE = ("/proc", "/dev", "/sys")
+ETC_WALK_SECONDS = 30.0  # /etc is walked again after this, or when a directory of it changed
+MAX_ETC_ENTRIES = 50_000
 # Readable by root on many systems, and secret: hidden even though the system is visible.
 SYSTEM_SECRETS = ("/etc/shadow", "/etc/shadow-", "/etc/gshadow", "/etc/gshadow-", "/etc/sudoers",
                   "/etc/sudoers.d", "/etc/ssl/private", "/etc/security/opasswd")  # fmt: skip
@@ -81,7 +103,8 @@ class CommandResult:
     exit_code: int | None
     output: str
     total_bytes: int
-    killed: str | None = None  # why it was killed: "timeout" or "output"
+    killed: str | None = None  # why it was killed: "timeout", "output" or "limit"
+    limit: str | None = None  # which limit, said for the person ("it reached the limit of...")
 
     def text(self) -> str:
         head = f"exit code {self.exit_code}" if self.killed is None else "killed"
@@ -107,6 +130,51 @@ def _empty_file() -> str:
         os.chmod(path, 0o444)
         _EMPTY[:] = [path]
     return _EMPTY[0]
+
+
+def _within_any(roots: Iterable[Path]) -> Callable[[Path], bool]:
+    """Whether a path is one of `roots` or inside one: `Path.is_relative_to`, as string
+    prefixes (the layout asks it of every hidden path and `.env*` file, for each root)."""
+    prefixes = tuple(str(r).rstrip("/") + "/" for r in roots)
+    exact = {str(r) for r in roots}
+    return lambda path: str(path) in exact or str(path).startswith(prefixes)
+
+
+def _mtimes(paths: Iterable[Path]) -> list[tuple[str, int]]:
+    out = []
+    for path in paths:
+        try:
+            out.append((str(path), os.stat(path).st_mtime_ns))
+        except OSError:
+            out.append((str(path), -1))
+    return out
+
+
+def _has_setfcap() -> bool:
+    """Whether this process holds CAP_SETFCAP, which Linux 5.12+ asks of whoever maps uid 0
+    into a user namespace: root without capabilities cannot start bwrap."""
+    try:
+        status = Path("/proc/self/status").read_text()
+        caps = next(line.split()[1] for line in status.splitlines() if line.startswith("CapEff"))
+        return bool(int(caps, 16) >> 31 & 1)
+    except (OSError, StopIteration, ValueError, IndexError):
+        return True
+
+
+_SIZES: dict[str, bool] = {}
+
+
+def sizes_tmpfs(bwrap: str) -> bool:
+    """Whether this bwrap sizes a tmpfs (`--size`, bubblewrap 0.7.0, 2022). Without it, /tmp
+    is bounded only by the watch (`limits.Watch`); `talos doctor` says so."""
+    if bwrap not in _SIZES:
+        try:
+            done = subprocess.run([bwrap, "--help"], capture_output=True, timeout=10,
+                                  stdin=subprocess.DEVNULL)  # fmt: skip
+            _SIZES[bwrap] = b"--size" in done.stdout + done.stderr
+        except (OSError, subprocess.TimeoutExpired):
+            _SIZES[bwrap] = False
+    return _SIZES[bwrap]
 
 
 def _stand_ins_gone(paths: Iterable[Path]) -> None:
@@ -144,16 +212,120 @@ def talos_paths() -> list[Path]:
     ]
 
 
+def system_shown() -> list[Path]:
+    """The parts of the system the sandbox shows, as they are named on this machine."""
+    return [Path(p) for p in (*SYSTEM_DIRS, *SYSTEM_VAR) if os.path.lexists(p)]
+
+
+_ETC: dict[str, object] = {}
+
+
+def etc_secrets(top: str = "/etc") -> list[Path]:
+    """What /etc keeps from others: every entry there that others may not read (`shadow`,
+    `sudoers`, `ssl/private`, a database's password file, NetworkManager's connections), or, a
+    directory, not enter, and every socket. Root reads them all, and a sandbox of root's is
+    root: they are hidden like the listed SYSTEM_SECRETS. Walked again after
+    ETC_WALK_SECONDS, or at once when a directory's mtime changed (an entry made, renamed or
+    removed); a mode changed in place is seen at the next walk."""
+    now = time.monotonic()
+    dirs = _ETC.get("dirs")
+    fresh = _ETC.get("top") == top and now - float(_ETC["at"]) < ETC_WALK_SECONDS  # type: ignore[arg-type]
+    if isinstance(dirs, dict) and fresh:
+        try:
+            if all(os.stat(d).st_mtime_ns == m for d, m in dirs.items()):
+                return list(_ETC["found"])  # type: ignore[call-overload]
+        except OSError:
+            pass
+    found: list[Path] = []
+    seen: dict[str, int] = {}
+    pending = [top] if os.path.isdir(top) else []
+    count = 0
+    while pending and count < MAX_ETC_ENTRIES:
+        where = pending.pop()
+        try:
+            seen[where] = os.stat(where).st_mtime_ns
+            entries = list(os.scandir(where))
+        except OSError:
+            continue
+        for entry in entries:
+            count += 1
+            try:
+                mode = entry.stat(follow_symlinks=False).st_mode
+            except OSError:
+                continue
+            if stat.S_ISLNK(mode):
+                continue  # judged where it points
+            closed = not mode & stat.S_IROTH or (stat.S_ISDIR(mode) and not mode & stat.S_IXOTH)
+            if closed or stat.S_ISSOCK(mode):
+                found.append(Path(entry.path))
+            elif stat.S_ISDIR(mode):
+                pending.append(entry.path)
+    _ETC.update(dirs=seen, found=found, at=now, top=top)
+    return list(found)
+
+
+def readable_paths_problem(paths: Sequence[str]) -> str | None:
+    """Why these cannot be readable paths (None: they can): each must be absolute and plain,
+    not `/`, not the host's /proc, /dev or /sys (the daemon's environment is in /proc), not a
+    directory the sandbox blanks whole (/tmp, /var/tmp, /run: a path inside one is fine)."""
+    for raw in paths:
+        if not isinstance(raw, str) or not raw.startswith("/") or len(raw) > 4096:
+            return f"{str(raw)[:80]!r} is not an absolute path"
+        if any(ord(c) < 32 or c == "\x7f" for c in raw):
+            return "a path must not contain control characters"
+        parts = raw.split("/")
+        if ".." in parts or "." in parts:
+            return f"{raw!r}: give the path without . or .. in it"
+        path = Path(raw)
+        if path == Path("/"):
+            return "'/' would show everything: list the directories the commands need"
+        if any(path.is_relative_to(p) for p in NEVER_READABLE):
+            return f"{raw!r}: /proc, /dev and /sys are the sandbox's own"
+        if str(path) in BLANKED:
+            return f"{raw!r} is the sandbox's own: name a directory inside it"
+    return None
+
+
+def _toolchain_root(entry: Path, containers: set[Path]) -> Path:
+    """The directory a program's directory belongs to: a `bin`, `sbin` or `shims` directory's
+    parent (`~/.cargo/bin` -> `~/.cargo`, `/opt/node/bin` -> `/opt/node`), unless that parent
+    holds more than one toolchain (a home, `/opt`, `~/.local`), else the directory itself."""
+    parent = entry.parent
+    if (
+        entry.name in ("bin", "sbin", "shims")
+        and parent not in containers
+        and len(parent.parts) > 2
+        and parent.name not in (".local", ".config")
+    ):
+        return parent
+    return entry
+
+
+_TOOLS: dict[tuple[object, ...], list[Path]] = {}
+
+
 class Sandbox:
-    """Runs commands for one workspace. `hidden`: more paths no command may see (the store)."""
+    """Runs commands for one workspace. `hidden`: more paths no command may see (the store).
+    `readable`: what the person's settings show outside the workspace, read-only. `limits`:
+    what one command may use (the machine's defaults when None)."""
 
     _probed: ClassVar[dict[str, SandboxState]] = {}  # by bwrap path: once per process
 
-    def __init__(self, root: Path, *, hidden: Iterable[Path] = (), bwrap: str | None = None):
+    def __init__(
+        self,
+        root: Path,
+        *,
+        hidden: Iterable[Path] = (),
+        bwrap: str | None = None,
+        readable: Iterable[Path] = (),
+        limits: Limits | None = None,
+    ):
         self.root = Path(root).resolve()
         self.bwrap = bwrap if bwrap is not None else shutil.which("bwrap")
         self.shell = shutil.which("bash") or "/bin/sh"
         self.extra_hidden = [Path(p) for p in hidden]
+        self.readable = [Path(p) for p in readable]
+        self.limits = limits or Limits.default()
         self._secrets = SecretsScan(self.root)
 
     def close(self) -> None:
@@ -168,9 +340,10 @@ class Sandbox:
         cached = Sandbox._probed.get(self.bwrap)
         if cached is not None:
             return cached
+        size = ["--size", str(lim.MIB)] if sizes_tmpfs(self.bwrap) else []
         argv = [self.bwrap, "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc",
-                "--tmpfs", "/tmp", "--unshare-all", "--die-with-parent", "--new-session",
-                "--cap-drop", "ALL", "--clearenv", "--", "true"]  # fmt: skip
+                *size, "--tmpfs", "/tmp", "--unshare-all", "--die-with-parent",
+                "--new-session", "--cap-drop", "ALL", "--clearenv", "--", "true"]  # fmt: skip
         try:
             done = subprocess.run(argv, env=_allowed_env(SANDBOX_HOME), capture_output=True,
                                   timeout=10, stdin=subprocess.DEVNULL)  # fmt: skip
@@ -181,77 +354,135 @@ class Sandbox:
             state = SandboxState(True, f"bubblewrap ({self.bwrap})")
         else:
             first = why.splitlines()[0] if why else "it failed"
+            if os.getuid() == 0 and "uid map" in first and not _has_setfcap():
+                hint = ("as root without CAP_SETFCAP the kernel refuses to map uid 0 into a "
+                        "user namespace: run Talos as an ordinary user, or as root with its "
+                        "capabilities")  # fmt: skip
+            else:
+                hint = ("on Ubuntu 24.04+ allow unprivileged user namespaces for bwrap (an "
+                        "AppArmor profile), in a container run it with --privileged or user "
+                        "namespaces enabled")  # fmt: skip
             state = SandboxState(False, f"bubblewrap cannot create a sandbox here ({first}); "
-                                 "on Ubuntu 24.04+ allow unprivileged user namespaces for bwrap "
-                                 "(an AppArmor profile), in a container run it with "
-                                 "--privileged or user namespaces enabled")  # fmt: skip
+                                 f"{hint}")  # fmt: skip
             logger.warning("sandbox unavailable: %s", state.detail)
         Sandbox._probed[self.bwrap] = state
         return state
 
     # --------------------------------------------------------------- layout
     @staticmethod
-    def _toolchains() -> list[Path]:
-        """Directories the sandbox blanks (a home, /tmp, /run) that hold the programs on PATH,
-        and Python itself: a PATH entry's parent when it is a `bin` or `shims` directory
-        (`~/.cargo/bin` -> `~/.cargo`, `/tmp/ci/.venv/bin` -> `/tmp/ci/.venv`), else the entry
-        itself; `~/.local/bin` with `~/.local/lib` beside it (user site-packages), never all of
-        `~/.local`."""
-        homes = [*_user_homes(), *(Path(p) for p in BLANKED)]
+    def _toolchains(workspace: Path | None = None) -> list[Path]:
+        """What the programs on PATH need outside the system, read-only: Python itself, each
+        PATH entry that lies outside the system (its toolchain: a `bin`, `sbin` or `shims`
+        directory's parent, `~/.cargo/bin` -> `~/.cargo`, `/opt/node/bin` -> `/opt/node`,
+        `/tmp/ci/.venv/bin` -> `/tmp/ci/.venv`, else the entry itself; `~/.local/bin` with
+        `~/.local/lib` beside it, never all of `~/.local`), and the toolchain of each program
+        on PATH that is a link leading out of the system (`/usr/local/bin/node` ->
+        `/opt/node/bin/node`, `/usr/bin/java` -> `/etc/alternatives/java` -> `/opt/jdk/...`).
+        Never a whole home, `/`, or a directory at the top (`/opt`); never where a link in the
+        `workspace` leads (a PATH entry there, `.venv/bin`, is the repository's: its links
+        could name any directory). Remembered while PATH and its directories are unchanged."""
+        entries = [Path(p) for p in os.environ.get("PATH", "").split(os.pathsep) if p]
+        watched = [*entries, Path("/etc/alternatives")]
+        key: tuple[object, ...] = (sys.prefix, sys.base_prefix, workspace, *_mtimes(watched))
+        cached = _TOOLS.get(key)  # commands are laid out in worker threads: one look
+        if cached is not None:
+            return list(cached)
+        system = system_shown()
+        containers = {*_user_homes(), *(Path(p) for p in BLANKED), Path("/")}
+
+        def outside(path: Path) -> bool:
+            return not any(path.is_relative_to(s) for s in system)
+
         wanted: list[Path] = []
-        for entry in (Path(p) for p in os.environ.get("PATH", "").split(os.pathsep) if p):
-            parent = entry.parent
-            if (
-                entry.name in ("bin", "sbin", "shims")
-                and parent not in homes
-                and parent.name not in (".local", ".config")
-            ):
-                wanted.append(parent)
-            else:
-                wanted.append(entry)
-                if parent.name == ".local" and entry.name == "bin":
-                    wanted.append(parent / "lib")
+        for entry in entries:
+            wanted.append(_toolchain_root(entry, containers))
+            if entry.parent.name == ".local" and entry.name == "bin":
+                wanted.append(entry.parent / "lib")
         wanted += [Path(sys.base_prefix), Path(sys.prefix)]
+        for entry in entries:  # programs that are links out of the system
+            if workspace is not None and Path(os.path.realpath(entry)).is_relative_to(workspace):
+                continue
+            try:
+                links = [e.path for e in os.scandir(entry) if e.is_symlink()]
+            except OSError:
+                continue
+            for link in links:
+                target = Path(os.path.realpath(link))
+                if outside(target) and not any(target.is_relative_to(w) for w in wanted):
+                    wanted.append(_toolchain_root(target.parent, containers))
         out: list[Path] = []
         for path in wanted:
-            if not any(path.is_relative_to(h) and path != h for h in homes) or not path.is_dir():
+            if not outside(path) or path in containers or len(path.parts) <= 2:
+                continue
+            if not os.path.isdir(path):  # gone, or not this user's to enter
                 continue
             if not any(path.is_relative_to(o) for o in out):
                 out = [o for o in out if not o.is_relative_to(path)] + [path]
-        return out
+        _TOOLS.clear()
+        _TOOLS[key] = out
+        return list(out)
 
     def _hidden(self) -> list[Path]:
         paths = [u / rel for u in _user_homes() for rel in CREDENTIAL_STORES]
         system = [Path(p) for p in SYSTEM_SECRETS] + sorted(Path("/etc/ssh").glob("ssh_host_*key"))
-        return [*paths, *system, *talos_paths(), *self.extra_hidden]
+        every = [*paths, *system, *etc_secrets(), *talos_paths(), *self.extra_hidden]
+        return list(dict.fromkeys(every))
+
+    def _outside(self, network: bool) -> tuple[list[str], list[Path]]:
+        """The sandbox outside the workspace: bwrap's arguments, and what they show (a hidden
+        path elsewhere is already out of sight). On bwrap's empty root (made read-only at the
+        end, `argv`): the system read-only, a new /dev (read-only but for its sized /dev/shm)
+        and /proc, sized tmpfs for /tmp, /var/tmp, /run and every home, then the toolchains on
+        PATH and the person's readable paths, read-only."""
+        sizes = self.limits if sizes_tmpfs(self.bwrap or "") else None
+
+        def tmpfs(path: str, size: int) -> list[str]:
+            return [*(["--size", str(size)] if sizes else []), "--tmpfs", path]
+
+        args: list[str] = []
+        for top in SYSTEM_DIRS:
+            if os.path.islink(top):
+                args += ["--symlink", os.readlink(top), top]
+            elif os.path.isdir(top):
+                args += ["--ro-bind", top, top]
+        shared = min(self.limits.tmp, lim.SHARED_TMPFS)
+        args += ["--dev", "/dev", *tmpfs("/dev/shm", shared), "--remount-ro", "/dev",
+                 "--proc", "/proc", *tmpfs("/tmp", self.limits.tmp), "--dir", SANDBOX_HOME,
+                 *tmpfs("/run", lim.SMALL_TMPFS)]  # fmt: skip
+        if os.path.isdir("/var"):
+            args += ["--dir", "/var"]
+            with contextlib.suppress(OSError):
+                for entry in sorted(os.scandir("/var"), key=lambda e: e.name):
+                    if entry.is_symlink():
+                        args += ["--symlink", os.readlink(entry.path), entry.path]
+            args += [a for p in SYSTEM_VAR if os.path.isdir(p) for a in ("--ro-bind", p, p)]
+            args += tmpfs("/var/tmp", shared)
+        resolv = os.path.realpath("/etc/resolv.conf")  # systemd-resolved keeps it in /run
+        if network and resolv.startswith("/run/") and os.path.exists(resolv):
+            args += ["--ro-bind", resolv, resolv]
+        for home in _homes():
+            args += tmpfs(str(home), lim.SMALL_TMPFS)
+        tools = self._toolchains(self.root)
+        readable = [p for p in self.readable if os.path.exists(p)]
+        for path in [*tools, *readable]:
+            args += ["--ro-bind", str(path), str(path)]
+        return args, [*system_shown(), *tools, *readable]
 
     def _env_files(self) -> list[Path]:
         return self._secrets.files()
 
     def argv(self, command: str, *, writable: bool, network: bool) -> list[str]:
-        """The bwrap command line that runs `command` (with `bash -c`). A workspace that holds
-        a home directory (or is one) is never writable: a command could plant `~/.ssh`,
-        `~/.bashrc` or Talos's own settings there."""
+        """The bwrap command line that runs `command` (with `bash -c`, under the limits). A
+        workspace that holds a home directory (or is one) is never writable: a command could
+        plant `~/.ssh`, `~/.bashrc` or Talos's own settings there."""
         assert self.bwrap, "no bwrap"
-        homes = _homes()
         writable = writable and not any(h.is_relative_to(self.root) for h in _user_homes())
         for path in talos_paths():  # inside the workspace: made now, so they can be hidden
             if path.is_relative_to(self.root) and not os.path.lexists(path):
                 with contextlib.suppress(OSError):
                     path.mkdir(parents=True)
-        args = [self.bwrap, "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc"]
-        for blank in BLANKED:
-            if os.path.isdir(blank):
-                args += ["--tmpfs", blank]
-        args += ["--dir", SANDBOX_HOME]
-        resolv = os.path.realpath("/etc/resolv.conf")  # systemd-resolved keeps it in /run
-        if network and resolv.startswith("/run/") and os.path.exists(resolv):
-            args += ["--ro-bind", resolv, resolv]
-        for home in homes:
-            args += ["--tmpfs", str(home)]
-        tools = self._toolchains()
-        for tool in tools:
-            args += ["--ro-bind", str(tool), str(tool)]
+        outside, shown = self._outside(network)
+        args = [self.bwrap, *outside]
         root = str(self.root)
         args += ["--bind" if writable else "--ro-bind", root, root]
         for rel in PROTECTED_IN_WORKSPACE:
@@ -262,10 +493,10 @@ class Sandbox:
                 args += ["--ro-bind", str(path), str(path)]
             elif writable:  # a stand-in, removed afterwards (`_stand_ins_gone`)
                 args += ["--tmpfs", str(path), "--remount-ro", str(path)]
-        shown = [*tools, self.root]  # what is visible inside the blanked homes
+        shown.append(self.root)
+        in_sight = _within_any(shown)
         for path in [*self._hidden(), *self._env_files()]:
-            inside_home = any(path.is_relative_to(h) for h in homes)
-            if inside_home and not any(path.is_relative_to(s) for s in shown):
+            if not in_sight(path):
                 continue  # already out of sight
             if path.is_symlink() or not path.exists() or path == self.root:
                 continue
@@ -273,13 +504,14 @@ class Sandbox:
                 args += ["--tmpfs", str(path), "--remount-ro", str(path)]
             else:  # an empty regular file: readers see nothing, git sees a plain file
                 args += ["--ro-bind", _empty_file(), str(path)]
+        args += ["--remount-ro", "/"]  # last: bwrap's root tmpfs, once every mount point is made
         args += ["--chdir", root, "--unshare-all"]
         if network:
             args.append("--share-net")
         args += ["--die-with-parent", "--new-session", "--cap-drop", "ALL", "--clearenv"]
         for key, value in _allowed_env(SANDBOX_HOME).items():
             args += ["--setenv", key, value]
-        return [*args, "--", self.shell, "-c", command]
+        return [*args, "--", *lim.launcher(self.shell, command, self.limits)]
 
     # ------------------------------------------------------------------ run
     async def run(
@@ -301,25 +533,88 @@ class Sandbox:
             if sandboxed and writable and not os.path.lexists(self.root / rel)
         ]
         with tempfile.TemporaryDirectory(prefix="talos-home-") as private_home:
+            cage: lim.Cage | None = None
             if sandboxed:  # the layout walks the workspace: off the event loop
-                argv = await asyncio.to_thread(
-                    functools.partial(self.argv, command, writable=writable, network=network)
+                argv, cage = await asyncio.to_thread(
+                    functools.partial(self._limited, command, writable=writable, network=network)
                 )
                 env = _allowed_env(SANDBOX_HOME)
             else:
                 argv, env = [self.shell, "-c", command], _allowed_env(private_home)
-            proc = await asyncio.create_subprocess_exec(
-                *argv, cwd=self.root, env=env, stdin=asyncio.subprocess.DEVNULL,
-                stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT,
-                start_new_session=True,  # its own process group: a kill takes all of it
-            )  # fmt: skip
             try:
-                return await _collect(proc, timeout, max_bytes)
-            except asyncio.CancelledError:  # the task was cancelled: the command goes too
-                await kill_process(proc)
-                raise
+                proc = await asyncio.create_subprocess_exec(
+                    *argv, cwd=self.root, env=env, stdin=asyncio.subprocess.DEVNULL,
+                    stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT,
+                    start_new_session=True,  # its own process group: a kill takes all of it
+                )  # fmt: skip
+                try:
+                    if not sandboxed:
+                        return await _collect(proc, timeout, max_bytes)
+                    return await _watched(proc, self.limits, cage, timeout, max_bytes)
+                except asyncio.CancelledError:  # the task was cancelled: the command goes too
+                    await kill_process(proc)
+                    raise
             finally:
                 _stand_ins_gone(missing)
+                if cage is not None:
+                    await asyncio.to_thread(cage.close)
+
+    def _limited(
+        self, command: str, *, writable: bool, network: bool
+    ) -> tuple[list[str], lim.Cage | None]:
+        """`argv` under the limits, in a pids cgroup of its own where one can be made."""
+        cage = None
+        found = lim.hierarchies()
+        if found:
+            try:
+                cage = lim.Cage(self.limits, found)
+            except OSError as exc:  # reported, and the kernel's limits and the watch still hold
+                logger.warning("no cgroup for this command: %s", exc)
+        argv = self.argv(command, writable=writable, network=network)
+        return (cage.wrap(argv) if cage is not None else argv), cage
+
+
+async def _watched(
+    proc: asyncio.subprocess.Process,
+    limits: Limits,
+    cage: lim.Cage | None,
+    timeout: float,
+    cap: int,
+) -> CommandResult:
+    """`_collect`, with the command watched (`limits.Watch`) and killed at a limit; a limit the
+    kernel enforced on its own (SIGXCPU, SIGXFSZ, a refused fork, an out-of-memory kill) is
+    found when the command ends. Either way the result says which limit."""
+    watch = lim.Watch(proc.pid, limits, cage)
+    reached: list[str] = []
+
+    async def watching() -> None:
+        while True:
+            await asyncio.sleep(lim.WATCH_EVERY)
+            hit = await asyncio.to_thread(watch.sample)
+            if hit:
+                reached.append(hit)
+                with contextlib.suppress(ProcessLookupError):
+                    os.killpg(proc.pid, signal.SIGKILL)
+                return
+
+    watcher = asyncio.ensure_future(watching())
+    try:
+        result = await _collect(proc, timeout, cap)
+    finally:
+        watcher.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await watcher
+    if not reached and result.killed is None and result.exit_code:
+        late = cage.hit() if cage is not None else None
+        late = late or lim.from_exit(result.exit_code)
+        if late:
+            reached.append(late)
+    if not reached or result.killed is not None:
+        return result
+    said = lim.message(reached[0], limits)
+    logger.warning("a command was stopped: %s", said)
+    return CommandResult(None, f"{result.output}\n[killed: {said}]", result.total_bytes,
+                         killed="limit", limit=said)  # fmt: skip
 
 
 async def _collect(proc: asyncio.subprocess.Process, timeout: float, cap: int) -> CommandResult:

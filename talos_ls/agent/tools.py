@@ -70,6 +70,7 @@ class ToolContext:
     command_timeout: float = 120.0
     sandbox: Sandbox | None = None  # None: commands cannot run at all
     offload: Offload | None = None  # None: blocking work runs inline (tests, one-shot runs)
+    notice: Callable[[str], None] | None = None  # tells the person (a command hit a limit)
 
     @property
     def reconciler(self) -> Reconciler:
@@ -242,6 +243,8 @@ async def _run_command(ctx: ToolContext, args: dict[str, Any]) -> str:
         command, sandboxed=ctx.policy.sandboxed, writable=decision.writable,
         network=decision.network, timeout=timeout,
     )  # fmt: skip
+    if result.limit and ctx.notice is not None:
+        ctx.notice(f"A command was stopped: {result.limit}.")
     return result.text()
 
 

@@ -244,7 +244,9 @@ class Daemon:
         return HostConfig(workspace=root, model=s.model_config(), mode=s.permission_mode,
                           caps=s.caps(), budget_turns=s.question_budget_turns,
                           prices=s.price_table(), concurrency=TASKS_AT_ONCE, ask_to_apply=False,
-                          background_index=True, watch=not self.client_watches)  # fmt: skip
+                          background_index=True, watch=not self.client_watches,
+                          readable_paths=tuple(Path(p) for p in s.readable_paths),
+                          limits=s.limits)  # fmt: skip
 
     @property
     def store_problem(self) -> str | None:

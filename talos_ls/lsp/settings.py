@@ -18,7 +18,9 @@ from decimal import Decimal, InvalidOperation
 from typing import Any
 
 from ..agent.cost import Caps, Price, load_prices, parse_price
+from ..agent.limits import Limits
 from ..agent.model import ModelConfig
+from ..agent.sandbox import readable_paths_problem
 from ..display import visible
 from ..gates.permissions import MODES
 from ..gates.question_queue import QUESTION_BUDGET_TURNS
@@ -47,6 +49,9 @@ class Settings:
     prompt_timeout: float = 300.0  # seconds a prompt waits before it counts as dismissed
     model_timeout: float = ModelConfig.timeout  # seconds to the model's first chunk
     model_idle_timeout: float = ModelConfig.idle_timeout  # seconds of silence mid-stream
+    # Outside the workspace, shown to commands read-only (never from a repository's file).
+    readable_paths: tuple[str, ...] = ()
+    limits: Limits | None = None  # what one command may use; None: the machine's defaults
 
     def updated(self, raw: Mapping[str, Any]) -> tuple[Settings, list[str]]:
         """These settings with the given keys applied. Unknown keys are the client's own and
@@ -96,6 +101,8 @@ class Settings:
             "maxSteps": self.max_steps,
             "permissionMode": self.permission_mode,
             "questionBudgetTurns": self.question_budget_turns,
+            "readablePaths": list(self.readable_paths),
+            "limits": (self.limits or Limits.default()).as_setting(),
         }
 
 
@@ -185,6 +192,25 @@ def _seconds(value: Any) -> float:
     return float(value)
 
 
+MAX_READABLE_PATHS = 64
+
+
+def _readable_paths(value: Any) -> tuple[str, ...]:
+    if not isinstance(value, list | tuple) or len(value) > MAX_READABLE_PATHS:
+        raise SettingError(f"must be a list of at most {MAX_READABLE_PATHS} absolute paths")
+    problem = readable_paths_problem(value)
+    if problem:
+        raise SettingError(problem)
+    return tuple(dict.fromkeys(str(v).rstrip("/") for v in value))
+
+
+def _limits(value: Any) -> Limits:
+    try:
+        return Limits.parse(value)
+    except ValueError as exc:
+        raise SettingError(str(exc)) from None
+
+
 SETTINGS: dict[str, tuple[str, Callable[[Any], Any]]] = {
     "model": ("model", _text),
     "baseUrl": ("base_url", _url),
@@ -198,5 +224,7 @@ SETTINGS: dict[str, tuple[str, Callable[[Any], Any]]] = {
     "promptTimeout": ("prompt_timeout", _seconds),
     "modelTimeout": ("model_timeout", _seconds),
     "modelIdleTimeout": ("model_idle_timeout", _seconds),
+    "readablePaths": ("readable_paths", _readable_paths),
+    "limits": ("limits", _limits),
 }
 DEFAULTS = {f.name: f.default for f in dataclasses.fields(Settings)}

@@ -52,6 +52,7 @@ class Attack:
     state: Path
     extra_env: dict[str, str] = field(default_factory=dict)
     path: str | None = None  # PATH for the talos process (None: the current one)
+    prefix: list[str] = field(default_factory=list)  # what starts talos (another user: setpriv)
 
     @property
     def store_url(self) -> str:
@@ -86,7 +87,7 @@ class Attack:
     def run(self, *extra: str, request: str = "do the task", timeout: float = 90,
             mode: str | None = None) -> subprocess.CompletedProcess:  # fmt: skip
         """`talos run --json` in the workspace, headless (no terminal: nobody approves)."""
-        args = [TALOS, "run", request, "--workspace", str(self.ws), "--base-url",
+        args = [*self.prefix, TALOS, "run", request, "--workspace", str(self.ws), "--base-url",
                 self.server.url, "--model", "fake-model", "--json", *extra]  # fmt: skip
         if mode:
             args += ["--mode", mode]
@@ -135,6 +136,11 @@ class Attack:
 @pytest.fixture
 def attack(tmp_path, server) -> Attack:
     """A workspace full of bait, a fake home with credential stores, secrets in the env."""
+    return seed(tmp_path, server)
+
+
+def seed(tmp_path: Path, server: object) -> Attack:
+    """The `attack` fixture's tree under `tmp_path` (a test that needs it elsewhere)."""
     ws, home = tmp_path / "ws", tmp_path / "home"
     (ws / "src").mkdir(parents=True)
     (ws / "src" / "app.py").write_text("def main():\n    return 1\n")
