@@ -24,7 +24,12 @@ export interface ServerSettings {
   storeUrl?: string | null;
   questionBudgetTurns?: number | null;
   promptTimeout?: number | null;
+  readablePaths?: string[] | null;
+  limits?: Partial<Record<(typeof LIMITS)[number], number>> | null;
 }
+
+/** The keys of `talos.limits`, as the server reads them. */
+export const LIMITS = ['processes', 'memory_mb', 'tmp_mb', 'file_mb', 'cpu_seconds'] as const;
 
 export interface Checked {
   settings: ServerSettings;
@@ -98,6 +103,22 @@ const CHECKS: Record<keyof ServerSettings, Check> = {
   },
   questionBudgetTurns: wholeNumber(1, 1000),
   promptTimeout: positive(86400, 'seconds'),
+  readablePaths(value) {
+    if (!Array.isArray(value) || value.length > 64) throw new Error('must be a list of at most 64 absolute paths');
+    for (const entry of value) {
+      if (typeof entry !== 'string' || !entry.startsWith('/')) throw new Error(`${JSON.stringify(entry)} is not an absolute path`);
+      if (/[\u0000-\u001f\u007f]/.test(entry)) throw new Error('a path must not contain control characters');
+    }
+    return value;
+  },
+  limits(value) {
+    if (typeof value !== 'object' || value === null || Array.isArray(value)) throw new Error(`must be an object with any of ${LIMITS.join(', ')}`);
+    for (const [key, entry] of Object.entries(value)) {
+      if (!(LIMITS as readonly string[]).includes(key)) throw new Error(`${JSON.stringify(key)} is not a limit: ${LIMITS.join(', ')}`);
+      if (typeof entry !== 'number' || !Number.isInteger(entry) || entry < 1) throw new Error(`${key} must be a whole number above 0`);
+    }
+    return value;
+  },
 };
 
 export const SETTING_NAMES = Object.keys(CHECKS) as (keyof ServerSettings)[];
@@ -139,11 +160,12 @@ export interface Layers {
 /**
  * Settings a repository must not choose for you: where the key is sent (`baseUrl`), which
  * variable is sent as the key, where the store is, what a token costs (a price of 0 would
- * disarm the cost cap) and which program runs. Declared `machine` scope in package.json, so
+ * disarm the cost cap), what commands may read outside the workspace and use (`readablePaths`,
+ * `limits`) and which program runs. Declared `machine` scope in package.json, so
  * VS Code ignores them in a workspace's `.vscode/settings.json`; read from the user layer here
  * too, so that holds whatever the manifest says.
  */
-export const USER_ONLY = new Set(['baseUrl', 'apiKeyEnv', 'storeUrl', 'prices', 'server.command', 'server.args']);
+export const USER_ONLY = new Set(['baseUrl', 'apiKeyEnv', 'storeUrl', 'prices', 'readablePaths', 'limits', 'server.command', 'server.args']);
 /** Settings a workspace may only make stricter: the mode, lower, and the caps, smaller. */
 const MODE_RANK = new Map<unknown, number>(PERMISSION_MODES.map((m, i) => [m, i]));
 

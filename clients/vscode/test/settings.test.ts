@@ -29,6 +29,12 @@ for (const [name, value, says] of [
   ['promptTimeout', 0, 'seconds'],
   ['model', 'a\u0007b', 'control characters'],
   ['apiKeyEnv', 'MY KEY', 'NAME of an environment variable'],
+  ['readablePaths', '/opt/data', 'list of at most 64 absolute paths'],
+  ['readablePaths', ['opt/data'], 'is not an absolute path'],
+  ['readablePaths', ['/opt/\u0007'], 'control characters'],
+  ['limits', [1024], 'must be an object'],
+  ['limits', { forks: 10 }, '"forks" is not a limit'],
+  ['limits', { processes: 0 }, 'processes must be a whole number above 0'],
 ] as [string, unknown, string][]) {
   test(`talos.${name} = ${JSON.stringify(value)} is refused, named, and not sent`, () => {
     const { settings, problems } = from({ [name]: value, maxSteps: name === 'maxSteps' ? value : 7 });
@@ -75,4 +81,14 @@ test('where the key goes, what runs and what tokens cost are the user’s settin
   assert.deepEqual(effective('prices', { defaultValue: null, workspaceValue: { 'gpt-4.1-mini': { input: 0, cached_input: 0, output: 0 } } }), null);
   assert.equal(effective('server.command', { defaultValue: '', workspaceValue: './evil.sh' }), '');
   assert.equal(effective('model', { defaultValue: 'gpt-4.1-mini', workspaceValue: 'qwen2.5-coder' }), 'qwen2.5-coder', 'a project may choose its model');
+});
+
+test('what commands may read outside the workspace, and use, are the user’s settings only', () => {
+  assert.deepEqual(effective('readablePaths', { defaultValue: null, workspaceValue: ['/home'] }), null);
+  assert.deepEqual(effective('readablePaths', { defaultValue: null, globalValue: ['/opt/data'], workspaceValue: ['/'] }), ['/opt/data']);
+  assert.deepEqual(effective('limits', { defaultValue: null, workspaceValue: { processes: 1000000 } }), null);
+  const { settings, problems } = from({ readablePaths: ['/opt/data'], limits: { processes: 512, cpu_seconds: 60 } });
+  assert.deepEqual(problems, []);
+  assert.deepEqual(settings.readablePaths, ['/opt/data']);
+  assert.deepEqual(settings.limits, { processes: 512, cpu_seconds: 60 });
 });
