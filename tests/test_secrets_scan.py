@@ -14,6 +14,10 @@ from talos_ls.agent import secrets_scan
 from talos_ls.agent.secrets_scan import SecretsScan
 
 
+def in_node_modules(tree: Path) -> str:
+    return f"{tree}/node_modules/x/.env"
+
+
 def found(scan: SecretsScan) -> set[str]:
     return {str(p) for p in scan.files()}
 
@@ -25,14 +29,14 @@ def tree(tmp_path) -> Path:
     (root / ".env").write_text("A=1\n")
     (root / "src" / "pkg" / ".env.local").write_text("B=2\n")
     (root / "node_modules" / "x").mkdir(parents=True)
-    (root / "node_modules" / "x" / ".env").write_text("skipped\n")
+    (root / "node_modules" / "x" / ".env").write_text("no directory is skipped\n")
     (root / ".venv").mkdir()  # a virtualenv named like a secrets file is a directory
     return root.resolve()
 
 
 def test_watching_sees_every_kind_of_change_between_two_commands(tree, tmp_path):
     scan = SecretsScan(tree)
-    assert found(scan) == {f"{tree}/.env", f"{tree}/src/pkg/.env.local"}
+    assert found(scan) == {f"{tree}/.env", f"{tree}/src/pkg/.env.local", in_node_modules(tree)}
     assert scan.mode == "watched"
     (tree / "a" / "b").mkdir(parents=True)  # a new directory, and a file in it at once
     (tree / "a" / "b" / ".envrc").write_text("C=3\n")
@@ -49,11 +53,15 @@ def test_watching_sees_every_kind_of_change_between_two_commands(tree, tmp_path)
         f"{tree}/moved_in/deep/.env.production",
         f"{tree}/src/renamed/.env.local",
         f"{tree}/plain.txt",
+        in_node_modules(tree),
     }
     shutil.rmtree(tree / "moved_in")
     (tree / "a").rename(tmp_path / "gone")  # moved out of the workspace
     (tmp_path / "gone" / "b" / ".env.later").write_text("not ours\n")
-    assert found(scan) == {f"{tree}/src/renamed/.env.local", f"{tree}/plain.txt"}
+    assert found(scan) == {f"{tree}/src/renamed/.env.local", f"{tree}/plain.txt",
+                           in_node_modules(tree)}  # fmt: skip
+    (tree / "node_modules" / "x").rename(tree / ".venv" / "x")  # into a virtualenv: found
+    assert f"{tree}/.venv/x/.env" in found(scan)
     assert scan.mode == "watched"
     scan.close()
 
@@ -61,7 +69,7 @@ def test_watching_sees_every_kind_of_change_between_two_commands(tree, tmp_path)
 @pytest.mark.parametrize("seed, most_between", [(9, 1), (10, 25), (11, 25)])
 def test_watching_and_scanning_agree_after_random_changes(tree, tmp_path, seed, most_between):
     """Four hundred random creations, deletions and renames (files, directories, links; in
-    and out of skipped directories, in from and out to outside the workspace), the two ways
+    and out of directories once skipped, in from and out to outside the workspace), the two ways
     compared after each, or after up to 25 at a time (as one command makes many changes: the
     queue then names directories that have moved or gone since)."""
     rng = random.Random(seed)
@@ -131,7 +139,7 @@ def test_past_its_budget_of_watches_it_scans(tree, monkeypatch, caplog):
     monkeypatch.setattr(secrets_scan, "MAX_WATCHED_DIRS", 2)
     scan = SecretsScan(tree)
     caplog.set_level("INFO", logger="talos_ls.agent.secrets_scan")
-    assert found(scan) == {f"{tree}/.env", f"{tree}/src/pkg/.env.local"}
+    assert found(scan) == {f"{tree}/.env", f"{tree}/src/pkg/.env.local", in_node_modules(tree)}
     assert scan.mode == "scanned" and "not watched (more than 2 directories)" in caplog.text
     (tree / "src" / ".env.new").write_text("F=6\n")
     assert f"{tree}/src/.env.new" in found(scan)

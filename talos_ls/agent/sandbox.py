@@ -12,10 +12,10 @@ Every command the agent runs is spawned as `bwrap ... -- bash -c COMMAND`:
   read-only; the person's credential stores and Talos's own config, state and store are hidden
   even where a bound directory contains them;
 - the workspace is read-only for what rules allow unasked and writable for approved commands
-  (never when it holds a home directory), with `.git` and `.talos/` always read-only (a mount
-  point cannot be renamed away either; when one is missing, an empty read-only one stands in
-  while the command runs, so the command cannot create it with hooks or rules of its own) and
-  every `.env*` file (`.env`, `.env.local`, `.envrc`...) replaced by an empty one.
+  (never when it holds a home directory): `.talos/` always read-only, `.git` writable but for
+  what git runs or reads later (hooks, config...), every `.env*` file (`.env`, `.env.local`,
+  `.envrc`...) replaced by an empty one, and no directory holding one movable
+  (`workspace_layout.py` says how and why).
 
 Where `bwrap` is missing or cannot create namespaces (some containers, Ubuntu's AppArmor
 restriction of user namespaces), `probe` says so once, and the permission gate asks before
@@ -43,7 +43,10 @@ from typing import ClassVar
 
 import platformdirs
 
+from . import workspace_layout
 from .secrets_scan import SecretsScan
+from .workspace import SandboxError
+from .workspace_layout import Covers, Layout
 
 logger = logging.getLogger(__name__)
 
@@ -61,9 +64,6 @@ CREDENTIAL_STORES = (".ssh", ".aws", ".azure", ".config/gh", ".config/hub", ".co
                      ".cargo/credentials.toml", ".local/share/keyrings",
                      ".config/talos", ".local/share/talos", ".local/state/talos",
                      ".cache/talos")  # fmt: skip
-# Read-only whatever the command: git runs hooks and config (core.fsmonitor, aliases, filters)
-# later, outside the sandbox; `.talos/` holds rules, skills and permissions.
-PROTECTED_IN_WORKSPACE = (".git", ".talos")
 BLANKED = ("/tmp", "/var/tmp", "/run")  # empty in the sandbox, as every home is
 # Readable by root on many systems, and secret: hidden even though the system is visible.
 SYSTEM_SECRETS = ("/etc/shadow", "/etc/shadow-", "/etc/gshadow", "/etc/gshadow-", "/etc/sudoers",
@@ -109,13 +109,6 @@ def _empty_file() -> str:
     return _EMPTY[0]
 
 
-def _stand_ins_gone(paths: Iterable[Path]) -> None:
-    """Remove the empty mount points bwrap made for protected directories that were missing."""
-    for path in paths:
-        with contextlib.suppress(OSError):
-            path.rmdir()  # only if empty: anything else was not ours
-
-
 def _homes() -> list[Path]:
     """What is blanked with a tmpfs: /root, /home, and the person's home wherever it is."""
     found = [Path(p) for p in ("/root", "/home") if os.path.isdir(p)]
@@ -155,6 +148,7 @@ class Sandbox:
         self.shell = shutil.which("bash") or "/bin/sh"
         self.extra_hidden = [Path(p) for p in hidden]
         self._secrets = SecretsScan(self.root)
+        self._covers = Covers()  # what was covered once stays covered while it is there
 
     def close(self) -> None:
         """Stop watching the workspace for secrets files (a later command watches again)."""
@@ -228,17 +222,35 @@ class Sandbox:
     def _env_files(self) -> list[Path]:
         return self._secrets.files()
 
-    def argv(self, command: str, *, writable: bool, network: bool) -> list[str]:
-        """The bwrap command line that runs `command` (with `bash -c`). A workspace that holds
-        a home directory (or is one) is never writable: a command could plant `~/.ssh`,
-        `~/.bashrc` or Talos's own settings there."""
-        assert self.bwrap, "no bwrap"
-        homes = _homes()
-        writable = writable and not any(h.is_relative_to(self.root) for h in _user_homes())
+    def _may_write(self, writable: bool) -> bool:
+        """A workspace that holds a home directory (or is one) is never writable: a command
+        could plant `~/.ssh`, `~/.bashrc` or Talos's own settings there."""
+        return writable and not any(h.is_relative_to(self.root) for h in _user_homes())
+
+    def layout(self, writable: bool) -> Layout:
+        """The workspace part of a command's layout (`workspace_layout.py`): its secrets are
+        found now. Holds stand-ins until `Layout.after` (`run` calls it)."""
         for path in talos_paths():  # inside the workspace: made now, so they can be hidden
             if path.is_relative_to(self.root) and not os.path.lexists(path):
                 with contextlib.suppress(OSError):
                     path.mkdir(parents=True)
+        inside = [p for p in self._hidden() if p.is_relative_to(self.root)]
+        return workspace_layout.build(
+            self.root, writable=self._may_write(writable),
+            secrets=[*self._env_files(), *inside], covers=self._covers, empty_file=_empty_file(),
+        )  # fmt: skip
+
+    def argv(
+        self, command: str, *, writable: bool, network: bool, layout: Layout | None = None
+    ) -> list[str]:
+        """The bwrap command line that runs `command` (with `bash -c`); the workspace's part
+        is `layout` (`run` passes its own). Without one, a layout is made and undone at once:
+        the command line is then for looking at only."""
+        assert self.bwrap, "no bwrap"
+        homes = _homes()
+        if layout is None:
+            layout = self.layout(writable)
+            layout.after()
         args = [self.bwrap, "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc"]
         for blank in BLANKED:
             if os.path.isdir(blank):
@@ -252,18 +264,11 @@ class Sandbox:
         tools = self._toolchains()
         for tool in tools:
             args += ["--ro-bind", str(tool), str(tool)]
-        root = str(self.root)
-        args += ["--bind" if writable else "--ro-bind", root, root]
-        for rel in PROTECTED_IN_WORKSPACE:
-            path = self.root / rel
-            if path.is_symlink():
-                continue  # its target is judged where it lies
-            if path.exists():
-                args += ["--ro-bind", str(path), str(path)]
-            elif writable:  # a stand-in, removed afterwards (`_stand_ins_gone`)
-                args += ["--tmpfs", str(path), "--remount-ro", str(path)]
+        args += layout.args  # the workspace, its secrets covered (in it: `Sandbox.layout`)
         shown = [*tools, self.root]  # what is visible inside the blanked homes
-        for path in [*self._hidden(), *self._env_files()]:
+        for path in [*self._hidden(), *layout.outside]:
+            if path.is_relative_to(self.root):
+                continue  # covered by the layout
             inside_home = any(path.is_relative_to(h) for h in homes)
             if inside_home and not any(path.is_relative_to(s) for s in shown):
                 continue  # already out of sight
@@ -273,7 +278,7 @@ class Sandbox:
                 args += ["--tmpfs", str(path), "--remount-ro", str(path)]
             else:  # an empty regular file: readers see nothing, git sees a plain file
                 args += ["--ro-bind", _empty_file(), str(path)]
-        args += ["--chdir", root, "--unshare-all"]
+        args += ["--chdir", str(self.root), "--unshare-all"]
         if network:
             args.append("--share-net")
         args += ["--die-with-parent", "--new-session", "--cap-drop", "ALL", "--clearenv"]
@@ -294,32 +299,45 @@ class Sandbox:
     ) -> CommandResult:
         """Run `command` in the workspace; stdout and stderr together, streamed and capped.
         Unsandboxed (only ever after the person approved it): the same clean environment,
-        with a private temporary HOME."""
-        missing = [
-            self.root / rel
-            for rel in PROTECTED_IN_WORKSPACE
-            if sandboxed and writable and not os.path.lexists(self.root / rel)
-        ]
+        with a private temporary HOME. Sandboxed, what the workspace's layout undid after the
+        command (a link planted in `.git` removed...) is said at the end of its output."""
+        layout: Layout | None = None
         with tempfile.TemporaryDirectory(prefix="talos-home-") as private_home:
-            if sandboxed:  # the layout walks the workspace: off the event loop
-                argv = await asyncio.to_thread(
-                    functools.partial(self.argv, command, writable=writable, network=network)
-                )
-                env = _allowed_env(SANDBOX_HOME)
-            else:
-                argv, env = [self.shell, "-c", command], _allowed_env(private_home)
-            proc = await asyncio.create_subprocess_exec(
-                *argv, cwd=self.root, env=env, stdin=asyncio.subprocess.DEVNULL,
-                stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT,
-                start_new_session=True,  # its own process group: a kill takes all of it
-            )  # fmt: skip
             try:
-                return await _collect(proc, timeout, max_bytes)
-            except asyncio.CancelledError:  # the task was cancelled: the command goes too
-                await kill_process(proc)
-                raise
+                if sandboxed:  # the layout walks the workspace: off the event loop
+                    layout, argv = await asyncio.to_thread(
+                        functools.partial(self._planned, command, writable, network)
+                    )
+                    env = _allowed_env(SANDBOX_HOME)
+                else:
+                    argv, env = [self.shell, "-c", command], _allowed_env(private_home)
+                proc = await asyncio.create_subprocess_exec(
+                    *argv, cwd=self.root, env=env, stdin=asyncio.subprocess.DEVNULL,
+                    stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT,
+                    start_new_session=True,  # its own process group: a kill takes all of it
+                )  # fmt: skip
+                try:
+                    result = await _collect(proc, timeout, max_bytes)
+                except asyncio.CancelledError:  # the task was cancelled: the command goes too
+                    await kill_process(proc)
+                    raise
             finally:
-                _stand_ins_gone(missing)
+                notes = layout.after() if layout is not None else []
+        for note in notes:
+            logger.warning("%s: after a command, %s", self.root, note)
+            result.output += f"\n[talos: {note}]"
+        return result
+
+    def _planned(self, command: str, writable: bool, network: bool) -> tuple[Layout, list[str]]:
+        try:
+            layout = self.layout(writable)
+        except workspace_layout.TooManyMounts as exc:
+            raise SandboxError(f"not run: {exc}") from None
+        try:
+            return layout, self.argv(command, writable=writable, network=network, layout=layout)
+        except BaseException:
+            layout.after()
+            raise
 
 
 async def _collect(proc: asyncio.subprocess.Process, timeout: float, cap: int) -> CommandResult:

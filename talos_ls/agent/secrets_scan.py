@@ -1,5 +1,7 @@
 """The workspace's secrets files (`.env*`; a link counts by what it points to), found before
-every command so that the sandbox can cover each one with an empty file.
+every command so that the sandbox can cover each one with an empty file. Every directory is
+searched, `.git`, `node_modules` and virtualenvs too: a command could move a secrets file into
+any directory skipped, and the next command would find it uncovered there.
 
 Two ways to the same answer:
 - watched (Linux): an inotify watch on every directory. The first call walks the tree; each
@@ -37,7 +39,6 @@ logger = logging.getLogger(__name__)
 MAX_SCANNED_DIRS = 200_000  # directories searched for .env* files to hide
 RACY_NS = 2_000_000_000  # mtimes are as coarse as a clock tick here, 2 s on FAT
 MAX_WATCHED_DIRS = 65_536  # and never more than a quarter of fs.inotify.max_user_watches
-SKIPPED = frozenset({".git", "node_modules", "__pycache__", ".venv", "venv", ".tox"})
 WATCH_MASK = (inotify.IN_CREATE | inotify.IN_DELETE | inotify.IN_MOVED_FROM | inotify.IN_MOVED_TO
               | inotify.IN_MOVE_SELF | inotify.IN_ONLYDIR | inotify.IN_DONT_FOLLOW)  # fmt: skip
 ADDED = inotify.IN_CREATE | inotify.IN_MOVED_TO
@@ -156,7 +157,7 @@ class _Watched:
                 path = os.path.join(here, event.name)
                 if event.mask & inotify.IN_DELETE:
                     self._drop(path)
-                elif event.name not in SKIPPED:
+                else:
                     self._add(path, here)
             elif is_secrets_file(event.name):
                 names = self.secret_names.setdefault(here, set())
@@ -234,7 +235,7 @@ def _read(here: str) -> tuple[list[str], list[str]]:
             # a venv named .env is no secrets file; a broken link or a loop may be one
             if is_secrets_file(entry.name) and not os.path.isdir(entry.path):
                 names.append(entry.name)
-            elif entry.is_dir(follow_symlinks=False) and entry.name not in SKIPPED:
+            elif entry.is_dir(follow_symlinks=False):
                 subdirs.append(entry.path)
     return names, subdirs
 

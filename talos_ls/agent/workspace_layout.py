@@ -1,0 +1,393 @@
+"""The workspace as a sandboxed command sees it: what it may write, what it may not see, and
+why nothing it does carries a secret out of cover. `Sandbox.argv` puts the rest of the system
+around it.
+
+Read-only commands see the workspace read-only whole. Approved (writable) commands may write
+it, but:
+- `.talos/` stays read-only whole (rules, skills, permissions);
+- in `.git`, the index, objects, refs and logs are writable (`git add`, `commit`, `stash`,
+  `checkout -b`), while what git runs or reads later, outside the sandbox, is read-only
+  (`GIT_READ_ONLY`: hooks, config, commondir, alternates...), with a stand-in in the place of
+  each one missing for the length of the command; what a command leaves in `.git` that git
+  would follow out of the repository later (a link, a FIFO) or run (a paused rebase's `exec`
+  lines) is removed when it ends, and the command's result says so (`GitLayout.after`);
+- every secret (each `.env*` file, the target of one that is a link, Talos's own directories
+  when they lie in the workspace) is covered by an empty read-only file or directory.
+
+Nothing a command does carries a covered secret out of cover. A mount point cannot be renamed
+or unlinked (EBUSY), a hard link to it would cross mounts (EXDEV), a copy reads the empty
+cover; and for a writable command every directory on the way from the workspace's root to a
+cover is bound onto itself ("pinned"), so no directory holding a secret can be moved either:
+each secret stays where the next command's scan finds it and covers it again. What was covered
+once stays covered while it is there (`Covers`): a link deleted or pointed elsewhere, or a tree
+flooded past the scan's limit, uncovers nothing.
+
+bwrap reads the whole mount table for each mount it makes, so each mount costs more than the
+last (400 cost some 0.4 s here): the layout makes as few as it can and refuses a command that
+would need more than MAX_MOUNTS (bench/README.md has the figures).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import shutil
+import stat
+import threading
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+logger = logging.getLogger(__name__)
+
+MAX_MOUNTS = 400  # covers and pins for one command; past it the command is refused
+# Under `.git`: what git runs (hooks, config's programs) or reads from elsewhere (commondir,
+# alternates) later, outside the sandbox. Read-only for every command; a missing one gets a
+# stand-in (its content here; None: a directory) so that a command cannot create it.
+GIT_READ_ONLY: dict[str, bytes | None] = {
+    "hooks": None,
+    "info": None,  # attributes (select filter and diff drivers), exclude (hides planted files)
+    "config": b"",
+    "commondir": b".\n",  # "this directory": an empty one would make every git command fail
+    "objects/info/alternates": b"",
+}
+# Read-only when there, never stood in for (git reads them only for a submodule's or another
+# worktree's own directory, and a command could plant one of those anywhere in the workspace).
+GIT_READ_ONLY_IF_PRESENT = ("modules", "worktrees", "config.worktree")
+# A paused rebase, cherry-pick or `git am`: its todo list may hold `exec` lines, run by the next
+# `git rebase --continue`. Read-only when there; one a command leaves behind is removed.
+GIT_PAUSED = ("rebase-merge", "rebase-apply", "sequencer")
+
+
+class TooManyMounts(Exception):
+    """The command would need more covers than bwrap can make in reasonable time."""
+
+
+@dataclass(frozen=True)
+class Mount:
+    path: Path
+    args: tuple[str, ...]
+
+
+def bind(path: Path, *, read_only: bool) -> Mount:
+    return Mount(path, ("--ro-bind" if read_only else "--bind", str(path), str(path)))
+
+
+def cover(path: Path, empty_file: str) -> Mount:
+    """An empty read-only directory over a directory, an empty read-only file over anything
+    else: readers see nothing, git sees an ordinary file."""
+    if path.is_dir():
+        return Mount(path, ("--tmpfs", str(path), "--remount-ro", str(path)))
+    return Mount(path, ("--ro-bind", empty_file, str(path)))
+
+
+def ordered(mounts: Iterable[Mount]) -> list[str]:
+    """bwrap's arguments for `mounts`: a directory's mount before anything inside it (bwrap
+    binds from the host, so a later bind of a parent would undo them); one mount per path,
+    the first given winning."""
+    first: dict[Path, Mount] = {}
+    for mount in mounts:
+        first.setdefault(mount.path, mount)
+    out: list[str] = []
+    for mount in sorted(first.values(), key=lambda m: len(m.path.parts)):
+        out += mount.args
+    return out
+
+
+def pins(targets: Iterable[Path], root: Path, *, mounted: Iterable[Path],
+         fixed: Iterable[Path]) -> list[Path]:  # fmt: skip
+    """Every directory strictly between `root` and each target inside it, but those that are
+    mount points already (`mounted`) and those at or under a `fixed` path (read-only or
+    hidden: nothing there can be renamed, and a bind would show what a cover hides)."""
+    mounted, fixed = set(mounted), list(fixed)
+    out: set[Path] = set()
+    for target in targets:
+        if not target.is_relative_to(root) or target == root:
+            continue
+        for parent in target.relative_to(root).parents:
+            here = root / parent
+            if here == root or here in out or here in mounted:
+                continue
+            if not any(here.is_relative_to(f) for f in fixed):
+                out.add(here)
+    return sorted(out)
+
+
+class Covers:
+    """Every path covered so far for one workspace, with whether it was a directory: covered
+    again by each later command while it is still there as such, whether or not the scan
+    finds it. A secret is pinned where it is, so it only leaves when the person moves it."""
+
+    def __init__(self) -> None:
+        self._seen: dict[Path, bool] = {}
+        self._lock = threading.Lock()
+
+    def update(self, found: Iterable[Path]) -> list[Path]:
+        """`found` (paths that exist now), and every path covered before that is still there."""
+        with self._lock:
+            for path in found:
+                with contextlib.suppress(OSError):
+                    self._seen[path] = stat.S_ISDIR(path.stat().st_mode)
+            out = []
+            for path, was_dir in list(self._seen.items()):
+                try:
+                    is_dir = stat.S_ISDIR(path.stat().st_mode)
+                except OSError:
+                    del self._seen[path]  # gone (only the person can have moved it)
+                    continue
+                if is_dir == was_dir:
+                    out.append(path)
+                else:
+                    del self._seen[path]
+            return out
+
+
+class StandIns:
+    """Paths Talos makes for the length of a command so that the command cannot make them (a
+    missing `.git/hooks`, `.git/commondir`, `.talos`): each is made on the host before bwrap
+    binds it read-only, and removed when the last command holding it ends, if it is still as
+    made. Counted, because removing a mount point from outside a sandbox detaches it inside:
+    a command still running would then be free to create the path."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._held: dict[Path, list] = {}  # path -> [holders, content (None: a directory)]
+
+    def held(self, path: Path) -> bool:
+        with self._lock:
+            return path in self._held
+
+    def hold(self, path: Path, content: bytes | None) -> bool:
+        """Hold `path`: one this process made for a command still running, or made now (a
+        directory when `content` is None) when nothing is there. False: it is someone
+        else's, or cannot be made; it is left as it is."""
+        with self._lock:
+            held = self._held.get(path)
+            if held is not None:
+                held[0] += 1
+                return True
+            try:
+                if content is None:
+                    path.mkdir()
+                else:
+                    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
+                    fd = os.open(path, flags, 0o444)
+                    with os.fdopen(fd, "wb") as fh:
+                        fh.write(content)
+            except OSError:
+                return False
+            self._held[path] = [1, content]
+            return True
+
+    def release(self, path: Path) -> None:
+        with self._lock:
+            held = self._held.get(path)
+            if held is None:
+                return
+            held[0] -= 1
+            if held[0] > 0:
+                return
+            del self._held[path]
+            with contextlib.suppress(OSError):
+                if held[1] is None:
+                    path.rmdir()  # only if empty: anything else was not ours
+                elif not path.is_symlink() and path.read_bytes() == held[1]:
+                    path.unlink()
+
+
+STAND_INS = StandIns()  # one per process: every workspace's commands share the host
+
+
+@dataclass
+class Layout:
+    """The workspace part of one command's bwrap arguments, and what to undo after it."""
+
+    args: list[str]
+    held: list[Path] = field(default_factory=list)  # stand-ins to release
+    git: GitLayout | None = None
+    outside: list[Path] = field(default_factory=list)  # secrets outside the workspace
+
+    def after(self) -> list[str]:
+        """Once the command has ended: release the stand-ins, check `.git`; what was done,
+        for the command's result."""
+        try:
+            return self.git.after() if self.git is not None else []
+        finally:
+            for path in self.held:
+                STAND_INS.release(path)
+            self.held = []
+
+
+def read_only(path: Path, content: bytes | None, held: list[Path]) -> Mount | None:
+    """`path` read-only: as it is when it is there, else a stand-in made for the command
+    (`content`; None: a directory). None when neither is possible (its parent is missing)."""
+    if STAND_INS.hold(path, content):
+        held.append(path)
+        return bind(path, read_only=True)
+    return bind(path, read_only=True) if os.path.lexists(path) else None
+
+
+def protected_dir(path: Path, *, writable: bool, held: list[Path]) -> Mount | None:
+    """`.talos` (and `.git` for a read-only command, or one that is a file): read-only whole.
+    A link is judged where it points. Missing, a writable command gets an empty read-only
+    stand-in, so it cannot create one with rules or hooks of its own."""
+    if path.is_symlink() or not (writable or os.path.lexists(path) or STAND_INS.held(path)):
+        return None
+    return read_only(path, None, held)
+
+
+class GitLayout:
+    """The repository's `.git` directory for one writable command: writable, but for what
+    runs code or reads other repositories later (`GIT_READ_ONLY`...), and checked after."""
+
+    def __init__(self, git_dir: Path, held: list[Path]) -> None:
+        self.git_dir = git_dir
+        self.mounts: list[Mount] = [bind(git_dir, read_only=False)]  # unrenamable
+        self.read_only: list[Path] = []
+        for rel, content in GIT_READ_ONLY.items():
+            (git_dir / rel).parent.mkdir(parents=True, exist_ok=True)  # objects/info
+            mount = read_only(git_dir / rel, content, held)
+            if mount is not None:
+                self.mounts.append(mount)
+                self.read_only.append(mount.path)
+        for rel in (*GIT_READ_ONLY_IF_PRESENT, *GIT_PAUSED):
+            if os.path.lexists(git_dir / rel):
+                self.mounts.append(bind(git_dir / rel, read_only=True))
+                self.read_only.append(git_dir / rel)
+        self.paused_missing = [git_dir / r for r in GIT_PAUSED if not os.path.lexists(git_dir / r)]
+        self.odd_before = set(_odd_entries(git_dir, self.read_only))
+
+    @staticmethod
+    def usable(git_dir: Path) -> bool:
+        """Whether `.git` can be made writable safely: no link where a protected path or a
+        directory on the way to one lies (a link cannot be a mount point, so a command could
+        point it elsewhere); else it stays read-only whole."""
+        for rel in (*GIT_READ_ONLY, *GIT_READ_ONLY_IF_PRESENT, *GIT_PAUSED):
+            here = git_dir
+            for part in Path(rel).parts:
+                here = here / part
+                if here.is_symlink():
+                    return False
+        return True
+
+    def after(self) -> list[str]:
+        notes = []
+        for path in self.paused_missing:
+            if os.path.lexists(path):
+                _remove(path)
+                notes.append(f"removed {path.name}/ from .git: a rebase, cherry-pick or am "
+                             "left paused by a sandboxed command could run commands of its "
+                             "todo list when continued outside the sandbox; run it to its "
+                             "end within one command")  # fmt: skip
+        for path in _odd_entries(self.git_dir, self.read_only):
+            if path not in self.odd_before:
+                _remove(path)
+                notes.append(f"removed {path.relative_to(self.git_dir.parent)}: a link or "
+                             "special file in .git would make git write or read outside the "
+                             "repository later")  # fmt: skip
+        return notes
+
+
+def _odd_entries(git_dir: Path, skip: Iterable[Path]) -> list[Path]:
+    """Everything in `.git` that is neither a regular file nor a directory (a link, a FIFO, a
+    socket, a device), outside the read-only parts. In `objects/` only its own entries: git
+    writes object files with link(2) and rename(2), never through a link, but a directory
+    `objects/ab` that is a link would take them elsewhere."""
+    skipped = {str(p) for p in skip}
+    objects = str(git_dir / "objects")
+    out: list[Path] = []
+    pending = [str(git_dir)]
+    while pending:
+        here = pending.pop()
+        try:
+            entries = list(os.scandir(here))
+        except OSError:
+            continue
+        for entry in entries:
+            if entry.path in skipped:
+                continue
+            try:
+                if entry.is_dir(follow_symlinks=False):
+                    if here != objects:
+                        pending.append(entry.path)
+                elif not entry.is_file(follow_symlinks=False):
+                    out.append(Path(entry.path))
+            except OSError:
+                continue
+    return out
+
+
+def _remove(path: Path) -> None:
+    with contextlib.suppress(OSError):
+        if path.is_dir() and not path.is_symlink():
+            shutil.rmtree(path)
+        else:
+            path.unlink()
+
+
+def git_dir_of(root: Path) -> Path | None:
+    """The workspace's own git directory when it is `.git` there, a real directory."""
+    path = root / ".git"
+    return path if path.is_dir() and not path.is_symlink() else None
+
+
+def build(root: Path, *, writable: bool, secrets: Iterable[Path], covers: Covers,
+          empty_file: str) -> Layout:  # fmt: skip
+    """The workspace's mounts for one command: the root, `.talos` and `.git`, a cover over
+    each secret inside it (`secrets`: found now; `covers` adds those covered before) and, for
+    a writable command, the pins. Secrets outside the root go to `Layout.outside`, for the
+    caller to cover with the rest of the system."""
+    held: list[Path] = []
+    try:
+        return _build(root, writable, secrets, covers, empty_file, held)
+    except BaseException:
+        for path in held:
+            STAND_INS.release(path)
+        raise
+
+
+def _build(root: Path, writable: bool, secrets: Iterable[Path], covers: Covers,
+           empty_file: str, held: list[Path]) -> Layout:  # fmt: skip
+    protected: list[Mount] = [bind(root, read_only=not writable)]
+    mounted, fixed = [root], []
+    talos = protected_dir(root / ".talos", writable=writable, held=held)
+    if talos is not None:
+        protected.append(talos)
+        fixed.append(talos.path)
+    git, git_dir = None, git_dir_of(root)
+    if writable and git_dir is not None and GitLayout.usable(git_dir):
+        git = GitLayout(git_dir, held)
+        protected += git.mounts
+        mounted.append(git_dir)
+        fixed += git.read_only
+    else:
+        whole = protected_dir(root / ".git", writable=writable, held=held)
+        if whole is not None:
+            protected.append(whole)
+            fixed.append(whole.path)
+    inside: list[Path] = []
+    outside: list[Path] = []
+    for path in secrets:
+        if path.is_symlink() or not path.exists() or path == root:
+            continue
+        (inside if path.is_relative_to(root) else outside).append(path)
+    hidden: list[Path] = []  # directories covered whole: nothing under them needs a cover
+    mounts: list[Mount] = []
+    for path in sorted(covers.update(inside), key=lambda p: len(p.parts)):
+        if any(path.is_relative_to(d) for d in hidden):
+            continue
+        mounts.append(cover(path, empty_file))
+        (hidden if path.is_dir() else mounted).append(path)
+    pinned: list[Path] = []
+    if writable:  # read-only, nothing can be renamed anyway
+        targets = [*(m.path for m in mounts), *(m.path for m in protected)]
+        pinned = pins(targets, root, mounted=mounted, fixed=[*fixed, *hidden])
+    if len(mounts) + len(pinned) > MAX_MOUNTS:
+        raise TooManyMounts(
+            f"the workspace has {len(mounts)} secrets files (.env*) to hide, which with the "
+            f"{len(pinned)} directories that hold them would take more than {MAX_MOUNTS} "
+            "mounts; commands are not run until there are fewer"
+        )
+    pin_mounts = [bind(p, read_only=False) for p in pinned]
+    return Layout(ordered([*protected, *mounts, *pin_mounts]), held, git, outside)
