@@ -34,6 +34,7 @@ import logging
 import os
 import shutil
 import stat
+import subprocess
 import threading
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -228,6 +229,15 @@ def read_only(path: Path, content: bytes | None, held: list[Path]) -> Mount | No
     return bind(path, read_only=True) if os.path.lexists(path) else None
 
 
+def read_only_or_below(path: Path, content: bytes | None, held: list[Path]) -> Mount | None:
+    """`path` read-only (`read_only`); when its parent is missing too, the highest missing
+    directory on the way to it stands in instead, empty and read-only."""
+    top = path
+    while not os.path.lexists(top.parent) and top.parent != top:
+        top = top.parent
+    return read_only(path, content, held) if top == path else read_only(top, None, held)
+
+
 def protected_dir(path: Path, *, writable: bool, held: list[Path]) -> Mount | None:
     """`.talos` (and `.git` for a read-only command, or one that is a file): read-only whole.
     A link is judged where it points. Missing, a writable command gets an empty read-only
@@ -255,6 +265,11 @@ class GitLayout:
             if os.path.lexists(git_dir / rel):
                 self.mounts.append(bind(git_dir / rel, read_only=True))
                 self.read_only.append(git_dir / rel)
+        for path, content in config_named(git_dir):
+            mount = read_only_or_below(path, content, held)
+            if mount is not None:
+                self.mounts.append(mount)
+                self.read_only.append(mount.path)
         self.paused_missing = [git_dir / r for r in GIT_PAUSED if not os.path.lexists(git_dir / r)]
         self.odd_before = set(_odd_entries(git_dir, self.read_only))
 
@@ -324,6 +339,76 @@ def _remove(path: Path) -> None:
             shutil.rmtree(path)
         else:
             path.unlink()
+
+
+_NAMED: dict[Path, tuple[list[Path], list[tuple], list[tuple[Path, bytes | None]]]] = {}
+_NAMED_LOCK = threading.Lock()
+_INCLUDES = r"^(include|includeif\..*)\.path$"
+
+
+def config_named(git_dir: Path) -> list[tuple[Path, bytes | None]]:
+    """What the repository's configuration names inside the workspace that git runs or reads
+    later: the hooks directory (`core.hooksPath`, from any scope: a relative one is the
+    worktree's) and the files `.git/config` includes, and those they include; each with its
+    stand-in's content (None: a directory). Asked of git again only when a configuration file
+    read changed; nothing when git is missing or fails."""
+    with _NAMED_LOCK:
+        cached = _NAMED.get(git_dir)
+    if cached is not None and [_stamp(f) for f in cached[0]] == cached[1]:
+        return cached[2]
+    root = git_dir.parent
+    read = [git_dir / "config", *_global_configs()]
+    stamps = [_stamp(f) for f in read]
+    found: list[tuple[Path, bytes | None]] = []
+    hooks = _git(["config", "--null", "--type=path", "--get", "core.hooksPath"], root)
+    if hooks:
+        found.append((Path(os.path.normpath(root / hooks.rstrip("\0"))), None))
+    pending = [git_dir / "config"]
+    while pending and len(read) < 40:  # includes of includes; a loop ends here
+        conf = pending.pop()
+        listed = _git(["config", "--file", str(conf), "--null", "--get-regexp", _INCLUDES], root)
+        for item in (listed or "").split("\0"):
+            value = item.partition("\n")[2]
+            if not value:
+                continue
+            named = Path(os.path.normpath(conf.parent / os.path.expanduser(value)))
+            found.append((named, b""))
+            if named.is_file() and named not in read:
+                read.append(named)
+                stamps.append(_stamp(named))
+                pending.append(named)
+    found = [(p, c) for p, c in found if p.is_relative_to(root) and p != root]
+    with _NAMED_LOCK:
+        _NAMED[git_dir] = (read, stamps, found)
+    return found
+
+
+def _global_configs() -> list[Path]:
+    xdg = os.environ.get("XDG_CONFIG_HOME") or os.path.expanduser("~/.config")
+    return [Path(os.path.expanduser("~/.gitconfig")), Path(xdg) / "git" / "config",
+            Path("/etc/gitconfig")]  # fmt: skip
+
+
+def _stamp(path: Path) -> tuple:
+    try:
+        st = path.stat()
+    except OSError:
+        return (str(path),)
+    return (str(path), st.st_ino, st.st_mtime_ns, st.st_size)
+
+
+def _git(args: list[str], cwd: Path) -> str | None:
+    """git's answer, or None. Reading configuration runs none of its programs."""
+    git = shutil.which("git")
+    if git is None:
+        return None
+    env = {k: v for k, v in os.environ.items() if not k.startswith("GIT_")}
+    try:
+        done = subprocess.run([git, *args], cwd=cwd, env=env, capture_output=True, timeout=10,
+                              stdin=subprocess.DEVNULL)  # fmt: skip
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    return done.stdout.decode(errors="surrogateescape") if done.returncode == 0 else None
 
 
 def git_dir_of(root: Path) -> Path | None:
