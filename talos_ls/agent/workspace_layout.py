@@ -29,12 +29,14 @@ would need more than MAX_MOUNTS (bench/README.md has the figures).
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import logging
 import os
 import shutil
 import stat
 import subprocess
+import tempfile
 import threading
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -56,6 +58,10 @@ GIT_READ_ONLY: dict[str, bytes | None] = {
 # Read-only when there, never stood in for (git reads them only for a submodule's or another
 # worktree's own directory, and a command could plant one of those anywhere in the workspace).
 GIT_READ_ONLY_IF_PRESENT = ("modules", "worktrees", "config.worktree")
+# Inert while the command runs (only `extensions.worktreeConfig` in the read-only config turns
+# it on), live once the person turns that on (`git sparse-checkout` may): one a command made is
+# removed when it ends.
+GIT_REMOVED_IF_MADE = ("config.worktree",)
 # A paused rebase, cherry-pick or `git am`: its todo list may hold `exec` lines, run by the next
 # `git rebase --continue`. Read-only when there; one a command leaves behind is removed.
 GIT_PAUSED = ("rebase-merge", "rebase-apply", "sequencer")
@@ -75,12 +81,12 @@ def bind(path: Path, *, read_only: bool) -> Mount:
     return Mount(path, ("--ro-bind" if read_only else "--bind", str(path), str(path)))
 
 
-def cover(path: Path, empty_file: str) -> Mount:
-    """An empty read-only directory over a directory, an empty read-only file over anything
-    else: readers see nothing, git sees an ordinary file."""
+def cover(path: Path, file: str) -> Mount:
+    """An empty read-only directory over a directory, the read-only `file` over anything else
+    (an empty file, or the content git has for it: `TrackedContent`)."""
     if path.is_dir():
         return Mount(path, ("--tmpfs", str(path), "--remount-ro", str(path)))
-    return Mount(path, ("--ro-bind", empty_file, str(path)))
+    return Mount(path, ("--ro-bind", file, str(path)))
 
 
 def ordered(mounts: Iterable[Mount]) -> list[str]:
@@ -270,7 +276,10 @@ class GitLayout:
             if mount is not None:
                 self.mounts.append(mount)
                 self.read_only.append(mount.path)
-        self.paused_missing = [git_dir / r for r in GIT_PAUSED if not os.path.lexists(git_dir / r)]
+        self.missing = [
+            git_dir / r for r in (*GIT_PAUSED, *GIT_REMOVED_IF_MADE)
+            if not os.path.lexists(git_dir / r)
+        ]  # fmt: skip
         self.odd_before = set(_odd_entries(git_dir, self.read_only))
 
     @staticmethod
@@ -288,13 +297,18 @@ class GitLayout:
 
     def after(self) -> list[str]:
         notes = []
-        for path in self.paused_missing:
-            if os.path.lexists(path):
-                _remove(path)
+        for path in self.missing:
+            if not os.path.lexists(path):
+                continue
+            _remove(path)
+            if path.name in GIT_PAUSED:
                 notes.append(f"removed {path.name}/ from .git: a rebase, cherry-pick or am "
                              "left paused by a sandboxed command could run commands of its "
                              "todo list when continued outside the sandbox; run it to its "
                              "end within one command")  # fmt: skip
+            else:
+                notes.append(f"removed .git/{path.name}: git would read it as configuration "
+                             "once extensions.worktreeConfig is on")  # fmt: skip
         for path in _odd_entries(self.git_dir, self.read_only):
             if path not in self.odd_before:
                 _remove(path)
@@ -339,6 +353,88 @@ def _remove(path: Path) -> None:
             shutil.rmtree(path)
         else:
             path.unlink()
+
+
+class TrackedContent:
+    """A secrets file git tracks (a committed `.env.example`) is covered by its content in the
+    index, not by an empty file: git sees it unchanged, so an approved `git commit -a` or
+    `git stash` leaves it be, and a command reads only what the repository's history holds
+    already (`git show HEAD:.env.example` reads it anyway). Local edits stay hidden. The
+    contents are kept in files of this process's own, one per blob; git is asked again only
+    when the index changed."""
+
+    MAX_BYTES = 1024 * 1024  # larger: an empty cover
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._dir: str | None = None
+        self._key: tuple = ()
+        self._found: dict[Path, str] = {}
+
+    def contents(self, root: Path, files: list[Path]) -> dict[Path, str]:
+        key = (_stamp(root / ".git" / "index"), tuple(files))
+        with self._lock:
+            if key == self._key and all(os.path.exists(f) for f in self._found.values()):
+                return self._found
+            found = self._ask(root, files)
+            self._key, self._found = key, found
+            return found
+
+    def _ask(self, root: Path, files: list[Path]) -> dict[Path, str]:
+        specs = [f":(literal){p.relative_to(root)}" for p in files if p.is_relative_to(root)]
+        listed = _git(["ls-files", "--stage", "-z", "--", *specs], root) if specs else None
+        blobs: dict[Path, str] = {}
+        for line in (listed or "").split("\0"):
+            meta, _, rel = line.partition("\t")
+            parts = meta.split()
+            if len(parts) == 3 and parts[0] in ("100644", "100755") and parts[2] == "0":
+                blobs[root / rel] = parts[1]
+        if not blobs:
+            return {}
+        if self._dir is None or not os.path.isdir(self._dir):
+            self._dir = tempfile.mkdtemp(prefix="talos-tracked-")
+            atexit.register(shutil.rmtree, self._dir, True)
+        wanted = sorted({sha for sha in blobs.values()
+                         if not os.path.exists(os.path.join(self._dir, sha))})  # fmt: skip
+        if wanted:
+            self._fetch(root, wanted)
+        return {p: os.path.join(self._dir, sha) for p, sha in blobs.items()
+                if os.path.exists(os.path.join(self._dir, sha))}  # fmt: skip
+
+    def _fetch(self, root: Path, shas: list[str]) -> None:
+        """`git cat-file --batch`: each blob's content into a read-only file named by it."""
+        assert self._dir is not None
+        git = shutil.which("git")
+        if git is None:
+            return
+        env = {k: v for k, v in os.environ.items() if not k.startswith("GIT_")}
+        try:
+            done = subprocess.run([git, "cat-file", "--batch"], cwd=root, env=env, timeout=30,
+                                  input="".join(f"{s}\n" for s in shas).encode(),
+                                  capture_output=True)  # fmt: skip
+        except (OSError, subprocess.TimeoutExpired):
+            return
+        out, at = done.stdout, 0
+        for sha in shas:
+            end = out.find(b"\n", at)
+            if end < 0:
+                return
+            header = out[at:end].split()
+            if len(header) != 3 or header[1] != b"blob":
+                at = end + 1
+                continue
+            size = int(header[2])
+            body, at = out[end + 1 : end + 1 + size], end + 2 + size
+            if size > self.MAX_BYTES or len(body) != size:
+                continue
+            tmp = os.path.join(self._dir, f".{sha}.tmp")
+            with open(tmp, "wb") as fh:
+                fh.write(body)
+            os.chmod(tmp, 0o444)
+            os.replace(tmp, os.path.join(self._dir, sha))
+
+
+TRACKED = TrackedContent()
 
 
 _NAMED: dict[Path, tuple[list[Path], list[tuple], list[tuple[Path, bytes | None]]]] = {}
@@ -457,13 +553,13 @@ def _build(root: Path, writable: bool, secrets: Iterable[Path], covers: Covers,
         if path.is_symlink() or not path.exists() or path == root:
             continue
         (inside if path.is_relative_to(root) else outside).append(path)
-    hidden: list[Path] = []  # directories covered whole: nothing under them needs a cover
-    mounts: list[Mount] = []
-    for path in sorted(covers.update(inside), key=lambda p: len(p.parts)):
-        if any(path.is_relative_to(d) for d in hidden):
-            continue
-        mounts.append(cover(path, empty_file))
-        (hidden if path.is_dir() else mounted).append(path)
+    covered = covers.update(inside)
+    hidden = [p for p in covered if p.is_dir()]  # covered whole: nothing under them to cover
+    covered = [p for p in covered if not any(p.is_relative_to(d) and p != d for d in hidden)]
+    files = [p for p in covered if p not in hidden]
+    contents = TRACKED.contents(root, files) if files and git_dir is not None else {}
+    mounts = [cover(p, contents.get(p, empty_file)) for p in covered]
+    mounted += files
     pinned: list[Path] = []
     if writable:  # read-only, nothing can be renamed anyway
         targets = [*(m.path for m in mounts), *(m.path for m in protected)]
