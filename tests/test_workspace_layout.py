@@ -90,7 +90,8 @@ def test_one_command_moving_renaming_linking_and_copying_finds_no_secret(ws):
     out = run(sandbox, "mkdir -p node_modules/n && mv dir node_modules/n/ ; mv deep dp ; "
               "cp -al dir hl ; ln deep/a/b/.env.production hl2 ; cp -r dir node_modules/c ; "
               "tar c dir deep | (mkdir tt && tar x -C tt) ; mv dir/sub s2 ; "
-              "grep -rah -e Talos . ; cat hl2 node_modules/n/dir/.env dp/a/b/.env.production")  # fmt: skip
+              "grep -rah -e Talos . ; cat hl2 node_modules/n/dir/.env "
+              "dp/a/b/.env.production")  # fmt: skip
     assert SECRET not in out and CONTROL in out, out
     sandbox.close()
 
@@ -120,8 +121,9 @@ def test_read_only_commands_need_no_pins(ws):
     ro = sandbox.argv("true", writable=False, network=False)
     rw = sandbox.argv("true", writable=True, network=False)
     binds = lambda argv: {argv[i + 1] for i, a in enumerate(argv) if a == "--bind"}  # noqa: E731
-    pinned = {str(ws / d) for d in ("dir", "dir/sub", "deep", "deep/a", "deep/a/b", "vault",
-                                    "node_modules", "node_modules/pkg", ".venv", ".venv/lib")}  # fmt: skip
+    holding = ("dir", "dir/sub", "deep", "deep/a", "deep/a/b", "vault", "node_modules",
+               "node_modules/pkg", ".venv", ".venv/lib")  # fmt: skip
+    pinned = {str(ws / d) for d in holding}
     assert pinned <= binds(rw), pinned - binds(rw)
     assert not binds(ro) & pinned
     sandbox.close()
@@ -203,7 +205,7 @@ PLANTS = [
     "PWNED_wt\\n' > .git/config.worktree",
     "mkdir -p .cache/g && cp -a .git/. .cache/g/ && git config --file .cache/g/config "
     "core.fsmonitor 'touch PWNED_commondir'; echo \"$PWD/.cache/g\" > .git/commondir",
-    "echo \"$PWD/other.git/objects\" > .git/objects/info/alternates",
+    'echo "$PWD/other.git/objects" > .git/objects/info/alternates',
     "echo '* filter=x' > .git/info/attributes; echo planted >> .git/info/exclude",
     "mv .git/hooks .git/h2; mkdir .git/hooks; mv .git/info .git/i2; mv .git/objects .git/o2",
     "mv .git/objects/info .git/objects/i2; mkdir .git/objects/info; "
@@ -242,7 +244,8 @@ def test_nothing_git_runs_or_follows_later_can_be_planted(ws, tmp_path):
     after += git(ws, "checkout", "-qb", "x;echo${IFS}PWNED") + git(ws, "status")
     assert "by the person" in git(ws, "log", "-1", "--format=%s"), after
     assert not list(ws.glob("PWNED*")), after
-    assert victim.read_text() == "the person's file\n" and not list((tmp_path / "victimdir").iterdir())
+    assert victim.read_text() == "the person's file\n"
+    assert not list((tmp_path / "victimdir").iterdir())
     sandbox.close()
 
 
@@ -255,9 +258,10 @@ def test_the_hooks_directory_the_configuration_names_is_read_only(ws):
     sandbox = Sandbox(ws, bwrap=require_sandbox())
     out = run(sandbox, "mkdir -p .githooks conf; printf '#!/bin/sh\\ntouch PWNED_hp\\n' > "
               ".githooks/pre-commit; chmod +x .githooks/pre-commit; mv .githooks g; "
-              "echo '[core] fsmonitor = touch PWNED_inc' > conf/shared.gitconfig; echo ok")  # fmt: skip
+              "echo '[core] fsmonitor = touch PWNED_inc' > conf/shared.gitconfig; "
+              "echo ok")  # fmt: skip
     assert "Read-only file system" in out and out.rstrip().endswith("ok"), out
-    assert not (ws / ".githooks").exists() and not (ws / "conf").exists() and not (ws / "g").exists()
+    assert not any((ws / p).exists() for p in (".githooks", "conf", "g"))
     (ws / "app.py").write_text("x = 1\n")
     git(ws, "add", "app.py")
     git(ws, "commit", "-qm", "x")
