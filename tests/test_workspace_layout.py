@@ -169,15 +169,22 @@ def git(ws: Path, *args: str) -> str:
     return done.stdout + done.stderr
 
 
-def test_an_approved_command_commits_stashes_and_branches(ws):
+def test_an_approved_command_commits_stashes_and_branches(ws, tmp_path):
+    """With the person's identity from their own git config (the sandbox's HOME is empty)."""
+    (tmp_path / "home").mkdir()
+    (tmp_path / "home" / ".gitconfig").write_text("[user]\n\tname = Pat Person\n"
+                                                  "\temail = pat@example.com\n")  # fmt: skip
     sandbox = Sandbox(ws, bwrap=require_sandbox())
     (ws / "app.py").write_text("x = 1\n")
-    out = run(sandbox, f"{' '.join(GIT)} add app.py && {' '.join(GIT)} commit -qm 'add app' && "
-              f"echo 'x = 2' > app.py && {' '.join(GIT)} stash && "
-              f"{' '.join(GIT)} checkout -qb feature && {' '.join(GIT)} commit -q --amend -m "
-              f"'add app, amended' && {' '.join(GIT)} stash list && echo ok")  # fmt: skip
+    out = run(sandbox, "git add app.py && git commit -qm 'add app' && echo 'x = 2' > app.py && "
+              "git stash && git checkout -qb feature && git commit -q --amend -m "
+              "'add app, amended' && git stash list && echo ok")  # fmt: skip
     assert out.rstrip().endswith("ok"), out
     assert git(ws, "log", "--format=%s", "feature").splitlines() == ["add app, amended", "init"]
+    assert (
+        git(ws, "log", "-1", "--format=%an <%ae>|%cn").strip()
+        == "Pat Person <pat@example.com>|Pat Person"
+    )
     assert "WIP on master" in git(ws, "stash", "list") or "WIP on main" in git(ws, "stash", "list")
     assert git(ws, "rev-parse", "--abbrev-ref", "HEAD").strip() == "feature"
     assert git(ws, "fsck", "--no-progress").strip() == ""

@@ -282,7 +282,7 @@ class Sandbox:
         if network:
             args.append("--share-net")
         args += ["--die-with-parent", "--new-session", "--cap-drop", "ALL", "--clearenv"]
-        for key, value in _allowed_env(SANDBOX_HOME).items():
+        for key, value in {**_allowed_env(SANDBOX_HOME), **layout.env}.items():
             args += ["--setenv", key, value]
         return [*args, "--", self.shell, "-c", command]
 
