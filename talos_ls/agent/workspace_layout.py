@@ -214,6 +214,7 @@ class Layout:
     held: list[Path] = field(default_factory=list)  # stand-ins to release
     git: GitLayout | None = None
     outside: list[Path] = field(default_factory=list)  # secrets outside the workspace
+    env: dict[str, str] = field(default_factory=dict)  # the person's git identity
 
     def after(self) -> list[str]:
         """Once the command has ended: release the stand-ins, check `.git`; what was done,
@@ -479,6 +480,30 @@ def config_named(git_dir: Path) -> list[tuple[Path, bytes | None]]:
     return found
 
 
+_IDENTITY: dict[Path, tuple[list[tuple], dict[str, str]]] = {}
+
+
+def git_identity(git_dir: Path) -> dict[str, str]:
+    """The person's `user.name` and `user.email` as git has them in this repository, for
+    `GIT_AUTHOR_*` and `GIT_COMMITTER_*`: the sandbox's HOME is empty, so without them an
+    approved `git commit` stops at "Author identity unknown". Not secret: every commit
+    carries them. Asked of git again only when a configuration file changed."""
+    stamps = [_stamp(f) for f in (git_dir / "config", *_global_configs())]
+    with _NAMED_LOCK:
+        cached = _IDENTITY.get(git_dir)
+    if cached is not None and cached[0] == stamps:
+        return cached[1]
+    env: dict[str, str] = {}
+    for key, names in (("user.name", ("GIT_AUTHOR_NAME", "GIT_COMMITTER_NAME")),
+                       ("user.email", ("GIT_AUTHOR_EMAIL", "GIT_COMMITTER_EMAIL"))):  # fmt: skip
+        value = (_git(["config", "--get", key], git_dir.parent) or "").strip()
+        if value and len(value) < 256 and value.isprintable():
+            env.update(dict.fromkeys(names, value))
+    with _NAMED_LOCK:
+        _IDENTITY[git_dir] = (stamps, env)
+    return env
+
+
 def _global_configs() -> list[Path]:
     xdg = os.environ.get("XDG_CONFIG_HOME") or os.path.expanduser("~/.config")
     return [Path(os.path.expanduser("~/.gitconfig")), Path(xdg) / "git" / "config",
@@ -571,4 +596,5 @@ def _build(root: Path, writable: bool, secrets: Iterable[Path], covers: Covers,
             "mounts; commands are not run until there are fewer"
         )
     pin_mounts = [bind(p, read_only=False) for p in pinned]
-    return Layout(ordered([*protected, *mounts, *pin_mounts]), held, git, outside)
+    env = git_identity(git.git_dir) if git is not None else {}
+    return Layout(ordered([*protected, *mounts, *pin_mounts]), held, git, outside, env)
