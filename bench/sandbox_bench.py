@@ -37,7 +37,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from talos_ls.agent import sandbox as sandbox_mod
 from talos_ls.agent.sandbox import Sandbox
-from talos_ls.agent.secrets_scan import MAX_SCANNED_DIRS, SKIPPED
+from talos_ls.agent.secrets_scan import MAX_SCANNED_DIRS
 
 TARGET_MS = 30.0
 FANOUT = 6  # subdirectories per directory in the generated tree
@@ -85,14 +85,14 @@ def make_workspace(root: Path, files: int, per_dir: int, commit: bool) -> dict:
 
 
 def scannable_dirs(root: Path) -> int:
-    """Directories the `.env*` scan would visit without its cap (the same skip rule)."""
+    """Directories the `.env*` scan would visit without its cap (all of them, `.git` too)."""
     count, pending = 0, [root]
     while pending:
         here = pending.pop()
         count += 1
         with os.scandir(here) as it:
             for e in it:
-                if e.is_dir(follow_symlinks=False) and e.name not in SKIPPED:
+                if e.is_dir(follow_symlinks=False):
                     pending.append(Path(e.path))
     return count
 
@@ -253,6 +253,9 @@ async def bench_main(args: argparse.Namespace, base: Path) -> dict:
         "argv build": time_sync(
             lambda: sb.argv("true", writable=False, network=False), args.argv_runs
         ),
+        "argv build, writable": time_sync(
+            lambda: sb.argv("true", writable=True, network=False), args.argv_runs
+        ),
         ".env* scan": time_sync(sb._env_files, args.argv_runs),
         "toolchains": time_sync(sb._toolchains, args.argv_runs),
         "hidden paths": time_sync(sb._hidden, args.argv_runs),
@@ -337,6 +340,7 @@ def report(out: dict) -> None:
     print("| part | median / p95 (ms) |")
     print("|---|---:|")
     for name, label in (("argv build", "`Sandbox.argv` (all of the layout)"),
+                        ("argv build, writable", "`Sandbox.argv`, writable"),
                         (".env* scan", "of which the `.env*` scan"),
                         ("toolchains", "of which the toolchains on PATH"),
                         ("hidden paths", "of which the hidden paths (listing only)")):  # fmt: skip

@@ -214,7 +214,7 @@ PLANTS = [
     "core.fsmonitor 'touch PWNED_commondir'; echo \"$PWD/.cache/g\" > .git/commondir",
     'echo "$PWD/other.git/objects" > .git/objects/info/alternates',
     "echo '* filter=x' > .git/info/attributes; echo planted >> .git/info/exclude",
-    "mv .git/hooks .git/h2; mkdir .git/hooks; mv .git/info .git/i2; mv .git/objects .git/o2",
+    "mv .git/hooks .git/h2; mkdir .git/hooks; mv .git/info .git/i2",
     "mv .git/objects/info .git/objects/i2; mkdir .git/objects/info; "
     "echo /x > .git/objects/info/alternates",
     "rm -f .git/COMMIT_EDITMSG; ln -s ../../victim .git/COMMIT_EDITMSG",
@@ -241,7 +241,7 @@ def test_nothing_git_runs_or_follows_later_can_be_planted(ws, tmp_path):
     assert (ws / ".git" / "config").read_bytes() == config
     assert sorted(p.name for p in (ws / ".git" / "hooks").iterdir()) == hooks
     for rel in ("config.worktree", "commondir", "objects/info/alternates", "info/attributes",
-                "rebase-merge", "h2", "i2", "o2", "FETCH_HEAD", "ORIG_HEAD.fifo"):  # fmt: skip
+                "rebase-merge", "h2", "i2", "FETCH_HEAD", "ORIG_HEAD.fifo"):  # fmt: skip
         assert not os.path.lexists(ws / ".git" / rel), rel
     assert "[talos: removed .git/COMMIT_EDITMSG" in outputs[9], outputs[9]
     assert "[talos: removed rebase-merge/ from .git" in outputs[-1], outputs[-1]

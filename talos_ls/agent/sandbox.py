@@ -234,7 +234,7 @@ class Sandbox:
             if path.is_relative_to(self.root) and not os.path.lexists(path):
                 with contextlib.suppress(OSError):
                     path.mkdir(parents=True)
-        inside = [p for p in self._hidden() if p.is_relative_to(self.root)]
+        inside = [p for p in self._hidden() if str(p).startswith(f"{self.root}/")]
         return workspace_layout.build(
             self.root, writable=self._may_write(writable),
             secrets=[*self._env_files(), *inside], covers=self._covers, empty_file=_empty_file(),
@@ -267,7 +267,7 @@ class Sandbox:
         args += layout.args  # the workspace, its secrets covered (in it: `Sandbox.layout`)
         shown = [*tools, self.root]  # what is visible inside the blanked homes
         for path in [*self._hidden(), *layout.outside]:
-            if path.is_relative_to(self.root):
+            if str(path).startswith(f"{self.root}/"):
                 continue  # covered by the layout
             inside_home = any(path.is_relative_to(h) for h in homes)
             if inside_home and not any(path.is_relative_to(s) for s in shown):

@@ -53,15 +53,15 @@ GIT_READ_ONLY: dict[str, bytes | None] = {
     "info": None,  # attributes (select filter and diff drivers), exclude (hides planted files)
     "config": b"",
     "commondir": b".\n",  # "this directory": an empty one would make every git command fail
-    "objects/info/alternates": b"",
 }
 # Read-only when there, never stood in for (git reads them only for a submodule's or another
 # worktree's own directory, and a command could plant one of those anywhere in the workspace).
-GIT_READ_ONLY_IF_PRESENT = ("modules", "worktrees", "config.worktree")
-# Inert while the command runs (only `extensions.worktreeConfig` in the read-only config turns
-# it on), live once the person turns that on (`git sparse-checkout` may): one a command made is
-# removed when it ends.
-GIT_REMOVED_IF_MADE = ("config.worktree",)
+GIT_READ_ONLY_IF_PRESENT = ("modules", "worktrees", "config.worktree", "objects/info/alternates")
+# Removed when the command ends if it made them, rather than stood in for (each mount costs):
+# config.worktree is inert while it runs (only `extensions.worktreeConfig`, in the read-only
+# config, turns it on) and live once the person turns that on (`git sparse-checkout` may);
+# alternates make git read objects from another directory, but run nothing.
+GIT_REMOVED_IF_MADE = ("config.worktree", "objects/info/alternates")
 # A paused rebase, cherry-pick or `git am`: its todo list may hold `exec` lines, run by the next
 # `git rebase --continue`. Read-only when there; one a command leaves behind is removed.
 GIT_PAUSED = ("rebase-merge", "rebase-apply", "sequencer")
@@ -107,18 +107,20 @@ def pins(targets: Iterable[Path], root: Path, *, mounted: Iterable[Path],
     """Every directory strictly between `root` and each target inside it, but those that are
     mount points already (`mounted`) and those at or under a `fixed` path (read-only or
     hidden: nothing there can be renamed, and a bind would show what a cover hides)."""
-    mounted, fixed = set(mounted), list(fixed)
-    out: set[Path] = set()
-    for target in targets:
-        if not target.is_relative_to(root) or target == root:
+    top = str(root)
+    skip = {str(p) for p in mounted}
+    under = tuple(f"{p}/" for p in fixed)
+    skip.update(str(p) for p in fixed)
+    out: set[str] = set()
+    for target in map(str, targets):
+        if not target.startswith(top + "/"):
             continue
-        for parent in target.relative_to(root).parents:
-            here = root / parent
-            if here == root or here in out or here in mounted:
-                continue
-            if not any(here.is_relative_to(f) for f in fixed):
+        here = os.path.dirname(target)
+        while here != top and here not in out:  # every parent up to the root, once
+            if here not in skip and not here.startswith(under):
                 out.add(here)
-    return sorted(out)
+            here = os.path.dirname(here)
+    return sorted(Path(p) for p in out)
 
 
 class Covers:
@@ -263,7 +265,6 @@ class GitLayout:
         self.mounts: list[Mount] = [bind(git_dir, read_only=False)]  # unrenamable
         self.read_only: list[Path] = []
         for rel, content in GIT_READ_ONLY.items():
-            (git_dir / rel).parent.mkdir(parents=True, exist_ok=True)  # objects/info
             mount = read_only(git_dir / rel, content, held)
             if mount is not None:
                 self.mounts.append(mount)
@@ -281,7 +282,7 @@ class GitLayout:
             git_dir / r for r in (*GIT_PAUSED, *GIT_REMOVED_IF_MADE)
             if not os.path.lexists(git_dir / r)
         ]  # fmt: skip
-        self.odd_before = set(_odd_entries(git_dir, self.read_only))
+        self.odd_before = {p: _what(p) for p in _odd_entries(git_dir, self.read_only)}
 
     @staticmethod
     def usable(git_dir: Path) -> bool:
@@ -307,11 +308,14 @@ class GitLayout:
                              "left paused by a sandboxed command could run commands of its "
                              "todo list when continued outside the sandbox; run it to its "
                              "end within one command")  # fmt: skip
+            elif path.name == "alternates":
+                notes.append("removed .git/objects/info/alternates: git would read objects "
+                             "from another directory")  # fmt: skip
             else:
                 notes.append(f"removed .git/{path.name}: git would read it as configuration "
                              "once extensions.worktreeConfig is on")  # fmt: skip
         for path in _odd_entries(self.git_dir, self.read_only):
-            if path not in self.odd_before:
+            if path not in self.odd_before or self.odd_before[path] != _what(path):
                 _remove(path)
                 notes.append(f"removed {path.relative_to(self.git_dir.parent)}: a link or "
                              "special file in .git would make git write or read outside the "
@@ -346,6 +350,16 @@ def _odd_entries(git_dir: Path, skip: Iterable[Path]) -> list[Path]:
             except OSError:
                 continue
     return out
+
+
+def _what(path: Path) -> tuple[int, str]:
+    """A special file's type, and where it points if a link: the same path re-pointed is
+    another file."""
+    try:
+        st = path.lstat()
+        return st.st_mode, os.readlink(path) if stat.S_ISLNK(st.st_mode) else ""
+    except OSError:
+        return 0, ""
 
 
 def _remove(path: Path) -> None:
@@ -574,13 +588,15 @@ def _build(root: Path, writable: bool, secrets: Iterable[Path], covers: Covers,
             fixed.append(whole.path)
     inside: list[Path] = []
     outside: list[Path] = []
+    prefix = f"{root}/"
     for path in secrets:
         if path.is_symlink() or not path.exists() or path == root:
             continue
-        (inside if path.is_relative_to(root) else outside).append(path)
+        (inside if str(path).startswith(prefix) else outside).append(path)
     covered = covers.update(inside)
     hidden = [p for p in covered if p.is_dir()]  # covered whole: nothing under them to cover
-    covered = [p for p in covered if not any(p.is_relative_to(d) and p != d for d in hidden)]
+    below = tuple(f"{d}/" for d in hidden)
+    covered = [p for p in covered if not str(p).startswith(below)] if below else covered
     files = [p for p in covered if p not in hidden]
     contents = TRACKED.contents(root, files) if files and git_dir is not None else {}
     mounts = [cover(p, contents.get(p, empty_file)) for p in covered]
