@@ -12,9 +12,10 @@ Two ways to the same answer:
 - scanned: every directory `stat`ed and read again only when its mtime changed (adding,
   removing or renaming an entry changes it) or is too recent to vouch for it (a change in
   the same clock tick leaves it as it was): one `stat` per directory per command. The
-  fallback when watching is not possible: not Linux, the kernel refuses a watch, the tree has
-  more directories than MAX_WATCHED_DIRS (watches are a per-user budget that the person's
-  editor spends too, so Talos takes at most a quarter of it).
+  fallback when watching is not possible (not Linux, the kernel refuses an instance), and
+  for the part of a tree past the watch budget: watches are a per-user budget that the
+  person's editor spends too, so Talos takes at most a quarter of it (and MAX_WATCHED_DIRS);
+  the first directories found are watched, the rest scanned.
 Breadth first both ways, so when a huge tree passes MAX_SCANNED_DIRS the shallow levels, where
 secrets files live, are the ones covered.
 """
@@ -46,21 +47,25 @@ MOVED = inotify.IN_MOVED_FROM | inotify.IN_MOVED_TO
 
 
 class SecretsScan:
-    """`files()`: the secrets files now, by watching when it can, else by scanning."""
+    """`files()`: the secrets files now, by watching what it can and scanning the rest."""
 
     def __init__(self, root: Path) -> None:
         self.root = root
-        self.complete = True  # False: the tree passed MAX_SCANNED_DIRS
         self._lock = threading.RLock()  # commands start from worker threads
         self._watched: _Watched | None = None
-        self._watching = True  # until a watch fails: then scanned for good
-        # scanned: directory -> (mtime_ns, secrets files in it, its subdirectories to scan,
-        # whether its mtime can vouch for it next time)
-        self._dirs: dict[str, tuple[int, list[Path], list[str], bool]] = {}
+        self._watching = True  # until watching fails: then scanned for good
+        self._scanned = _Scanned(root)
 
     @property
     def mode(self) -> str:
-        return "watched" if self._watching else "scanned"
+        if not self._watching:
+            return "scanned"
+        return "partly watched" if self._watched and self._watched.unwatched else "watched"
+
+    @property
+    def complete(self) -> bool:
+        """False when the last search stopped at MAX_SCANNED_DIRS."""
+        return self._scanned.complete
 
     def files(self) -> list[Path]:
         with self._lock:
@@ -68,13 +73,15 @@ class SecretsScan:
                 try:
                     if self._watched is None:
                         self._watched = _Watched(str(self.root))
-                    return self._watched.secrets()
-                except (OSError, _TooMany) as exc:
+                    found = self._watched.secrets()
+                except OSError as exc:
                     logger.info("%s: .env* files are found by a scan before each command, "
                                 "not watched (%s)", self.root, exc)  # fmt: skip
                     self.close()
                     self._watching = False
-            return self._scan()
+                else:
+                    return found + self._scanned.scan(sorted(self._watched.unwatched))
+            return self._scanned.scan([str(self.root)])
 
     def close(self) -> None:
         with self._lock:
@@ -82,18 +89,33 @@ class SecretsScan:
                 self._watched.inotify.close()
                 self._watched = None
 
-    def _scan(self) -> list[Path]:
+
+class _Scanned:
+    """Directories `stat`ed before each command and read again only when changed."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = root
+        self.complete = True
+        self._warned = False
+        # directory -> (mtime_ns, secrets files in it, its subdirectories to scan, whether
+        # its mtime can vouch for it next time)
+        self._dirs: dict[str, tuple[int, list[Path], list[str], bool]] = {}
+
+    def scan(self, tops: list[str]) -> list[Path]:
+        """The secrets files in the trees under `tops` (none: nothing to scan)."""
         found: list[Path] = []
         seen: dict[str, tuple[int, list[Path], list[str], bool]] = {}
-        pending = collections.deque([str(self.root)])
+        pending = collections.deque(tops)
+        self.complete = True
         while pending:
             if len(seen) >= MAX_SCANNED_DIRS:
-                if self.complete:
+                if not self._warned:
                     logger.warning(
-                        "%s: more than %d directories; .env* files below them are not hidden "
-                        "from commands", self.root, MAX_SCANNED_DIRS,
+                        "%s: more than %d directories to scan; .env* files below them are "
+                        "not hidden from commands unless they were before",
+                        self.root, MAX_SCANNED_DIRS,
                     )  # fmt: skip
-                self.complete = False
+                self._warned, self.complete = True, False
                 break
             here = pending.popleft()
             try:
@@ -116,12 +138,9 @@ class SecretsScan:
         return found
 
 
-class _TooMany(Exception):
-    """More directories than this workspace may watch."""
-
-
 class _Watched:
-    """A watch on every directory of the tree, kept in step with the kernel's queue."""
+    """A watch on every directory of the tree, kept in step with the kernel's queue; past the
+    budget, the directories left (`unwatched`, each with the tree under it) are for the scan."""
 
     def __init__(self, root: str) -> None:
         self.root = root
@@ -180,6 +199,7 @@ class _Watched:
         self.paths: dict[int, str] = {}  # watch -> directory
         self.children: dict[str, set[str]] = collections.defaultdict(set)
         self.secret_names: dict[str, set[str]] = {}  # only directories that hold some
+        self.unwatched: set[str] = set()  # past the budget: scanned, with all below them
         self._add(self.root, None)
 
     def _add(self, top: str, parent: str | None) -> None:
@@ -188,17 +208,22 @@ class _Watched:
         pending = collections.deque([(top, parent)])
         while pending:
             here, above = pending.popleft()
+            if above is not None:
+                self.children[above].add(here)
             if len(self.dirs) >= self.budget:
-                raise _TooMany(f"more than {self.budget} directories")
+                self.unwatched.add(here)
+                continue
             try:
                 wd = self.inotify.add(here, WATCH_MASK)
             except OSError as exc:
                 if exc.errno in (errno.ENOENT, errno.ENOTDIR):
                     continue  # gone already, or a link (never followed)
-                raise
+                if exc.errno != errno.ENOSPC:
+                    raise
+                self.budget = len(self.dirs)  # the person's watches are all spent: scan
+                self.unwatched.add(here)
+                continue
             self.dirs[here], self.paths[wd] = wd, here
-            if above is not None:
-                self.children[above].add(here)
             names, subdirs = _read(here)
             if names:
                 self.secret_names[here] = set(names)
@@ -211,6 +236,7 @@ class _Watched:
         stack = [top]
         while stack:
             here = stack.pop()
+            self.unwatched.discard(here)
             wd = self.dirs.pop(here, None)
             if wd is None:
                 continue
