@@ -113,6 +113,18 @@ def test_a_secret_stays_covered_when_its_link_goes_or_the_tree_outgrows_the_scan
     sandbox.close()
 
 
+def test_what_was_covered_is_remembered_by_the_next_process(ws):
+    """Each `talos run` is a process of its own: the paths covered are kept in Talos's state,
+    so a link deleted in one run leaves its target hidden in the next."""
+    first = Sandbox(ws, bwrap=require_sandbox())
+    assert SECRET not in run(first, "cat vault/prod.txt; rm config/.env")
+    first.close()
+    second = Sandbox(ws, bwrap=first.bwrap)
+    out = run(second, "cat vault/prod.txt; echo done")
+    assert SECRET not in out and out.rstrip().endswith("done"), out
+    second.close()
+
+
 def test_read_only_commands_need_no_pins(ws):
     """A read-only workspace cannot be renamed in at all: no mount is spent on pins there
     (bwrap's cost grows with every mount), and every directory holding a secret is pinned for

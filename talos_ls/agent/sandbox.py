@@ -29,6 +29,7 @@ import asyncio
 import contextlib
 import ctypes
 import functools
+import hashlib
 import logging
 import os
 import shutil
@@ -126,6 +127,13 @@ def _user_homes() -> list[Path]:
     return sorted(homes)
 
 
+def covers_file(root: Path) -> Path:
+    """Where the paths covered in this workspace are kept between processes: Talos's state,
+    hidden from every command."""
+    name = hashlib.sha256(os.fsencode(root)).hexdigest()[:32]
+    return platformdirs.user_state_path("talos") / "covered" / f"{name}.json"
+
+
 def talos_paths() -> list[Path]:
     """Talos's own config (rules, trusted hashes, prices), state and store, wherever
     platformdirs puts them for this person."""
@@ -148,7 +156,7 @@ class Sandbox:
         self.shell = shutil.which("bash") or "/bin/sh"
         self.extra_hidden = [Path(p) for p in hidden]
         self._secrets = SecretsScan(self.root)
-        self._covers = Covers()  # what was covered once stays covered while it is there
+        self._covers = Covers(covers_file(self.root))  # covered once: covered while there
 
     def close(self) -> None:
         """Stop watching the workspace for secrets files (a later command watches again)."""

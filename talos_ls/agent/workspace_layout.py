@@ -7,12 +7,14 @@ it, but:
 - `.talos/` stays read-only whole (rules, skills, permissions);
 - in `.git`, the index, objects, refs and logs are writable (`git add`, `commit`, `stash`,
   `checkout -b`), while what git runs or reads later, outside the sandbox, is read-only
-  (`GIT_READ_ONLY`: hooks, config, commondir, alternates...), with a stand-in in the place of
-  each one missing for the length of the command; what a command leaves in `.git` that git
-  would follow out of the repository later (a link, a FIFO) or run (a paused rebase's `exec`
-  lines) is removed when it ends, and the command's result says so (`GitLayout.after`);
+  (`GIT_READ_ONLY`: hooks, info, config, commondir; the hooks and config files the config
+  names), with a stand-in in the place of each one missing for the length of the command;
+  what a command leaves in `.git` that git would follow out of the repository later (a link,
+  a FIFO, alternates) or run (a paused rebase's `exec` lines, a config.worktree) is removed
+  when it ends, and the command's result says so (`GitLayout.after`);
 - every secret (each `.env*` file, the target of one that is a link, Talos's own directories
-  when they lie in the workspace) is covered by an empty read-only file or directory.
+  when they lie in the workspace) is covered by an empty read-only file or directory, or by
+  its committed content when git tracks it (`TrackedContent`).
 
 Nothing a command does carries a covered secret out of cover. A mount point cannot be renamed
 or unlinked (EBUSY), a hard link to it would cross mounts (EXDEV), a copy reads the empty
@@ -31,6 +33,7 @@ from __future__ import annotations
 
 import atexit
 import contextlib
+import json
 import logging
 import os
 import shutil
@@ -125,12 +128,25 @@ def pins(targets: Iterable[Path], root: Path, *, mounted: Iterable[Path],
 
 class Covers:
     """Every path covered so far for one workspace, with whether it was a directory: covered
-    again by each later command while it is still there as such, whether or not the scan
-    finds it. A secret is pinned where it is, so it only leaves when the person moves it."""
+    again by each later command while it is still there as such (not a link), whether or not
+    the scan finds it. A secret is pinned where it is, so it only leaves when the person moves
+    it. Kept in `file` (Talos's state, hidden from commands) so that the next `talos run` or
+    language server remembers too."""
 
-    def __init__(self) -> None:
-        self._seen: dict[Path, bool] = {}
+    def __init__(self, file: Path | None = None) -> None:
+        self.file = file
         self._lock = threading.Lock()
+        self._seen: dict[Path, bool] = {}
+        self._saved: dict[Path, bool] = {}
+        if file is not None:
+            try:
+                data = json.loads(file.read_text())
+                self._seen = {Path(p): bool(d) for p, d in data.items() if os.path.isabs(p)}
+            except FileNotFoundError:
+                pass
+            except (OSError, ValueError, AttributeError) as exc:
+                logger.warning("%s: cannot read the paths covered before (%s)", file, exc)
+            self._saved = dict(self._seen)
 
     def update(self, found: Iterable[Path]) -> list[Path]:
         """`found` (paths that exist now), and every path covered before that is still there."""
@@ -141,15 +157,30 @@ class Covers:
             out = []
             for path, was_dir in list(self._seen.items()):
                 try:
-                    is_dir = stat.S_ISDIR(path.stat().st_mode)
+                    mode = path.lstat().st_mode
                 except OSError:
-                    del self._seen[path]  # gone (only the person can have moved it)
-                    continue
-                if is_dir == was_dir:
+                    mode = 0
+                if mode and not stat.S_ISLNK(mode) and stat.S_ISDIR(mode) == was_dir:
                     out.append(path)
-                else:
+                else:  # gone, or another kind of file now: only the person can have done it
                     del self._seen[path]
+            if self._seen != self._saved:
+                self._save()
             return out
+
+    def _save(self) -> None:
+        if self.file is None:
+            return
+        try:
+            self.file.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+            tmp = self.file.with_name(f".{self.file.name}.{os.getpid()}.tmp")
+            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o600)
+            with os.fdopen(fd, "w") as fh:
+                json.dump({str(p): d for p, d in self._seen.items()}, fh)
+            os.replace(tmp, self.file)
+            self._saved = dict(self._seen)
+        except OSError as exc:
+            logger.warning("%s: cannot keep the paths covered (%s)", self.file, exc)
 
 
 class StandIns:
@@ -325,11 +356,11 @@ class GitLayout:
 
 def _odd_entries(git_dir: Path, skip: Iterable[Path]) -> list[Path]:
     """Everything in `.git` that is neither a regular file nor a directory (a link, a FIFO, a
-    socket, a device), outside the read-only parts. In `objects/` only its own entries: git
-    writes object files with link(2) and rename(2), never through a link, but a directory
-    `objects/ab` that is a link would take them elsewhere."""
+    socket, a device), outside the read-only parts. In object stores only their fan-out
+    directories are listed: git and git-lfs write object files with link(2) and rename(2),
+    never through a link, but a fan-out directory that is a link would take them elsewhere."""
     skipped = {str(p) for p in skip}
-    objects = str(git_dir / "objects")
+    stores = {f"{git_dir}/objects": 1, f"{git_dir}/lfs/objects": 2}  # levels of fan-out
     out: list[Path] = []
     pending = [str(git_dir)]
     while pending:
@@ -343,13 +374,21 @@ def _odd_entries(git_dir: Path, skip: Iterable[Path]) -> list[Path]:
                 continue
             try:
                 if entry.is_dir(follow_symlinks=False):
-                    if here != objects:
+                    if _listed(entry.path, stores):
                         pending.append(entry.path)
                 elif not entry.is_file(follow_symlinks=False):
                     out.append(Path(entry.path))
             except OSError:
                 continue
     return out
+
+
+def _listed(path: str, stores: dict[str, int]) -> bool:
+    """Whether the entries of `path` are looked at: not past an object store's fan-out."""
+    for top, levels in stores.items():
+        if path.startswith(top + "/"):
+            return path[len(top) + 1 :].count("/") + 1 < levels
+    return True
 
 
 def _what(path: Path) -> tuple[int, str]:

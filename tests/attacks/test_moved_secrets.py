@@ -85,6 +85,13 @@ def test_no_secret_is_carried_out_of_cover_by_moving_linking_or_copying(attack, 
     assert_nothing_leaked(attack, proc.stdout, proc.stderr, *results)
     assert "Device or resource busy" in results[1], results[1]  # pinned: the move fails
     assert CONTROL in results[2] and CONTROL in results[len(CARRIES)], results[2]
+    # The next `talos run`, a new process: the link to vault/prod.txt is gone, and what was
+    # covered is still remembered.
+    attack.server.requests.clear()
+    proc, again = batch(attack, AFTER, mode="full-auto" if mode == "full-auto" else None)
+    assert_ran(AFTER, again)
+    assert_nothing_leaked(attack, proc.stdout, proc.stderr, *again)
+    assert not (attack.ws / "config").exists() and CONTROL in again[0]
     assert_secrets_in_place(attack.ws)
 
 
