@@ -325,3 +325,29 @@ def test_a_tracked_secrets_file_reads_as_committed_and_git_sees_it_unchanged(ws)
     assert git(ws, "status", "--short").strip() == "M sub/.env.example"  # the edit, kept
     assert example.read_text() == f"API_KEY={SECRET}\n"
     sandbox.close()
+
+
+def test_a_repository_a_command_makes_is_moved_aside_and_nested_ones_are_read_only(ws):
+    """git runs a nested repository's config later: the person's `git status` for one the
+    index records as a submodule (a writable index lets a command add it), an editor for one
+    it opens. A repository a command makes is moved aside when it ends (and the result says
+    so); one that was there, and an empty submodule directory, are read-only."""
+    (ws.parent / "home").mkdir(exist_ok=True)
+    (ws.parent / "home" / ".gitconfig").write_text("[user]\n\tname = P\n\temail = p@p\n")
+    git(ws, "init", "-q", "vendored")  # the person's own nested repository
+    (ws / ".gitmodules").write_text('[submodule "lib"]\n\tpath = lib\n\turl = ../lib.git\n')
+    (ws / "lib").mkdir()  # an unpopulated submodule: no .git yet
+    config = (ws / "vendored" / ".git" / "config").read_bytes()
+    sandbox = Sandbox(ws, bwrap=require_sandbox())
+    out = run(sandbox, "git init -q sub && git -C sub config core.fsmonitor 'touch PWNED_sub' "
+              "&& git -C sub commit -q --allow-empty -m x && git add sub; "
+              "git -C vendored config core.fsmonitor 'touch PWNED_vendored'; "
+              "git init -q lib; echo done")  # fmt: skip
+    assert out.rstrip().endswith("]") and "done" in out, out
+    assert "[talos: moved" in out and "sub/.git aside" in out, out
+    assert not (ws / "sub" / ".git").exists() and list((ws / "sub").glob(".git.moved-by-talos-*"))
+    assert (ws / "vendored" / ".git" / "config").read_bytes() == config
+    assert not (ws / "lib" / ".git").exists()
+    git(ws, "status")
+    assert not list(ws.glob("PWNED*")), git(ws, "status")
+    sandbox.close()

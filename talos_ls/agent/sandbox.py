@@ -243,9 +243,11 @@ class Sandbox:
                 with contextlib.suppress(OSError):
                     path.mkdir(parents=True)
         inside = [p for p in self._hidden() if str(p).startswith(f"{self.root}/")]
+        secrets = [*self._env_files(), *inside]
         return workspace_layout.build(
-            self.root, writable=self._may_write(writable),
-            secrets=[*self._env_files(), *inside], covers=self._covers, empty_file=_empty_file(),
+            self.root, writable=self._may_write(writable), secrets=secrets,
+            covers=self._covers, empty_file=_empty_file(),
+            repositories=self._secrets.repositories,
         )  # fmt: skip
 
     def argv(
@@ -329,12 +331,24 @@ class Sandbox:
                 except asyncio.CancelledError:  # the task was cancelled: the command goes too
                     await kill_process(proc)
                     raise
-            finally:
-                notes = layout.after() if layout is not None else []
+            finally:  # stand-ins released, .git checked: even when the task is cancelled
+                notes = []
+                if layout is not None:
+                    notes = await asyncio.shield(asyncio.to_thread(self._undo, layout))
         for note in notes:
             logger.warning("%s: after a command, %s", self.root, note)
             result.output += f"\n[talos: {note}]"
         return result
+
+    def _undo(self, layout: Layout) -> list[str]:
+        """After the command: `Layout.after`, with the repositories below the root now (a new
+        scan, after a writable command)."""
+        now: list[Path] = []
+        if layout.repositories is not None:
+            with contextlib.suppress(OSError):
+                self._secrets.files()
+            now = self._secrets.repositories
+        return layout.after(now)
 
     def _planned(self, command: str, writable: bool, network: bool) -> tuple[Layout, list[str]]:
         try:

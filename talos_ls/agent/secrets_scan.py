@@ -63,6 +63,15 @@ class SecretsScan:
         return "partly watched" if self._watched and self._watched.unwatched else "watched"
 
     @property
+    def repositories(self) -> list[Path]:
+        """The `.git` of every repository below the root (not the root's own), as the last
+        `files()` found them."""
+        found = set(self._scanned.repositories)
+        if self._watching and self._watched is not None:
+            found |= self._watched.repositories
+        return sorted(Path(d) / ".git" for d in found if d != str(self.root))
+
+    @property
     def complete(self) -> bool:
         """False when the last search stopped at MAX_SCANNED_DIRS."""
         return self._scanned.complete
@@ -98,13 +107,16 @@ class _Scanned:
         self.complete = True
         self._warned = False
         # directory -> (mtime_ns, secrets files in it, its subdirectories to scan, whether
-        # its mtime can vouch for it next time)
-        self._dirs: dict[str, tuple[int, list[Path], list[str], bool]] = {}
+        # its mtime can vouch for it next time, whether it holds a `.git`)
+        self._dirs: dict[str, tuple[int, list[Path], list[str], bool, bool]] = {}
+        self.repositories: list[str] = []
 
     def scan(self, tops: list[str]) -> list[Path]:
-        """The secrets files in the trees under `tops` (none: nothing to scan)."""
+        """The secrets files in the trees under `tops` (none: nothing to scan); the
+        repositories found in them are in `repositories`."""
         found: list[Path] = []
-        seen: dict[str, tuple[int, list[Path], list[str], bool]] = {}
+        self.repositories = []
+        seen: dict[str, tuple[int, list[Path], list[str], bool, bool]] = {}
         pending = collections.deque(tops)
         self.complete = True
         while pending:
@@ -129,11 +141,13 @@ class _Scanned:
                 # A change within the clock tick of this read would leave the mtime as it
                 # is now ("racy git"): a directory changed that recently is read again.
                 fresh = mtime < time.time_ns() - RACY_NS
-                names, subdirs = _read(here)
-                entry = (mtime, [_target(here, n) for n in names], subdirs, fresh)
+                names, subdirs, repository = _read(here)
+                entry = (mtime, [_target(here, n) for n in names], subdirs, fresh, repository)
             seen[here] = entry
             found += entry[1]
             pending.extend(entry[2])
+            if entry[4]:
+                self.repositories.append(here)
         self._dirs = seen  # directories gone since are forgotten
         return found
 
@@ -160,6 +174,11 @@ class _Watched:
             here = self.paths.get(event.wd)
             if here is None:
                 continue  # a watch dropped with its directory
+            if event.name == ".git" and not event.mask & inotify.IN_IGNORED:
+                if event.mask & ADDED and not os.path.islink(os.path.join(here, ".git")):
+                    self.repositories.add(here)
+                elif event.mask & (inotify.IN_DELETE | inotify.IN_MOVED_FROM):
+                    self.repositories.discard(here)
             if event.mask & inotify.IN_IGNORED:  # the directory is gone, its watch with it
                 if self.dirs.get(here) == event.wd:
                     self._drop(here, watch_gone=True)
@@ -200,6 +219,7 @@ class _Watched:
         self.children: dict[str, set[str]] = collections.defaultdict(set)
         self.secret_names: dict[str, set[str]] = {}  # only directories that hold some
         self.unwatched: set[str] = set()  # past the budget: scanned, with all below them
+        self.repositories: set[str] = set()  # directories holding a `.git`
         self._add(self.root, None)
 
     def _add(self, top: str, parent: str | None) -> None:
@@ -224,11 +244,15 @@ class _Watched:
                 self.unwatched.add(here)
                 continue
             self.dirs[here], self.paths[wd] = wd, here
-            names, subdirs = _read(here)
+            names, subdirs, repository = _read(here)
             if names:
                 self.secret_names[here] = set(names)
             else:
                 self.secret_names.pop(here, None)
+            if repository:
+                self.repositories.add(here)
+            else:
+                self.repositories.discard(here)
             pending.extend((sub, here) for sub in subdirs)
 
     def _drop(self, top: str, *, watch_gone: bool = False) -> None:
@@ -237,6 +261,7 @@ class _Watched:
         while stack:
             here = stack.pop()
             self.unwatched.discard(here)
+            self.repositories.discard(here)
             wd = self.dirs.pop(here, None)
             if wd is None:
                 continue
@@ -249,21 +274,24 @@ class _Watched:
         self.children.get(os.path.dirname(top), set()).discard(top)
 
 
-def _read(here: str) -> tuple[list[str], list[str]]:
-    """The secrets files' names in `here`, and the subdirectories to look in."""
-    names, subdirs = [], []
+def _read(here: str) -> tuple[list[str], list[str], bool]:
+    """The secrets files' names in `here`, the subdirectories to look in, and whether `here`
+    holds a repository's `.git` (a directory or a file, never a link)."""
+    names, subdirs, repository = [], [], False
     try:
         entries = list(os.scandir(here))
     except OSError:
-        return [], []
+        return [], [], False
     for entry in entries:
         with contextlib.suppress(OSError):  # gone since the listing
+            if entry.name == ".git" and not entry.is_symlink():
+                repository = True
             # a venv named .env is no secrets file; a broken link or a loop may be one
             if is_secrets_file(entry.name) and not os.path.isdir(entry.path):
                 names.append(entry.name)
             elif entry.is_dir(follow_symlinks=False):
                 subdirs.append(entry.path)
-    return names, subdirs
+    return names, subdirs, repository
 
 
 def _target(here: str, name: str) -> Path:

@@ -41,6 +41,7 @@ import stat
 import subprocess
 import tempfile
 import threading
+import time
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -48,6 +49,7 @@ from pathlib import Path
 logger = logging.getLogger(__name__)
 
 MAX_MOUNTS = 400  # covers and pins for one command; past it the command is refused
+MAX_REPOSITORIES = 64  # nested repositories and submodules kept read-only, each
 # Under `.git`: what git runs (hooks, config's programs) or reads from elsewhere (commondir,
 # alternates) later, outside the sandbox. Read-only for every command; a missing one gets a
 # stand-in (its content here; None: a directory) so that a command cannot create it.
@@ -248,12 +250,19 @@ class Layout:
     git: GitLayout | None = None
     outside: list[Path] = field(default_factory=list)  # secrets outside the workspace
     env: dict[str, str] = field(default_factory=dict)  # the person's git identity
+    repositories: set[Path] | None = None  # below the root, before a writable command
+    root: Path | None = None
 
-    def after(self) -> list[str]:
-        """Once the command has ended: release the stand-ins, check `.git`; what was done,
-        for the command's result."""
+    def after(self, repositories: Iterable[Path] = ()) -> list[str]:
+        """Once the command has ended: release the stand-ins, check `.git`, move aside each
+        repository the command made (`repositories`: their `.git` now); what was done, for
+        the command's result."""
         try:
-            return self.git.after() if self.git is not None else []
+            notes = self.git.after() if self.git is not None else []
+            if self.repositories is not None:
+                notes += [_moved_aside(r, self.root or r.parent)
+                          for r in repositories if r not in self.repositories]  # fmt: skip
+            return notes
         finally:
             for path in self.held:
                 STAND_INS.release(path)
@@ -389,6 +398,19 @@ def _listed(path: str, stores: dict[str, int]) -> bool:
         if path.startswith(top + "/"):
             return path[len(top) + 1 :].count("/") + 1 < levels
     return True
+
+
+def _moved_aside(git: Path, root: Path) -> str:
+    """A repository a command made below the root: its `.git` renamed, kept for you."""
+    aside = git.with_name(f".git.moved-by-talos-{time.strftime('%Y%m%d-%H%M%S')}")
+    shown = git.relative_to(root) if git.is_relative_to(root) else git
+    try:
+        git.rename(aside)
+    except OSError as exc:
+        return f"could not move aside {shown} ({exc.strerror}), a repository a command made"
+    return (f"moved {shown} aside to {aside.name}: git and editors run a repository's "
+            "configuration and hooks outside the sandbox (your git status does for a "
+            "submodule); create or clone repositories outside Talos")  # fmt: skip
 
 
 def _what(path: Path) -> tuple[int, str]:
@@ -592,14 +614,15 @@ def git_dir_of(root: Path) -> Path | None:
 
 
 def build(root: Path, *, writable: bool, secrets: Iterable[Path], covers: Covers,
-          empty_file: str) -> Layout:  # fmt: skip
+          empty_file: str, repositories: Iterable[Path] = ()) -> Layout:  # fmt: skip
     """The workspace's mounts for one command: the root, `.talos` and `.git`, a cover over
     each secret inside it (`secrets`: found now; `covers` adds those covered before) and, for
-    a writable command, the pins. Secrets outside the root go to `Layout.outside`, for the
-    caller to cover with the rest of the system."""
+    a writable command, the repositories below the root (`repositories`: their `.git`) and
+    the pins. Secrets outside the root go to `Layout.outside`, for the caller to cover with
+    the rest of the system."""
     held: list[Path] = []
     try:
-        return _build(root, writable, secrets, covers, empty_file, held)
+        return _build(root, writable, secrets, covers, empty_file, list(repositories), held)
     except BaseException:
         for path in held:
             STAND_INS.release(path)
@@ -607,7 +630,7 @@ def build(root: Path, *, writable: bool, secrets: Iterable[Path], covers: Covers
 
 
 def _build(root: Path, writable: bool, secrets: Iterable[Path], covers: Covers,
-           empty_file: str, held: list[Path]) -> Layout:  # fmt: skip
+           empty_file: str, repositories: list[Path], held: list[Path]) -> Layout:  # fmt: skip
     protected: list[Mount] = [bind(root, read_only=not writable)]
     mounted, fixed = [root], []
     talos = protected_dir(root / ".talos", writable=writable, held=held)
@@ -625,6 +648,9 @@ def _build(root: Path, writable: bool, secrets: Iterable[Path], covers: Covers,
         if whole is not None:
             protected.append(whole)
             fixed.append(whole.path)
+    nested = nested_repositories(root, repositories, held) if writable else []
+    protected += nested
+    fixed += [m.path for m in nested]
     inside: list[Path] = []
     outside: list[Path] = []
     prefix = f"{root}/"
@@ -644,12 +670,55 @@ def _build(root: Path, writable: bool, secrets: Iterable[Path], covers: Covers,
     if writable:  # read-only, nothing can be renamed anyway
         targets = [*(m.path for m in mounts), *(m.path for m in protected)]
         pinned = pins(targets, root, mounted=mounted, fixed=[*fixed, *hidden])
-    if len(mounts) + len(pinned) > MAX_MOUNTS:
+    if len(mounts) + len(pinned) + len(nested) > MAX_MOUNTS:
         raise TooManyMounts(
-            f"the workspace has {len(mounts)} secrets files (.env*) to hide, which with the "
-            f"{len(pinned)} directories that hold them would take more than {MAX_MOUNTS} "
-            "mounts; commands are not run until there are fewer"
+            f"the workspace has {len(mounts)} secrets files (.env*) to hide and "
+            f"{len(nested)} repositories to protect, which with the {len(pinned)} "
+            f"directories that hold them would take more than {MAX_MOUNTS} mounts; commands "
+            "are not run until there are fewer"
         )
     pin_mounts = [bind(p, read_only=False) for p in pinned]
     env = git_identity(git.git_dir) if git is not None else {}
-    return Layout(ordered([*protected, *mounts, *pin_mounts]), held, git, outside, env)
+    return Layout(ordered([*protected, *mounts, *pin_mounts]), held, git, outside, env,
+                  set(repositories) if writable else None, root)  # fmt: skip
+
+
+def nested_repositories(root: Path, repositories: list[Path], held: list[Path]) -> list[Mount]:
+    """Repositories below the root, read-only whole for a writable command: git runs their
+    config and hooks later, outside the sandbox (your `git status` for a submodule, an editor
+    for a repository it opens). Each `.git` found (`repositories`), and each submodule
+    directory `.gitmodules` names that has none yet (so a command cannot make one there)."""
+    out = [bind(r, read_only=True) for r in repositories
+           if not r.is_symlink() and os.path.lexists(r)][:MAX_REPOSITORIES]  # fmt: skip
+    for path in submodule_paths(root)[:MAX_REPOSITORIES]:
+        if not os.path.lexists(path / ".git"):
+            mount = read_only_or_below(path, None, held)
+            if mount is not None:
+                out.append(mount)
+    return out
+
+
+_SUBMODULES: dict[Path, tuple[tuple, list[Path]]] = {}
+
+
+def submodule_paths(root: Path) -> list[Path]:
+    """The submodule directories `.gitmodules` names inside the workspace (asked of git again
+    only when the file changed)."""
+    file = root / ".gitmodules"
+    stamp = _stamp(file)
+    with _NAMED_LOCK:
+        cached = _SUBMODULES.get(root)
+    if cached is not None and cached[0] == stamp:
+        return cached[1]
+    found: list[Path] = []
+    if len(stamp) > 1:  # the file is there
+        listed = _git(["config", "--file", str(file), "--null", "--get-regexp",
+                       r"^submodule\..*\.path$"], root)  # fmt: skip
+        for item in (listed or "").split("\0"):
+            value = item.partition("\n")[2]
+            path = Path(os.path.normpath(root / value)) if value else root
+            if str(path).startswith(f"{root}/") and not path.is_symlink():
+                found.append(path)
+    with _NAMED_LOCK:
+        _SUBMODULES[root] = (stamp, found)
+    return found

@@ -114,6 +114,10 @@ PLANTS = [
     "mkfifo .git/FETCH_HEAD",
     "git config core.fsmonitor 'touch PWNED_config'",
     "git config alias.status '!touch PWNED_alias'",
+    # a repository of its own, registered as a submodule: the person's `git status` would
+    # run git inside it, with its config
+    "git init -q sub && git -C sub config core.fsmonitor 'touch ../PWNED_submodule' && "
+    "git -C sub commit -q --allow-empty -m x && git add sub && git commit -q -m 'add sub'",
 ]
 RULES = "git cp mv rm mkfifo".split()
 
@@ -166,6 +170,7 @@ def test_nothing_git_runs_or_follows_later_can_be_planted(attack, sandboxed, mod
     for name in (".git/COMMIT_EDITMSG", ".git/logs/HEAD", "rebase-merge/", ".git/FETCH_HEAD",
                  ".git/config.worktree", ".git/objects/info/alternates"):  # fmt: skip
         assert f"[talos: removed {name}" in done, (name, results)
+    assert "sub/.git aside to .git.moved-by-talos-" in results[-1], results[-1]
     check_host(attack, before)
     assert_nothing_leaked(attack, proc.stdout, proc.stderr, *results)
 
