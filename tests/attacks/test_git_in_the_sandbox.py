@@ -116,10 +116,10 @@ PLANTS = [
     "git config alias.status '!touch PWNED_alias'",
     # a repository of its own, registered as a submodule: the person's `git status` would
     # run git inside it, with its config
-    "git init -q sub && git -C sub config core.fsmonitor 'touch ../PWNED_submodule' && "
-    "git -C sub commit -q --allow-empty -m x && git add sub && git commit -q -m 'add sub'",
+    "git init -q sub && (cd sub && git config core.fsmonitor 'touch ../PWNED_submodule' && "
+    "git commit -q --allow-empty -m x) && git add sub && git commit -q -m 'add sub'",
 ]
-RULES = "git cp mv rm mkfifo".split()
+RULES = "git cp mv rm mkfifo cd".split()
 
 
 def check_host(attack: Attack, before: dict[str, bytes]) -> str:
