@@ -160,6 +160,34 @@ def bwrap_call(sb: Sandbox, command: str) -> Callable[[], Awaitable[None]]:
     return call
 
 
+def bench_mounts(base: Path, counts: list[int], runs: int) -> list[dict]:
+    """bwrap alone (`true`, read-only root) with N more mounts of the kind the workspace's
+    layout makes, half a directory bound onto itself (a pin), half an empty file over a
+    `.env` (a cover): bwrap reads the whole mount table for each mount it makes."""
+    empty = base / "empty"
+    empty.write_text("")
+    out = []
+    for n in counts:
+        top = base / f"mounts-{n}"
+        top.mkdir()
+        argv = ["bwrap", "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc",
+                "--bind", str(top), str(top)]  # fmt: skip
+        for i in range(n // 2):
+            d = top / f"d{i}"
+            d.mkdir()
+            (d / ".env").write_text("x")
+            argv += ["--bind", str(d), str(d), "--ro-bind", str(empty), str(d / ".env")]
+        argv += ["--unshare-all", "--die-with-parent", "--", "true"]
+        samples = []
+        for r in range(runs + 2):
+            t0 = time.perf_counter_ns()
+            subprocess.run(argv, check=True)
+            if r >= 2:
+                samples.append(time.perf_counter_ns() - t0)
+        out.append({"mounts": n, **summary(samples)})
+    return out
+
+
 # ------------------------------------------------------------------------------ machine
 def machine() -> dict:
     def first(cmd: list[str]) -> str:
@@ -270,6 +298,10 @@ async def bench_main(args: argparse.Namespace, base: Path) -> dict:
                   flush=True)  # fmt: skip
             scale.append(await bench_size(args, base, n, per_dir, mode))
     out["scale"] = scale
+    counts = [int(n) for n in args.mount_counts.split(",") if n]
+    if counts:
+        print("timing bwrap with more mounts ...", file=sys.stderr, flush=True)
+        out["mounts"] = bench_mounts(base, counts, args.mount_runs)
     out["machine"]["loadavg_end"] = load()
     return out
 
@@ -372,6 +404,17 @@ def report(out: dict) -> None:
               f"{fmt(r['unsandboxed'])} | {fmt(r['read-only'])} | {over:.1f} |")  # fmt: skip
 
 
+def report_mounts(out: dict) -> None:
+    if not out.get("mounts"):
+        return
+    print("\nbwrap alone with more mounts (half pins, half covers); median / p95 in ms\n")
+    print("| extra mounts | bwrap `true` | over none (median) |")
+    print("|---:|---:|---:|")
+    none = out["mounts"][0]["median_ms"]
+    for m in out["mounts"]:
+        print(f"| {m['mounts']:,} | {fmt(m)} | {m['median_ms'] - none:+.1f} |")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--files", type=int, default=2000, help="files in the main workspace")
@@ -385,6 +428,9 @@ def main() -> None:
                         help="workspaces for the scan table: N or N:files-per-dir")  # fmt: skip
     parser.add_argument("--modes", default="watched,scanned",
                         help="how .env* files are found in the scan table")  # fmt: skip
+    parser.add_argument("--mount-counts", default="0,20,100,400",
+                        help="extra mounts in the bwrap-per-mount table (none: \"\")")  # fmt: skip
+    parser.add_argument("--mount-runs", type=int, default=10, help="runs per mount count")
     parser.add_argument("--where", help="parent directory of the temporary workspaces")
     parser.add_argument("--json", metavar="FILE", help="also write the results as JSON")
     args = parser.parse_args()
@@ -396,6 +442,7 @@ def main() -> None:
     with tempfile.TemporaryDirectory(prefix="talos-sandbox-bench-", dir=args.where) as tmp:
         out = asyncio.run(bench_main(args, Path(tmp)))
     report(out)
+    report_mounts(out)
     if args.json:
         Path(args.json).write_text(json.dumps(out, indent=2, default=str))
 
