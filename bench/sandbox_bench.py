@@ -440,6 +440,8 @@ def main() -> None:
         print(f"skipped: {state.detail}", file=sys.stderr)
         return
     with tempfile.TemporaryDirectory(prefix="talos-sandbox-bench-", dir=args.where) as tmp:
+        # Talos's state (the paths covered in each workspace) in the bench's own directory
+        os.environ["XDG_STATE_HOME"] = str(Path(tmp) / "state")
         out = asyncio.run(bench_main(args, Path(tmp)))
     report(out)
     report_mounts(out)
