@@ -39,7 +39,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from talos_ls.agent import limits as limits_mod
 from talos_ls.agent import sandbox as sandbox_mod
 from talos_ls.agent.sandbox import Sandbox
-from talos_ls.agent.secrets_scan import MAX_SCANNED_DIRS, SKIPPED
+from talos_ls.agent.secrets_scan import MAX_SCANNED_DIRS
 
 TARGET_MS = 30.0
 FANOUT = 6  # subdirectories per directory in the generated tree
@@ -87,14 +87,14 @@ def make_workspace(root: Path, files: int, per_dir: int, commit: bool) -> dict:
 
 
 def scannable_dirs(root: Path) -> int:
-    """Directories the `.env*` scan would visit without its cap (the same skip rule)."""
+    """Directories the `.env*` scan would visit without its cap (all of them, `.git` too)."""
     count, pending = 0, [root]
     while pending:
         here = pending.pop()
         count += 1
         with os.scandir(here) as it:
             for e in it:
-                if e.is_dir(follow_symlinks=False) and e.name not in SKIPPED:
+                if e.is_dir(follow_symlinks=False):
                     pending.append(Path(e.path))
     return count
 
@@ -167,6 +167,34 @@ def bwrap_call(sb: Sandbox, command: str) -> Callable[[], Awaitable[None]]:
             raise SystemExit(f"bwrap {command!r} failed: {res.text()}")
 
     return call
+
+
+def bench_mounts(base: Path, counts: list[int], runs: int) -> list[dict]:
+    """bwrap alone (`true`, read-only root) with N more mounts of the kind the workspace's
+    layout makes, half a directory bound onto itself (a pin), half an empty file over a
+    `.env` (a cover): bwrap reads the whole mount table for each mount it makes."""
+    empty = base / "empty"
+    empty.write_text("")
+    out = []
+    for n in counts:
+        top = base / f"mounts-{n}"
+        top.mkdir()
+        argv = ["bwrap", "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc",
+                "--bind", str(top), str(top)]  # fmt: skip
+        for i in range(n // 2):
+            d = top / f"d{i}"
+            d.mkdir()
+            (d / ".env").write_text("x")
+            argv += ["--bind", str(d), str(d), "--ro-bind", str(empty), str(d / ".env")]
+        argv += ["--unshare-all", "--die-with-parent", "--", "true"]
+        samples = []
+        for r in range(runs + 2):
+            t0 = time.perf_counter_ns()
+            subprocess.run(argv, check=True)
+            if r >= 2:
+                samples.append(time.perf_counter_ns() - t0)
+        out.append({"mounts": n, **summary(samples)})
+    return out
 
 
 # ------------------------------------------------------------------------------ machine
@@ -262,6 +290,9 @@ async def bench_main(args: argparse.Namespace, base: Path) -> dict:
         "argv build": time_sync(
             lambda: sb.argv("true", writable=False, network=False), args.argv_runs
         ),
+        "argv build, writable": time_sync(
+            lambda: sb.argv("true", writable=True, network=False), args.argv_runs
+        ),
         ".env* scan": time_sync(sb._env_files, args.argv_runs),
         "toolchains": time_sync(sb._toolchains, args.argv_runs),
         "hidden paths": time_sync(sb._hidden, args.argv_runs),
@@ -282,6 +313,10 @@ async def bench_main(args: argparse.Namespace, base: Path) -> dict:
                   flush=True)  # fmt: skip
             scale.append(await bench_size(args, base, n, per_dir, mode))
     out["scale"] = scale
+    counts = [int(n) for n in args.mount_counts.split(",") if n]
+    if counts:
+        print("timing bwrap with more mounts ...", file=sys.stderr, flush=True)
+        out["mounts"] = bench_mounts(base, counts, args.mount_runs)
     out["machine"]["loadavg_end"] = load()
     return out
 
@@ -352,6 +387,7 @@ def report(out: dict) -> None:
     print("| part | median / p95 (ms) |")
     print("|---|---:|")
     for name, label in (("argv build", "`Sandbox.argv` (all of the layout)"),
+                        ("argv build, writable", "`Sandbox.argv`, writable"),
                         (".env* scan", "of which the `.env*` scan"),
                         ("toolchains", "of which the toolchains on PATH (remembered)"),
                         ("hidden paths", "of which the hidden paths (listing only)"),
@@ -386,6 +422,17 @@ def report(out: dict) -> None:
               f"{fmt(r['unsandboxed'])} | {fmt(r['read-only'])} | {over:.1f} |")  # fmt: skip
 
 
+def report_mounts(out: dict) -> None:
+    if not out.get("mounts"):
+        return
+    print("\nbwrap alone with more mounts (half pins, half covers); median / p95 in ms\n")
+    print("| extra mounts | bwrap `true` | over none (median) |")
+    print("|---:|---:|---:|")
+    none = out["mounts"][0]["median_ms"]
+    for m in out["mounts"]:
+        print(f"| {m['mounts']:,} | {fmt(m)} | {m['median_ms'] - none:+.1f} |")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--files", type=int, default=2000, help="files in the main workspace")
@@ -399,6 +446,9 @@ def main() -> None:
                         help="workspaces for the scan table: N or N:files-per-dir")  # fmt: skip
     parser.add_argument("--modes", default="watched,scanned",
                         help="how .env* files are found in the scan table")  # fmt: skip
+    parser.add_argument("--mount-counts", default="0,20,100,400",
+                        help="extra mounts in the bwrap-per-mount table (none: \"\")")  # fmt: skip
+    parser.add_argument("--mount-runs", type=int, default=10, help="runs per mount count")
     parser.add_argument("--where", help="parent directory of the temporary workspaces")
     parser.add_argument("--json", metavar="FILE", help="also write the results as JSON")
     args = parser.parse_args()
@@ -408,8 +458,11 @@ def main() -> None:
         print(f"skipped: {state.detail}", file=sys.stderr)
         return
     with tempfile.TemporaryDirectory(prefix="talos-sandbox-bench-", dir=args.where) as tmp:
+        # Talos's state (the paths covered in each workspace) in the bench's own directory
+        os.environ["XDG_STATE_HOME"] = str(Path(tmp) / "state")
         out = asyncio.run(bench_main(args, Path(tmp)))
     report(out)
+    report_mounts(out)
     if args.json:
         Path(args.json).write_text(json.dumps(out, indent=2, default=str))
 

@@ -122,10 +122,15 @@ def test_probe_says_what_is_wrong(tmp_path):
 
 
 def test_git_metadata_cannot_be_replaced_or_created(ws, tmp_path):
+    """`.git` cannot be moved away, nor its config or hooks replaced, even by a writable
+    command that deletes what it may delete in it (its history: as any workspace file)."""
     sandbox = Sandbox(ws, bwrap=require_sandbox())
+    config = (ws / ".git" / "config").read_bytes()
+    hooks = sorted(p.name for p in (ws / ".git" / "hooks").iterdir())
     run(sandbox, "mv .git .git2; rm -rf .git; echo '[core] fsmonitor = touch /tmp/x' > .git/config",
         writable=True)  # fmt: skip
-    assert (ws / ".git" / "HEAD").exists() and not (ws / ".git2").exists()
+    assert (ws / ".git" / "config").read_bytes() == config and not (ws / ".git2").exists()
+    assert sorted(p.name for p in (ws / ".git" / "hooks").iterdir()) == hooks
     bare = tmp_path / "bare"
     bare.mkdir()
     fresh = Sandbox(bare, bwrap=sandbox.bwrap)

@@ -14,6 +14,10 @@ from talos_ls.agent import secrets_scan
 from talos_ls.agent.secrets_scan import SecretsScan
 
 
+def in_node_modules(tree: Path) -> str:
+    return f"{tree}/node_modules/x/.env"
+
+
 def found(scan: SecretsScan) -> set[str]:
     return {str(p) for p in scan.files()}
 
@@ -25,14 +29,14 @@ def tree(tmp_path) -> Path:
     (root / ".env").write_text("A=1\n")
     (root / "src" / "pkg" / ".env.local").write_text("B=2\n")
     (root / "node_modules" / "x").mkdir(parents=True)
-    (root / "node_modules" / "x" / ".env").write_text("skipped\n")
+    (root / "node_modules" / "x" / ".env").write_text("no directory is skipped\n")
     (root / ".venv").mkdir()  # a virtualenv named like a secrets file is a directory
     return root.resolve()
 
 
 def test_watching_sees_every_kind_of_change_between_two_commands(tree, tmp_path):
     scan = SecretsScan(tree)
-    assert found(scan) == {f"{tree}/.env", f"{tree}/src/pkg/.env.local"}
+    assert found(scan) == {f"{tree}/.env", f"{tree}/src/pkg/.env.local", in_node_modules(tree)}
     assert scan.mode == "watched"
     (tree / "a" / "b").mkdir(parents=True)  # a new directory, and a file in it at once
     (tree / "a" / "b" / ".envrc").write_text("C=3\n")
@@ -49,21 +53,32 @@ def test_watching_sees_every_kind_of_change_between_two_commands(tree, tmp_path)
         f"{tree}/moved_in/deep/.env.production",
         f"{tree}/src/renamed/.env.local",
         f"{tree}/plain.txt",
+        in_node_modules(tree),
     }
     shutil.rmtree(tree / "moved_in")
     (tree / "a").rename(tmp_path / "gone")  # moved out of the workspace
     (tmp_path / "gone" / "b" / ".env.later").write_text("not ours\n")
-    assert found(scan) == {f"{tree}/src/renamed/.env.local", f"{tree}/plain.txt"}
+    assert found(scan) == {f"{tree}/src/renamed/.env.local", f"{tree}/plain.txt",
+                           in_node_modules(tree)}  # fmt: skip
+    (tree / "node_modules" / "x").rename(tree / ".venv" / "x")  # into a virtualenv: found
+    assert f"{tree}/.venv/x/.env" in found(scan)
     assert scan.mode == "watched"
     scan.close()
 
 
-@pytest.mark.parametrize("seed, most_between", [(9, 1), (10, 25), (11, 25)])
-def test_watching_and_scanning_agree_after_random_changes(tree, tmp_path, seed, most_between):
+@pytest.mark.parametrize(
+    "seed, most_between, budget", [(9, 1, None), (10, 25, None), (11, 25, None), (12, 25, 4)]
+)
+def test_watching_and_scanning_agree_after_random_changes(
+    tree, tmp_path, monkeypatch, seed, most_between, budget
+):
     """Four hundred random creations, deletions and renames (files, directories, links; in
-    and out of skipped directories, in from and out to outside the workspace), the two ways
-    compared after each, or after up to 25 at a time (as one command makes many changes: the
-    queue then names directories that have moved or gone since)."""
+    and out of directories once skipped, in from and out to outside the workspace), the two
+    ways compared after each, or after up to 25 at a time (as one command makes many changes:
+    the queue then names directories that have moved or gone since); and with a budget of 4
+    watches, so that most of the tree is scanned past it."""
+    if budget is not None:
+        monkeypatch.setattr(secrets_scan, "MAX_WATCHED_DIRS", budget)
     rng = random.Random(seed)
     check_at = 0
     watched, scanned = SecretsScan(tree), SecretsScan(tree)
@@ -106,7 +121,7 @@ def test_watching_and_scanning_agree_after_random_changes(tree, tmp_path, seed, 
             check_at = step + rng.randint(1, most_between)
     assert found(watched) == found(scanned)
     assert len(found(scanned)) >= 3 and min(done.values()) >= 5, (found(scanned), done)
-    assert watched.mode == "watched"
+    assert watched.mode == ("watched" if budget is None else "partly watched")
     watched.close()
 
 
@@ -125,16 +140,21 @@ def test_a_lost_event_queue_is_walked_again(tree):
     scan.close()
 
 
-def test_past_its_budget_of_watches_it_scans(tree, monkeypatch, caplog):
+def test_past_its_budget_of_watches_the_rest_is_scanned(tree, monkeypatch):
     """Watches are the person's budget, shared with their editor: past Talos's share the
-    workspace is scanned instead, with the same answer."""
+    directories left (and all below them) are scanned instead, with the same answer."""
     monkeypatch.setattr(secrets_scan, "MAX_WATCHED_DIRS", 2)
     scan = SecretsScan(tree)
-    caplog.set_level("INFO", logger="talos_ls.agent.secrets_scan")
-    assert found(scan) == {f"{tree}/.env", f"{tree}/src/pkg/.env.local"}
-    assert scan.mode == "scanned" and "not watched (more than 2 directories)" in caplog.text
-    (tree / "src" / ".env.new").write_text("F=6\n")
-    assert f"{tree}/src/.env.new" in found(scan)
+    assert found(scan) == {f"{tree}/.env", f"{tree}/src/pkg/.env.local", in_node_modules(tree)}
+    assert scan.mode == "partly watched" and len(scan._watched.dirs) == 2
+    reads = []
+    real_read = secrets_scan._read
+    monkeypatch.setattr(secrets_scan, "_read", lambda here: reads.append(here) or real_read(here))
+    (tree / "src" / "pkg" / "deeper").mkdir()
+    (tree / "src" / "pkg" / "deeper" / ".env.new").write_text("F=6\n")
+    (tree / ".envrc").write_text("G=7\n")
+    assert {f"{tree}/src/pkg/deeper/.env.new", f"{tree}/.envrc"} <= found(scan)
+    assert str(tree) not in reads  # the root is watched: its change came from the queue
 
 
 def test_a_scan_does_not_trust_a_racy_mtime_from_its_own_clock_tick(tree, monkeypatch):

@@ -17,10 +17,10 @@ Every command the agent runs is spawned as `bwrap ... -- bash -c COMMAND`:
 - limits on processes, memory, file size, `/tmp` and CPU time (`limits.py`): hitting one ends
   the command with a message saying which;
 - the workspace is read-only for what rules allow unasked and writable for approved commands
-  (never when it holds a home directory), with `.git` and `.talos/` always read-only (a mount
-  point cannot be renamed away either; when one is missing, an empty read-only one stands in
-  while the command runs, so the command cannot create it with hooks or rules of its own) and
-  every `.env*` file (`.env`, `.env.local`, `.envrc`...) replaced by an empty one.
+  (never when it holds a home directory): `.talos/` always read-only, `.git` writable but for
+  what git runs or reads later (hooks, config...), every `.env*` file (`.env`, `.env.local`,
+  `.envrc`...) replaced by an empty one, and no directory holding one movable
+  (`workspace_layout.py` says how and why).
 
 Where `bwrap` is missing or cannot create namespaces (some containers, Ubuntu's AppArmor
 restriction of user namespaces), `probe` says so once, and the permission gate asks before
@@ -34,6 +34,7 @@ import asyncio
 import contextlib
 import ctypes
 import functools
+import hashlib
 import logging
 import os
 import shutil
@@ -51,8 +52,11 @@ from typing import ClassVar
 import platformdirs
 
 from . import limits as lim
+from . import workspace_layout
 from .limits import Limits
 from .secrets_scan import SecretsScan
+from .workspace import SandboxError
+from .workspace_layout import Covers, Layout
 
 logger = logging.getLogger(__name__)
 
@@ -70,9 +74,6 @@ CREDENTIAL_STORES = (".ssh", ".aws", ".azure", ".config/gh", ".config/hub", ".co
                      ".cargo/credentials.toml", ".local/share/keyrings",
                      ".config/talos", ".local/share/talos", ".local/state/talos",
                      ".cache/talos")  # fmt: skip
-# Read-only whatever the command: git runs hooks and config (core.fsmonitor, aliases, filters)
-# later, outside the sandbox; `.talos/` holds rules, skills and permissions.
-PROTECTED_IN_WORKSPACE = (".git", ".talos")
 BLANKED = ("/tmp", "/var/tmp", "/run")  # empty in the sandbox, as every home is
 # The system, read-only: what programs need to run. A link among them (`/bin -> usr/bin`) is
 # made again as a link. Everything else at the top (`/srv`, `/opt`, `/mnt`, `/media`, `/work`,
@@ -177,13 +178,6 @@ def sizes_tmpfs(bwrap: str) -> bool:
     return _SIZES[bwrap]
 
 
-def _stand_ins_gone(paths: Iterable[Path]) -> None:
-    """Remove the empty mount points bwrap made for protected directories that were missing."""
-    for path in paths:
-        with contextlib.suppress(OSError):
-            path.rmdir()  # only if empty: anything else was not ours
-
-
 def _homes() -> list[Path]:
     """What is blanked with a tmpfs: /root, /home, and the person's home wherever it is."""
     found = [Path(p) for p in ("/root", "/home") if os.path.isdir(p)]
@@ -199,6 +193,13 @@ def _user_homes() -> list[Path]:
     with contextlib.suppress(OSError):
         homes |= {p for p in Path("/home").iterdir() if p.is_dir()}
     return sorted(homes)
+
+
+def covers_file(root: Path) -> Path:
+    """Where the paths covered in this workspace are kept between processes: Talos's state,
+    hidden from every command."""
+    name = hashlib.sha256(os.fsencode(root)).hexdigest()[:32]
+    return platformdirs.user_state_path("talos") / "covered" / f"{name}.json"
 
 
 def talos_paths() -> list[Path]:
@@ -327,6 +328,7 @@ class Sandbox:
         self.readable = [Path(p) for p in readable]
         self.limits = limits or Limits.default()
         self._secrets = SecretsScan(self.root)
+        self._covers = Covers(covers_file(self.root))  # covered once: covered while there
 
     def close(self) -> None:
         """Stop watching the workspace for secrets files (a later command watches again)."""
@@ -471,31 +473,45 @@ class Sandbox:
     def _env_files(self) -> list[Path]:
         return self._secrets.files()
 
-    def argv(self, command: str, *, writable: bool, network: bool) -> list[str]:
-        """The bwrap command line that runs `command` (with `bash -c`, under the limits). A
-        workspace that holds a home directory (or is one) is never writable: a command could
-        plant `~/.ssh`, `~/.bashrc` or Talos's own settings there."""
-        assert self.bwrap, "no bwrap"
-        writable = writable and not any(h.is_relative_to(self.root) for h in _user_homes())
+    def _may_write(self, writable: bool) -> bool:
+        """A workspace that holds a home directory (or is one) is never writable: a command
+        could plant `~/.ssh`, `~/.bashrc` or Talos's own settings there."""
+        return writable and not any(h.is_relative_to(self.root) for h in _user_homes())
+
+    def layout(self, writable: bool) -> Layout:
+        """The workspace part of a command's layout (`workspace_layout.py`): its secrets are
+        found now. Holds stand-ins until `Layout.after` (`run` calls it)."""
         for path in talos_paths():  # inside the workspace: made now, so they can be hidden
             if path.is_relative_to(self.root) and not os.path.lexists(path):
                 with contextlib.suppress(OSError):
                     path.mkdir(parents=True)
+        inside = [p for p in self._hidden() if str(p).startswith(f"{self.root}/")]
+        secrets = [*self._env_files(), *inside]
+        return workspace_layout.build(
+            self.root, writable=self._may_write(writable), secrets=secrets,
+            covers=self._covers, empty_file=_empty_file(),
+            repositories=self._secrets.repositories,
+        )  # fmt: skip
+
+    def argv(
+        self, command: str, *, writable: bool, network: bool, layout: Layout | None = None
+    ) -> list[str]:
+        """The bwrap command line that runs `command` (with `bash -c`, under the limits); the
+        workspace's part is `layout` (`run` passes its own). Without one, a layout is made and
+        undone at once: the command line is then for looking at only."""
+        assert self.bwrap, "no bwrap"
+        if layout is None:
+            layout = self.layout(writable)
+            layout.after()
         outside, shown = self._outside(network)
         args = [self.bwrap, *outside]
-        root = str(self.root)
-        args += ["--bind" if writable else "--ro-bind", root, root]
-        for rel in PROTECTED_IN_WORKSPACE:
-            path = self.root / rel
-            if path.is_symlink():
-                continue  # its target is judged where it lies
-            if path.exists():
-                args += ["--ro-bind", str(path), str(path)]
-            elif writable:  # a stand-in, removed afterwards (`_stand_ins_gone`)
-                args += ["--tmpfs", str(path), "--remount-ro", str(path)]
+        args += layout.args  # the workspace, its secrets covered (in it: `Sandbox.layout`)
         shown.append(self.root)
         in_sight = _within_any(shown)
-        for path in [*self._hidden(), *self._env_files()]:
+        inside = f"{self.root}/"
+        for path in [*self._hidden(), *layout.outside]:
+            if str(path).startswith(inside):
+                continue  # covered by the layout
             if not in_sight(path):
                 continue  # already out of sight
             if path.is_symlink() or not path.exists() or path == self.root:
@@ -505,11 +521,11 @@ class Sandbox:
             else:  # an empty regular file: readers see nothing, git sees a plain file
                 args += ["--ro-bind", _empty_file(), str(path)]
         args += ["--remount-ro", "/"]  # last: bwrap's root tmpfs, once every mount point is made
-        args += ["--chdir", root, "--unshare-all"]
+        args += ["--chdir", str(self.root), "--unshare-all"]
         if network:
             args.append("--share-net")
         args += ["--die-with-parent", "--new-session", "--cap-drop", "ALL", "--clearenv"]
-        for key, value in _allowed_env(SANDBOX_HOME).items():
+        for key, value in {**_allowed_env(SANDBOX_HOME), **layout.env}.items():
             args += ["--setenv", key, value]
         return [*args, "--", *lim.launcher(self.shell, command, self.limits)]
 
@@ -526,52 +542,78 @@ class Sandbox:
     ) -> CommandResult:
         """Run `command` in the workspace; stdout and stderr together, streamed and capped.
         Unsandboxed (only ever after the person approved it): the same clean environment,
-        with a private temporary HOME."""
-        missing = [
-            self.root / rel
-            for rel in PROTECTED_IN_WORKSPACE
-            if sandboxed and writable and not os.path.lexists(self.root / rel)
-        ]
+        with a private temporary HOME. Sandboxed, under the limits, and what the workspace's
+        layout undid after the command (a link planted in `.git` removed...) is said at the
+        end of its output."""
+        layout: Layout | None = None
+        cage: lim.Cage | None = None
         with tempfile.TemporaryDirectory(prefix="talos-home-") as private_home:
-            cage: lim.Cage | None = None
-            if sandboxed:  # the layout walks the workspace: off the event loop
-                argv, cage = await asyncio.to_thread(
-                    functools.partial(self._limited, command, writable=writable, network=network)
-                )
-                env = _allowed_env(SANDBOX_HOME)
-            else:
-                argv, env = [self.shell, "-c", command], _allowed_env(private_home)
             try:
+                if sandboxed:  # the layout walks the workspace: off the event loop
+                    layout, argv, cage = await asyncio.to_thread(
+                        functools.partial(self._planned, command, writable, network)
+                    )
+                    env = _allowed_env(SANDBOX_HOME)
+                else:
+                    argv, env = [self.shell, "-c", command], _allowed_env(private_home)
                 proc = await asyncio.create_subprocess_exec(
                     *argv, cwd=self.root, env=env, stdin=asyncio.subprocess.DEVNULL,
                     stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT,
                     start_new_session=True,  # its own process group: a kill takes all of it
                 )  # fmt: skip
                 try:
-                    if not sandboxed:
-                        return await _collect(proc, timeout, max_bytes)
-                    return await _watched(proc, self.limits, cage, timeout, max_bytes)
+                    if sandboxed:
+                        result = await _watched(proc, self.limits, cage, timeout, max_bytes)
+                    else:
+                        result = await _collect(proc, timeout, max_bytes)
                 except asyncio.CancelledError:  # the task was cancelled: the command goes too
                     await kill_process(proc)
                     raise
-            finally:
-                _stand_ins_gone(missing)
+            finally:  # stand-ins released, .git checked: even when the task is cancelled
+                notes = []
+                if layout is not None:
+                    notes = await asyncio.shield(asyncio.to_thread(self._undo, layout))
                 if cage is not None:
                     await asyncio.to_thread(cage.close)
+        for note in notes:
+            logger.warning("%s: after a command, %s", self.root, note)
+            result.output += f"\n[talos: {note}]"
+        return result
 
-    def _limited(
-        self, command: str, *, writable: bool, network: bool
-    ) -> tuple[list[str], lim.Cage | None]:
-        """`argv` under the limits, in a pids cgroup of its own where one can be made."""
+    def _undo(self, layout: Layout) -> list[str]:
+        """After the command: `Layout.after`, with the repositories below the root now (a new
+        scan, after a writable command)."""
+        now: list[Path] = []
+        if layout.repositories is not None:
+            with contextlib.suppress(OSError):
+                self._secrets.files()
+            now = self._secrets.repositories
+        return layout.after(now)
+
+    def _planned(
+        self, command: str, writable: bool, network: bool
+    ) -> tuple[Layout, list[str], lim.Cage | None]:
+        """The layout, and `argv` under the limits, in a pids cgroup of its own where one can
+        be made. What was made is undone if the rest fails."""
+        try:
+            layout = self.layout(writable)
+        except workspace_layout.TooManyMounts as exc:
+            raise SandboxError(f"not run: {exc}") from None
         cage = None
-        found = lim.hierarchies()
-        if found:
-            try:
-                cage = lim.Cage(self.limits, found)
-            except OSError as exc:  # reported, and the kernel's limits and the watch still hold
-                logger.warning("no cgroup for this command: %s", exc)
-        argv = self.argv(command, writable=writable, network=network)
-        return (cage.wrap(argv) if cage is not None else argv), cage
+        try:
+            found = lim.hierarchies()
+            if found:
+                try:
+                    cage = lim.Cage(self.limits, found)
+                except OSError as exc:  # reported; the kernel's limits and the watch still hold
+                    logger.warning("no cgroup for this command: %s", exc)
+            argv = self.argv(command, writable=writable, network=network, layout=layout)
+            return layout, (cage.wrap(argv) if cage is not None else argv), cage
+        except BaseException:
+            layout.after()
+            if cage is not None:
+                cage.close()
+            raise
 
 
 async def _watched(

@@ -1,5 +1,7 @@
 """The workspace's secrets files (`.env*`; a link counts by what it points to), found before
-every command so that the sandbox can cover each one with an empty file.
+every command so that the sandbox can cover each one with an empty file. Every directory is
+searched, `.git`, `node_modules` and virtualenvs too: a command could move a secrets file into
+any directory skipped, and the next command would find it uncovered there.
 
 Two ways to the same answer:
 - watched (Linux): an inotify watch on every directory. The first call walks the tree; each
@@ -10,9 +12,10 @@ Two ways to the same answer:
 - scanned: every directory `stat`ed and read again only when its mtime changed (adding,
   removing or renaming an entry changes it) or is too recent to vouch for it (a change in
   the same clock tick leaves it as it was): one `stat` per directory per command. The
-  fallback when watching is not possible: not Linux, the kernel refuses a watch, the tree has
-  more directories than MAX_WATCHED_DIRS (watches are a per-user budget that the person's
-  editor spends too, so Talos takes at most a quarter of it).
+  fallback when watching is not possible (not Linux, the kernel refuses an instance), and
+  for the part of a tree past the watch budget: watches are a per-user budget that the
+  person's editor spends too, so Talos takes at most a quarter of it (and MAX_WATCHED_DIRS);
+  the first directories found are watched, the rest scanned.
 Breadth first both ways, so when a huge tree passes MAX_SCANNED_DIRS the shallow levels, where
 secrets files live, are the ones covered.
 """
@@ -37,7 +40,6 @@ logger = logging.getLogger(__name__)
 MAX_SCANNED_DIRS = 200_000  # directories searched for .env* files to hide
 RACY_NS = 2_000_000_000  # mtimes are as coarse as a clock tick here, 2 s on FAT
 MAX_WATCHED_DIRS = 65_536  # and never more than a quarter of fs.inotify.max_user_watches
-SKIPPED = frozenset({".git", "node_modules", "__pycache__", ".venv", "venv", ".tox"})
 WATCH_MASK = (inotify.IN_CREATE | inotify.IN_DELETE | inotify.IN_MOVED_FROM | inotify.IN_MOVED_TO
               | inotify.IN_MOVE_SELF | inotify.IN_ONLYDIR | inotify.IN_DONT_FOLLOW)  # fmt: skip
 ADDED = inotify.IN_CREATE | inotify.IN_MOVED_TO
@@ -45,21 +47,34 @@ MOVED = inotify.IN_MOVED_FROM | inotify.IN_MOVED_TO
 
 
 class SecretsScan:
-    """`files()`: the secrets files now, by watching when it can, else by scanning."""
+    """`files()`: the secrets files now, by watching what it can and scanning the rest."""
 
     def __init__(self, root: Path) -> None:
         self.root = root
-        self.complete = True  # False: the tree passed MAX_SCANNED_DIRS
         self._lock = threading.RLock()  # commands start from worker threads
         self._watched: _Watched | None = None
-        self._watching = True  # until a watch fails: then scanned for good
-        # scanned: directory -> (mtime_ns, secrets files in it, its subdirectories to scan,
-        # whether its mtime can vouch for it next time)
-        self._dirs: dict[str, tuple[int, list[Path], list[str], bool]] = {}
+        self._watching = True  # until watching fails: then scanned for good
+        self._scanned = _Scanned(root)
 
     @property
     def mode(self) -> str:
-        return "watched" if self._watching else "scanned"
+        if not self._watching:
+            return "scanned"
+        return "partly watched" if self._watched and self._watched.unwatched else "watched"
+
+    @property
+    def repositories(self) -> list[Path]:
+        """The `.git` of every repository below the root (not the root's own), as the last
+        `files()` found them."""
+        found = set(self._scanned.repositories)
+        if self._watching and self._watched is not None:
+            found |= self._watched.repositories
+        return sorted(Path(d) / ".git" for d in found if d != str(self.root))
+
+    @property
+    def complete(self) -> bool:
+        """False when the last search stopped at MAX_SCANNED_DIRS."""
+        return self._scanned.complete
 
     def files(self) -> list[Path]:
         with self._lock:
@@ -67,13 +82,15 @@ class SecretsScan:
                 try:
                     if self._watched is None:
                         self._watched = _Watched(str(self.root))
-                    return self._watched.secrets()
-                except (OSError, _TooMany) as exc:
+                    found = self._watched.secrets()
+                except OSError as exc:
                     logger.info("%s: .env* files are found by a scan before each command, "
                                 "not watched (%s)", self.root, exc)  # fmt: skip
                     self.close()
                     self._watching = False
-            return self._scan()
+                else:
+                    return found + self._scanned.scan(sorted(self._watched.unwatched))
+            return self._scanned.scan([str(self.root)])
 
     def close(self) -> None:
         with self._lock:
@@ -81,18 +98,36 @@ class SecretsScan:
                 self._watched.inotify.close()
                 self._watched = None
 
-    def _scan(self) -> list[Path]:
+
+class _Scanned:
+    """Directories `stat`ed before each command and read again only when changed."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = root
+        self.complete = True
+        self._warned = False
+        # directory -> (mtime_ns, secrets files in it, its subdirectories to scan, whether
+        # its mtime can vouch for it next time, whether it holds a `.git`)
+        self._dirs: dict[str, tuple[int, list[Path], list[str], bool, bool]] = {}
+        self.repositories: list[str] = []
+
+    def scan(self, tops: list[str]) -> list[Path]:
+        """The secrets files in the trees under `tops` (none: nothing to scan); the
+        repositories found in them are in `repositories`."""
         found: list[Path] = []
-        seen: dict[str, tuple[int, list[Path], list[str], bool]] = {}
-        pending = collections.deque([str(self.root)])
+        self.repositories = []
+        seen: dict[str, tuple[int, list[Path], list[str], bool, bool]] = {}
+        pending = collections.deque(tops)
+        self.complete = True
         while pending:
             if len(seen) >= MAX_SCANNED_DIRS:
-                if self.complete:
+                if not self._warned:
                     logger.warning(
-                        "%s: more than %d directories; .env* files below them are not hidden "
-                        "from commands", self.root, MAX_SCANNED_DIRS,
+                        "%s: more than %d directories to scan; .env* files below them are "
+                        "not hidden from commands unless they were before",
+                        self.root, MAX_SCANNED_DIRS,
                     )  # fmt: skip
-                self.complete = False
+                self._warned, self.complete = True, False
                 break
             here = pending.popleft()
             try:
@@ -106,21 +141,20 @@ class SecretsScan:
                 # A change within the clock tick of this read would leave the mtime as it
                 # is now ("racy git"): a directory changed that recently is read again.
                 fresh = mtime < time.time_ns() - RACY_NS
-                names, subdirs = _read(here)
-                entry = (mtime, [_target(here, n) for n in names], subdirs, fresh)
+                names, subdirs, repository = _read(here)
+                entry = (mtime, [_target(here, n) for n in names], subdirs, fresh, repository)
             seen[here] = entry
             found += entry[1]
             pending.extend(entry[2])
+            if entry[4]:
+                self.repositories.append(here)
         self._dirs = seen  # directories gone since are forgotten
         return found
 
 
-class _TooMany(Exception):
-    """More directories than this workspace may watch."""
-
-
 class _Watched:
-    """A watch on every directory of the tree, kept in step with the kernel's queue."""
+    """A watch on every directory of the tree, kept in step with the kernel's queue; past the
+    budget, the directories left (`unwatched`, each with the tree under it) are for the scan."""
 
     def __init__(self, root: str) -> None:
         self.root = root
@@ -140,6 +174,11 @@ class _Watched:
             here = self.paths.get(event.wd)
             if here is None:
                 continue  # a watch dropped with its directory
+            if event.name == ".git" and not event.mask & inotify.IN_IGNORED:
+                if event.mask & ADDED and not os.path.islink(os.path.join(here, ".git")):
+                    self.repositories.add(here)
+                elif event.mask & (inotify.IN_DELETE | inotify.IN_MOVED_FROM):
+                    self.repositories.discard(here)
             if event.mask & inotify.IN_IGNORED:  # the directory is gone, its watch with it
                 if self.dirs.get(here) == event.wd:
                     self._drop(here, watch_gone=True)
@@ -156,7 +195,7 @@ class _Watched:
                 path = os.path.join(here, event.name)
                 if event.mask & inotify.IN_DELETE:
                     self._drop(path)
-                elif event.name not in SKIPPED:
+                else:
                     self._add(path, here)
             elif is_secrets_file(event.name):
                 names = self.secret_names.setdefault(here, set())
@@ -179,6 +218,8 @@ class _Watched:
         self.paths: dict[int, str] = {}  # watch -> directory
         self.children: dict[str, set[str]] = collections.defaultdict(set)
         self.secret_names: dict[str, set[str]] = {}  # only directories that hold some
+        self.unwatched: set[str] = set()  # past the budget: scanned, with all below them
+        self.repositories: set[str] = set()  # directories holding a `.git`
         self._add(self.root, None)
 
     def _add(self, top: str, parent: str | None) -> None:
@@ -187,22 +228,31 @@ class _Watched:
         pending = collections.deque([(top, parent)])
         while pending:
             here, above = pending.popleft()
+            if above is not None:
+                self.children[above].add(here)
             if len(self.dirs) >= self.budget:
-                raise _TooMany(f"more than {self.budget} directories")
+                self.unwatched.add(here)
+                continue
             try:
                 wd = self.inotify.add(here, WATCH_MASK)
             except OSError as exc:
                 if exc.errno in (errno.ENOENT, errno.ENOTDIR):
                     continue  # gone already, or a link (never followed)
-                raise
+                if exc.errno != errno.ENOSPC:
+                    raise
+                self.budget = len(self.dirs)  # the person's watches are all spent: scan
+                self.unwatched.add(here)
+                continue
             self.dirs[here], self.paths[wd] = wd, here
-            if above is not None:
-                self.children[above].add(here)
-            names, subdirs = _read(here)
+            names, subdirs, repository = _read(here)
             if names:
                 self.secret_names[here] = set(names)
             else:
                 self.secret_names.pop(here, None)
+            if repository:
+                self.repositories.add(here)
+            else:
+                self.repositories.discard(here)
             pending.extend((sub, here) for sub in subdirs)
 
     def _drop(self, top: str, *, watch_gone: bool = False) -> None:
@@ -210,6 +260,8 @@ class _Watched:
         stack = [top]
         while stack:
             here = stack.pop()
+            self.unwatched.discard(here)
+            self.repositories.discard(here)
             wd = self.dirs.pop(here, None)
             if wd is None:
                 continue
@@ -222,21 +274,24 @@ class _Watched:
         self.children.get(os.path.dirname(top), set()).discard(top)
 
 
-def _read(here: str) -> tuple[list[str], list[str]]:
-    """The secrets files' names in `here`, and the subdirectories to look in."""
-    names, subdirs = [], []
+def _read(here: str) -> tuple[list[str], list[str], bool]:
+    """The secrets files' names in `here`, the subdirectories to look in, and whether `here`
+    holds a repository's `.git` (a directory or a file, never a link)."""
+    names, subdirs, repository = [], [], False
     try:
         entries = list(os.scandir(here))
     except OSError:
-        return [], []
+        return [], [], False
     for entry in entries:
         with contextlib.suppress(OSError):  # gone since the listing
+            if entry.name == ".git" and not entry.is_symlink():
+                repository = True
             # a venv named .env is no secrets file; a broken link or a loop may be one
             if is_secrets_file(entry.name) and not os.path.isdir(entry.path):
                 names.append(entry.name)
-            elif entry.is_dir(follow_symlinks=False) and entry.name not in SKIPPED:
+            elif entry.is_dir(follow_symlinks=False):
                 subdirs.append(entry.path)
-    return names, subdirs
+    return names, subdirs, repository
 
 
 def _target(here: str, name: str) -> Path:

@@ -85,10 +85,14 @@ class Attack:
                 self.server.script.append(step)
 
     def run(self, *extra: str, request: str = "do the task", timeout: float = 90,
-            mode: str | None = None) -> subprocess.CompletedProcess:  # fmt: skip
-        """`talos run --json` in the workspace, headless (no terminal: nobody approves)."""
-        args = [*self.prefix, TALOS, "run", request, "--workspace", str(self.ws), "--base-url",
-                self.server.url, "--model", "fake-model", "--json", *extra]  # fmt: skip
+            mode: str | None = None, prefix: list[str] | None = None,
+            ) -> subprocess.CompletedProcess:  # fmt: skip
+        """`talos run --json` in the workspace, headless (no terminal: nobody approves);
+        `prefix` starts it (`as_ordinary_user()`), else the attack's own (`self.prefix`)."""
+        start = self.prefix if prefix is None else prefix
+        args = [*start, TALOS, "run", request, "--workspace", str(self.ws),
+                "--base-url", self.server.url, "--model", "fake-model", "--json",
+                *extra]  # fmt: skip
         if mode:
             args += ["--mode", mode]
         return subprocess.run(args, capture_output=True, text=True, timeout=timeout,

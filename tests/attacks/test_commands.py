@@ -44,6 +44,7 @@ def batch(
     *extra: str,
     mode: str | None = None,
     request: str = "do the task",
+    prefix: list[str] | None = None,
 ) -> tuple[subprocess.CompletedProcess, list[str]]:
     """Every command as a run_command call (a string, or a dict of arguments), up to 16 per
     model response, then a final answer. Returns the process and one tool result per call."""
@@ -52,7 +53,7 @@ def batch(
     ]
     steps = [calls[i : i + MAX_CALLS] for i in range(0, len(calls), MAX_CALLS)]
     attack.script(*steps, "done")
-    proc = attack.run(*extra, mode=mode, request=request)
+    proc = attack.run(*extra, mode=mode, request=request, prefix=prefix)
     results = attack.tool_results()
     assert len(results) == len(commands), f"{len(results)} results; stderr:\n{proc.stderr}"
     return proc, results
