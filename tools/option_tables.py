@@ -392,9 +392,9 @@ def git_options(sub: str) -> list:
         out += options_from_help(text, metavar_required=True)
     if sub:
         out += options_from_help(run("git", sub, "-h"), retry=False, style="git")
-        helper = run("git", sub, "--git-completion-helper").split()
+        helper = run("git", sub, "--git-completion-helper-all").split()  # hidden ones too
         if sub in ("log", "show", "whatchanged", "rev-list"):  # walkers take diff options too
-            helper += run("git", "diff", "--git-completion-helper").split()
+            helper += run("git", "diff", "--git-completion-helper-all").split()
         known = {n for names, _ in out for n in names.split()}
         for word in helper:
             if not word.startswith("--") or word == "--":
@@ -454,7 +454,7 @@ def generate(old: dict) -> dict:
         add("git", "git", git_options(""), "man git (OPTIONS)", "git")
         for sub in GIT_SUBCOMMANDS:
             how = f"man git-{sub}; git {sub} -h" if sub in GIT_MAN else f"git {sub} -h"
-            add(f"git {sub}", "git", git_options(sub), how + "; --git-completion-helper", "git")
+            add(f"git {sub}", "git", git_options(sub), how + "; --git-completion-helper-all", "git")
     for name, entry in MANUAL.items():
         programs[name] = {**entry, "version": "see source"}
     for name, entry in old.get("programs", {}).items():
