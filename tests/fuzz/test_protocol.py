@@ -163,6 +163,11 @@ def test_unknown_methods_are_method_not_found_and_unknown_notifications_ignored(
 def test_malformed_envelopes_are_answered_by_id_or_with_a_null_id(server, envelope):
     nulls = server.null_id_error_count()
     msg_id = server.next_id()
+    given = envelope.get("id") if isinstance(envelope, dict) else None
+    if isinstance(given, int | str) and not isinstance(given, bool):
+        # A client's ids are its own and unique: an id the fuzzer happens to give twice would
+        # rightly be answered twice.
+        envelope["id"] = msg_id if isinstance(given, int) else f"s{msg_id}"
     if isinstance(envelope, dict) and "method" in envelope:
         envelope["id"] = msg_id  # a request: it must be answered by its id
         method = envelope["method"]
