@@ -54,7 +54,7 @@ class Env:
         return tools.ToolContext(
             agent_id="ws", task_id=task.id, turn=1, workspace=self.workspace, policy=self.policy,
             proposals=self.proposals, facts=self.facts, queue=self.queue, prompter=prompter,
-            skills=skills or {}, on_proposal=self.shown.append, command_timeout=5,
+            skills=skills or {}, on_proposal=self.shown.append, command_timeout=60,
             sandbox=self.sandbox,
         )  # fmt: skip
 
@@ -173,7 +173,7 @@ async def test_cancellation_mid_stream(tmp_path, server):
     assert task.state == "running" and env.registry.cancel(task.id)
     await env.registry.wait(task)
     assert task.state == "cancelled"
-    assert await asyncio.to_thread(server.disconnected.wait, 5)
+    assert await asyncio.to_thread(server.disconnected.wait, 60)
     assert env.store.task_get(task.id)["state"] == "cancelled"
     assert env.registry.cancel(task.id) is False
 

@@ -72,14 +72,14 @@ def test_ctrl_c_during_a_model_call(tmp_path, server):
     mark = len(term.raw)
     term.send(CTRL_C)
     found = term.until(r"talos: interrupted: task (t[0-9a-f]+) was cancelled", mark, timeout=15)
-    started = time.monotonic()
-    assert term.finish(timeout=15) == 130
-    assert time.monotonic() - started < 5
+    # A clean-up that waited for the model would wait for ever (it streams keep-alives): the
+    # bound is for that hang, not a measure of speed.
+    assert term.finish(timeout=60) == 130
     text = plain(term.raw)
     assert "Traceback" not in text and "CancelledError" not in text and "KeyboardInterrupt" \
         not in text, text  # fmt: skip
     assert text.count("talos: interrupted") == 1
-    assert server.disconnected.wait(5)  # the stream to the model was closed
+    assert server.disconnected.wait(60)  # the stream to the model was closed
     store = open_store(url)
     try:
         row = store.task_get(found.group(1))
@@ -106,9 +106,10 @@ def test_second_ctrl_c_exits_at_once(tmp_path, server):
             mark = len(term.raw)
             sent = time.monotonic()
             term.send(CTRL_C)
-            term.until("interrupted again: exiting now", mark, timeout=5)
-            assert term.finish(timeout=5) == 130
-            assert time.monotonic() - sent < 3
+            term.until("interrupted again: exiting now", mark, timeout=20)
+            assert term.finish(timeout=20) == 130
+            # The first Ctrl-C's clean-up waits 30 s on the paused store: well before that.
+            assert time.monotonic() - sent < 20
         finally:
             os.kill(redis.proc.pid, signal.SIGCONT)
         text = plain(term.raw)

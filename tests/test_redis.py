@@ -133,6 +133,8 @@ def test_password_from_the_environment(tmp_path, monkeypatch):
 
 
 def assert_fail_closed_within(qq, cand, key, seconds):
+    """Each call fails closed, and returns: `seconds` bounds a call that would hang (the store's
+    own timeout is set far lower), not how fast a loaded machine answers."""
     calls = [
         (lambda: qq.propose("a1", "New?", "referent", "t", ["n"], "evidence_gap", 30), None),
         (lambda: qq.note_use("a1", [key], 30), 0),
@@ -158,7 +160,7 @@ def test_server_down_or_hung_fails_closed_within_the_timeout(tmp_path, how):
             server.kill()
         else:
             server.proc.send_signal(signal.SIGSTOP)
-        assert_fail_closed_within(qq, cand, a, seconds=1.0)
+        assert_fail_closed_within(qq, cand, a, seconds=10.0)
         with pytest.raises(StoreError):
             qq.facts.add("a1", "not acknowledged")
     finally:
@@ -172,7 +174,7 @@ def test_closed_store_fails_closed(rstore):
     qq = QuestionQueue(rstore)
     cand, a, _ = disjunction(qq, qq.facts, turn=0)
     rstore.close()
-    assert_fail_closed_within(qq, cand, a, seconds=1.0)
+    assert_fail_closed_within(qq, cand, a, seconds=10.0)
     with pytest.raises(StoreError, match="closed"):
         qq.facts.get(a)
 

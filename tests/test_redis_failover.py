@@ -110,7 +110,7 @@ def test_cluster_master_killed(tmp_path):
             store.qq_deliver(agent, K, K, [])
         replica_back(victim, cluster.owner(f"talos:{{{agent}}}:ids").port)
         check_after(qq, facts, agent, *acknowledged)
-        assert took < 20, took
+        assert took < 120, took  # a store that never found the new primary, not a slow one
     finally:
         store.close()
         cluster.stop()
@@ -151,7 +151,7 @@ def test_sentinel_primary_killed(tmp_path):
             store.qq_deliver(agent, K, K, [])
         replica_back(first, replica.port, tell=True)
         check_after(qq, facts, agent, *acknowledged)
-        assert time.monotonic() - started < 30
+        assert time.monotonic() - started < 120  # a store that never followed, not a slow one
     finally:
         store.close()
         servers.stop()

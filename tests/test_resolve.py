@@ -572,7 +572,9 @@ def test_odd_evidence_text_never_crashes(workspace, odd):
     record, ref = weighed(workspace, evidence)
     assert ref["status"] in ("resolved", "evidence_gap")
     json.loads(record.references_json)  # the record stays readable
-    assert time.monotonic() - started < 2.0  # at most 50 diagnostics of 20,000 characters
+    # At most 50 diagnostics of 20,000 characters are read: a bound for a runaway (all of
+    # them, quadratically, takes minutes), not a measure of speed.
+    assert time.monotonic() - started < 30
 
 
 def test_non_string_evidence_does_not_cost_the_turn(workspace):

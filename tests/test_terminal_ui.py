@@ -241,8 +241,9 @@ def test_ctrl_c_at_a_question_prompt_ends_it_at_once(tmp_path, server, ws):
     term.drain(0.3)
     pressed = time.monotonic()
     term.send("\x03")
-    code = term.finish(timeout=10)
-    assert time.monotonic() - pressed < 5, "the prompt outlived the interrupt"
+    code = term.finish(timeout=60)
+    # A prompt that outlived the interrupt would wait for its answer (300 s by default).
+    assert time.monotonic() - pressed < 60, "the prompt outlived the interrupt"
     assert code == 130, (code, term.seen())
     assert "Traceback" not in term.seen(), term.seen()
 

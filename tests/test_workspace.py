@@ -127,7 +127,7 @@ def test_search_cannot_hang_or_escape(ws, engine, tmp_path):
     started = time.monotonic()
     hits = asyncio.run(search(ws, evil, "src", rg=engine))
     assert hits == ["src/big.txt:1: " + "a" * 40]
-    assert time.monotonic() - started < 10  # generous: a backtracking engine takes hours
+    assert time.monotonic() - started < 120  # generous: a backtracking engine takes hours
     assert asyncio.run(search(ws, "root", "src", rg=engine)) == []  # /etc/passwd not reached
     with pytest.raises(SandboxError, match=r"not a regular file|neither"):
         asyncio.run(search(ws, "x", "src/pipe", rg=engine))

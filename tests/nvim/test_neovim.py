@@ -17,7 +17,6 @@ import shutil
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 from typing import Any
 
@@ -139,9 +138,7 @@ def review(tmp_path: Path, model: ScriptedModelServer, scenario: str, *proposals
 
 
 def test_a_proposal_reviewed_in_neovim(tmp_path, model):
-    started = time.monotonic()
     run = review(tmp_path, model, "review", TWO_HUNKS, AGAIN)
-    took = time.monotonic() - started
 
     # The task's proposal: a diagnostic on each hunk's lines, from Talos.
     proposed = run["propose"]
@@ -196,7 +193,6 @@ def test_a_proposal_reviewed_in_neovim(tmp_path, model):
     for step in ("propose", "propose again"):
         assert any(f"Talos {run[step]['task_id']} done" in m for m in shown), str(run)
     assert run["stopped"]["stopped"], str(run)
-    assert took < RUN_S
 
 
 def test_a_proposal_applied_whole_then_undone_in_neovim(tmp_path, model):

@@ -338,7 +338,8 @@ function SCENARIOS.selection()
   vim.cmd('5,6TalosTask what does b return?')
   local command_ms = (uv.hrtime() - before) / 1e6
   local task_id = task_ended(client)
-  record('selection', { task_id = task_id, command_ms = command_ms })
+  local took_ms = (uv.hrtime() - before) / 1e6
+  record('selection', { task_id = task_id, command_ms = command_ms, took_ms = took_ms })
 end
 
 -- A permission prompt, answered through the picker.

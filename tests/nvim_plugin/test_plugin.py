@@ -109,8 +109,10 @@ def play(tmp_path: Path, model: ScriptedModelServer, scenario: str) -> Run:
 
 def test_the_plugin_reviews_a_task_in_neovim(tmp_path, model):
     model.script += [
-        reply("", [("c1", "propose_edit", json.dumps(TWO_HUNKS))], usage=USAGE, delay=0.05),
-        reply("I proposed the two changes the tests need.", usage=USAGE, delay=0.05),
+        # Slow enough (about 3 s) that the checks of the UI loop below, relative to it, are
+        # not at the mercy of a busy machine's scheduling.
+        reply("", [("c1", "propose_edit", json.dumps(TWO_HUNKS))], usage=USAGE, delay=0.2),
+        reply("I proposed the two changes the tests need.", usage=USAGE, delay=0.2),
     ]
     started = time.monotonic()
     run = play(tmp_path, model, "review")
@@ -128,11 +130,13 @@ def test_the_plugin_reviews_a_task_in_neovim(tmp_path, model):
     # :TalosTask returned at once; the UI loop ran all along while the task streamed; the
     # question came through vim.ui.select (the editor's cost and question count on show) and
     # its answer moved the facts.
+    # Relative to the task's own length, not to the clock: a plugin that waited for the task
+    # would return after it, and stall its timer for about all of it.
     task = run["task"]
-    assert task["command_ms"] < 200, str(run)
-    assert task["took_ms"] > 300, str(run)  # it did stream: the model's chunks are delayed
-    assert task["ticks"] >= task["took_ms"] / 100, str(run)  # a 10 ms timer, mostly on time
-    assert task["longest_gap_ms"] < 1000, str(run)
+    assert task["took_ms"] > 1500, str(run)  # it did stream: the model's chunks are delayed
+    assert task["command_ms"] < task["took_ms"] / 4, str(run)
+    assert task["ticks"] >= task["took_ms"] / 100, str(run)  # a 10 ms timer, often on time
+    assert task["longest_gap_ms"] < task["took_ms"] / 2, str(run)
     select = task["select"]
     assert select["kind"] == "talos_question", str(run)
     assert select["items"][-1] == "Skip" and "pytest" in select["chosen"], str(run)
@@ -178,9 +182,10 @@ def test_the_plugin_reviews_a_task_in_neovim(tmp_path, model):
 
 
 def test_a_task_on_the_selected_lines_sends_them_with_their_diagnostics(tmp_path, model):
-    model.script.append(reply("It returns 2."))
+    model.script.append(reply("It returns 2.", delay=0.3))  # about 1.5 s
     run = play(tmp_path, model, "selection")
-    assert run["selection"]["command_ms"] < 200, str(run)
+    took = run["selection"]["took_ms"]
+    assert took > 1000 and run["selection"]["command_ms"] < took / 4, str(run)  # returned at once
     (user,) = [m["content"] for m in model.requests[0]["body"]["messages"] if m["role"] == "user"]
     assert user.startswith("what does b return?"), user
     assert "The person is in src/app.py, lines 5-6." in user, user
