@@ -49,30 +49,51 @@ def _queue_enabled(monkeypatch):
 
 
 @pytest.fixture(scope="session")
-def redis_server(tmp_path_factory):
-    from .redis_server import RedisServer
+def _redis_servers(tmp_path_factory):
+    """This worker's Redis-protocol servers, started when a test first needs one: a Redis, a
+    Valkey, a three-master Redis Cluster. Tests reach them through the fixtures below, which
+    leave each one empty for the next test."""
+    from .redis_server import ClusterServers, RedisServer, find_valkey
 
-    server = RedisServer(tmp_path_factory.mktemp("redis"))
+    started: dict[str, object] = {}
+
+    def get(kind: str):
+        if kind not in started:
+            where = tmp_path_factory.mktemp(kind)
+            started[kind] = (
+                ClusterServers(where)
+                if kind == "redis-cluster"
+                else RedisServer(where, binary=find_valkey() if kind == "valkey" else None)
+            )
+        return started[kind]
+
+    yield get
+    for server in started.values():
+        server.stop()
+
+
+def _shared(get, kind: str):
+    """The worker's server of `kind`, flushed after the test: whatever a test wrote there (or a
+    daemon it started, before it was stopped) is gone for the next one."""
+    server = get(kind)
     yield server
-    server.stop()
+    with contextlib.suppress(redis.RedisError):  # a test that broke the server says so itself
+        server.flush()
 
 
-@pytest.fixture(scope="session")
-def valkey_server(tmp_path_factory):
-    from .redis_server import RedisServer, find_valkey
-
-    server = RedisServer(tmp_path_factory.mktemp("valkey"), binary=find_valkey())
-    yield server
-    server.stop()
+@pytest.fixture
+def redis_server(_redis_servers):
+    yield from _shared(_redis_servers, "redis")
 
 
-@pytest.fixture(scope="session")
-def redis_cluster(tmp_path_factory):
-    from .redis_server import ClusterServers
+@pytest.fixture
+def valkey_server(_redis_servers):
+    yield from _shared(_redis_servers, "valkey")
 
-    cluster = ClusterServers(tmp_path_factory.mktemp("redis-cluster"))
-    yield cluster
-    cluster.stop()
+
+@pytest.fixture
+def redis_cluster(_redis_servers):
+    yield from _shared(_redis_servers, "redis-cluster")
 
 
 @pytest.fixture
@@ -93,16 +114,13 @@ def backend(request) -> str:
 @pytest.fixture
 def store_url(backend, tmp_path, request) -> str:
     """A fresh, empty store of the backend: a new SQLite file, or a flushed Redis (one server,
-    or every master of a cluster) or Valkey, flushed again afterwards: the worker's servers are
-    left as they were found, empty."""
+    or every master of a cluster) or Valkey."""
     if backend == "sqlite":
         yield "sqlite:///" + str(tmp_path / "talos.db")
         return
     server = redis_for(backend, request)
-    server.flush()
+    server.flush()  # (flushed after each test too: this guards against a crashed one)
     yield server.url
-    with contextlib.suppress(redis.RedisError):  # a test that broke the server says so itself
-        server.flush()
 
 
 def redis_for(backend: str, request):
