@@ -302,7 +302,7 @@ class Host:
 
         async def run(task: Task) -> str:
             task.activity = "starting"  # running, before its first step reports
-            await self.port.begin(task)  # the progress exists before the first step reports
+            await self.port.begin(task)  # the editor's progress, shown once it answers
             ctx = tools.ToolContext(
                 agent_id=self.agent_id, task_id=task.id, turn=prepared.turn,
                 workspace=self.workspace, policy=policy, proposals=self.proposals,

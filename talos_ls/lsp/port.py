@@ -13,6 +13,7 @@ buffer must show the new text afterwards.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -36,6 +37,7 @@ logger = logging.getLogger(__name__)
 SKIP = "Skip"
 APPLIED_WAIT_S = 2.0  # how long the buffer may take to show an applied edit
 SHORT_ANSWER_CHARS = 300
+PROGRESS_CREATE_S = 120.0  # a task's progress waits this long for a busy client to create it
 
 
 def _document(server: TalosServer, path: Path) -> Any:
@@ -168,22 +170,36 @@ class LspPort:
 
     # ------------------------------------------------------------ progress
     async def begin(self, task: Task) -> None:
+        """The task's progress in the editor, before its first step when the client answers
+        within `client_wait`. A busy editor that answers later (seconds, under load) still gets
+        it: the creation goes on in the background while the task runs, its steps until then
+        are not shown, and a task that ended meanwhile has its progress begun and ended."""
         if not self.server.can_show_progress or self.server.closing:
             return
+        created = asyncio.ensure_future(self._create_progress(task))
+        self.server.spawn(created)
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(asyncio.shield(created), self.server.client_wait)
+
+    async def _create_progress(self, task: Task) -> None:
         token = f"talos/task/{task.id}"
-        try:  # a client that never answers must not hold the task up
-            await asyncio.wait_for(self.server.work_done_progress.create_async(token),
-                                   self.server.client_wait)  # fmt: skip
+        progress = self.server.work_done_progress
+        try:  # a client that never answers holds nothing up: this is given up on at last
+            await asyncio.wait_for(progress.create_async(token), PROGRESS_CREATE_S)
         except (JsonRpcException, TimeoutError):
             return
-        self.server.work_done_progress.begin(token, types.WorkDoneProgressBegin(
+        if self.server.closing:
+            return
+        progress.begin(token, types.WorkDoneProgressBegin(
             title=f"Talos: {visible(task.title, single_line=True)[:60]}", cancellable=True,
-            message="starting"))  # fmt: skip
+            message=visible(task.activity or "starting", single_line=True)))  # fmt: skip
         self._tokens[task.id] = token
-        cancelled = self.server.work_done_progress.tokens[token]
+        cancelled = progress.tokens[token]
         cancelled.add_done_callback(
             lambda f: f.cancelled() and self.server.daemon.cancel(self.root, task.id)
         )
+        if task.state not in ("queued", "running"):  # it ended while the client was busy
+            self._end_progress(task)
 
     def progress(self, task: Task, message: str) -> None:
         if self.server.closing:
@@ -204,7 +220,7 @@ class LspPort:
         spent = host.meter.task(task.id)
         return f"{spent.tokens_in + spent.tokens_out} tokens · ${spent.cost:.4f}"
 
-    def end(self, task: Task) -> None:
+    def _end_progress(self, task: Task) -> None:
         token = self._tokens.pop(task.id, None)
         if token is not None and not self.server.closing:
             why = visible(task.error or "", single_line=True)[:SHORT_ANSWER_CHARS]
@@ -212,6 +228,9 @@ class LspPort:
             outcome = f"{said or task.state} · {self._spent(task)}"
             self.server.work_done_progress.end(token, types.WorkDoneProgressEnd(message=outcome))
             self.server.work_done_progress.tokens.pop(token, None)
+
+    def end(self, task: Task) -> None:
+        self._end_progress(task)
         if task.state == "done":
             answer = visible(task.result or "", single_line=True)
             if len(answer) > SHORT_ANSWER_CHARS:
