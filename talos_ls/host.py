@@ -245,8 +245,11 @@ class Host:
         if not self.sandbox_state.available:
             self.port.notice(f"Commands run without a sandbox: {self.sandbox_state.detail}. Each "
                              "command will be asked before it runs.")  # fmt: skip
+        # The folder's rules, shared by its tasks (an "Always allow" or a trust counts for all).
+        # The mode is only ever a task's (`for_task` in `turn`): this one is never asked for a
+        # decision, and were it asked, read-only would refuse.
         self.policy = await self.offload.run(
-            Policy.load, root, self.config.mode, sandboxed=self.sandbox_state.available
+            Policy.load, root, "read-only", sandboxed=self.sandbox_state.available
         )
         self.policy.nested = lambda: self.nested()
         self.skills, self.skill_problems = await self.offload.run(discover, root)
@@ -292,12 +295,14 @@ class Host:
         queued; the work runs in the background."""
         if not isinstance(request, str) or not request.strip():
             raise ValueError("the request is empty")
-        # The configuration at the request (endpoint, key variable, caps in the loop; the
-        # mode): a later change is for later tasks.
-        loop, mode = self.loop, self.config.mode
+        # The configuration at the request is the task's for its whole run: the endpoint, key
+        # variable and caps (in the loop), the mode (its policy), what its commands may read
+        # and use (its sandbox). A later change is for later tasks (`reconfigure`).
+        config, loop = self.config, self.loop
         await self.start()
         await self.review_rules()
-        policy = self.policy.for_task(mode)
+        policy = self.policy.for_task(config.mode)
+        sandbox = self.sandbox.configured(readable=config.readable_paths, limits=config.limits)
         prepared = await self.offload.run(self._prepare, request, context)
 
         async def run(task: Task) -> str:
@@ -310,7 +315,7 @@ class Host:
                 prompter=self.port.confirm if self.port.interactive else None,
                 skills={name: s.body for name, s in self.skills.items()},
                 on_proposal=lambda p: self.spawn(self.port.show_proposal(p)),
-                read_document=self.port.read_document, sandbox=self.sandbox,
+                read_document=self.port.read_document, sandbox=sandbox,
                 offload=self.offload, notice=self.port.notice,
             )  # fmt: skip
             stream = getattr(self.port, "stream", None)
@@ -641,7 +646,8 @@ class Host:
 
     # -------------------------------------------------------- configuration
     def reconfigure(self, config: HostConfig) -> None:
-        """New settings for the tasks started from now on; running ones keep theirs."""
+        """New settings for the tasks started from now on. Nothing a running task holds is
+        changed: its loop, policy and sandbox were made for it (`turn`)."""
         if config.mode not in MODES:
             raise ValueError(f"mode must be one of {MODES}, got {config.mode!r}")
         prices = dict(config.prices or load_prices())
@@ -652,10 +658,6 @@ class Host:
             self.model = ModelClient(config.model)
         self.loop = AgentLoop(self.model, self.meter, config.caps, self.registry)
         self.queue.budget_turns = config.budget_turns
-        self.sandbox.readable = list(config.readable_paths)
-        self.sandbox.limits = config.limits or Limits.default()
-        if hasattr(self, "policy"):
-            self.policy.mode = config.mode
         self.report_status()
 
     async def close(self) -> None:

@@ -262,7 +262,7 @@ def initialized(ls: TalosServer, params: types.InitializedParams) -> None:
 
 async def _start(ls: TalosServer) -> None:
     problems = ls._early_problems + await _pull_configuration(ls)
-    D.lock_endpoint()  # the session's settings are read: an endpoint change needs the person
+    D.lock_settings()  # the session's settings are read: a widening change needs the person
     for problem in problems:
         ls.show(types.MessageType.Error, f"Talos setting refused: {problem}")
     D.client_watches = await _watch_through_client(ls)
@@ -314,9 +314,9 @@ async def configuration_changed(ls: TalosServer, params: types.DidChangeConfigur
     for problem in problems:
         ls.show(types.MessageType.Error, f"Talos setting refused: {problem}")
     D.publish()
-    if D.pending_endpoint is not None:  # where the key goes: the person says
+    if D.pending:  # what the agent may do, and where the key goes: the person says
         ls.spawn(
-            D.confirm_endpoint(lambda message, actions: ls.prompt(message, actions, "permission"))
+            D.confirm_changes(lambda message, actions: ls.prompt(message, actions, "permission"))
         )
 
 

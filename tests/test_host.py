@@ -232,4 +232,4 @@ async def test_without_a_sandbox_the_person_is_told_once_and_the_status_says_so(
     (notice,) = port.notices  # once, not per turn
     assert notice.startswith("Commands run without a sandbox: bubblewrap (bwrap) is not installed")
     assert port.statuses[-1]["sandbox"]["available"] is False
-    assert host.policy.check_command("ls").verdict == "ask"
+    assert host.policy.for_task(host.config.mode).check_command("ls").verdict == "ask"

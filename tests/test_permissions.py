@@ -389,3 +389,32 @@ def test_a_reader_beside_a_writer_keeps_the_line_read_only(tmp_path):
     assert p.check_command("python3 script.py").writable
     assert p.check_command("python3 script.py; uniq a b").verdict == "ask"  # uniq may write
     assert p.check_command("python3 script.py && cat README").writable is False
+
+
+def test_the_rule_sources_are_built_again_only_when_what_they_are_made_of_changes(tmp_path):
+    """Every rule lookup asks for the sources: they are built once, and again only when a
+    folder opens or closes inside, or a file is trusted; an "Always allow" needs no rebuild."""
+    p = policy(tmp_path, commands={"allow": ["curl"]})  # untrusted: its allow is ignored
+    inner_root = tmp_path / "ws" / "inner"
+    (inner_root / ".talos").mkdir(parents=True)
+    (inner_root / ".talos" / "permissions.json").write_text(
+        json.dumps({"commands": {"deny": ["touch"]}}))  # fmt: skip
+    inner = Policy.load(inner_root, sandboxed=True, config=tmp_path / "config")
+    open_inside: list = []
+    p.nested = lambda: list(open_inside)  # a new list each time, as the daemon gives
+    first = p.sources()
+    assert p.check_command("touch x").verdict == "ask" and p.sources() is first
+    p.always_allow("make")  # in place: seen at once, nothing rebuilt
+    assert p.check_command("make").verdict == "allow" and p.sources() is first
+    p.trust_workspace_file()
+    assert p.check_command("curl x").verdict == "allow" and p.sources() is not first
+    open_inside.append(("inner", inner))  # a folder opened inside: its deny binds at once
+    assert p.check_command("touch x").verdict == "deny"
+    built = p.sources()
+    assert p.sources() is built and p.check_command("touch y").verdict == "deny"
+    task = p.for_task("full-auto")  # a task's copy builds its own, from the same parts
+    assert task.check_command("touch x").verdict == "deny"
+    assert task.check_command("curl x").verdict == "allow"
+    open_inside.clear()  # closed: its rules bind no more
+    assert p.check_command("touch x").verdict == "ask" and p.sources() is not built
+    assert task.check_command("touch x").verdict == "allow"

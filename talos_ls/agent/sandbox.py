@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import copy
 import ctypes
 import functools
 import hashlib
@@ -333,6 +334,15 @@ class Sandbox:
     def close(self) -> None:
         """Stop watching the workspace for secrets files (a later command watches again)."""
         self._secrets.close()
+
+    def configured(self, *, readable: Iterable[Path], limits: Limits | None) -> Sandbox:
+        """This sandbox with other readable paths and limits: a task's own, so a settings
+        change while it runs does not reach its commands. The workspace's secrets watch and
+        covers stay this one's (shared); close only this one."""
+        view = copy.copy(self)
+        view.readable = [Path(p) for p in readable]
+        view.limits = limits or Limits.default()
+        return view
 
     # ---------------------------------------------------------------- state
     def probe(self) -> SandboxState:

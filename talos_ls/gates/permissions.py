@@ -62,6 +62,13 @@ DEFAULT_DENY = ("sudo", "su", "doas", "rm -rf /", "rm -rf ~", "mkfs", "dd", "shu
 Prompter = Callable[[str, Sequence[str]], Awaitable[str | None]]
 
 
+def _same(a: tuple[object, ...], b: tuple[object, ...]) -> bool:
+    """The same parts: the same objects (strings and flags equal)."""
+    return len(a) == len(b) and all(
+        x is y or (isinstance(x, str | bool) and x == y) for x, y in zip(a, b, strict=True)
+    )
+
+
 @dataclass(frozen=True)
 class Decision:
     verdict: str  # allow | ask | deny
@@ -115,6 +122,10 @@ class Rules:
                 *(f"writing {p}" for p in self.paths.get("allow", []))]  # fmt: skip
 
 
+BUILT_IN = Rules("built in", {"allow": list(DEFAULT_ALLOW), "deny": list(DEFAULT_DENY)},
+                 writable=False)  # fmt: skip
+
+
 def config_dir() -> Path:
     return platformdirs.user_config_path("talos")
 
@@ -163,6 +174,11 @@ class Policy:
     # Workspace folders open inside this one (a daemon serving both): (path relative to this
     # root, their policy). A task here honours their restricting rules (`_inner`).
     nested: Callable[[], Sequence[tuple[str, Policy]]] | None = None
+    # The sources as last built, with what they were built from (`_built`); not copied by
+    # `for_task`, so each task's copy builds its own once.
+    _cache: tuple[tuple[object, ...], list[Rules], list[tuple[str, Rules]]] | None = field(
+        default=None, init=False, repr=False, compare=False
+    )
 
     def __post_init__(self) -> None:
         if self.mode not in MODES:
@@ -220,26 +236,45 @@ class Policy:
             out.append(wf.rules if wf.trusted else wf.rules.restricting())
         return out
 
+    def _made_of(self) -> tuple[object, ...]:
+        """What this folder's own sources are built from. The rule lists are held, not copied,
+        so an "Always allow" (appended in place) needs no rebuild; a trust does."""
+        wf = self.workspace_file
+        return (self.user, self.commands, self.paths, self.network, wf,
+                wf is not None and wf.trusted)  # fmt: skip
+
+    def _built(self) -> tuple[list[Rules], list[tuple[str, Rules]]]:
+        """The sources (`sources`) and the nested folders' restricting rules (`_inner`), built
+        again only when what they are made of changed: a folder opened or closed inside this
+        one, a trust given, here or there. Checked by identity at every lookup: cheap."""
+        nested = list(self.nested()) if self.nested is not None else []
+        key = self._made_of()
+        for rel, inner in nested:
+            key += (rel, inner, *inner._made_of())
+        cached = self._cache
+        if cached is not None and _same(cached[0], key):
+            return cached[1], cached[2]
+        inner_rules = []
+        for rel, inner in nested:
+            for rules in inner._own():
+                narrow = rules.restricting()
+                narrow.source = f"{rules.source} of the folder {visible(rel, single_line=True)}"
+                inner_rules.append((rel, narrow))
+        sources = [BUILT_IN, *([self.user] if self.user is not None else []), *self._own()]
+        sources += [Rules(r.source, r.commands, writable=False) for _, r in inner_rules]
+        self._cache = (key, sources, inner_rules)
+        return sources, inner_rules
+
     def _inner(self) -> list[tuple[str, Rules]]:
         """The deny and ask rules of the workspace folders open inside this one, each with
         its folder's path relative to this root: their command rules apply to every command
         of a task here (it can reach into them), their path rules to paths inside them."""
-        out = []
-        for rel, inner in self.nested() if self.nested is not None else ():
-            for rules in inner._own():
-                narrow = rules.restricting()
-                narrow.source = f"{rules.source} of the folder {visible(rel, single_line=True)}"
-                out.append((rel, narrow))
-        return out
+        return self._built()[1]
 
     def sources(self) -> list[Rules]:
-        out = [Rules("built in", {"allow": list(DEFAULT_ALLOW), "deny": list(DEFAULT_DENY)},
-                     writable=False)]  # fmt: skip
-        if self.user is not None:
-            out.append(self.user)
-        out += self._own()
-        out += [Rules(r.source, r.commands, writable=False) for _, r in self._inner()]
-        return out
+        """Every source of rules, in order (built in, yours, this folder's, the nested
+        folders' restricting ones). Shared: read it, never change it."""
+        return self._built()[0]
 
     @property
     def untrusted_grants(self) -> list[str]:

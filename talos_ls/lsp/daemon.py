@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any, cast
 from urllib.parse import urlsplit
 
+from ..agent.limits import Limits
 from ..agent.model import ModelConfig
 from ..agent.tasks import Task
 from ..agent.tools import MAX_FACT_CHARS
@@ -34,7 +35,7 @@ from ..redact import redact_url
 from ..store import Store, StoreError, default_store_url, open_store
 from ..watch import lsp_changes
 from .health import GuardedStore, StoreHealth
-from .settings import Settings
+from .settings import Settings, confirmed, guarded, narrowed
 
 logger = logging.getLogger(__name__)
 MAX_PROMPT_CHARS = 20_000
@@ -158,8 +159,11 @@ class Daemon:
         self._store_url = ""
         self.client_watches = False  # the editor reports file changes: no watcher of ours
         self._starting = 0  # task starts accepted and not yet queued in a host
-        self.endpoint_locked = False  # after the session's first settings (lock_endpoint)
-        self.pending_endpoint: tuple[str | None, str] | None = None  # (baseUrl, apiKeyEnv)
+        self.locked = False  # after the session's first settings (`lock_settings`)
+        # Changes that widen what the agent may do, waiting for the person (`narrowed`), and
+        # those the person declined this session (not asked again: a restart takes them).
+        self.pending: dict[str, Any] = {}
+        self.declined: dict[str, Any] = {}
         self._confirming = False
         self._opened = False  # the store was opened (or tried): storeUrl is fixed from then
         self.store_refused: str | None = None  # a storeUrl asked for after that
@@ -167,20 +171,22 @@ class Daemon:
     # ------------------------------------------------------------ lifecycle
     def configure(self, raw: Mapping[str, Any]) -> list[str]:
         """Apply settings (bad ones refused, named, and the last good value kept) to every
-        host, for the tasks started from now on.
+        host, for the tasks started from now on (a running task keeps what it started with).
 
-        Once the session has its settings (`lock_endpoint`), where requests and the key go
-        (`baseUrl`, `apiKeyEnv`) is not changed by the client alone: the change waits in
-        `pending_endpoint` until the person confirms it (`confirm_endpoint`) or the server
-        restarts. Any client, or a workspace's own editor settings, could send it."""
+        Once the session has its settings (`lock_settings`), a change that widens what the
+        agent may do (where requests and the key go, a higher permission mode, more readable
+        paths, higher limits: `settings.narrowed`) is not made by the client alone: its
+        narrowing part applies, the rest waits in `pending` until the person confirms it
+        (`confirm_changes`) or the server restarts. A workspace's editor settings, an
+        extension, or a buggy client could send it."""
         old = self.settings
         new, problems = old.updated(raw)
-        wanted = (new.base_url, new.api_key_env)
-        if self.endpoint_locked and wanted != (old.base_url, old.api_key_env):
-            new = dataclasses.replace(new, base_url=old.base_url, api_key_env=old.api_key_env)
-            self.pending_endpoint = wanted
-        elif self.endpoint_locked and {"baseUrl", "apiKeyEnv"} & set(raw):
-            self.pending_endpoint = None  # back to what is in use: nothing to confirm
+        if self.locked and isinstance(raw, Mapping):
+            new, wider = narrowed(old, new)
+            for name in guarded(raw):  # spoken of again: the latest word counts
+                self.pending.pop(name, None)
+            self.pending.update({name: value for name, value in wider.items()
+                                 if self.declined.get(name, _NONE) != value})  # fmt: skip
         if self._opened and (new.store_url or "") != self._store_url:
             self.store_refused = new.store_url or default_store_url()
             new = dataclasses.replace(new, store_url=old.store_url)
@@ -199,38 +205,40 @@ class Daemon:
             except ValueError as exc:
                 problems.append(str(exc))
 
-    def lock_endpoint(self) -> None:
-        """The session's settings are read: from now on an endpoint change needs the person."""
-        self.endpoint_locked = True
+    def lock_settings(self) -> None:
+        """The session's settings are read: from now on a widening change needs the person."""
+        self.locked = True
 
-    async def confirm_endpoint(
+    async def confirm_changes(
         self, ask: Callable[[str, Sequence[str]], Awaitable[str | None]]
     ) -> None:
-        """Ask the person about the endpoint change waiting (`configure`); used only when they
-        choose it. A dismissal, no answer, or a client that cannot ask keeps the endpoint in
-        use (a restart takes the new one). One prompt at a time, for the latest change."""
+        """Ask the person about the widening changes waiting (`configure`). A dismissal, no
+        answer, or a client that cannot ask keeps the settings in use (a restart takes the new
+        ones), and that value is not asked about again this session. One prompt at a time,
+        for the latest changes.
+
+        The prompt goes to the client that sent the change: it stops a settings write the
+        person did not make (a workspace's editor settings, an extension, a buggy client), not
+        a client that lies, which can answer it itself."""
         if self._confirming:
             return
         self._confirming = True
         try:
-            while (pending := self.pending_endpoint) is not None:
-                now = self.settings.model_config()
-                new = dataclasses.replace(now, base_url=pending[0], api_key_env=pending[1])
-                message = (f"Talos's settings were changed: send your requests to "
-                           f"{_host(new)} ({_shown(new.shown_endpoint)}) with the key in "
-                           f"${_shown(new.api_key_env)}? Until you say so, Talos keeps "
-                           f"{_host(now)} with the key in ${_shown(now.api_key_env)}.")  # fmt: skip
-                choice = await ask(message, [USE_ENDPOINT, KEEP_ENDPOINT])
-                if self.pending_endpoint != pending:
+            while self.pending:
+                asked = dict(self.pending)
+                changes, kept = self._described(asked)
+                message = (f"Talos's settings were changed to let it do more: {changes}. Apply "
+                           f"this? Until you say so, Talos keeps {kept}.")  # fmt: skip
+                choice = await ask(message, [APPLY_SETTINGS, KEEP_SETTINGS])
+                if self.pending != asked:
                     continue  # changed again meanwhile: ask about the latest
-                self.pending_endpoint = None
-                if choice != USE_ENDPOINT:
-                    self.notice(f"Talos keeps {_host(now)} with the key in "
-                                f"${_shown(now.api_key_env)}; the new endpoint is used after a "
+                self.pending = {}
+                if choice != APPLY_SETTINGS:
+                    self.declined.update(asked)
+                    self.notice(f"Talos keeps {kept}; the new settings take effect after a "
                                 "restart of talos-ls")  # fmt: skip
                     continue
-                self.settings = dataclasses.replace(self.settings, base_url=pending[0],
-                                                    api_key_env=pending[1])  # fmt: skip
+                self.settings = confirmed(self.settings, asked)
                 problems: list[str] = []
                 self._apply_settings(problems)
                 for problem in problems:
@@ -238,6 +246,38 @@ class Daemon:
                 self.publish()
         finally:
             self._confirming = False
+
+    def _described(self, changes: Mapping[str, Any]) -> tuple[str, str]:
+        """The waiting changes and what is kept meanwhile, as the person reads them (one line,
+        escaped)."""
+        now = self.settings
+        said, kept = [], []
+        if "permission_mode" in changes:
+            said.append(f"the permission mode from {now.permission_mode} to "
+                        f"{changes['permission_mode']}")  # fmt: skip
+            kept.append(f"the mode {now.permission_mode}")
+        if "readable_paths" in changes:
+            added = [p for p in changes["readable_paths"] if p not in now.readable_paths]
+            more = f" and {len(added) - 5} more" if len(added) > 5 else ""
+            said.append(f"commands may read {', '.join(_shown(p) for p in added[:5])}{more} "
+                        "outside the workspace")  # fmt: skip
+            listed = ", ".join(_shown(p) for p in now.readable_paths)
+            kept.append(f"the readable paths {listed}" if listed else "no readable paths")
+        if "limits" in changes:
+            old = (now.limits or Limits.default()).as_setting()
+            new = (changes["limits"] or Limits.default()).as_setting()
+            raised = [f"{key} {old[key]} to {new[key]}" for key in old if new[key] > old[key]]
+            said.append(f"higher limits on each command ({', '.join(raised)})")
+            kept.append(f"the limits ({', '.join(f'{k} {v}' for k, v in old.items())})")
+        if "endpoint" in changes:
+            current = now.model_config()
+            base_url, key_env = changes["endpoint"]
+            wanted = dataclasses.replace(current, base_url=base_url, api_key_env=key_env)
+            said.append(f"send your requests to {_host(wanted)} "
+                        f"({_shown(wanted.shown_endpoint)}) with the key in "
+                        f"${_shown(wanted.api_key_env)}")  # fmt: skip
+            kept.append(f"{_host(current)} with the key in ${_shown(current.api_key_env)}")
+        return "; ".join(said), "; ".join(kept)
 
     def host_config(self, root: Path) -> HostConfig:
         s = self.settings
@@ -673,7 +713,8 @@ class Daemon:
         }  # fmt: skip
 
 
-USE_ENDPOINT, KEEP_ENDPOINT = "Use the new endpoint", "Keep the current one"
+APPLY_SETTINGS, KEEP_SETTINGS = "Apply the new settings", "Keep the current ones"
+_NONE = object()  # no value declined
 
 
 def _shown(text: str) -> str:

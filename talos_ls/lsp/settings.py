@@ -228,3 +228,57 @@ SETTINGS: dict[str, tuple[str, Callable[[Any], Any]]] = {
     "limits": ("limits", _limits),
 }
 DEFAULTS = {f.name: f.default for f in dataclasses.fields(Settings)}
+
+# What widens what the agent may do, once a session has its settings: such a change waits for
+# the person (`narrowed`, `Daemon.confirm_changes`). Each, by the setting keys that change it.
+GUARDED = {"endpoint": ("baseUrl", "apiKeyEnv"), "permission_mode": ("permissionMode",),
+           "readable_paths": ("readablePaths",), "limits": ("limits",)}  # fmt: skip
+
+
+def guarded(raw: Mapping[str, Any]) -> set[str]:
+    """The guarded settings `raw` speaks of."""
+    return {name for name, keys in GUARDED.items() if any(k in raw for k in keys)}
+
+
+def narrowed(in_use: Settings, wanted: Settings) -> tuple[Settings, dict[str, Any]]:
+    """What of `wanted` applies at once over `in_use`, and what waits for the person (by
+    GUARDED name, the wanted value whole). Per setting:
+    - `baseUrl`, `apiKeyEnv`: any change waits (where requests and the key go);
+    - `permissionMode`: a higher mode (read-only < ask < auto-edit < full-auto) waits, a lower
+      one applies;
+    - `readablePaths`: a path not in the list in use waits (even one inside a listed path: a
+      link there may lead anywhere); removing paths applies;
+    - `limits`: a raised limit waits; a lowered one applies, the others staying as they are.
+    Everything else applies (the caps, the model and prices change what a task costs, not
+    what it may do to the machine)."""
+    now = wanted
+    wider: dict[str, Any] = {}
+    endpoint = (wanted.base_url, wanted.api_key_env)
+    if endpoint != (in_use.base_url, in_use.api_key_env):
+        wider["endpoint"] = endpoint
+        now = dataclasses.replace(now, base_url=in_use.base_url, api_key_env=in_use.api_key_env)
+    if MODES.index(wanted.permission_mode) > MODES.index(in_use.permission_mode):
+        wider["permission_mode"] = wanted.permission_mode
+        now = dataclasses.replace(now, permission_mode=in_use.permission_mode)
+    if set(wanted.readable_paths) - set(in_use.readable_paths):
+        wider["readable_paths"] = wanted.readable_paths
+        kept = tuple(p for p in wanted.readable_paths if p in in_use.readable_paths)
+        now = dataclasses.replace(now, readable_paths=kept)
+    old, new = in_use.limits or Limits.default(), wanted.limits or Limits.default()
+    if any(getattr(new, f.name) > getattr(old, f.name) for f in dataclasses.fields(Limits)):
+        wider["limits"] = wanted.limits
+        lower = {f.name: min(getattr(new, f.name), getattr(old, f.name))
+                 for f in dataclasses.fields(Limits)}  # fmt: skip
+        now = dataclasses.replace(now, limits=Limits(**lower))
+    return now, wider
+
+
+def confirmed(settings: Settings, changes: Mapping[str, Any]) -> Settings:
+    """`settings` with the waiting changes (`narrowed`) the person confirmed."""
+    out = settings
+    for name, value in changes.items():
+        if name == "endpoint":
+            out = dataclasses.replace(out, base_url=value[0], api_key_env=value[1])
+        else:
+            out = dataclasses.replace(out, **{name: value})
+    return out

@@ -13,6 +13,11 @@ connection closed. Here:
   within `HELLO_S` seconds) is answered with an error on that connection alone, which is then
   closed: it reaches no handler, so it can start no task, apply nothing, read nothing, answer
   no prompt;
+- what an unproven connection may cost is small: its first message is at most `MAX_HELLO`
+  bytes (an initialize is a few KiB; a larger length is refused unread), and at most
+  `MAX_WAITING` such connections wait at once. The waiting slots cannot be held: a new
+  connection when all are taken drops the one that has waited longest (told why), so an idle
+  prober keeping connections open delays nobody who sends initialize at once;
 - one session at a time: the first connection that initializes with the token owns the
   server; every other connection is refused at once and closed, and replies go only to the
   session's connection (the only writer the protocol ever gets);
@@ -46,8 +51,9 @@ logger = logging.getLogger(__name__)
 TOKEN_OPTION = "tcpToken"
 MIN_TOKEN_CHARS = 16
 MAX_TOKEN_BYTES = 4096
-HELLO_S = 10.0  # a connection must initialize within this, or it is closed
-MAX_WAITING = 8  # connections at once that have not initialized yet; more are refused
+HELLO_S = 5.0  # a connection must initialize within this, or it is closed
+MAX_WAITING = 8  # connections at once that have not initialized yet; a ninth drops the oldest
+MAX_HELLO = 256 * 1024  # bytes of a connection's first message (an initialize is a few KiB)
 LINGER_S = 1.0  # a refused connection's last bytes are read this long before it is closed
 
 
@@ -160,26 +166,55 @@ def serve_tcp(server: LanguageServer, host: str, port: int, token: str) -> None:
     server._stop_event = stop = threading.Event()
     address = loopback(host)
     session: list[asyncio.StreamWriter] = []  # the one connection that initialized
-    waiting = 0  # connections that have not initialized yet
+    # Connections that have not initialized yet, oldest first, each with its handler.
+    waiting: dict[asyncio.StreamWriter, asyncio.Task[Any]] = {}
+    dropped: set[asyncio.StreamWriter] = set()
 
     async def connection(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        nonlocal waiting
-        if session or waiting >= MAX_WAITING:
-            busy = "another client is connected" if session else "too many connections wait"
-            logger.warning("a TCP connection was refused: %s", busy)
-            refusal = JsonRpcInvalidRequest(f"talos-ls serves one client at a time: {busy}")
+        if session:
+            logger.warning("a TCP connection was refused: another client is connected")
+            refusal = JsonRpcInvalidRequest("talos-ls serves one client at a time: another "
+                                            "client is connected")  # fmt: skip
             await _refuse(reader, writer, None, refusal)
             return
-        waiting += 1
+        if len(waiting) >= MAX_WAITING:  # the slots are not held by whoever took them first
+            oldest, handler = next(iter(waiting.items()))
+            del waiting[oldest]
+            dropped.add(oldest)
+            handler.cancel()
+            logger.warning("%d TCP connections wait without initializing; the oldest is dropped",
+                           MAX_WAITING)  # fmt: skip
+        me = asyncio.current_task()
+        assert me is not None
+        waiting[writer] = me
         frames = StreamFrameReader(reader)
+
+        async def first_message() -> bytes | None:
+            try:
+                return await asyncio.wait_for(next_body(frames, _oversized, MAX_HELLO), HELLO_S)
+            finally:  # waiting no more, before any refusal is sent: not dropped while refused
+                waiting.pop(writer, None)
+
         try:
-            body = await asyncio.wait_for(next_body(frames, _oversized), HELLO_S)
+            body = await first_message()
+            if writer in dropped:  # its message came as it was dropped: it goes on
+                dropped.discard(writer)
+                me.uncancel()
             if body is None:  # closed before a message: a probe
                 writer.close()
                 return
             hello = _hello(body, token)
             if session:  # another connection won meanwhile
                 raise Refused(None, JsonRpcInvalidRequest("another client is connected"))
+        except asyncio.CancelledError:
+            if writer not in dropped:
+                raise  # the server stops
+            me.uncancel()
+            dropped.discard(writer)
+            await _refuse(reader, writer, None, JsonRpcServerNotInitialized(
+                f"dropped: {MAX_WAITING} connections waited without initializing and a newer "
+                "one came; send initialize as soon as you connect"))  # fmt: skip
+            return
         except TimeoutError:
             logger.warning("a TCP connection sent no initialize within %.0f s", HELLO_S)
             await _refuse(reader, writer, None, JsonRpcServerNotInitialized(
@@ -189,8 +224,6 @@ def serve_tcp(server: LanguageServer, host: str, port: int, token: str) -> None:
             logger.warning("a TCP connection was refused: %s", exc.error.message[:120])
             await _refuse(reader, writer, exc.msg_id, exc.error)
             return
-        finally:
-            waiting -= 1
         session.append(writer)
         protocol.set_writer(writer)  # type: ignore[arg-type]
         protocol.handle_body(hello)
@@ -211,7 +244,7 @@ def serve_tcp(server: LanguageServer, host: str, port: int, token: str) -> None:
 
 
 def _oversized(size: int) -> None:
-    raise Refused(None, too_big(size))
+    raise Refused(None, too_big(size, MAX_HELLO))
 
 
 __all__ = ["TOKEN_OPTION", "TcpError", "loopback", "read_token", "serve_tcp"]

@@ -158,10 +158,12 @@ async def read_frames(
             reader.unread(rest)
 
 
-async def next_body(reader: FrameReader, oversized: Callable[[int], None]) -> bytes | None:
+async def next_body(
+    reader: FrameReader, oversized: Callable[[int], None], limit: int = MAX_BODY
+) -> bytes | None:
     """The next frame's body: headers, then `Content-Length` bytes; None when the stream ends.
-    A length over `MAX_BODY` is given to `oversized` and never read (its body, if it comes,
-    is skipped as lines until the next header)."""
+    A length over `limit` is given to `oversized` and never read (its body, if it comes, is
+    skipped as lines until the next header)."""
     length: int | None = None
     while True:
         line = await reader.readline(MAX_HEADER_LINE)
@@ -174,15 +176,15 @@ async def next_body(reader: FrameReader, oversized: Callable[[int], None]) -> by
         if line.strip() or length is None:
             continue  # another header (Content-Type), garbage, or a stray blank line
         size, length = length, None
-        if size > MAX_BODY:
+        if size > limit:
             oversized(size)
             continue
         body = await reader.read(size)
         return body if len(body) == size else None  # short: the stream ended inside it
 
 
-def too_big(size: int) -> JsonRpcException:
-    return JsonRpcInvalidRequest(f"a message of {size} bytes is over the limit of {MAX_BODY} "
+def too_big(size: int, limit: int = MAX_BODY) -> JsonRpcException:
+    return JsonRpcInvalidRequest(f"a message of {size} bytes is over the limit of {limit} "
                                  "bytes; it was not read")  # fmt: skip
 
 

@@ -2,7 +2,8 @@
 real `talos-ls` process (pytest-lsp's client, the scripted model):
 - a running task keeps the permission mode it started with;
 - `baseUrl` / `apiKeyEnv` changed mid-session take effect only once the person confirms them
-  (server side: any client), and a URL with invisible or bidi characters is refused;
+  (server side: any client), and a URL with invisible or bidi characters is refused (the
+  other widening settings: `test_lsp_widening.py`);
 - texts the server sends for display (titles, steps, questions) are escaped;
 - `talos.task.show` (and `talos show`) read only the workspace's own tasks;
 - the status names the store in use, and a refused `storeUrl`;
@@ -49,16 +50,22 @@ async def test_a_running_task_keeps_the_permission_mode_it_started_with(editor, 
     require_sandbox()  # without one every command is asked in every mode: nothing to see
     first, second, later = ws / "first", ws / "second", ws / "later"
 
-    def raise_the_mode_then_deny(params: types.ShowMessageRequestParams) -> str:
-        change(editor, permissionMode="full-auto")  # sent before this reply
+    def person(params: types.ShowMessageRequestParams) -> str:
+        """Confirms the raised mode (it widens: the person is asked), denies each command."""
+        if "settings were changed" in params.message:
+            return "Apply the new settings"
+        if not editor.prompts[:-1]:
+            change(editor, permissionMode="full-auto")  # sent before this reply
         return "Deny"
 
-    editor.replies += [raise_the_mode_then_deny, "Deny"]
+    editor.replies += [person] * 3
     model.script += [reply("", calls("run_command", {"command": f"touch {first}"})),
                      reply("", calls("run_command", {"command": f"touch {second}"})),
                      reply("stopped")]  # fmt: skip
     await run_task(editor, "touch them")
-    assert len(editor.prompts) == 2  # the second command was asked too, in the task's mode
+    asked = [p for p in editor.prompts if "Run this command" in p.message]
+    assert len(asked) == 2  # the second command was asked too, in the task's mode
+    assert len(editor.prompts) == 3  # and the person confirmed the new mode
     assert all(r.startswith("error: not run: denied by you") for r in tool_results(model))
     assert not first.exists() and not second.exists()
     status = await editor.command("talos.status", {})
@@ -66,7 +73,7 @@ async def test_a_running_task_keeps_the_permission_mode_it_started_with(editor, 
     model.script += [reply("", calls("run_command", {"command": f"touch {later}"})),
                      reply("done")]  # fmt: skip
     await run_task(editor, "touch it")  # a task started now has the new mode
-    assert len(editor.prompts) == 2 and later.exists()
+    assert len(editor.prompts) == 3 and later.exists()
 
 
 # ===================================== 11. the endpoint and the key's variable
@@ -95,8 +102,8 @@ async def test_an_endpoint_change_waits_for_the_person(tmp_path, ws, options, mo
         change(editor, baseUrl=elsewhere.url, apiKeyEnv="OTHER_TOKEN")
         (prompt,) = await editor.until(lambda: editor.prompts, "the endpoint prompt")
         assert "127.0.0.1" in prompt.message and "$OTHER_TOKEN" in prompt.message
-        assert [a.title for a in prompt.actions] == ["Use the new endpoint",
-                                                     "Keep the current one"]  # fmt: skip
+        assert [a.title for a in prompt.actions] == ["Apply the new settings",
+                                                     "Keep the current ones"]  # fmt: skip
         await editor.until(lambda: [m for m in editor.messages() if "Talos keeps" in m],
                            "the notice that the endpoint is kept")  # fmt: skip
         await run_task(editor, "who answers?")
@@ -109,7 +116,7 @@ async def test_an_endpoint_change_waits_for_the_person(tmp_path, ws, options, mo
         await editor.until(lambda: len(editor.prompts) == 2, "the second prompt")
         assert "xn--pi-6kc.example" in editor.prompts[1].message
         assert_plain(editor.prompts[1].message, "the endpoint prompt", one_line=True)
-        editor.replies.append(editor.button("Use the new"))
+        editor.replies.append(editor.button("Apply the new"))
         change(editor, baseUrl=elsewhere.url, apiKeyEnv="OPENAI_API_KEY")
         await editor.until(lambda: len(editor.prompts) == 3, "the third prompt")
         await editor.until(lambda: (s := editor.last_status()) and s.settings.baseUrl ==
