@@ -25,11 +25,12 @@ from __future__ import annotations
 
 import fnmatch
 import functools
-import glob as globmod
-import itertools
 import os
 import posixpath
 import re
+import shlex
+import time
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -41,7 +42,6 @@ from . import options
 
 _LANGUAGE = tree_sitter.Language(tree_sitter_bash.language())
 MAX_DEPTH = 8  # nested `sh -c` bodies; deeper is opaque
-MAX_GLOB_CHECK = 1000  # paths a glob argument may match and still be checked one by one
 
 SHELLS = frozenset({"sh", "bash", "dash", "zsh", "ksh", "mksh", "ash"})
 OPAQUE_PROGRAMS = frozenset({"eval", "source", ".", "trap", "alias", "fc", "coproc"})
@@ -209,8 +209,8 @@ ENV_RUNS: dict[str, tuple[str, ...]] = {
                 "SELECTED_EDITOR", "VIMINIT", "EXINIT", "MYVIMRC", "VIMRUNTIME", "VIM",
                 "NVIM_APPNAME"),
     "password helpers": ("SSH_ASKPASS", "SSH_ASKPASS_REQUIRE", "SUDO_ASKPASS"),
-    "shells": ("BASH_ENV", "ENV", "PROMPT_COMMAND", "PS0", "PS1", "PS2", "PS3", "PS4",
-               "SHELLOPTS", "BASHOPTS", "BASH_LOADABLES_PATH", "SHELL", "ZDOTDIR", "PATH",
+    "shells": ("BASH_FUNC_*", "BASH_ENV", "ENV", "PROMPT_COMMAND", "PS0", "PS1", "PS2", "PS3",
+               "PS4", "SHELLOPTS", "BASHOPTS", "BASH_LOADABLES_PATH", "SHELL", "ZDOTDIR", "PATH",
                "HOME", "XDG_CONFIG_HOME", "XDG_CONFIG_DIRS", "XDG_DATA_HOME", "XDG_DATA_DIRS"),
     "the dynamic loader": ("LD_*", "GCONV_PATH"),
     "interpreters": ("PYTHONSTARTUP", "PYTHONPATH", "PYTHONHOME", "PYTHONUSERBASE",
@@ -234,13 +234,19 @@ GIT_ENV_HARMLESS = frozenset({
     "GIT_NO_REPLACE_OBJECTS", "GIT_ADVICE", "GIT_DEFAULT_HASH", "GIT_PROGRESS_DELAY",
     "GIT_CONFIG_NOSYSTEM", "GIT_ATTR_NOSYSTEM", "GIT_REDACT_COOKIES",
 })  # fmt: skip
+_IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 _ENV_EXACT = {n: f for f, names in ENV_RUNS.items() for n in names if not n.endswith("*")}
 _ENV_PREFIX = tuple((n[:-1], f) for f, names in ENV_RUNS.items() for n in names
                     if n.endswith("*"))  # fmt: skip
 
 
 def env_runs(name: str) -> str | None:
-    """Why setting the variable `name` can make a program run something, if it can."""
+    """Why setting the variable `name` can make a program run something, if it can. A name
+    that is no shell identifier (`A.B`, `BASH_FUNC_ls%%`: bash imports that as a function)
+    counts: only env and sudo pass it, and nothing ordinary needs one."""
+    if not _IDENTIFIER.fullmatch(name):
+        return (f"sets {name!r}, which is not a variable name (bash reads BASH_FUNC_NAME%% "
+                "as a function)")  # fmt: skip
     upper = name.upper() if name.upper().startswith("NPM_CONFIG_") else name
     if upper in GIT_ENV_HARMLESS:
         return None
@@ -395,11 +401,13 @@ def _text(node: tree_sitter.Node) -> str:
 class Runner:
     """A program that runs another one named after its own options (`nice -n 5 make`)."""
 
-    takes: frozenset[str] = frozenset()  # its options that are followed by a value
+    takes: frozenset[str] = frozenset()  # options followed by a value, when it has no table
     before: int = 0  # words between its options and the program (a duration, a lock file)
-    body: frozenset[str] = frozenset()  # options whose value is a command line (`env -S`)
+    body: frozenset[str] = frozenset()  # options whose value is a command line (`su -c`)
     runs_rest: bool = True  # False: it runs only what a body option gives (`script -c`)
     joins: bool = False  # the rest is one command line, joined by spaces (`watch`)
+    assigns: bool = False  # `NAME=VALUE` words before the program set its environment
+    split: bool = False  # a body is split into words, not run by a shell (`env -S`)
 
 
 def _r(takes: str = "", before: int = 0, body: str = "", **kw: bool) -> Runner:
@@ -407,69 +415,67 @@ def _r(takes: str = "", before: int = 0, body: str = "", **kw: bool) -> Runner:
 
 
 RUNNERS: dict[str, Runner] = {
-    "env": _r("-u --unset -C --chdir", body="-S --split-string"),
+    "env": _r(body="-S --split-string", assigns=True, split=True),
     "command": _r(), "builtin": _r(), "exec": _r("-a"), "nohup": _r(), "setsid": _r(),
-    "time": _r("-f --format -o --output"), "nice": _r("-n --adjustment"),
-    "timeout": _r("-s --signal -k --kill-after", before=1),
-    "stdbuf": _r("-i -o -e --input --output --error"),
-    "ionice": _r("-c --class -n --classdata"), "chrt": _r("-T -P -D", before=1),
-    "taskset": _r(before=1), "flock": _r("-w --timeout -E --conflict-exit-code", before=1,
-                                         body="-c --command"),
-    "setpriv": _r("--reuid --regid --groups --inh-caps --ambient-caps --bounding-set "
-                  "--securebits --pdeathsig --selinux-label --apparmor-profile"),
-    "unshare": _r("--propagation --setgroups --map-user --map-group -S -G --setuid --setgid "
-                  "--root -R --wd -w"),
-    "nsenter": _r("-t --target -S -G --setuid --setgid --root -r --wd -w"),
-    "chroot": _r("--userspec --groups", before=1), "sudo": _r(
-        "-u -g -C -h -p -U -r -t -T -D --user --group --host --prompt --chdir"),
-    "doas": _r("-u -C"), "pkexec": _r("--user"), "runuser": _r("-u -g -G --user --group",
-                                                               body="-c --command"),
-    "su": _r("-g -G -s --shell", body="-c --command"), "sg": _r(before=1, body="-c"),
-    "script": _r("-t --timing -T -I -O -B -E --echo -m --logging-format", body="-c --command",
-                 runs_rest=False),
-    "watch": _r("-n --interval -d --differences -g --chgexit -x --exec", joins=True),
-    "strace": _r("-e -o -p -s -u -E -a -b -I -O -P -S -X"),
-    "ltrace": _r("-e -o -p -s -u -a -n"), "valgrind": _r(), "catchsegv": _r(),
+    "time": _r("-f --format -o --output"), "nice": _r(),
+    "timeout": _r(before=1), "stdbuf": _r(), "ionice": _r(), "chrt": _r(before=1),
+    "taskset": _r(before=1), "flock": _r(before=1, body="-c --command"), "setpriv": _r(),
+    "unshare": _r(), "nsenter": _r(), "chroot": _r(before=1),
+    "sudo": _r("-u -g -C -h -p -U -r -t -T -D --user --group --host --prompt --chdir",
+               assigns=True),
+    "doas": _r("-u -C"), "pkexec": _r("--user"), "runuser": _r(body="-c --command"),
+    "su": _r(body="-c --command"), "sg": _r(before=1, body="-c"),
+    "script": _r(body="-c --command", runs_rest=False), "watch": _r(joins=True),
+    "strace": _r(), "ltrace": _r("-e -o -p -s -u -a -n"), "valgrind": _r(), "catchsegv": _r(),
     "xvfb-run": _r("-n -s -e -f -p --server-num --server-args --error-file --auth-file"),
-    "dbus-run-session": _r("--config-file --dbus-daemon"),
-    "systemd-run": _r("-p --property -u --unit -E --setenv --uid --gid --nice -M --machine "
-                      "--working-directory -d"),
-    "firejail": _r(), "proxychains": _r("-f"), "proxychains4": _r("-f"),
-    "torsocks": _r("-u -p -a -P"), "cgexec": _r("-g"), "busybox": _r(),
-    "xargs": _r("-I -i -n -P -L -l -s -d -E -e -a --max-args --max-procs --max-lines "
-                "--max-chars --delimiter --eof --arg-file --replace --process-slot-var"),
+    "dbus-run-session": _r("--config-file --dbus-daemon"), "systemd-run": _r(),
+    "firejail": _r("--env"), "proxychains": _r("-f"), "proxychains4": _r("-f"),
+    "torsocks": _r("-u -p -a -P"), "cgexec": _r("-g"), "busybox": _r(), "xargs": _r(),
 }  # fmt: skip
 WRAPPERS = frozenset(RUNNERS)
+ENV_OPTIONS = frozenset({"-E", "--env", "--setenv"})  # strace, systemd-run, firejail: NAME=VALUE
 
 
-def _body_value(flag: str, runner: Runner, words: list[Word], i: int) -> tuple[Word, int] | None:
-    """When `words[i]` is one of the runner's body options: the command line it gives (and
-    the index after it). `-S 'x'`, `-S'x'`, `--split-string=x`, `-qc 'x'` all count."""
-    for option in runner.body:
-        if flag == option and i + 1 < len(words):
-            return words[i + 1], i + 2
-        if option.startswith("--") and flag.startswith(option + "="):
-            return Word(flag[len(option) + 1 :], words[i].static), i + 1
-        letter = option[1:] if len(option) == 2 else ""
-        if letter and flag.startswith("-") and not flag.startswith("--") and letter in flag[1:]:
-            rest = flag[flag.index(letter, 1) + 1 :]
-            if rest:  # the value is attached: -S'sudo x' reads as -Ssudo x
-                return Word(rest, words[i].static), i + 1
-            if i + 1 < len(words):
-                return words[i + 1], i + 2
-    return None
+@functools.cache
+def _runner_spec(program: str) -> tuple[options.Spec, bool]:
+    """A runner's options: its table, or (no table) one made of the options RUNNERS says take
+    a value. The second: whether an option the table does not know is a plain flag (a made
+    table: it knows only the options with values) rather than unreadable."""
+    sp = options.spec(program)
+    if sp is not None:
+        return sp, False
+    runner = RUNNERS[program]
+    made = [[name, options.REQUIRED] for name in sorted(runner.takes | runner.body)]
+    return options.Spec(program, {"style": "stop", "options": made}), True
 
 
-def _unwrap(words: list[Word]) -> tuple[list[list[Word]], list[str], bool, list[Word]]:
+def _env_words(text: str) -> list[Word] | None:
+    """`env -S TEXT` as env splits it (quotes and spaces, no shell); None for what it would
+    expand or unescape (`${VAR}`, `\\c`, a `#` comment), which is known only when it runs."""
+    if re.search(r"[\\$#]", text):
+        return None
+    try:
+        return [Word(w) for w in shlex.split(text)]
+    except ValueError:
+        return None
+
+
+@dataclass
+class _Unwrapped:
+    layers: list[list[Word]]
+    risks: list[str] = field(default_factory=list)
+    known: bool = True
+    bodies: list[Word] = field(default_factory=list)  # command lines run by a shell
+
+
+def _unwrap(words: list[Word]) -> _Unwrapped:
     """Each layer of runners down to the program that runs; risks; whether the program is
-    known; command lines given to runners as text (`env -S`, `flock -c`, `watch`), which the
-    caller analyses in turn. `xargs` adds arguments only known at run time. A runner's options
-    are read as it reads them (`nice --adj 5 x`, `env --split=...`); one it does not know
-    leaves the program unknown, since where the program starts depends on it."""
-    layers: list[list[Word]] = [words]
-    risks: list[str] = []
-    bodies: list[Word] = []
-    known = True
+    known; command lines given to runners as text (`flock -c`, `watch`), which the caller
+    analyses in turn. A runner's options are read as it reads them (`options.read`: `nice --adj
+    5 x`, `env --split=...`); one it does not know leaves the program unknown, since where the
+    program starts depends on it. `env -S` is split into words in place, as env does."""
+    out = _Unwrapped([words])
+    splices, appends = 0, False
     while words and words[0].static:
         program = os.path.basename(words[0].text)  # a runner anywhere is still a runner
         runner = RUNNERS.get(program)
@@ -477,88 +483,126 @@ def _unwrap(words: list[Word]) -> tuple[list[list[Word]], list[str], bool, list[
             break
         if program == "command" and any(w.text in ("-v", "-V") for w in words[1:2]):
             break  # `command -v x` looks x up; it does not run it
-        sp = options.spec(program)
-        if sp is not None:
-            i, ok = _runner_options(program, runner, sp, words, risks, bodies)
-            known = known and ok
-        else:
-            i = 1
-            while i < len(words):
-                flag = words[i].text
-                if flag == "--":
-                    i += 1
-                    break
-                if not flag.startswith("-") or flag == "-":
-                    break
-                given = _body_value(flag, runner, words, i)
-                if given is not None:
-                    bodies.append(given[0])
-                    i = given[1]
-                    continue
-                i += 2 if (flag in runner.takes and "=" not in flag) else 1
-        if program == "env":
-            assigned = 0
-            while i < len(words) and re.match(r"^[A-Za-z_][A-Za-z0-9_]*=", words[i].text):
-                why = env_runs(words[i].text.split("=", 1)[0])
-                if why:
-                    risks.append(why)
-                    known = False
-                i, assigned = i + 1, assigned + 1
-            if assigned:
-                risks.append("sets environment variables for the command")
-        i += runner.before
-        if runner.body and i < len(words):  # `flock FILE -c CMD`, `sg GROUP -c CMD`
-            given = _body_value(words[i].text, runner, words, i)
-            if given is not None:
-                bodies.append(given[0])
-                i = len(words)
+        i, spliced = _runner_options(program, runner, words, 1, out)
+        if spliced is not None:
+            splices += 1
+            if splices > MAX_DEPTH:
+                out.risks.append("env -S nested too deeply")
+                out.known = False
+                break
+            words = spliced
+            out.layers[-1] = words
+            continue
+        if runner.assigns:
+            i = _assignments(program, words, i, out)
+        if runner.before and i < len(words):
+            i += runner.before
+            if runner.body and i < len(words):  # `flock FILE -c CMD`, `sg GROUP -c CMD`
+                given = len(out.bodies)
+                i = _runner_options(program, runner, words, i, out)[0]
+                if len(out.bodies) > given:
+                    i = len(words)
         if program == "xargs":
-            risks.append("xargs runs a command with arguments read from its input")
-            known = known and i < len(words)
+            out.risks.append("xargs runs a command with arguments read from its input")
+            out.known = out.known and i < len(words)
+            appends, words = True, _xargs_replaced(words, i)
         rest = words[i:]
         if runner.joins and rest:
-            bodies.append(Word(" ".join(w.text for w in rest), all(w.static for w in rest)))
+            out.bodies.append(Word(" ".join(w.text for w in rest), all(w.static for w in rest)))
             rest = []
         if not runner.runs_rest or not rest:
-            if not bodies:
-                layers.append([])
+            if not out.bodies:
+                out.layers.append([])
+                if appends and runner.runs_rest:  # `xargs env`: its input names the program
+                    out.risks.append(f"{program} runs a program named by xargs's input")
+                    out.known = False
             break
         words = rest
-        layers.append(words)
-    return layers, risks, known, bodies
+        out.layers.append(words)
+    return out
+
+
+def _xargs_replaced(words: list[Word], i: int) -> list[Word]:
+    """`xargs -I{} sh -c 'x {}'`: every word from `words[i]` holding the replace string (`-I
+    R`, `-i`/`--replace` for `{}`) is input data, known only when it runs."""
+    sp, _ = _runner_spec("xargs")
+    marks = []
+    texts = [_option_text(w) for w in words[1:i]]
+    for g in options.read(sp, texts, stop=True).given:
+        if g.names & {"-I"} and g.value:
+            marks.append(g.value)
+        elif g.names & {"-i", "--replace"}:  # `-i[R]`: R attached, if any
+            cluster = texts[g.index]
+            attached = "" if cluster.startswith("--") else cluster[cluster.index("i", 1) + 1 :]
+            marks.append(g.value or attached or "{}")
+    return [*words[:i], *(Word(w.text, static=False) if any(m in w.text for m in marks) else w
+                          for w in words[i:])]  # fmt: skip
 
 
 def _runner_options(
-    program: str, runner: Runner, sp: options.Spec, words: list[Word], risks: list[str],
-    bodies: list[Word],
-) -> tuple[int, bool]:  # fmt: skip
-    """A runner's options, read with its table: where its program starts, and whether that
-    is known. Command lines its options give (`env -S`) go to `bodies`."""
-    args = words[1:]
+    program: str, runner: Runner, words: list[Word], start: int, out: _Unwrapped
+) -> tuple[int, list[Word] | None]:
+    """The runner's options from `words[start]`, read with its table: where they end, and for
+    `env -S`, the words with the split text in its place. Command lines its options give
+    (`su -c`) go to `out.bodies`."""
+    sp, lenient = _runner_spec(program)
+    args = words[start:]
     reading = options.read(sp, [_option_text(w) for w in args], stop=True)
-    known = not any(_unknown_start(w) for w in args[: reading.end])
+    if any(_unknown_start(w) for w in args[: reading.end]):
+        out.known = False
     for g in reading.given:
-        if len(g.options) != 1:
-            risks.append(f"{program} {g.spelled} is an option Talos cannot read, so what it "
-                         "runs is unknown")  # fmt: skip
-            known = False
+        if len(g.options) != 1 and not (lenient and not g.options):
+            out.risks.append(f"{program} {g.spelled} is an option Talos cannot read, so what it "
+                             "runs is unknown")  # fmt: skip
+            out.known = False
             continue
-        names = g.names
         value = None
         if g.value is not None:
             value = args[g.value_index] if g.value_index is not None else Word(
                 g.value, args[g.index].static)  # fmt: skip
-        if names & runner.body and value is not None:
-            bodies.append(value)
-        if program == "env" and names & {"-C", "--chdir"}:
-            risks.append("env -C runs in another directory")
-        if names & {"-E", "--env", "--setenv"} and value is not None:  # strace, systemd-run
+        if not (g.names & runner.body) or value is None:
+            pass
+        elif runner.split:
+            split = _env_words(value.text) if value.static else None
+            if split is None:
+                out.risks.append(f"{program} {g.spelled} splits text known only when it runs")
+                out.known = False
+                continue
+            after = (g.value_index if g.value_index is not None else g.index) + 1
+            cluster = args[g.index].text  # `-iS'...'`: the letters before S stay options
+            cut = 0 if cluster.startswith("--") else cluster.index(g.spelled[1])
+            keep = [Word(cluster[:cut])] if cut > 1 else []
+            return start + reading.end, [*words[: start + g.index], *keep, *split, *args[after:]]
+        else:
+            out.bodies.append(value)
+        if program == "env" and g.names & {"-C", "--chdir"}:
+            out.risks.append("env -C runs in another directory")
+        if g.names & ENV_OPTIONS and value is not None:  # strace, systemd-run, firejail
             why = env_runs(value.text.split("=", 1)[0]) if value.static else (
                 f"{program} sets an environment variable known only when it runs")  # fmt: skip
             if why:
-                risks.append(why)
-                known = False
-    return 1 + reading.end, known
+                out.risks.append(why)
+                out.known = False
+    return start + reading.end, None
+
+
+def _assignments(program: str, words: list[Word], i: int, out: _Unwrapped) -> int:
+    """`env A=1 B.C=2 cmd`, `sudo A=1 cmd`: every word holding `=` before the program is an
+    assignment (GNU env and sudo take any, not only a shell identifier). One that makes a
+    program run something, or whose name is not an identifier (`BASH_FUNC_ls%%` defines a
+    bash function), makes the command opaque."""
+    assigned = 0
+    while i < len(words) and "=" in words[i].text:
+        if not words[i].static:
+            out.risks.append(f"{program} sets an environment variable known only when it runs")
+            out.known = False
+        elif why := env_runs(words[i].text.split("=", 1)[0]):
+            out.risks.append(why)
+            out.known = False
+        i, assigned = i + 1, assigned + 1
+    if assigned:
+        out.risks.append("sets environment variables for the command")
+    return i
 
 
 # ------------------------------------------------------ what bash evaluates
@@ -610,6 +654,10 @@ def _name_problem(word: Word) -> str | None:
     return env_runs(head)
 
 
+# In an unquoted here-document: an escape (skipped), or what bash expands that can run code.
+_HEREDOC_EXPANDS = re.compile(rb"\\[$`\\\n]|\$[({\[]|`")
+
+
 def _quoted_delimiter(node: tree_sitter.Node) -> bool:
     start = next((c for c in node.children if c.type == "heredoc_start"), None)
     return start is None or bool(re.search(r"['\"\\]", _text(start)))
@@ -619,6 +667,7 @@ def _quoted_delimiter(node: tree_sitter.Node) -> bool:
 class _Analyzer:
     def __init__(self, source: str, depth: int) -> None:
         self.result = Analysis(source)
+        self.source = source.encode("utf-8", errors="surrogatepass")  # what the tree indexes
         self.depth = depth
         self.tainted: set[str] = set()  # variables given data (read, a $(...), an index)
         self.arith_refs: dict[str, str] = {}  # variables evaluated as arithmetic -> where
@@ -701,12 +750,7 @@ class _Analyzer:
                 if _quoted_delimiter(node):
                     children = [c for c in children if c.type != "heredoc_body"]
                 else:
-                    for body in (c for c in children if c.type == "heredoc_body"):
-                        parts = [p for p in body.children if p.type == "heredoc_content"]
-                        for part in parts if body.children else [body]:
-                            if re.search(r"(?<!\\)`", _text(part)):  # tree-sitter does not
-                                self.opaque("a here-document body runs `...` commands that "
-                                            "Talos does not read")  # fmt: skip
+                    self.heredoc(node)
             elif kind == "expansion":
                 self.expansion(node)
             elif kind == "arithmetic_expansion":
@@ -732,6 +776,44 @@ class _Analyzer:
             elif kind in ("for_statement", "select_statement"):
                 self.loop_variable(node)
             stack.extend(reversed(children))
+
+    def heredoc(self, node: tree_sitter.Node) -> None:
+        """An unquoted here-document: bash expands every `$(...)`, backtick, `${...}`,
+        `$((...))` and `$[...]` in its body. Each must be one the grammar parsed (then it is
+        visited like any other); one it did not (tree-sitter drops them after leading
+        whitespace, and in `<<-` bodies) makes the command opaque, as does a body whose end
+        bash would see elsewhere than the grammar did."""
+        body = next((c for c in node.children if c.type == "heredoc_body"), None)
+        end = next((c for c in node.children if c.type == "heredoc_end"), None)
+        start = next((c for c in node.children if c.type == "heredoc_start"), None)
+        if body is None or start is None:
+            return
+        first = self.source.rfind(b"\n", 0, body.start_byte) + 1  # the grammar skips indents
+        stop = end.start_byte if end is not None else body.end_byte
+        delimiter = re.sub(rb"[\"'\\]", b"", start.text or b"")
+        tabs = any(_text(c) == "<<-" for c in node.children)
+        lines = self.source[first:stop].split(b"\n")
+        ended = end is not None and self._line_of(end).lstrip(b"\t" if tabs else b"") == delimiter
+        if not ended or any((ln.lstrip(b"\t") if tabs else ln) == delimiter for ln in lines[:-1]):
+            self.opaque("a here-document ends where Talos cannot tell, so what follows it is "
+                        "not read")  # fmt: skip
+            return
+        parsed = {c.start_byte: c.end_byte for c in body.children if c.type in _DYNAMIC}
+        skip = first
+        for m in _HEREDOC_EXPANDS.finditer(self.source, first, stop):
+            if m.start() < skip or m.group().startswith(b"\\"):
+                continue
+            if m.start() not in parsed:
+                self.opaque("a here-document body expands `$(...)`, `${...}` or backticks that "
+                            "Talos cannot read")  # fmt: skip
+                return
+            skip = parsed[m.start()]
+
+    def _line_of(self, node: tree_sitter.Node) -> bytes:
+        """The whole line a node is on, without its newline."""
+        start = self.source.rfind(b"\n", 0, node.start_byte) + 1
+        end = self.source.find(b"\n", node.start_byte)
+        return self.source[start : end if end >= 0 else len(self.source)]
 
     def arithmetic(self, node: tree_sitter.Node, what: str) -> None:
         """Arithmetic bash will evaluate: the variables it reads (checked at the end: one
@@ -959,9 +1041,10 @@ class _Analyzer:
         self.add(words, _text(node), own_risks)
 
     def add(self, words: list[Word], source: str, risks: list[str]) -> None:
-        layers, more, known, bodies = _unwrap(words)
-        risks = [*risks, *more]
-        for body in bodies:
+        unwrapped = _unwrap(words)
+        layers, known = unwrapped.layers, unwrapped.known
+        risks = [*risks, *unwrapped.risks]
+        for body in unwrapped.bodies:
             known = self.nested(body, risks) and known
         inner = layers[-1]
         if not inner:  # a runner that ran only a body (`env -S '...'`): the body is what runs
@@ -1076,8 +1159,8 @@ class _Analyzer:
             if arg.text in ("-exec", "-execdir", "-ok", "-okdir"):
                 end = next((j for j in range(i + 1, len(args)) if args[j].text in (";", "+")),
                            len(args))  # fmt: skip
-                inner = [
-                    Word("{}", static=False) if a.text == "{}" else a for a in args[i + 1 : end]
+                inner = [  # find puts the file's name for `{}` wherever it occurs
+                    Word(a.text, static=False) if "{}" in a.text else a for a in args[i + 1 : end]
                 ]
                 if inner:
                     self.add(inner, " ".join(a.text for a in inner), ["run by find -exec"])
@@ -1331,7 +1414,7 @@ def analyze(command: str, *, _depth: int = 0) -> Analysis:
         analyzer.risk("contains a NUL character")
         analyzer.result.opaque = True
         return analyzer.result
-    tree = tree_sitter.Parser(_LANGUAGE).parse(command.encode("utf-8", errors="surrogatepass"))
+    tree = tree_sitter.Parser(_LANGUAGE).parse(analyzer.source)
     analyzer.visit(tree.root_node)
     analyzer.evaluations(tree.root_node)
     analyzer.finish()
@@ -1562,8 +1645,11 @@ def _path_words(command: SimpleCommand) -> list[tuple[Word, str]]:
 def path_risks(command: SimpleCommand, root: Path) -> list[str]:
     """Arguments and option values that name a path outside `root` (through `..`, an
     absolute path, `~` or a symlink) or a secrets file (`.env*`): a reader allowed by rule
-    must not read those."""
+    must not read those. A glob is judged by the directory it starts from first (`/*/*` is
+    outside before anything is listed), then by what it matches, walked within one budget
+    for the whole command (`_Walk`): a glob that needs more is asked."""
     risks = []
+    walk = _Walk(root)
     for arg, text in _path_words(command):
         if not arg.static:
             continue
@@ -1578,22 +1664,142 @@ def path_risks(command: SimpleCommand, root: Path) -> list[str]:
         if any(_is_secret_name(p) for p in parts):
             risks.append(f"names a secrets file ({text})")
             continue
-        if arg.glob:
-            literal = re.split(r"[*?\[]", text, maxsplit=1)[0].rpartition("/")[0] or "."
-            # What the shell will expand it to: a link among the matches may lead out.
-            found = list(itertools.islice(globmod.iglob(text, root_dir=root), MAX_GLOB_CHECK + 1))
-            if len(found) > MAX_GLOB_CHECK:
-                risks.append(f"matches too many paths to check ({text})")
-                continue
-            candidates = [literal, *found]
-        else:
-            candidates = [text]
-        for path in candidates:
-            why = _leaves(root, path)
-            if why:
-                risks.append(f"{why} ({text})")
-                break
+        why = _leaves(root, _glob_start(text) if arg.glob else text)
+        if why is None and arg.glob:
+            why = walk.first_risk(text)
+        if why:
+            risks.append(f"{why} ({text})")
     return risks
+
+
+def _glob_start(pattern: str) -> str:
+    """The directory a glob is expanded from: its text up to the last `/` before the first
+    glob character (`/` for `/*/x*`, `src/` for `src/*.py`, the workspace for `*.py`)."""
+    first = re.search(r"[*?\[]", pattern)
+    head = pattern[: first.start()] if first else pattern
+    return head[: head.rfind("/") + 1] or "."
+
+
+MAX_GLOB_VISIT = 20_000  # directory entries the globs of one command may look at
+MAX_GLOB_SECONDS = 2.0  # and for how long (a slow or hung filesystem)
+_POSIX_CLASSES = {"alpha": "a-zA-Z", "digit": "0-9", "alnum": "a-zA-Z0-9", "upper": "A-Z",
+                  "lower": "a-z", "space": r"\s", "blank": r" \t", "punct": r"!-/:-@\[-`{-~",
+                  "xdigit": "0-9A-Fa-f", "word": r"\w", "print": r"\x20-\x7e",
+                  "graph": r"\x21-\x7e", "cntrl": r"\x00-\x1f\x7f",
+                  "ascii": r"\x00-\x7f"}  # fmt: skip
+
+
+@functools.lru_cache(maxsize=1024)
+def _component_regex(pattern: str) -> re.Pattern[str]:
+    """One path component's glob as bash matches it (`*`, `?`, `[...]` with `!` or `^`
+    negation and POSIX classes). What it cannot tell (`[=a=]`, `[.a.]`) matches any one
+    character: more candidates are checked, never fewer."""
+    out, i, n = [], 0, len(pattern)
+    while i < n:
+        ch = pattern[i]
+        if ch == "*":
+            out.append(".*")
+        elif ch == "?":
+            out.append(".")
+        elif ch == "[":
+            j = i + 1
+            negate = j < n and pattern[j] in "!^"
+            j += negate
+            body: list[str] = []
+            first = True
+            while j < n and (pattern[j] != "]" or first):
+                if pattern.startswith("[:", j) and (end := pattern.find(":]", j + 2)) > 0:
+                    cls = _POSIX_CLASSES.get(pattern[j + 2 : end])
+                    body.append(cls if cls is not None else r"\s\S")
+                    j = end + 2
+                elif pattern.startswith(("[=", "[."), j):
+                    body.append(r"\s\S")
+                    j += 2
+                else:
+                    body.append(re.escape(pattern[j]) if pattern[j] != "-" else "-")
+                    j += 1
+                first = False
+            if j >= n:  # no closing bracket: a literal `[`
+                out.append(re.escape(ch))
+            else:
+                out.append(f"[{'^' if negate else ''}{''.join(body)}]")
+                i = j
+        else:
+            out.append(re.escape(ch))
+        i += 1
+    return re.compile("".join(out), re.DOTALL)
+
+
+class _Budget(Exception):
+    """The globs of one command needed more looking than they may have."""
+
+
+class _Walk:
+    """What the globs of one command expand to, as bash will (no `dotglob`: a component not
+    starting with `.` skips names that do; `.*` may be `..`, as before bash 5.2), within
+    `MAX_GLOB_VISIT` directory entries and `MAX_GLOB_SECONDS`: a hostile `*/*/*/*/*` costs the
+    gate a bounded walk, and is asked."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = root
+        self.visited = 0
+        self.deadline = time.monotonic() + MAX_GLOB_SECONDS
+
+    def first_risk(self, pattern: str) -> str | None:
+        """Why one of the glob's matches is risky (a link leading out, a secrets file), or
+        that it could not be checked in budget; None when every match is fine."""
+        try:
+            for path in self._matches(pattern):
+                self._spend(1)
+                why = _leaves(self.root, path)
+                if why:
+                    return why
+        except _Budget:
+            return "matches too many paths to check"
+        return None
+
+    def _matches(self, pattern: str) -> Iterator[str]:
+        absolute = pattern.startswith("/")
+        parts = [p for p in pattern.split("/") if p]
+        trail = "/" if pattern.endswith("/") else ""
+        paths = ["/" if absolute else ""]
+        for k, part in enumerate(parts):
+            last = k == len(parts) - 1
+            grown: list[str] = []
+            if not re.search(r"[*?\[]", part):
+                grown = [p + part + ("" if last else "/") for p in paths]
+            else:
+                regex = _component_regex(part)
+                for base in paths:
+                    for name in self._names(base or ".", part.startswith(".")):
+                        if regex.fullmatch(name) and (part.startswith(".") or name[0] != "."):
+                            grown.append(base + name + ("" if last else "/"))
+            if not last:
+                grown = [p for p in grown if os.path.isdir(self._full(p))]
+            paths = grown
+            self._spend(len(paths))
+        yield from (p + trail for p in paths if os.path.lexists(self._full(p)))
+
+    def _names(self, directory: str, dots: bool) -> list[str]:
+        try:
+            with os.scandir(self._full(directory)) as entries:
+                names = []
+                for entry in entries:
+                    names.append(entry.name)
+                    if len(names) % 256 == 0:
+                        self._spend(256)
+                self._spend(len(names) % 256)
+        except OSError:
+            return []
+        return [*names, ".", ".."] if dots else names
+
+    def _full(self, path: str) -> str:
+        return path if path.startswith("/") else os.path.join(self.root, path or ".")
+
+    def _spend(self, entries: int) -> None:
+        self.visited += entries
+        if self.visited > MAX_GLOB_VISIT or time.monotonic() > self.deadline:
+            raise _Budget
 
 
 def _leaves(root: Path, path: str) -> str | None:
