@@ -105,6 +105,8 @@ RISKY_FLAGS: dict[str, dict[str, str]] = {
     "ssh": {"-E": "writes a log file"},
     "less": {"-o": "writes a file", "-O": "writes a file", "--log-file": "writes a file",
              "--LOG-FILE": "writes a file"},
+    **{awk: {"-o": "writes a file", "-p": "writes a file", "-d": "writes a file"}  # gawk's
+       for awk in ("awk", "gawk", "nawk", "original-awk")},
 }  # fmt: skip
 # Flags that make a program run code given on the command line, or read from a file it names:
 # what runs is unknown, so no rule can vouch for the command (even full-auto asks). Grouped by
@@ -175,7 +177,8 @@ OPAQUE_FLAGS: dict[str, dict[str, str]] = {
              "--exec": "runs the awk program in the file given",
              "-i": "includes the awk source file given", "--include": "includes the awk "
              "source file given", "-l": "loads the extension library given",
-             "--load": "loads the extension library given"}
+             "--load": "loads the extension library given",
+             "-D": "runs debugger commands, which evaluate awk code, from a file or its input"}
        for awk in ("awk", "gawk", "mawk", "nawk", "original-awk")},
 }  # fmt: skip
 # Long spellings that mean the same as a short flag, for matching rules (`rm --force -r`), for
@@ -641,6 +644,14 @@ BUILTIN_RUNS: dict[str, dict[str, str]] = {
 }  # fmt: skip
 
 
+@functools.cache
+def _builtin_spec(program: str) -> options.Spec:
+    """A builtin's options that take a value (`NAME_BUILTINS`), as bash's own getopt reads
+    them: clustered (`read -ra NAME`), ending at the first operand."""
+    taking = [[f"-{c}", options.REQUIRED] for c in "".join(NAME_BUILTINS[program])]
+    return options.Spec(program, {"style": "stop", "options": taking})
+
+
 def _name_problem(word: Word) -> str | None:
     """Why a variable NAME given to a builtin (`read NAME`, `printf -v NAME`) could run
     something: known only when it runs, an array index holding `$`, or a variable that makes
@@ -959,42 +970,22 @@ class _Analyzer:
     def builtin_names(self, program: str, args: list[Word]) -> list[str]:
         """A builtin given variable NAMEs (`read NAME`, `printf -v NAME`): each is checked
         (`_name_problem`) and, as it receives data, no longer trusted in arithmetic."""
-        takes_value, takes_name = NAME_BUILTINS[program]
         names: list[Word] = []
         operands: list[Word] = []
-        i = 0
-        while i < len(args):
-            text = args[i].text
-            if program in ("test", "["):
-                if text in ("-v", "-R") and i + 1 < len(args):
-                    names.append(args[i + 1])
-                i += 1
-                continue
-            if text == "--":
-                operands += args[i + 1 :]
-                break
-            if text.startswith("-") and len(text) > 1 and not operands:
-                for k, letter in enumerate(text[1:], start=2):
-                    if letter in takes_value or letter in takes_name:
-                        rest = text[k:]
-                        value = Word(rest, args[i].static) if rest else (
-                            args[i + 1] if i + 1 < len(args) else None)  # fmt: skip
-                        if not rest:
-                            i += 1
-                        if letter in takes_name and value is not None:
-                            names.append(value)
-                        break
-                i += 1
-                continue
-            operands.append(args[i])
-            i += 1
-        if program == "read":
-            names += operands
-        elif program in ("mapfile", "readarray", "unset") or program in (
-                "export", "declare", "typeset", "local", "readonly"):  # fmt: skip
-            names += operands if program != "mapfile" and program != "readarray" else operands[:1]
-        elif program == "getopts":
+        if program in ("test", "["):  # not getopt: `-v NAME` anywhere in the expression
+            names += [args[i + 1] for i in range(len(args) - 1) if args[i].text in ("-v", "-R")]
+        else:
+            reading = options.read(_builtin_spec(program), [a.text for a in args], stop=True)
+            for g in reading.given:
+                if g.spelled[1:] in NAME_BUILTINS[program][1] and (value := _given_value(g, args)):
+                    names.append(value)
+            operands = [args[i] for i in reading.operands]
+        if program in ("mapfile", "readarray"):  # the array; the rest is not read
+            names += operands[:1]
+        elif program == "getopts":  # getopts OPTSTRING NAME [ARGS]
             names += operands[1:2]
+        elif program not in ("printf", "wait", "test", "["):  # every operand is a name
+            names += operands
         found = []
         for word in names:
             why = _name_problem(word)
@@ -1195,6 +1186,7 @@ class _Options:
     opaque: list[str] = field(default_factory=list)  # reasons no rule can vouch for it
     values: list[Word] = field(default_factory=list)  # option values: paths to check
     operands: list[Word] | None = None  # None: no option table; every word is checked
+    reading: options.Reading | None = None  # how the table read them, when there is one
 
 
 def _option_text(word: Word) -> str:
@@ -1217,16 +1209,22 @@ def _unknown_start(word: Word) -> bool:
     return False
 
 
-def _tables(keys: list[str], table: dict[str, dict[str, str]]) -> dict[str, str]:
-    return _merged(tuple(keys), table is OPAQUE_FLAGS)
-
-
 @functools.lru_cache(maxsize=1024)
-def _merged(keys: tuple[str, ...], opaque: bool) -> dict[str, str]:
-    merged: dict[str, str] = {}
+def _flags(keys: tuple[str, ...]) -> tuple[dict[str, str], dict[str, str]]:
+    """The risky and the program-running flags of these table keys (`git *`, `git log`)."""
+    risky: dict[str, str] = {}
+    opaque: dict[str, str] = {}
     for key in keys:
-        merged.update((OPAQUE_FLAGS if opaque else RISKY_FLAGS).get(key, {}))
-    return merged
+        risky.update(RISKY_FLAGS.get(key, {}))
+        opaque.update(OPAQUE_FLAGS.get(key, {}))
+    return risky, opaque
+
+
+def _given_value(g: options.Given, args: list[Word]) -> Word | None:
+    """An option's value as a word: its own word, or the part attached to the option's."""
+    if g.value is None:
+        return None
+    return args[g.value_index] if g.value_index is not None else Word(g.value, args[g.index].static)
 
 
 def _read_options(program: str, args: list[Word]) -> _Options:
@@ -1236,7 +1234,7 @@ def _read_options(program: str, args: list[Word]) -> _Options:
     if program == "git":
         _read_git(args, out)
         return out
-    _read_program(program, program, [program], args, out)
+    _read_program(program, (program,), args, out)
     if any(_unknown_start(a) for a in args) and program in OPAQUE_FLAGS:
         out.opaque.append(f"{program} is given an argument known only when it runs, which "
                           "could be an option that runs a program")  # fmt: skip
@@ -1249,10 +1247,10 @@ def _read_git(args: list[Word], out: _Options) -> None:
     texts = [_option_text(a) for a in args]
     own = options.spec("git")
     if own is None:  # no table: judged word by word
-        _read_program("git", "git", ["git", "git *"], args, out)
+        _read_program("git", ("git", "git *"), args, out)
         return
     reading = options.read(own, texts, stop=True)
-    _judge("git", ["git"], reading, args, out)
+    _judge("git", ("git",), reading, args, out)
     if any(_unknown_start(a) for a in args):
         out.opaque.append("git is given an argument known only when it runs, which could be "
                           "an option that runs a program")  # fmt: skip
@@ -1262,55 +1260,50 @@ def _read_git(args: list[Word], out: _Options) -> None:
     sub = texts[reading.end]
     rest = args[reading.end + 1 :]
     sub_out = _Options()
-    keys = ["git *", f"git {sub}"]
-    _read_program(f"git {sub}", f"git {sub}", keys, rest, sub_out)
-    for table, target in ((OPAQUE_FLAGS, sub_out.opaque), (RISKY_FLAGS, sub_out.risks)):
-        whole = _tables(keys, table).get("")
-        if whole:  # the subcommand itself (`git filter-branch`)
-            target.append(f"git {sub} {whole}")
+    keys = ("git *", f"git {sub}")
+    _read_program(f"git {sub}", keys, rest, sub_out)
     operands = sub_out.operands if sub_out.operands is not None else [
         a for a in rest if not a.text.startswith("-")
     ]  # fmt: skip
-    if operands:  # `git bisect run`, `git submodule foreach`: a word that runs a command
-        first = operands[0].text
-        for key in keys:
-            reason = OPAQUE_FLAGS.get(key, {}).get(first) if not first.startswith("-") else None
-            if reason:
-                sub_out.opaque.append(f"git {sub} {first} {reason}")
+    first = operands[0].text if operands else "-"
+    reason = _flags(keys)[1].get(first) if not first.startswith("-") else None
+    if reason:  # `git bisect run`, `git submodule foreach`: a word that runs a command
+        sub_out.opaque.append(f"git {sub} {first} {reason}")
     out.risks += sub_out.risks
     out.opaque += sub_out.opaque
     out.values += sub_out.values
     out.operands = None if sub_out.operands is None else [args[reading.end], *sub_out.operands]
 
 
-def _read_program(shown: str, name: str, keys: list[str], args: list[Word], out: _Options) -> None:
-    sp = options.spec(name)
+def _read_program(shown: str, keys: tuple[str, ...], args: list[Word], out: _Options) -> None:
+    """The options of `shown` (a program, or `git SUB`), with its table when it has one; and
+    what the program is whatever its options (`tee`, `git filter-branch`: the `""` entry)."""
+    sp = options.spec(shown)
     if sp is None:
         _read_untabled(shown, keys, args, out)
-        return
-    reading = options.read(sp, [_option_text(a) for a in args])
-    _judge(shown, keys, reading, args, out)
-    out.operands = [args[i] for i in reading.operands]
-    out.values += [args[i] for i in reading.maybe_values if i < len(args)]
-    out.values += [Word(text) for text in reading.loose]
-    for key in keys:  # a program that is risky whatever its options (`tee`)
-        for table, target in ((RISKY_FLAGS, out.risks), (OPAQUE_FLAGS, out.opaque)):
-            if "" in table.get(key, {}) and not key.startswith("git "):
-                target.append(f"{shown} {table[key]['']}")
+    else:
+        out.reading = options.read(sp, [_option_text(a) for a in args])
+        _judge(shown, keys, out.reading, args, out)
+        out.operands = [args[i] for i in out.reading.operands]
+        out.values += [args[i] for i in out.reading.maybe_values if i < len(args)]
+        out.values += [Word(text) for text in out.reading.loose]
+    risky, opaque = _flags(keys)
+    for whole, target in ((risky.get(""), out.risks), (opaque.get(""), out.opaque)):
+        if whole:
+            target.append(f"{shown} {whole}")
 
 
 def _judge(
-    shown: str, keys: list[str], reading: options.Reading, args: list[Word], out: _Options
+    shown: str, keys: tuple[str, ...], reading: options.Reading, args: list[Word], out: _Options
 ) -> None:
     """Risks and opaque reasons of the options read; their values to path-check. An option
     that may be one of several is judged by the worst of them; one the table does not know
     is asked."""
-    risky, opaque = _tables(keys, RISKY_FLAGS), _tables(keys, OPAQUE_FLAGS)
+    risky, opaque = _flags(keys)
     given_names = {n for g in reading.given if g.known for n in g.names}
     for g in reading.given:
-        if g.value is not None:
-            out.values.append(args[g.value_index] if g.value_index is not None else Word(
-                g.value, static=args[g.index].static))  # fmt: skip
+        if (value := _given_value(g, args)) is not None:
+            out.values.append(value)
         hits_opaque, hits_risky = [], []
         for option in g.options:
             if option.negated:
@@ -1333,12 +1326,12 @@ def _judge(
                 out.risks.append(f"{shown} {g.spelled} is an ambiguous option")
 
 
-def _read_untabled(shown: str, keys: list[str], args: list[Word], out: _Options) -> None:
+def _read_untabled(shown: str, keys: tuple[str, ...], args: list[Word], out: _Options) -> None:
     """A program the option tables do not have: each word starting with `-` is read as
     options the usual way (`-ni.bak` is `-n -i`), a long one matching any table entry it is a
     prefix of (`--rs` could be `--rsh`: no table says it is not); every suffix of a cluster
     may be a value and is checked as a path."""
-    risky, opaque = _tables(keys, RISKY_FLAGS), _tables(keys, OPAQUE_FLAGS)
+    risky, opaque = _flags(keys)
     program = (keys[-1].split() or [""])[-1]
     for arg in args:
         text = _option_text(arg)
@@ -1360,36 +1353,27 @@ def _read_untabled(shown: str, keys: list[str], args: list[Word], out: _Options)
                 if entry and (entry in found or prefix):
                     shown_name = entry if entry == name or entry in found else f"{name} ({entry})"
                     target.append(f"{shown} {shown_name} {reason}")
-    for key in keys:
-        for table, target in ((RISKY_FLAGS, out.risks), (OPAQUE_FLAGS, out.opaque)):
-            if "" in table.get(key, {}) and not key.startswith("git "):
-                target.append(f"{shown} {table[key]['']}")
 
 
 VIM_FAMILY = frozenset(k for k, v in OPAQUE_FLAGS.items() if "--cmd" in v)
 AWK_FAMILY = frozenset(k for k, v in OPAQUE_FLAGS.items() if "--load" in v)
+SSH_FAMILY = frozenset({"ssh", "scp", "sftp"})
+# awk's `-W` values that run nothing (mawk's and gawk's); any other (mawk's `-W exec FILE`,
+# abbreviated `-We`, or hidden in a list: `-Wsprintf=9,e`; gawk's `-W source=...`) is opaque.
+AWK_W_HARMLESS = frozenset({"version", "help", "usage", "interactive", "posix_space", "sprintf",
+                            "random"})  # fmt: skip
+# In an awk program: `system(`, a pipe to or from a command (`|`, `|&`, not `||`), gawk's
+# `@load`/`@include` and its indirect calls (`@f(...)`, which can name `system`).
+_AWK_RUNS = re.compile(r"\bsystem\s*\(|(?<!\|)\|(?!\|)|@\s*(?:load|include)\b|@\s*\w+\s*\(")
 
 
 def _special(program: str, args: list[Word], out: _Options) -> None:
     """Values that run programs: `ssh -o ProxyCommand=`, `vim +cmd`, `less +!cmd`, `make
     SHELL=...`, an awk program that calls `system` or pipes to a command."""
-    texts = [a.text for a in args]
-    if program in ("ssh", "scp", "sftp"):
-        for i, text in enumerate(texts):
-            value = None
-            if text == "-o" and i + 1 < len(args):
-                value = args[i + 1]
-            elif text.startswith("-") and not text.startswith("--") and "o" in text[1:]:
-                rest = text[text.index("o", 1) + 1 :]
-                value = Word(rest, args[i].static) if rest else (
-                    args[i + 1] if i + 1 < len(args) else None)  # fmt: skip
-            if value is None:
-                continue
-            keyword = re.split(r"[\s=]", value.text.strip(), maxsplit=1)[0].lower()
-            if not value.static or keyword in SSH_RUNS:
-                out.opaque.append(f"{program} -o {keyword or value.text} runs a local command")
+    if program in SSH_FAMILY:
+        _ssh_options(program, args, out)
     if program in VIM_FAMILY or program in ("less", "more"):
-        for text in texts:
+        for text in (a.text for a in args):
             if text.startswith("+") and not re.fullmatch(r"\+[0-9]*", text):
                 out.opaque.append(f"{program} {text[:20]} runs a command given on the command line")
     if program == "make":
@@ -1398,11 +1382,56 @@ def _special(program: str, args: list[Word], out: _Options) -> None:
                 out.opaque.append("make is given a variable on its command line, which can "
                                   "change what its recipes run (SHELL=, CC=)")  # fmt: skip
                 break
-    if program in AWK_FAMILY and not any(r.startswith(f"{program} -") for r in out.opaque):
-        body = next((a for a in args if not a.text.startswith("-")), None)
-        if body is not None and (not body.static or re.search(
-                r"\bsystem\s*\(|(?<!\|)\|(?!\|)", body.text)):  # fmt: skip
-            out.opaque.append(f"{program}'s program runs commands (system, or a pipe)")
+    if program in AWK_FAMILY:
+        _awk_program(program, args, out)
+
+
+def _ssh_options(program: str, args: list[Word], out: _Options) -> None:
+    """`-o Keyword=value` (read with ssh's table: `-oProxyCommand=x`, `-vo 'LocalCommand x'`)
+    with a keyword that runs a local program or loads code."""
+    if out.reading is None:
+        out.opaque.append(f"{program}'s options cannot be read (no option table), and -o can run "
+                          "a local command")  # fmt: skip
+        return
+    for g in out.reading.given:
+        value = _given_value(g, args) if "-o" in g.names else None
+        if value is None:
+            continue
+        keyword = re.split(r"[\s=]", value.text.strip(), maxsplit=1)[0].lower()
+        if not value.static or keyword in SSH_RUNS:
+            out.opaque.append(f"{program} -o {keyword or value.text} runs a local command")
+
+
+def _awk_program(program: str, args: list[Word], out: _Options) -> None:
+    """awk's program text, found as awk finds it: the values of `-e`/`--source` (gawk,
+    busybox), else the first operand after the options (`-v x=1`, `-F :` and their values come
+    first); a program from a file (`-f`, `-E`) is opaque already (`OPAQUE_FLAGS`). A text that
+    calls `system`, pipes, or loads code is opaque; so is an option awk would read differently."""
+    if out.reading is None:
+        out.opaque.append(f"{program}'s options cannot be read (no option table), so its "
+                          "program is unknown")  # fmt: skip
+        return
+    texts: list[Word] = []
+    from_file = False
+    for g in out.reading.given:
+        if len(g.options) != 1:
+            out.opaque.append(f"{program} {g.spelled} is an option Talos cannot read, so which "
+                              "word is its program is unknown")  # fmt: skip
+            return
+        value = _given_value(g, args)
+        if g.names & {"-e", "--source"} and value is not None:
+            texts.append(value)
+        from_file = from_file or bool(g.names & {"-f", "--file", "-E", "--exec"})
+        if "-W" in g.names and value is not None and (not value.static or any(
+                part.split("=", 1)[0] not in AWK_W_HARMLESS
+                for part in value.text.split(","))):  # fmt: skip
+            out.opaque.append(f"{program} -W {value.text[:20]} is an implementation option "
+                              "that can run a program file (mawk's -W exec)")  # fmt: skip
+    if not texts and not from_file and out.reading.operands:
+        texts.append(args[out.reading.operands[0]])
+    if any(not t.static or _AWK_RUNS.search(t.text) for t in texts):
+        out.opaque.append(f"{program}'s program runs commands (system, a pipe, or code it "
+                          "loads)")  # fmt: skip
 
 
 def analyze(command: str, *, _depth: int = 0) -> Analysis:
