@@ -374,7 +374,7 @@ def test_the_person_is_told_what_bash_would_evaluate(ws):
     p = policy(ws, "full-auto")
     for command, why in [
         ("x='a[$(touch p)]'; echo $((x))", "evaluates x as arithmetic"),
-        ("cat <<EOF\n`touch p`\nEOF", "a here-document body expands `$(...)`"),
+        ("cat <<EOF\n`touch p`\nEOF", "bash expands a `$(...)`, `${...}` or backtick"),
         ("echo ${x@P}", "expands a value as a prompt"),
         ("GIT_PAGER='touch p' git log", "sets GIT_PAGER, which can make git run a program"),
     ]:

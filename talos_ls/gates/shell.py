@@ -50,6 +50,7 @@ _STRUCTURE = frozenset({"program", "list", "pipeline", "subshell", "compound_sta
                         "redirected_statement", "negated_command", "comment", "&&", "||",
                         "|", "|&", ";", "&", ";;", "(", ")", "{", "}", "!", "\n"})  # fmt: skip
 _REDIRECTS = ("file_redirect", "heredoc_redirect", "herestring_redirect")
+_HEREDOC_PARTS = frozenset({"<<", "<<-", "heredoc_start", "heredoc_body", "heredoc_end"})
 _DYNAMIC = frozenset(
     {
         "simple_expansion",
@@ -74,7 +75,7 @@ RISKY_FLAGS: dict[str, dict[str, str]] = {
              "-delete": "deletes files", "-fprint": "writes a file", "-fprint0": "writes a file",
              "-fprintf": "writes a file", "-fls": "writes a file",
              "-L": LINKS_OUT, "-H": "follows symbolic links", "-follow": "follows symbolic links"},
-    "sed": {"-i": "edits files in place"},
+    "sed": {"-i": "edits files in place", "--follow-symlinks": LINKS_OUT},
     "sort": {"-o": "writes a file"},
     "tee": {"": "writes files"},  # tee writes whatever it is given
     "uniq": {"": "may write its second argument"},
@@ -172,6 +173,7 @@ OPAQUE_FLAGS: dict[str, dict[str, str]] = {
              "--use-askpass": GIVEN_AS_TEXT},
     # build tools and interpreters told to run a file or text
     "make": {"-E": "evaluates the makefile text given"},
+    "sed": {"-f": "runs the sed script in the file given, whose e runs commands"},
     **{awk: {"-f": "runs the awk program in the file given", "--file": "runs the awk program "
              "in the file given", "-E": "runs the awk program in the file given",
              "--exec": "runs the awk program in the file given",
@@ -665,8 +667,11 @@ def _name_problem(word: Word) -> str | None:
     return env_runs(head)
 
 
-# In an unquoted here-document: an escape (skipped), or what bash expands that can run code.
-_HEREDOC_EXPANDS = re.compile(rb"\\[$`\\\n]|\$[({\[]|`")
+# Outside quotes: an escaped character (text; a backslash-newline is a line continuation), or
+# what bash expands that can run code.
+_EXPANDS = re.compile(rb"\\[\s\S]|\$[({\[]|`")
+# Nodes whose text bash does not expand: single quotes, `$'...'`, comments.
+_LITERAL = frozenset({"raw_string", "ansi_c_string", "comment"})
 
 
 def _quoted_delimiter(node: tree_sitter.Node) -> bool:
@@ -683,6 +688,8 @@ class _Analyzer:
         self.tainted: set[str] = set()  # variables given data (read, a $(...), an index)
         self.arith_refs: dict[str, str] = {}  # variables evaluated as arithmetic -> where
         self.integers: set[str] = set()  # `declare -i` seen
+        self.parsed: set[int] = set()  # where the grammar found substitutions and expansions
+        self.literal: list[tuple[int, int]] = []  # byte ranges bash does not expand
 
     def risk(self, text: str) -> None:
         if text not in self.result.risks:
@@ -736,6 +743,9 @@ class _Analyzer:
         for child in node.children:  # substitutions in the target, the here-string, the body
             if child.type == "heredoc_body" and quoted:
                 continue  # `<<'EOF'`: the body is text
+            if node.type == "heredoc_redirect" and child.type not in _HEREDOC_PARTS:
+                self.visit(child)  # `cat <<EOF | sudo x`: the grammar puts the rest inside
+                continue
             for sub in _substitutions(child):
                 self.visit(sub)
 
@@ -757,11 +767,16 @@ class _Analyzer:
             node = stack.pop()
             kind = node.type
             children = list(node.children)
+            if kind in _DYNAMIC:
+                self.parsed.add(node.start_byte)
+                if kind == "command_substitution" and self.source[node.start_byte] == 0x60:
+                    self.backticks(node)
+            if kind in _LITERAL:
+                self.literal.append((node.start_byte, node.end_byte))
             if kind == "heredoc_redirect":
+                self.heredoc(node)
                 if _quoted_delimiter(node):
                     children = [c for c in children if c.type != "heredoc_body"]
-                else:
-                    self.heredoc(node)
             elif kind == "expansion":
                 self.expansion(node)
             elif kind == "arithmetic_expansion":
@@ -789,11 +804,9 @@ class _Analyzer:
             stack.extend(reversed(children))
 
     def heredoc(self, node: tree_sitter.Node) -> None:
-        """An unquoted here-document: bash expands every `$(...)`, backtick, `${...}`,
-        `$((...))` and `$[...]` in its body. Each must be one the grammar parsed (then it is
-        visited like any other); one it did not (tree-sitter drops them after leading
-        whitespace, and in `<<-` bodies) makes the command opaque, as does a body whose end
-        bash would see elsewhere than the grammar did."""
+        """A here-document: its body is text bash expands (unless the delimiter is quoted),
+        which `unparsed` checks like the rest of the line. A body whose end bash would see
+        elsewhere than the grammar did makes the command opaque: what follows is not read."""
         body = next((c for c in node.children if c.type == "heredoc_body"), None)
         end = next((c for c in node.children if c.type == "heredoc_end"), None)
         start = next((c for c in node.children if c.type == "heredoc_start"), None)
@@ -801,6 +814,8 @@ class _Analyzer:
             return
         first = self.source.rfind(b"\n", 0, body.start_byte) + 1  # the grammar skips indents
         stop = end.start_byte if end is not None else body.end_byte
+        if _quoted_delimiter(node):
+            self.literal.append((first, stop))
         delimiter = re.sub(rb"[\"'\\]", b"", start.text or b"")
         tabs = any(_text(c) == "<<-" for c in node.children)
         lines = self.source[first:stop].split(b"\n")
@@ -808,17 +823,39 @@ class _Analyzer:
         if not ended or any((ln.lstrip(b"\t") if tabs else ln) == delimiter for ln in lines[:-1]):
             self.opaque("a here-document ends where Talos cannot tell, so what follows it is "
                         "not read")  # fmt: skip
-            return
-        parsed = {c.start_byte: c.end_byte for c in body.children if c.type in _DYNAMIC}
-        skip = first
-        for m in _HEREDOC_EXPANDS.finditer(self.source, first, stop):
-            if m.start() < skip or m.group().startswith(b"\\"):
-                continue
-            if m.start() not in parsed:
-                self.opaque("a here-document body expands `$(...)`, `${...}` or backticks that "
-                            "Talos cannot read")  # fmt: skip
-                return
-            skip = parsed[m.start()]
+
+    def backticks(self, node: tree_sitter.Node) -> None:
+        """`` `...` ``: its closing backtick is parsed too. Inside, bash unescapes `\\``
+        and `\\$` before running the text, so they start nested substitutions the grammar
+        reads as plain characters: opaque."""
+        self.parsed.add(node.end_byte - 1)
+        if re.search(rb"\\[`$]", self.source[node.start_byte + 1 : node.end_byte - 1]):
+            self.opaque("a substitution in backticks holds another (\\` or \\$), which Talos "
+                        "cannot read")  # fmt: skip
+
+    def unparsed(self) -> None:
+        """Text bash will expand that the grammar did not parse as a substitution or an
+        expansion (tree-sitter drops `$(...)` after a here-document line's indent, a
+        backtick inside `${x:-...}`), or a line continuation inside a word, which bash joins
+        and the grammar splits (`su\\<newline>do`): opaque. Single-quoted text, comments and
+        quoted here-documents are text; an escaped character is text."""
+        spans = sorted(self.literal)
+        at = 0
+        for start, end in [*spans, (len(self.source), len(self.source))]:
+            for m in _EXPANDS.finditer(self.source, at, max(at, start)):
+                text = m.group()
+                if text == b"\\\n":
+                    before = self.source[m.start() - 1 : m.start()]
+                    after = self.source[m.end() : m.end() + 1]
+                    if before.strip() and after.strip():
+                        self.opaque("a line continuation inside a word, which bash joins "
+                                    "and Talos would read as two")  # fmt: skip
+                        return
+                elif not text.startswith(b"\\") and m.start() not in self.parsed:
+                    self.opaque("bash expands a `$(...)`, `${...}` or backtick here that "
+                                "Talos cannot read")  # fmt: skip
+                    return
+            at = max(at, end)
 
     def _line_of(self, node: tree_sitter.Node) -> bytes:
         """The whole line a node is on, without its newline."""
@@ -1103,13 +1140,13 @@ class _Analyzer:
         i, body = 0, None
         while i < len(args):
             flag = args[i].text
-            if flag == "--":
+            if flag in ("--", "-"):  # `-`: the end of options too
                 i += 1
                 break
             if flag in ("-o", "+o", "-O", "+O"):
                 i += 2
                 continue
-            if not flag.startswith(("-", "+")) or flag in ("-", "+"):
+            if not flag.startswith(("-", "+")) or flag == "+":
                 break
             if not flag.startswith("--") and "s" in flag[1:]:
                 risks.append(f"{program} -s reads its commands from its input")
@@ -1384,6 +1421,8 @@ def _special(program: str, args: list[Word], out: _Options) -> None:
                 break
     if program in AWK_FAMILY:
         _awk_program(program, args, out)
+    if program == "sed":
+        _sed_program(args, out)
 
 
 def _ssh_options(program: str, args: list[Word], out: _Options) -> None:
@@ -1434,6 +1473,182 @@ def _awk_program(program: str, args: list[Word], out: _Options) -> None:
                           "loads)")  # fmt: skip
 
 
+class _SedScript:
+    """A sed script read as GNU sed reads it, for what it does besides editing text: `e` and
+    `s///e` run a command; `w FILE`, `W FILE`, `s///w FILE` write a file; `r FILE`, `R FILE`
+    read one. `unread` says why the text could not be read to the end (then it is opaque)."""
+
+    _SIMPLE = frozenset("{}=dDgGhHnNpPxzF")
+
+    def __init__(self, text: str) -> None:
+        self.text, self.i = text, 0
+        self.runs = False
+        self.writes: list[str] = []
+        self.reads: list[str] = []
+        self.unread: str | None = None
+        try:
+            self._commands()
+        except (IndexError, ValueError) as exc:
+            self.unread = str(exc) or "it ends early"
+
+    def _commands(self) -> None:
+        t = self.text
+        while True:
+            while self.i < len(t) and t[self.i] in " \t\n;":
+                self.i += 1
+            if self.i >= len(t):
+                return
+            if t[self.i] == "#":
+                self._to_line_end()
+                continue
+            self._address()
+            if t[self.i] == ",":
+                self.i += 1
+                self._address()
+            self._spaces()
+            if t[self.i] == "!":
+                self.i += 1
+                self._spaces()
+            command = t[self.i]
+            self.i += 1
+            if command in self._SIMPLE:
+                pass
+            elif command in "qQlL":
+                self._spaces()
+                self._digits()
+            elif command in "btT:v":
+                self._to(";\n")
+            elif command in "aic":
+                self._to_line_end(continued=True)
+            elif command in "rRwW":
+                name = self._to_line_end().strip()
+                (self.reads if command in "rR" else self.writes).append(name)
+            elif command == "e":
+                self.runs = True
+                self._to_line_end()
+            elif command == "s":
+                self._substitute()
+            elif command == "y":
+                delimiter = t[self.i]
+                self.i += 1
+                self._delimited(delimiter, brackets=False)
+                self._delimited(delimiter, brackets=False)
+            else:
+                raise ValueError(f"{command!r} is not a sed command Talos knows")
+            self._spaces()
+            if command != "{" and self.i < len(t) and t[self.i] not in ";\n}#":
+                raise ValueError(f"{t[self.i]!r} after a command")
+
+    def _address(self) -> None:
+        t = self.text
+        if t[self.i] in "/\\":
+            if t[self.i] == "\\":
+                self.i += 1
+            delimiter = t[self.i]
+            self.i += 1
+            self._delimited(delimiter, brackets=True)
+            while self.i < len(t) and t[self.i] in "IM":
+                self.i += 1
+        elif t[self.i] in "+~":
+            self.i += 1
+            self._digits()
+        elif t[self.i] == "$":
+            self.i += 1
+        else:
+            self._digits()
+            if self.i < len(t) and t[self.i] == "~":
+                self.i += 1
+                self._digits()
+
+    def _substitute(self) -> None:
+        t = self.text
+        delimiter = t[self.i]
+        if delimiter in "\n\\":
+            raise ValueError("an s command without a delimiter")
+        self.i += 1
+        self._delimited(delimiter, brackets=True)
+        self._delimited(delimiter, brackets=False)
+        while self.i < len(t) and t[self.i] not in " \t;\n}#":
+            flag = t[self.i]
+            self.i += 1
+            if flag == "e":
+                self.runs = True
+            elif flag == "w":
+                self.writes.append(self._to_line_end().strip())
+            elif flag not in "gpiImM0123456789":
+                raise ValueError(f"{flag!r} is not an s flag Talos knows")
+
+    def _delimited(self, delimiter: str, *, brackets: bool) -> None:
+        """Up to the unescaped delimiter; in a regex, a `[...]` may hold it."""
+        t = self.text
+        while t[self.i] != delimiter:
+            if t[self.i] == "\\":
+                self.i += 2
+            elif brackets and t[self.i] == "[":
+                self.i += 1
+                self.i += t[self.i] == "^"
+                self.i += t[self.i] == "]"
+                while t[self.i] != "]":
+                    self.i += 1
+                self.i += 1
+            else:
+                self.i += 1
+        self.i += 1
+
+    def _to(self, stops: str) -> str:
+        start = self.i
+        while self.i < len(self.text) and self.text[self.i] not in stops:
+            self.i += 1
+        return self.text[start : self.i]
+
+    def _to_line_end(self, continued: bool = False) -> str:
+        start = self.i
+        while self.i < len(self.text) and self.text[self.i] != "\n":
+            self.i += 2 if continued and self.text[self.i] == "\\" else 1
+        return self.text[start : self.i]
+
+    def _spaces(self) -> None:
+        while self.i < len(self.text) and self.text[self.i] in " \t":
+            self.i += 1
+
+    def _digits(self) -> None:
+        while self.i < len(self.text) and self.text[self.i].isdigit():
+            self.i += 1
+
+
+def _sed_program(args: list[Word], out: _Options) -> None:
+    """sed's script, found as sed finds it (the values of `-e`/`--expression`, joined by
+    newlines, else the first operand), read for what runs or touches files: `e` is opaque,
+    `w` asked, a file `r`/`w` names is path-checked; a script Talos cannot read is opaque.
+    `--sandbox` (sed refuses e, r, w) needs none of it."""
+    if out.reading is None:
+        out.opaque.append("sed's options cannot be read (no option table), so its script is "
+                          "unknown")  # fmt: skip
+        return
+    given = out.reading.given
+    if any("--sandbox" in g.names for g in given):
+        return
+    scripts = [
+        v for g in given if g.names & {"-e", "--expression"} and (v := _given_value(g, args))
+    ]
+    if not scripts and not any(g.names & {"-f", "--file"} for g in given) and out.reading.operands:
+        scripts = [args[out.reading.operands[0]]]
+    if not scripts:
+        return
+    if not all(w.static for w in scripts):
+        out.opaque.append("sed's script is known only when it runs")
+        return
+    script = _SedScript("\n".join(w.text for w in scripts))
+    if script.unread:
+        out.opaque.append(f"sed's script cannot be read by Talos ({script.unread}), and its e "
+                          "command runs programs")  # fmt: skip
+    if script.runs:
+        out.opaque.append("sed's script runs a command (e)")
+    if script.writes:
+        out.risks.append("sed's script writes a file (w)")
+    out.values += [Word(name) for name in [*script.reads, *script.writes] if name]
+
+
 def analyze(command: str, *, _depth: int = 0) -> Analysis:
     """Every program `command` runs, with the risks that stop it running unasked."""
     if not isinstance(command, str):
@@ -1446,6 +1661,7 @@ def analyze(command: str, *, _depth: int = 0) -> Analysis:
     tree = tree_sitter.Parser(_LANGUAGE).parse(analyzer.source)
     analyzer.visit(tree.root_node)
     analyzer.evaluations(tree.root_node)
+    analyzer.unparsed()
     analyzer.finish()
     if tree.root_node.has_error:
         analyzer.risk("the shell syntax could not be fully parsed")
