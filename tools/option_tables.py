@@ -39,12 +39,15 @@ GNU_HELP = {
     # programs with risky or aliased flags
     "sed": "gnu", "tee": "gnu", "cp": "gnu", "rm": "gnu", "chmod": "gnu", "chown": "gnu",
     "tar": "gnu", "curl": "gnu", "make": "gnu", "man": "gnu", "wget": "gnu",
-    # programs that run a program named after their options
+    # programs that run a program named after their options (su, runuser and script permute:
+    # `su root -c CMD`, `script out -c CMD`)
     "env": "stop", "nice": "stop", "timeout": "stop", "stdbuf": "stop", "chroot": "stop",
     "nohup": "stop", "ionice": "stop", "chrt": "stop", "taskset": "stop", "flock": "stop",
-    "setpriv": "stop", "unshare": "stop", "nsenter": "stop", "runuser": "stop", "su": "stop",
-    "script": "stop", "watch": "stop", "setsid": "stop", "xargs": "stop",
-    "systemd-run": "stop",
+    "setpriv": "stop", "unshare": "stop", "nsenter": "stop", "runuser": "gnu", "su": "gnu",
+    "script": "gnu", "watch": "stop", "setsid": "stop", "xargs": "stop",
+    "systemd-run": "stop", "setarch": "stop", "prlimit": "stop", "runcon": "stop",
+    # programs with options that run a program given as text
+    "split": "gnu", "sdiff": "gnu", "diff3": "gnu",
 }  # fmt: skip
 NUMBERS = {"head", "tail", "grep", "diff", "nice", "git log", "git show", "git whatchanged",
            "git rev-list"}  # fmt: skip
@@ -108,6 +111,9 @@ MANUAL: dict[str, dict] = {
                  ["--hintro", 1], ["--houtro", 1], ["--fromfile", 0], ["--fromtabfile", 0],
                  ["--fflinks", 0], ["--help", 0], ["--version", 0]]},
 }  # fmt: skip
+# prlimit's resources, each its short letter then its long name
+PRLIMIT_RESOURCES = ("ccore ddata enice ffsize isigpending lmemlock mrss nnofile qmsgqueue "
+                     "rrtprio sstack tcpu unproc vas xlocks yrttime")  # fmt: skip
 # Options a program has but its help does not list (or lists so that the shape is lost).
 EXTRA = {
     "file": [
@@ -142,6 +148,8 @@ EXTRA = {
     ],
     "unshare": [["--map-users", 1], ["--map-groups", 1]],
     "mawk": [["-v", 1]],  # `-v var=value`: a metavar with `=` is not read as one
+    # a resource's limit is optional and attached (`-n10`, `--nofile=10`); the help hides it
+    "prlimit": [[f"-{pair[0]} --{pair[1:]}", 2] for pair in PRLIMIT_RESOURCES.split()],
     "nsenter": [["--wdns", 1]],
     "su": [["-l --login", 0]],
     "runuser": [["-l --login", 0]],

@@ -77,6 +77,7 @@ RISKY_FLAGS: dict[str, dict[str, str]] = {
              "-L": LINKS_OUT, "-H": "follows symbolic links", "-follow": "follows symbolic links"},
     "sed": {"-i": "edits files in place", "--follow-symlinks": LINKS_OUT},
     "sort": {"-o": "writes a file"},
+    "sdiff": {"-o": "writes a file"},
     "tee": {"": "writes files"},  # tee writes whatever it is given
     "uniq": {"": "may write its second argument"},
     "tree": {"-o": "writes a file", "-R": "writes an HTML file into every directory",
@@ -138,6 +139,12 @@ OPAQUE_FLAGS: dict[str, dict[str, str]] = {
             "-I": GIVEN_AS_TEXT, "-F": "runs the volume script given",
             "--rsh-command": GIVEN_AS_TEXT, "--rmt-command": GIVEN_AS_TEXT},
     "sort": {"--compress-program": GIVEN_AS_TEXT},
+    "split": {"--filter": GIVEN_AS_TEXT},
+    "sdiff": {"--diff-program": "runs the program given"},
+    "diff3": {"--diff-program": "runs the program given"},
+    **{fd: {"-x": "runs the command given for each result", "--exec": "runs the command given "
+            "for each result", "-X": "runs the command given", "--exec-batch": "runs the "
+            "command given"} for fd in ("fd", "fdfind")},
     "zip": {"-TT": GIVEN_AS_TEXT, "--unzip-command": GIVEN_AS_TEXT},
     # remote shells: the local programs they start
     "rsync": {"-e": GIVEN_AS_TEXT, "--rsh": GIVEN_AS_TEXT, "--rsync-path": GIVEN_AS_TEXT},
@@ -161,6 +168,14 @@ OPAQUE_FLAGS: dict[str, dict[str, str]] = {
        for editor in ("vim", "vi", "nvim", "view", "vimdiff", "nvimdiff", "rvim", "rview",
                       "gvim", "gview", "evim", "vim.tiny", "vim.basic")},
     "ex": {"": "reads editor commands from its input"},
+    "ed": {"": "reads editor commands from its input, whose ! runs a shell command"},
+    "emacs": {"--eval": "evaluates the Lisp given", "-eval": "evaluates the Lisp given",
+              "-l": "loads the Lisp file given", "--load": "loads the Lisp file given",
+              "-f": "calls the Lisp function given", "--funcall": "calls the Lisp function given",
+              "--script": "runs the Lisp file given", "-x": "runs the Lisp file given"},
+    # shells whose language this module does not read
+    **{shell: {"-c": GIVEN_AS_TEXT, "--command": GIVEN_AS_TEXT, "-C": GIVEN_AS_TEXT,
+               "--init-command": GIVEN_AS_TEXT} for shell in ("fish", "csh", "tcsh")},
     "less": {"-k": "reads key bindings that can set commands (LESSOPEN)",
              "--lesskey-file": "reads key bindings that can set commands (LESSOPEN)",
              "--lesskey-src": "reads key bindings that can set commands (LESSOPEN)"},
@@ -413,6 +428,8 @@ class Runner:
     joins: bool = False  # the rest is one command line, joined by spaces (`watch`)
     assigns: bool = False  # `NAME=VALUE` words before the program set its environment
     split: bool = False  # a body is split into words, not run by a shell (`env -S`)
+    bare_before: bool = False  # the `before` words come only when no option precedes them
+    permutes: bool = False  # options anywhere (`su root -c CMD`), as getopt_long reads them
 
 
 def _r(takes: str = "", before: int = 0, body: str = "", **kw: bool) -> Runner:
@@ -428,15 +445,32 @@ RUNNERS: dict[str, Runner] = {
     "unshare": _r(), "nsenter": _r(), "chroot": _r(before=1),
     "sudo": _r("-u -g -C -h -p -U -r -t -T -D --user --group --host --prompt --chdir",
                assigns=True),
-    "doas": _r("-u -C"), "pkexec": _r("--user"), "runuser": _r(body="-c --command"),
-    "su": _r(body="-c --command"), "sg": _r(before=1, body="-c"),
-    "script": _r(body="-c --command", runs_rest=False), "watch": _r(joins=True),
+    "doas": _r("-u -C"), "pkexec": _r("--user"),
+    # `su [options] [user [args]]`: the args go to the shell; runuser too, but `runuser -u USER
+    # CMD` runs CMD. Both permute: `su root -c CMD`.
+    "runuser": _r(body="-c --command", permutes=True),
+    "su": _r(body="-c --command", runs_rest=False, permutes=True), "sg": _r(before=1, body="-c"),
+    "script": _r(body="-c --command", runs_rest=False, permutes=True), "watch": _r(joins=True),
     "strace": _r(), "ltrace": _r("-e -o -p -s -u -a -n"), "valgrind": _r(), "catchsegv": _r(),
     "xvfb-run": _r("-n -s -e -f -p --server-num --server-args --error-file --auth-file"),
     "dbus-run-session": _r("--config-file --dbus-daemon"), "systemd-run": _r(),
     "firejail": _r("--env"), "proxychains": _r("-f"), "proxychains4": _r("-f"),
     "torsocks": _r("-u -p -a -P"), "cgexec": _r("-g"), "busybox": _r(), "xargs": _r(),
+    # util-linux's setarch (`setarch [ARCH] [options] program`) and its per-architecture names
+    "setarch": _r(before=1, bare_before=True),
+    **{arch: _r() for arch in ("linux32", "linux64", "i386", "x86_64", "uname26")},
+    "prlimit": _r(), "runcon": _r(before=1, bare_before=True),  # `runcon CONTEXT program`
+    "fakeroot": _r("-l --lib -f --faked -i -s -b --fd-base"), "eatmydata": _r(),
+    "nocache": _r(), "torify": _r(), "tsocks": _r(), "unbuffer": _r(),
+    "sshpass": _r("-p -f -d -P"),
 }  # fmt: skip
+# Programs that run another program (or commands given as text, or read from their input) in
+# ways this module does not read: what runs is unknown, so the command is opaque.
+UNREAD_RUNNERS = frozenset({
+    "gdb", "lldb", "perf", "bwrap", "proot", "schroot", "nsjail", "systemd-nspawn",
+    "machinectl", "flatpak-spawn", "numactl", "parallel", "hyperfine", "entr", "watchexec",
+    "expect", "at", "batch", "chpst", "trickle", "fakechroot", "faketime", "tmux", "screen",
+})  # fmt: skip
 WRAPPERS = frozenset(RUNNERS)
 ENV_OPTIONS = frozenset({"-E", "--env", "--setenv"})  # strace, systemd-run, firejail: NAME=VALUE
 
@@ -471,6 +505,7 @@ class _Unwrapped:
     risks: list[str] = field(default_factory=list)
     known: bool = True
     bodies: list[Word] = field(default_factory=list)  # command lines run by a shell
+    values: list[Word] = field(default_factory=list)  # the runners' option values: paths
 
 
 def _unwrap(words: list[Word]) -> _Unwrapped:
@@ -500,9 +535,10 @@ def _unwrap(words: list[Word]) -> _Unwrapped:
             continue
         if runner.assigns:
             i = _assignments(program, words, i, out)
-        if runner.before and i < len(words):
+        if runner.before and i < len(words) and not (runner.bare_before and i > 1):
+            out.values += words[i : i + runner.before]  # `flock FILE`, `chroot DIR`
             i += runner.before
-            if runner.body and i < len(words):  # `flock FILE -c CMD`, `sg GROUP -c CMD`
+            if i < len(words):  # `flock FILE -c CMD`, `setarch x86_64 -R CMD`
                 given = len(out.bodies)
                 i = _runner_options(program, runner, words, i, out)[0]
                 if len(out.bodies) > given:
@@ -552,7 +588,12 @@ def _runner_options(
     (`su -c`) go to `out.bodies`."""
     sp, lenient = _runner_spec(program)
     args = words[start:]
-    reading = options.read(sp, [_option_text(w) for w in args], stop=True)
+    texts = [_option_text(w) for w in args]
+    reading = options.read(sp, texts, stop=not runner.permutes)
+    if runner.permutes and program == "runuser" and any("-u" in g.names for g in reading.given):
+        reading = options.read(sp, texts, stop=True)  # `runuser -u USER CMD`: CMD runs
+    elif runner.permutes:
+        reading.end = len(args)  # what is not an option goes to the shell, as its arguments
     if any(_unknown_start(w) for w in args[: reading.end]):
         out.known = False
     for g in reading.given:
@@ -561,12 +602,13 @@ def _runner_options(
                              "runs is unknown")  # fmt: skip
             out.known = False
             continue
-        value = None
-        if g.value is not None:
-            value = args[g.value_index] if g.value_index is not None else Word(
-                g.value, args[g.index].static)  # fmt: skip
+        value = _given_value(g, args)
+        if program in ("su", "runuser") and g.names & {"-s", "--shell"}:
+            out.risks.append(f"{program} -s runs the program given as the shell")
+            out.known = False
         if not (g.names & runner.body) or value is None:
-            pass
+            if value is not None:
+                out.values.append(value)  # a file it reads or writes (`strace -o`), to check
         elif runner.split:
             split = _env_words(value.text) if value.static else None
             if split is None:
@@ -1086,6 +1128,9 @@ class _Analyzer:
         if program in OPAQUE_PROGRAMS:
             risks.append(f"{program} runs code given as text")
             known = False
+        if program in UNREAD_RUNNERS:
+            risks.append(f"{program} runs programs or commands in ways Talos does not read")
+            known = False
         if any(not a.static for a in args):
             risks.append("uses an expansion whose value is known only when it runs")
         if program in SHELLS:
@@ -1128,7 +1173,7 @@ class _Analyzer:
                 source=source,
                 risks=tuple(dict.fromkeys(risks)),
                 known=known,
-                values=tuple(read.values),
+                values=(*read.values, *unwrapped.values),
                 operands=None if read.operands is None else tuple(read.operands),
             )
         )  # fmt: skip
@@ -1414,6 +1459,12 @@ def _special(program: str, args: list[Word], out: _Options) -> None:
             if text.startswith("+") and not re.fullmatch(r"\+[0-9]*", text):
                 out.opaque.append(f"{program} {text[:20]} runs a command given on the command line")
     if program == "make":
+        for g in out.reading.given if out.reading is not None else ():
+            value = _given_value(g, args) if "-f" in g.names else None
+            if value is not None and (not value.static or value.text == "-"
+                                      or value.text.startswith(("/dev/", "/proc/"))):  # fmt: skip
+                out.opaque.append("make reads its makefile from its input or a command, so "
+                                  "the recipes it runs are given as text")  # fmt: skip
         for arg in out.operands or args:
             if re.match(r"^[A-Za-z_.][A-Za-z0-9_.-]*\s*[:+?!]?=", arg.text) or not arg.static:
                 out.opaque.append("make is given a variable on its command line, which can "
