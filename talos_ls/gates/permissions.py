@@ -43,7 +43,15 @@ import platformdirs
 
 from ..display import visible
 from ..files import FileTooLarge, NotRegularFile, atomic_write, read_regular
-from .shell import Analysis, SimpleCommand, analyze, could_match, matches, path_risks
+from .shell import (
+    Analysis,
+    GlobWalk,
+    SimpleCommand,
+    analyze,
+    could_match,
+    matches,
+    path_risks,
+)
 
 MODES = ("read-only", "ask", "auto-edit", "full-auto")
 DECISIONS = ("allow", "ask", "deny")
@@ -314,8 +322,9 @@ class Policy:
             return Decision("allow", "full-auto mode", writable=True, network=network, shown=shown)
         asked: list[tuple[SimpleCommand, str]] = []
         grants: list[Rules] = []
+        walk = GlobWalk(self.root) if self.root else None  # one budget for the line's globs
         for cmd in analysis.commands:
-            risks = [*cmd.risks, *(path_risks(cmd, self.root) if self.root else [])]
+            risks = [*cmd.risks, *(path_risks(cmd, self.root, walk) if self.root else [])]
             rules = self._command_rule("allow", cmd)
             if self._command_rule("ask", cmd) is not None:
                 asked.append((cmd, "a rule says to ask"))

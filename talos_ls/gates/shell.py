@@ -1517,8 +1517,8 @@ def _awk_program(program: str, args: list[Word], out: _Options) -> None:
                 for part in value.text.split(","))):  # fmt: skip
             out.opaque.append(f"{program} -W {value.text[:20]} is an implementation option "
                               "that can run a program file (mawk's -W exec)")  # fmt: skip
-    if not texts and not from_file and out.reading.operands:
-        texts.append(args[out.reading.operands[0]])
+    if not texts and not from_file and out.operands:
+        texts.append(out.operands.pop(0))  # the program: text, not a path to check
     if any(not t.static or _AWK_RUNS.search(t.text) for t in texts):
         out.opaque.append(f"{program}'s program runs commands (system, a pipe, or code it "
                           "loads)")  # fmt: skip
@@ -1682,8 +1682,8 @@ def _sed_program(args: list[Word], out: _Options) -> None:
     scripts = [
         v for g in given if g.names & {"-e", "--expression"} and (v := _given_value(g, args))
     ]
-    if not scripts and not any(g.names & {"-f", "--file"} for g in given) and out.reading.operands:
-        scripts = [args[out.reading.operands[0]]]
+    if not scripts and not any(g.names & {"-f", "--file"} for g in given) and out.operands:
+        scripts = [out.operands.pop(0)]  # the script: text, not a path to check
     if not scripts:
         return
     if not all(w.static for w in scripts):
@@ -1938,14 +1938,15 @@ def _path_words(command: SimpleCommand) -> list[tuple[Word, str]]:
     return out
 
 
-def path_risks(command: SimpleCommand, root: Path) -> list[str]:
+def path_risks(command: SimpleCommand, root: Path, walk: GlobWalk | None = None) -> list[str]:
     """Arguments and option values that name a path outside `root` (through `..`, an
     absolute path, `~` or a symlink) or a secrets file (`.env*`): a reader allowed by rule
     must not read those. A glob is judged by the directory it starts from first (`/*/*` is
-    outside before anything is listed), then by what it matches, walked within one budget
-    for the whole command (`_Walk`): a glob that needs more is asked."""
+    outside before anything is listed), then by what it matches, walked within `walk`'s
+    budget (one per command line: `ls */*/*; ls */*/*; ...` shares it): a glob that needs more
+    is asked."""
     risks = []
-    walk = _Walk(root)
+    walk = walk or GlobWalk(root)
     for arg, text in _path_words(command):
         if not arg.static:
             continue
@@ -1976,8 +1977,8 @@ def _glob_start(pattern: str) -> str:
     return head[: head.rfind("/") + 1] or "."
 
 
-MAX_GLOB_VISIT = 20_000  # directory entries the globs of one command may look at
-MAX_GLOB_SECONDS = 2.0  # and for how long (a slow or hung filesystem)
+MAX_GLOB_VISIT = 20_000  # directory entries the globs of one command line may look at
+MAX_GLOB_SECONDS = 2.0  # and for how long (a slow filesystem)
 _POSIX_CLASSES = {"alpha": "a-zA-Z", "digit": "0-9", "alnum": "a-zA-Z0-9", "upper": "A-Z",
                   "lower": "a-z", "space": r"\s", "blank": r" \t", "punct": r"!-/:-@\[-`{-~",
                   "xdigit": "0-9A-Fa-f", "word": r"\w", "print": r"\x20-\x7e",
@@ -2030,11 +2031,11 @@ class _Budget(Exception):
     """The globs of one command needed more looking than they may have."""
 
 
-class _Walk:
-    """What the globs of one command expand to, as bash will (no `dotglob`: a component not
-    starting with `.` skips names that do; `.*` may be `..`, as before bash 5.2), within
-    `MAX_GLOB_VISIT` directory entries and `MAX_GLOB_SECONDS`: a hostile `*/*/*/*/*` costs the
-    gate a bounded walk, and is asked."""
+class GlobWalk:
+    """What the globs of a command line expand to, as bash will (no `dotglob`: a component
+    not starting with `.` skips names that do; `.*` may be `..`, as before bash 5.2), within
+    `MAX_GLOB_VISIT` directory entries and `MAX_GLOB_SECONDS` for the whole line: a hostile
+    `*/*/*/*/*` costs the gate a bounded walk, and is asked."""
 
     def __init__(self, root: Path) -> None:
         self.root = root
