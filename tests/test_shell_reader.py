@@ -517,6 +517,7 @@ PARSED_FINE = [
     "cat <<-'EOF'\n\t`touch p`\n\tEOF", "cat <<EOF\n  \\$(not run) \\`nor this\\`\nEOF",
     "echo 'a $(b) `c`' # $(d)", "echo $'\\x41 $(b)'", "git commit -m \"two \\\nlines\"",
     "python x.py \\\n  --flag", "cat <<EOF\n$(date)\nEOF",
+    "cat <<EOF\n  ${HOME} ${#x} ${y:-text} ${z%.py}\nEOF", "python -c \"a;\\\nb\"",
 ]  # fmt: skip
 
 

@@ -712,6 +712,11 @@ def _name_problem(word: Word) -> str | None:
 # Outside quotes: an escaped character (text; a backslash-newline is a line continuation), or
 # what bash expands that can run code.
 _EXPANDS = re.compile(rb"\\[\s\S]|\$[({\[]|`")
+# `${NAME}`, `${#NAME}`, `${NAME:-text}`, `${NAME%pattern}`...: no index, indirection,
+# operator or substitution, so nothing in it runs.
+_PLAIN_BRACES = re.compile(
+    rb"\$\{#?[A-Za-z_][A-Za-z0-9_]*(?:(?::?[-=+?]|##?|%%?|\^\^?|,,?)[^}$`\[\]\\\"'(){}]*)?\}"
+)
 # Nodes whose text bash does not expand: single quotes, `$'...'`, comments.
 _LITERAL = frozenset({"raw_string", "ansi_c_string", "comment"})
 
@@ -732,6 +737,7 @@ class _Analyzer:
         self.integers: set[str] = set()  # `declare -i` seen
         self.parsed: set[int] = set()  # where the grammar found substitutions and expansions
         self.literal: list[tuple[int, int]] = []  # byte ranges bash does not expand
+        self.quoted: list[tuple[int, int]] = []  # double quotes, here-documents: one word
 
     def risk(self, text: str) -> None:
         if text not in self.result.risks:
@@ -815,6 +821,8 @@ class _Analyzer:
                     self.backticks(node)
             if kind in _LITERAL:
                 self.literal.append((node.start_byte, node.end_byte))
+            elif kind in ("string", "heredoc_body"):
+                self.quoted.append((node.start_byte, node.end_byte))
             if kind == "heredoc_redirect":
                 self.heredoc(node)
                 if _quoted_delimiter(node):
@@ -889,10 +897,17 @@ class _Analyzer:
                 if text == b"\\\n":
                     before = self.source[m.start() - 1 : m.start()]
                     after = self.source[m.end() : m.end() + 1]
-                    if before.strip() and after.strip():
+                    quoted = any(a <= m.start() < b for a, b in self.quoted)
+                    if before.strip() and after.strip() and (before == b"$" or not quoted):
                         self.opaque("a line continuation inside a word, which bash joins "
                                     "and Talos would read as two")  # fmt: skip
                         return
+                elif (
+                    text == b"${"
+                    and m.start() not in self.parsed
+                    and _PLAIN_BRACES.match(self.source, m.start())
+                ):
+                    continue  # `${NAME}`, `${NAME:-text}`: a value, nothing runs
                 elif not text.startswith(b"\\") and m.start() not in self.parsed:
                     self.opaque("bash expands a `$(...)`, `${...}` or backtick here that "
                                 "Talos cannot read")  # fmt: skip
