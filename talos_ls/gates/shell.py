@@ -68,6 +68,7 @@ _DYNAMIC = frozenset(
 # person is told. Any spelling names the option: the option tables (`options.py`) know that
 # `--dereference-recursive` is `-R` and that `--derefer` is a prefix of it.
 LINKS_OUT = "follows symbolic links out of the workspace"
+AWK_NAMES = ("awk", "gawk", "mawk", "nawk", "original-awk")
 RISKY_FLAGS: dict[str, dict[str, str]] = {
     # programs that write or delete files
     "find": {"-exec": "runs another command", "-execdir": "runs another command",
@@ -196,7 +197,7 @@ OPAQUE_FLAGS: dict[str, dict[str, str]] = {
              "source file given", "-l": "loads the extension library given",
              "--load": "loads the extension library given",
              "-D": "runs debugger commands, which evaluate awk code, from a file or its input"}
-       for awk in ("awk", "gawk", "mawk", "nawk", "original-awk")},
+       for awk in AWK_NAMES},
 }  # fmt: skip
 # Long spellings that mean the same as a short flag, for matching rules (`rm --force -r`), for
 # programs the option tables do not have.
@@ -1453,7 +1454,7 @@ def _read_untabled(shown: str, keys: tuple[str, ...], args: list[Word], out: _Op
 
 
 VIM_FAMILY = frozenset(k for k, v in OPAQUE_FLAGS.items() if "--cmd" in v)
-AWK_FAMILY = frozenset(k for k, v in OPAQUE_FLAGS.items() if "--load" in v)
+AWK_FAMILY = frozenset(AWK_NAMES)
 SSH_FAMILY = frozenset({"ssh", "scp", "sftp"})
 # awk's `-W` values that run nothing (mawk's and gawk's); any other (mawk's `-W exec FILE`,
 # abbreviated `-We`, or hidden in a list: `-Wsprintf=9,e`; gawk's `-W source=...`) is opaque.
