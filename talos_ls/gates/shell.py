@@ -18,7 +18,8 @@ known when the command runs, and any construct the grammar finds but this module
 (loops, functions, here-documents, syntax errors). A command whose program cannot be known
 without running it (`$X args`, `eval`, a non-literal `sh -c` body, a flag or an environment
 variable that runs a program given as text, arithmetic or a variable name bash evaluates from
-data) is *opaque*: no rule can vouch for it.
+data, a substitution bash will expand that the grammar did not parse) is *opaque*: no rule can
+vouch for it.
 """
 
 from __future__ import annotations
