@@ -580,6 +580,7 @@ SUDO_HIDDEN = [
     "sed 's/[/]/x/e' f", "sed ':a;e sudo' f", "sed 's/x/y/ e' f", "split --filter=sudo f",
     "split --fil=sudo f", "sdiff --diff-program=sudo a b", "make -f - x <<< x",
     "fish -c 'sudo -n true'", "ed f <<< x", "su -s /usr/bin/sudo root",
+    "sg root 'sudo -n true'", "sg - root sudo",
 ]  # fmt: skip
 SED_FINE = [
     "sed -n '1,20p' f", "sed 's/a/b/g' f", "sed -e 's/x/y/' -e '5d' f", "sed '/a/,/b/d' f",
@@ -623,10 +624,11 @@ BASH_PAYLOADS = [
     "make -f - x <<< $'x:\\n\\tpwn'", "timeout 5 -k 1 pwn", "nice -n 1 pwn",
     "flock /dev/null -c pwn",
     "command -p pwn", "exec -a x pwn", "time -p pwn", "{pwn,x}", "$'\\x70wn'", "p''wn",
+    "sg root 'pwn x'", "sg - root pwn",
 ]  # fmt: skip
 RUNNERS_USED = ("env", "xargs", "sh", "bash", "cat", "echo", "find", "touch", "awk", "mawk",
                 "sed", "setarch", "linux64", "prlimit", "fakeroot", "script", "su", "split",
-                "sdiff", "make", "timeout", "nice", "flock", "ls", "diff")  # fmt: skip
+                "sdiff", "make", "timeout", "nice", "flock", "ls", "diff", "sg")  # fmt: skip
 
 
 def test_what_bash_runs_is_what_the_reader_sees(tmp_path):

@@ -451,7 +451,8 @@ RUNNERS: dict[str, Runner] = {
     # `su [options] [user [args]]`: the args go to the shell; runuser too, but `runuser -u USER
     # CMD` runs CMD. Both permute: `su root -c CMD`.
     "runuser": _r(body="-c --command", permutes=True),
-    "su": _r(body="-c --command", runs_rest=False, permutes=True), "sg": _r(before=1, body="-c"),
+    "su": _r(body="-c --command", runs_rest=False, permutes=True),
+    "sg": _r(before=1, body="-c", joins=True),  # `sg [-] GROUP [-c] CMD`: sh -c CMD
     "script": _r(body="-c --command", runs_rest=False, permutes=True), "watch": _r(joins=True),
     "strace": _r(), "ltrace": _r("-e -o -p -s -u -a -n"), "valgrind": _r(), "catchsegv": _r(),
     "xvfb-run": _r("-n -s -e -f -p --server-num --server-args --error-file --auth-file"),
@@ -537,6 +538,8 @@ def _unwrap(words: list[Word]) -> _Unwrapped:
             continue
         if runner.assigns:
             i = _assignments(program, words, i, out)
+        if program == "sg" and i < len(words) and words[i].text == "-":
+            i += 1  # `sg - GROUP`: a login environment, then the group
         if runner.before and i < len(words) and not (runner.bare_before and i > 1):
             out.values += words[i : i + runner.before]  # `flock FILE`, `chroot DIR`
             i += runner.before
