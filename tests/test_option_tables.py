@@ -41,6 +41,8 @@ spec.loader.exec_module(tables)
         ("    -m, --message <message>", "git", [["-m --message", 1]]),
         ("       --stat[=<width>[,<name-width>[,<count>]]]", "git", [["--stat", 2]]),
         ("    -., --hidden                                 ", "gnu", [["-. --hidden", 0]]),
+        ("    -f program-file  Program  text is read from file instead", "gnu", [["-f", 1]]),
+        ("    -W version       show version information and exit.", "gnu", [["-W", 1]]),
     ],
 )  # fmt: skip
 def test_each_help_layout_is_read_as_the_program_means_it(line, style, expected):

@@ -5,8 +5,13 @@ test walks every risky or program-running option in the tables with every prefix
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
+import shutil
+import subprocess
+import threading
+from importlib import resources
 
 import pytest
 
@@ -22,6 +27,8 @@ from talos_ls.gates.shell import (
     env_runs,
     matches,
 )
+
+from .system import require_binary
 
 
 @pytest.fixture
@@ -47,12 +54,13 @@ def policy(ws, mode="ask", **rules):
 # ===================================================== 1. the generated prefix test
 def _keys_with_spec() -> list[tuple[str, str]]:
     """(table key, the program or git subcommand its options are read with)."""
+    data = resources.files(options.__package__).joinpath("options.json").read_text()
+    tabled = json.loads(data)["programs"]
     out = []
     for table in (RISKY_FLAGS, OPAQUE_FLAGS):
         for key in table:
             if key == "git *":
-                out += [(key, name) for name in options.known_programs()
-                        if name.startswith("git ") and name != "git"]  # fmt: skip
+                out += [(key, name) for name in tabled if name.startswith("git ")]
             else:
                 out.append((key, key))
     return sorted(set(out))
@@ -372,7 +380,7 @@ def test_the_person_is_told_what_bash_would_evaluate(ws):
     p = policy(ws, "full-auto")
     for command, why in [
         ("x='a[$(touch p)]'; echo $((x))", "evaluates x as arithmetic"),
-        ("cat <<EOF\n`touch p`\nEOF", "a here-document body runs `...` commands"),
+        ("cat <<EOF\n`touch p`\nEOF", "bash expands a `$(...)`, `${...}` or backtick"),
         ("echo ${x@P}", "expands a value as a prompt"),
         ("GIT_PAGER='touch p' git log", "sets GIT_PAGER, which can make git run a program"),
     ]:
@@ -385,3 +393,272 @@ def test_a_negation_turns_an_option_off():
     assert analyze("git log -p --no-textconv").all_risks == []
     assert analyze("git diff --no-ext-diff").all_risks == []
     assert analyze("git log --textconv").all_risks
+
+
+# ================================================ the review of issue 25 (A4, A5, A6, A9)
+# A4: a glob is judged from where it starts; its walk is bounded for the whole line.
+def test_a_glob_is_judged_from_the_directory_it_starts_in(ws):
+    """`ls /*/*/zz*` matches nothing, so the old check took the workspace for it; bash's
+    bracket syntax (`[^x]`, `[[:alpha:]]`) is matched as bash matches it, so a link among the
+    matches (`passwd` -> /etc/passwd) is found."""
+    p = policy(ws)
+    for command in ("ls /*/*/zz*", "ls /*/zz*", "cat ../*/nothing*", "cat [^x]asswd",
+                    "cat p[[:alpha:]]sswd", "cat pass[^]x]d", "cat */../pass*"):  # fmt: skip
+        decision = p.check_command(command)
+        assert decision.verdict == "ask", (command, decision)
+        assert "outside the workspace" in decision.reason, (command, decision.reason)
+    for command in ("ls src/*.py", "cat src/[a-z].py", "ls s*/", "ls src/[!.]*"):
+        assert p.check_command(command).verdict == "allow", command
+
+
+def _check_in_thread(p, command: str, hang: float = 120.0):
+    """`p.check_command(command)` in a thread; fails if it has not returned after `hang`
+    seconds (a walk with no bound runs for hours)."""
+    result = {}
+    thread = threading.Thread(target=lambda: result.update(d=p.check_command(command)),
+                              daemon=True)  # fmt: skip
+    thread.start()
+    thread.join(hang)
+    assert not thread.is_alive(), f"checking {command!r} did not end: the glob walk is unbounded"
+    return result["d"]
+
+
+def test_a_glob_walk_is_bounded_by_the_entries_it_visits_for_the_whole_line(ws):
+    """Twenty links to their own directory make `loop/*/*/*/*/*/*/zz*` 64 million paths: the
+    walk stops at its budget and the command is asked. The budget is the line's: three
+    commands of 9,000 entries each go over it together."""
+    loop = ws / "loop"
+    loop.mkdir()
+    for i in range(20):
+        os.symlink(".", loop / f"l{i}")
+    p = policy(ws)
+    decision = _check_in_thread(p, "ls loop/*/*/*/*/*/*/zz*")
+    assert decision.verdict == "ask" and "too many paths" in decision.reason, decision
+    assert p.check_command("ls loop/*/*/zz*").verdict == "allow"  # within the budget
+    decision = _check_in_thread(p, "; ".join(["ls loop/*/*/zz*"] * 3))
+    assert decision.verdict == "ask" and "too many paths" in decision.reason, decision
+
+
+def test_the_check_runs_where_the_caller_puts_it_with_the_folders_read_before(ws, tmp_path):
+    """`authorize_command(blocking=...)` runs the check in the caller's worker (the host's
+    offload); the folders open inside are read on the caller's thread first, and their deny
+    rules still hold."""
+    inner = policy(ws)
+    inner.commands["deny"] = ["git push"]
+    outer = policy(ws)
+    outer.nested = lambda: [("sub", inner)]
+    threads = []
+
+    async def blocking(fn, *args):
+        def run():
+            threads.append(threading.current_thread())
+            return fn(*args)
+
+        return await asyncio.to_thread(run)
+
+    async def main():
+        return await outer.authorize_command("git push origin main", None, blocking=blocking)
+
+    decision = asyncio.run(main())
+    assert decision.verdict == "deny" and "the folder sub" in decision.reason, decision
+    assert threads and threads[0] is not threading.main_thread()
+
+
+# A5: every word with `=` before env's (or sudo's) program is an assignment.
+ENV_DENIED = [
+    "env A.B=1 sudo -n true", "env -S 'A.B=1 sudo -n true'", "env -iS'A.B=1 sudo -n true'",
+    "env --split-string='A=1 sudo -n true'", "find . -exec env A.B=1 sudo -n true ;",
+    "env A.B=1 git push origin main", "env A=1 B.C=2 git push origin main",
+    "sudo A=1 git push origin main", "env -S 'A.B=1 git push' origin main",
+    "env -S 'env -S \"git push origin main\"'", "env =x git push origin main",
+]  # fmt: skip
+ENV_OPAQUE = [
+    "env 'BASH_FUNC_ls%%=() { touch p; }' bash -c ls", "env BASH_FUNC_x=1 bash -c x",
+    "env A-B=1 true", "env -S 'BASH_FUNC_ls%%=x' bash -c ls", "env -u X 'BASH_FUNC_ls%%=x' ls",
+    "export 'BASH_FUNC_ls%%=() { touch p; }'; bash -c ls",
+    "declare -x 'BASH_FUNC_ls%%=() { touch p; }'; bash -c ls",
+    "strace -E 'BASH_FUNC_ls%%=() { touch p; }' bash -c ls", "systemd-run -E A.B=1 true",
+    "env -S 'x \\c' true", "env -S '${HOME}' true",
+]  # fmt: skip
+
+
+def test_env_takes_every_word_with_an_equals_sign_before_its_program(ws):
+    """GNU env (and sudo) take any such word as an assignment, not only a shell identifier:
+    the program after it is found, so deny rules hold; a name that is no identifier
+    (`BASH_FUNC_ls%%` is a bash function) makes the command opaque."""
+    p = policy(ws, "full-auto", commands={"deny": ["git push"]})
+    for command in ENV_DENIED:
+        assert p.check_command(command).verdict == "deny", command
+    for command in ENV_OPAQUE:
+        assert analyze(command).opaque, command
+        assert p.check_command(command).verdict == "ask", command
+    for command in ("env LANG=C ls", "env -u LANG ls", "env -S 'LANG=C ls'", "env -i ls"):
+        assert p.check_command(command).verdict == "allow", command
+
+
+# A6: what bash expands that the grammar did not parse is opaque.
+UNPARSED = [
+    "cat <<EOF\n  $(touch p)\nEOF", "cat <<-EOF\n\t$(touch p)\n\tEOF",
+    "cat <<EOF\n\t`touch p`\nEOF", "cat <<EOF; touch p\nx\nEOF",
+    "cat <<EOF\nx $(echo) y\n  $(touch p)\nEOF", "cat <<EOF\n  $((a[$(touch p)]))\nEOF",
+    "cat <<EOF\n  $[1]\nEOF", "cat << EOF >out\n   ${x:-$(touch p)}\nEOF",
+    "x=$(cat <<EOF\n  $(touch p)\nEOF\n)", "echo ${x:-`touch p`}", "echo \"${x:-`touch p`}\"",
+    "cat <<EOF\n${x:-`touch p`}\nEOF", "echo `echo \\`touch p\\``", "echo `echo \\$(touch p)`",
+    "tou\\\nch p", "echo $\\\n(touch p)", "cat <<EOF\n$\\\n(touch p)\nEOF",
+    "cat <<EOF\nEOF \n$(touch p)\nEOF", "cat <<EOF\n EOF\ntouch p\nEOF",
+]  # fmt: skip
+# The grammar nests the rest of a here-document's line inside it: those commands are read.
+HEREDOC_LINE = [
+    "cat <<EOF | touch p\nx\nEOF", "cat <<EOF && touch p\nx\nEOF", "cat <<EOF || touch p\nx\nEOF",
+    "cat <<A <<B | touch p\na\nA\nb\nB",
+]  # fmt: skip
+PARSED_FINE = [
+    "cat <<EOF\n  plain $x ${y} text\nEOF", "cat <<'EOF'\n  $(touch p)\nEOF",
+    "cat <<-'EOF'\n\t`touch p`\n\tEOF", "cat <<EOF\n  \\$(not run) \\`nor this\\`\nEOF",
+    "echo 'a $(b) `c`' # $(d)", "echo $'\\x41 $(b)'", "git commit -m \"two \\\nlines\"",
+    "python x.py \\\n  --flag", "cat <<EOF\n$(date)\nEOF",
+    "cat <<EOF\n  ${HOME} ${#x} ${y:-text} ${z%.py}\nEOF", "python -c \"a;\\\nb\"",
+]  # fmt: skip
+
+
+def test_what_bash_expands_that_the_grammar_did_not_parse_is_opaque(ws):
+    """tree-sitter drops `$(...)` after a here-document line's indent and in `<<-` bodies,
+    reads a backtick inside `${x:-...}` as text, splits a word at a line continuation; the
+    reader finds every `$(`, `${`, `$((`, `$[` and backtick bash will expand outside quotes and
+    comments, and each must be one the grammar parsed."""
+    p = policy(ws, "full-auto")
+    for command in UNPARSED:
+        assert analyze(command).opaque, command
+        assert p.check_command(command).verdict == "ask", command
+    for command in PARSED_FINE:
+        assert not analyze(command).opaque, (command, analyze(command).all_risks)
+    for command in HEREDOC_LINE:
+        assert "touch" in [c.program for c in analyze(command).commands], command
+        assert p.check_command(command.replace("touch p", "sudo -n true")).verdict == "deny"
+
+
+# A9: awk's options are read before its program text is found.
+AWK_RUNS = [
+    "awk -v x=1 'BEGIN{system(\"touch p\")}'", "awk -F : '{system($1)}' f",
+    "awk -F: -v a=b 'BEGIN{print | \"sh\"}'", "awk -vx=1 -- 'BEGIN{system(1)}'",
+    "awk -e 'BEGIN{system(\"x\")}'", "gawk --source='BEGIN{system(\"x\")}'",
+    "awk -f x.awk f", "gawk -E x.awk", "mawk -We x.awk", "mawk -W exec x.awk",
+    "mawk -Wsprintf=9,e x.awk", "awk -W source=x", "awk 'BEGIN{f=\"system\"; @f(\"x\")}'",
+    "awk '@load \"x\"; {}' f", "awk -D '{}' f", "awk --debug=cmds '{}' f",
+    "awk -Z 'BEGIN{system(1)}'", "nawk -v x=1 'BEGIN{\"x\" | getline}'",
+]  # fmt: skip
+AWK_FINE = [
+    "awk -F: '{print $1}' f", "awk -v n=2 'NR==n' f", "awk '{print}' f", "mawk -W version",
+    "awk -- '{print $1}' f", "awk -F '|' '{print $2}' f", "awk '$1 || $2' f",
+]  # fmt: skip
+
+
+def test_awk_options_are_read_before_its_program_is_found(ws):
+    """`-v x=1` and `-F :` take values; the program is the first word after the options (or
+    `-e`'s): with the person's `awk` rule, a program that calls `system` is still asked."""
+    p = policy(ws, commands={"allow": ["awk", "gawk", "mawk", "nawk"]})
+    for command in AWK_RUNS:
+        assert analyze(command).opaque, command
+        assert p.check_command(command).verdict == "ask", command
+    for command in ("awk -o out '{}' f", "awk --profile=x '{}' f"):
+        assert p.check_command(command).verdict == "ask", command  # gawk writes the file
+    for command in AWK_FINE:
+        assert p.check_command(command).verdict == "allow", command
+
+
+# And what a fresh look found: runners, sed's script, shells reading their input.
+SUDO_HIDDEN = [
+    "setarch x86_64 sudo -n true", "setarch x86_64 -R sudo -n true", "setarch -R sudo -n true",
+    "linux64 sudo -n true", "prlimit --nofile=9 sudo -n true", "prlimit -n9 sudo -n true",
+    "runcon -t x sudo -n true", "runcon ctx sudo -n true", "fakeroot -l lib sudo -n true",
+    "eatmydata sudo -n true", "sshpass -p pw sudo -n true", "script out -qc 'sudo -n true'",
+    "script -q out -c 'sudo -n true'", "runuser -u root -- sudo -n true",
+    "runuser root -c 'sudo -n true'", "echo x | xargs env", "echo x | xargs -I{} sh -c '{}'",
+    "echo x | xargs -i sh -c 'echo {}'", "find . -exec sh -c 'echo {}' \\;", "sh - <<< x",
+    "bash -e - <<< x", "perf stat sudo -n true", "gdb -batch -ex 'shell sudo'",
+    "tmux new -d 'sudo -n true'", "sed -n '1e sudo -n true' f", "sed 's/x/sudo/e' f",
+    "sed 's/[/]/x/e' f", "sed ':a;e sudo' f", "sed 's/x/y/ e' f", "split --filter=sudo f",
+    "split --fil=sudo f", "sdiff --diff-program=sudo a b", "make -f - x <<< x",
+    "fish -c 'sudo -n true'", "ed f <<< x", "su -s /usr/bin/sudo root",
+    "sg root 'sudo -n true'", "sg - root sudo",
+]  # fmt: skip
+SED_FINE = [
+    "sed -n '1,20p' f", "sed 's/a/b/g' f", "sed -e 's/x/y/' -e '5d' f", "sed '/a/,/b/d' f",
+    "sed ':a;N;$!ba;s/\\n/ /g' f", "sed 's|a|b|g' f", "sed -E 's/(a|b)+/x/2g' f",
+    "sed '/a/{s//X/;p}' f", "sed 'y/abc/xyz/' f", "sed '1i\\\nheader' f", "sed '$!N' f",
+    "sed --sandbox '1e x' f",
+]  # fmt: skip
+
+
+def test_runners_sed_scripts_and_shells_reading_input_do_not_hide_a_program(ws):
+    """Full-auto with the built-in deny of `sudo`: none of these may run unasked."""
+    p = policy(ws, "full-auto")
+    for command in SUDO_HIDDEN:
+        assert p.check_command(command).verdict != "allow", command
+    p = policy(ws, commands={"allow": ["sed"]})
+    for command in SED_FINE:
+        assert p.check_command(command).verdict == "allow", command
+    for command in ("sed 'r /etc/passwd' f", "sed 'w /tmp/x' f", "sed 's/a/b/w out' f",
+                    "strace -o /tmp/x ls", "flock /etc/lock ls"):  # fmt: skip
+        assert p.check_command(command).verdict == "ask", command
+
+
+# ================================================ what bash runs, against what is read
+# Each runs `pwn` (a stub that logs its name) the way bash would; the reader must see it run,
+# or find the line opaque. Runners and programs are the real ones.
+BASH_PAYLOADS = [
+    "cat <<EOF\n  $(pwn)\nEOF", "cat <<-EOF\n\t$(pwn)\n\tEOF", "cat <<EOF | pwn\nx\nEOF",
+    "cat <<EOF && pwn\nx\nEOF", "echo ${x:-`pwn`}", "cat <<EOF\n${x:-`pwn`}\nEOF",
+    "echo `echo \\`pwn\\``", "echo `echo \\$(pwn)`", "pw\\\nn", "echo $\\\n(pwn)",
+    "env A.B=1 pwn", "env -S 'A.B=1 pwn'", "env -iS'pwn'",
+    "env 'BASH_FUNC_ls%%=() { pwn; }' bash -c ls",
+    "echo pwn | xargs env", "echo pwn | xargs -I{} sh -c '{}'", "echo pwn | xargs -i@ sh -c @",
+    "touch '$(pwn)'; find . -name '$*' -exec sh -c 'echo {}' \\;", "sh - <<< pwn",
+    "bash -e - <<< pwn", "awk -v x=1 'BEGIN{system(\"pwn\")}'", "awk -F: 'BEGIN{system(\"pwn\")}'",
+    "mawk -Wsprintf=9,e /dev/stdin <<< 'BEGIN{system(\"pwn\")}'", "sed -n '1e pwn' <<< a",
+    "sed 's/a/pwn/e' <<< a", "sed ':x;e pwn' <<< a", "sed 's/x/y/ e' <<< x",
+    "setarch x86_64 pwn", "setarch x86_64 -R pwn", "setarch -R pwn", "linux64 pwn",
+    "prlimit --nofile=100 pwn", "prlimit -n100 pwn", "fakeroot -- pwn",
+    "script -q /dev/null -c pwn", "script /dev/null -qc pwn", "su root -c pwn",
+    "split --filter=pwn /etc/hostname", "sdiff --diff-program=pwn /dev/null /dev/null",
+    "make -f - x <<< $'x:\\n\\tpwn'", "timeout 5 -k 1 pwn", "nice -n 1 pwn",
+    "flock /dev/null -c pwn",
+    "command -p pwn", "exec -a x pwn", "time -p pwn", "{pwn,x}", "$'\\x70wn'", "p''wn",
+    "sg root 'pwn x'", "sg - root pwn",
+]  # fmt: skip
+RUNNERS_USED = ("env", "xargs", "sh", "bash", "cat", "echo", "find", "touch", "awk", "mawk",
+                "sed", "setarch", "linux64", "prlimit", "fakeroot", "script", "su", "split",
+                "sdiff", "make", "timeout", "nice", "flock", "ls", "diff", "sg")  # fmt: skip
+
+
+def test_what_bash_runs_is_what_the_reader_sees(tmp_path):
+    """Differential: each payload runs in real bash, with a PATH of the real programs it
+    uses and a stub `pwn` that logs when it runs. Wherever it ran, the reader must have found
+    it (at any wrapper layer) or found the line opaque."""
+    bash = require_binary("bash", "apt-get install -y bash")
+    bin_dir, log = tmp_path / "bin", tmp_path / "ran"
+    bin_dir.mkdir()
+    (bin_dir / "pwn").write_text(f"#!/bin/sh\necho pwn >> {log}\n")
+    (bin_dir / "pwn").chmod(0o755)
+    for name in RUNNERS_USED:
+        if found := shutil.which(name):
+            (bin_dir / name).symlink_to(found)
+    missed, ran = [], 0
+    for command in BASH_PAYLOADS:
+        work = tmp_path / "w"
+        shutil.rmtree(work, ignore_errors=True)
+        work.mkdir()
+        log.write_text("")
+        subprocess.run([bash, "--norc", "--noprofile", "-c", command], cwd=work,
+                       env={"PATH": str(bin_dir), "HOME": str(work), "LC_ALL": "C"},
+                       stdin=subprocess.DEVNULL, capture_output=True, timeout=60)  # fmt: skip
+        if "pwn" not in log.read_text():
+            continue
+        ran += 1
+        analysis = analyze(command)
+        seen = {os.path.basename(layer[0]) for c in analysis.commands for layer in c.layers
+                if layer} | {os.path.basename(c.program) for c in analysis.commands}  # fmt: skip
+        if "pwn" not in seen and not analysis.opaque:
+            missed.append(command)
+    assert not missed, "bash ran pwn where the reader did not see it:\n" + "\n".join(missed)
+    assert ran >= len(BASH_PAYLOADS) // 2, f"only {ran} payloads ran here: the check is idle"

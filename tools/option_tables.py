@@ -39,17 +39,25 @@ GNU_HELP = {
     # programs with risky or aliased flags
     "sed": "gnu", "tee": "gnu", "cp": "gnu", "rm": "gnu", "chmod": "gnu", "chown": "gnu",
     "tar": "gnu", "curl": "gnu", "make": "gnu", "man": "gnu", "wget": "gnu",
-    # programs that run a program named after their options
+    # programs that run a program named after their options (su, runuser and script permute:
+    # `su root -c CMD`, `script out -c CMD`)
     "env": "stop", "nice": "stop", "timeout": "stop", "stdbuf": "stop", "chroot": "stop",
     "nohup": "stop", "ionice": "stop", "chrt": "stop", "taskset": "stop", "flock": "stop",
-    "setpriv": "stop", "unshare": "stop", "nsenter": "stop", "runuser": "stop", "su": "stop",
-    "script": "stop", "watch": "stop", "setsid": "stop", "xargs": "stop",
-    "systemd-run": "stop",
+    "setpriv": "stop", "unshare": "stop", "nsenter": "stop", "runuser": "gnu", "su": "gnu",
+    "script": "gnu", "watch": "stop", "setsid": "stop", "xargs": "stop",
+    "systemd-run": "stop", "setarch": "stop", "prlimit": "stop", "runcon": "stop",
+    # programs with options that run a program given as text
+    "split": "gnu", "sdiff": "gnu", "diff3": "gnu",
 }  # fmt: skip
 NUMBERS = {"head", "tail", "grep", "diff", "nice", "git log", "git show", "git whatchanged",
            "git rev-list"}  # fmt: skip
-HELP_FLAG = {"strace": "-h"}
-STOP_HELP = {"strace": "stop"}  # `strace -h`
+HELP_FLAG = {"strace": "-h", "mawk": "-Wusage"}
+STOP_HELP = {"strace": "stop", "mawk": "stop"}  # `strace -h`; awk: options end at the program
+VERSION_FLAG = {"mawk": "-Wversion"}
+# `awk` (and its other names) may be gawk, mawk, busybox's or the one true awk, whichever the
+# system installed: read with every option any of them has (`AWK_FLAVOURS`, in this order).
+AWK_NAMES = ("awk", "nawk", "original-awk")
+AWK_FLAVOURS = ("gawk", "mawk")
 SYNOPSIS = {"ssh": "gnu", "scp": "gnu", "sftp": "gnu"}  # BSD man pages: options in SYNOPSIS
 # git subcommands: the built-in allow rules' ones, and those with options that run programs
 GIT_SUBCOMMANDS = (
@@ -81,6 +89,17 @@ MANUAL: dict[str, dict] = {
                    ["-s", 0], ["-S", 0], ["-u", 0], ["-v", 0], ["-V --version", 0],
                    ["-W", 1], ["-x", 0], ["-X", 1], ["--check-hash-based-pycs", 1],
                    ["--help-env", 0], ["--help-xoptions", 0], ["--help-all", 0]]},
+    "gawk": {"source": "gawk --help and gawk(1), 5.2 and 5.3 (not installed here); busybox awk's "
+             "-e, -f, -F, -v are among them", "style": "stop", "options": [
+                 ["-f --file", 1], ["-F --field-separator", 1], ["-v --assign", 1],
+                 ["-b --characters-as-bytes", 0], ["-c --traditional", 0], ["-C --copyright", 0],
+                 ["-d --dump-variables", 2], ["-D --debug", 2], ["-e --source", 1],
+                 ["-E --exec", 1], ["-g --gen-pot", 0], ["-h --help", 0], ["-i --include", 1],
+                 ["-I --trace", 0], ["-k --csv", 0], ["-l --load", 1], ["-L --lint", 2],
+                 ["-M --bignum", 0], ["-N --use-lc-numeric", 0], ["-n --non-decimal-data", 0],
+                 ["-o --pretty-print", 2], ["-O --optimize", 0], ["-p --profile", 2],
+                 ["-P --posix", 0], ["-r --re-interval", 0], ["-s --no-optimize", 0],
+                 ["-S --sandbox", 0], ["-t --lint-old", 0], ["-V --version", 0], ["-W", 1]]},
     "tree": {"source": "tree(1) 2.1.0 manual page (not installed here)", "style": "gnu",
              "options": [[f"-{c}", 0] for c in "adlfxRqNQpugshDFvtcUriASnCXJ"] + [
                  ["-L", 1], ["-P", 1], ["-I", 1], ["-o", 1], ["-H", 1], ["-T", 1],
@@ -92,6 +111,9 @@ MANUAL: dict[str, dict] = {
                  ["--hintro", 1], ["--houtro", 1], ["--fromfile", 0], ["--fromtabfile", 0],
                  ["--fflinks", 0], ["--help", 0], ["--version", 0]]},
 }  # fmt: skip
+# prlimit's resources, each its short letter then its long name
+PRLIMIT_RESOURCES = ("ccore ddata enice ffsize isigpending lmemlock mrss nnofile qmsgqueue "
+                     "rrtprio sstack tcpu unproc vas xlocks yrttime")  # fmt: skip
 # Options a program has but its help does not list (or lists so that the shape is lost).
 EXTRA = {
     "file": [
@@ -125,6 +147,9 @@ EXTRA = {
         ["--no-verbatim-files-from", 0],
     ],
     "unshare": [["--map-users", 1], ["--map-groups", 1]],
+    "mawk": [["-v", 1]],  # `-v var=value`: a metavar with `=` is not read as one
+    # a resource's limit is optional and attached (`-n10`, `--nofile=10`); the help hides it
+    "prlimit": [[f"-{pair[0]} --{pair[1:]}", 2] for pair in PRLIMIT_RESOURCES.split()],
     "nsenter": [["--wdns", 1]],
     "su": [["-l --login", 0]],
     "runuser": [["-l --login", 0]],
@@ -161,7 +186,7 @@ def version(program: str) -> str:
         return run("ssh", "-V").strip().splitlines()[0].split(",")[0]
     if program.startswith("git"):
         return run("git", "--version").strip()
-    for flag in ("--version", "-V", "-v"):
+    for flag in (VERSION_FLAG.get(program, "--version"), "-V", "-v"):
         out = run(program, flag).strip()
         if out and "nrecognized" not in out and "invalid" not in out and "llegal" not in out:
             return re.split(r",| \(x86| built on", out.splitlines()[0])[0].strip()
@@ -439,7 +464,7 @@ def generate(old: dict) -> dict:
             add(program, style, dedupe(opts), f"{program} --help", program)
     for program, flag in HELP_FLAG.items():
         if installed(program):
-            opts = options_from_help(run(program, flag))
+            opts = dedupe(EXTRA.get(program, []) + options_from_help(run(program, flag)))
             add(program, STOP_HELP[program], opts, f"{program} {flag}", program)
     for program, style in SYNOPSIS.items():
         if installed(program):
@@ -458,7 +483,17 @@ def generate(old: dict) -> dict:
     for name, entry in MANUAL.items():
         programs[name] = {**entry, "version": "see source"}
     for name, entry in old.get("programs", {}).items():
-        programs.setdefault(name, entry)  # not installed here: keep what was read before
+        if name not in AWK_NAMES:
+            programs.setdefault(name, entry)  # not installed here: keep what was read before
+    flavours = [f for f in AWK_FLAVOURS if f in programs]
+    for name in AWK_NAMES:
+        programs[name] = {
+            "source": "every option of " + ", ".join(
+                f"{f} ({programs[f]['version'].replace('see source', 'its manual')})"
+                for f in flavours),
+            "version": "see source", "style": "stop",
+            "options": dedupe([o for f in flavours for o in programs[f]["options"]]),
+        }  # fmt: skip
     return {
         "about": "Generated by tools/option_tables.py from each program's own option list "
         "(source, version); arity 0: no value, 1: a value, 2: an optional attached value. "

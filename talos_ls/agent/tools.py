@@ -233,7 +233,7 @@ async def _run_command(ctx: ToolContext, args: dict[str, Any]) -> str:
     command = args["command"]
     if ctx.sandbox is None:
         raise ToolError("not run: commands cannot run in this session")
-    decision = await ctx.policy.authorize_command(command, ctx.prompter)
+    decision = await ctx.policy.authorize_command(command, ctx.prompter, blocking=ctx.blocking)
     if decision.verdict != "allow":
         raise ToolError(f"not run: {decision.reason}")
     timeout = min(float(args.get("timeout", ctx.command_timeout)), ctx.command_timeout)

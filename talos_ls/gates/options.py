@@ -147,10 +147,6 @@ def spec(name: str) -> Spec | None:
     return Spec(name, entry) if entry is not None else None
 
 
-def known_programs() -> list[str]:
-    return list(_table())
-
-
 def read(sp: Spec, words: Sequence[str], *, stop: bool = False) -> Reading:
     """Which words are options (and which option each can be), values and operands. `stop`:
     the options end at the first operand (git's own options end at the subcommand)."""

@@ -37,12 +37,21 @@ import json
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import platformdirs
 
 from ..display import visible
 from ..files import FileTooLarge, NotRegularFile, atomic_write, read_regular
-from .shell import Analysis, SimpleCommand, analyze, could_match, matches, path_risks
+from .shell import (
+    Analysis,
+    GlobWalk,
+    SimpleCommand,
+    analyze,
+    could_match,
+    matches,
+    path_risks,
+)
 
 MODES = ("read-only", "ask", "auto-edit", "full-auto")
 DECISIONS = ("allow", "ask", "deny")
@@ -60,6 +69,8 @@ DEFAULT_ALLOW = ("ls", "pwd", "cat", "head", "tail", "wc", "grep", "rg", "find",
 DEFAULT_DENY = ("sudo", "su", "doas", "rm -rf /", "rm -rf ~", "mkfs", "dd", "shutdown", "reboot")
 
 Prompter = Callable[[str, Sequence[str]], Awaitable[str | None]]
+# Runs a blocking call off the event loop (`ToolContext.blocking`, the host's worker threads).
+Blocking = Callable[..., Awaitable[Any]]
 
 
 def _same(a: tuple[object, ...], b: tuple[object, ...]) -> bool:
@@ -221,6 +232,17 @@ class Policy:
             )  # fmt: skip
         return policy
 
+    def pinned(self) -> Policy:
+        """This policy with the folders open inside it read now, on the caller's thread: a
+        worker thread judges with it while the event loop goes on adding and removing
+        folders. Their rules are copied; this folder's own are read, never iterated."""
+        inner = tuple(
+            (rel, dataclasses.replace(policy, nested=None,
+                                      commands={k: list(v) for k, v in policy.commands.items()}))
+            for rel, policy in (self.nested() if self.nested is not None else ())
+        )  # fmt: skip
+        return dataclasses.replace(self, nested=lambda: inner)
+
     def for_task(self, mode: str) -> Policy:
         """This policy with `mode` fixed for one task: a settings change while it runs does
         not reach it. The rules stay shared: an "Always allow" or a trust given meanwhile
@@ -335,8 +357,9 @@ class Policy:
             return Decision("allow", "full-auto mode", writable=True, network=network, shown=shown)
         asked: list[tuple[SimpleCommand, str]] = []
         grants: list[Rules] = []
+        walk = GlobWalk(self.root) if self.root else None  # one budget for the line's globs
         for cmd in analysis.commands:
-            risks = [*cmd.risks, *(path_risks(cmd, self.root) if self.root else [])]
+            risks = [*cmd.risks, *(path_risks(cmd, self.root, walk) if self.root else [])]
             rules = self._command_rule("allow", cmd)
             if self._command_rule("ask", cmd) is not None:
                 asked.append((cmd, "a rule says to ask"))
@@ -431,11 +454,22 @@ class Policy:
         self._save_setting(add)
 
     async def authorize_command(
-        self, command: str, prompter: Prompter | None, timeout: float | None = None
+        self,
+        command: str,
+        prompter: Prompter | None,
+        timeout: float | None = None,
+        *,
+        blocking: Blocking | None = None,
     ) -> Decision:
         """Decide, asking the person when a rule says ask. No prompter (headless), a
-        dismissal, or no reply within `timeout` is a denial."""
-        decision = self.check_command(command)
+        dismissal, or no reply within `timeout` is a denial. `blocking` runs the check (the
+        parse, the path checks, a glob's walk) off the event loop, on a copy whose folders
+        are read now (`pinned`): a hostile command costs a worker thread, never the
+        language server's answers."""
+        if blocking is None:
+            decision = self.check_command(command)
+        else:
+            decision = await blocking(self.pinned().check_command, command)
         if decision.verdict != "ask":
             return decision
         if prompter is None:

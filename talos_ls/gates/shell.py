@@ -18,18 +18,20 @@ known when the command runs, and any construct the grammar finds but this module
 (loops, functions, here-documents, syntax errors). A command whose program cannot be known
 without running it (`$X args`, `eval`, a non-literal `sh -c` body, a flag or an environment
 variable that runs a program given as text, arithmetic or a variable name bash evaluates from
-data) is *opaque*: no rule can vouch for it.
+data, a substitution bash will expand that the grammar did not parse) is *opaque*: no rule can
+vouch for it.
 """
 
 from __future__ import annotations
 
 import fnmatch
 import functools
-import glob as globmod
-import itertools
 import os
 import posixpath
 import re
+import shlex
+import time
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -41,7 +43,6 @@ from . import options
 
 _LANGUAGE = tree_sitter.Language(tree_sitter_bash.language())
 MAX_DEPTH = 8  # nested `sh -c` bodies; deeper is opaque
-MAX_GLOB_CHECK = 1000  # paths a glob argument may match and still be checked one by one
 
 SHELLS = frozenset({"sh", "bash", "dash", "zsh", "ksh", "mksh", "ash"})
 OPAQUE_PROGRAMS = frozenset({"eval", "source", ".", "trap", "alias", "fc", "coproc"})
@@ -50,6 +51,7 @@ _STRUCTURE = frozenset({"program", "list", "pipeline", "subshell", "compound_sta
                         "redirected_statement", "negated_command", "comment", "&&", "||",
                         "|", "|&", ";", "&", ";;", "(", ")", "{", "}", "!", "\n"})  # fmt: skip
 _REDIRECTS = ("file_redirect", "heredoc_redirect", "herestring_redirect")
+_HEREDOC_PARTS = frozenset({"<<", "<<-", "heredoc_start", "heredoc_body", "heredoc_end"})
 _DYNAMIC = frozenset(
     {
         "simple_expansion",
@@ -67,6 +69,7 @@ _DYNAMIC = frozenset(
 # person is told. Any spelling names the option: the option tables (`options.py`) know that
 # `--dereference-recursive` is `-R` and that `--derefer` is a prefix of it.
 LINKS_OUT = "follows symbolic links out of the workspace"
+AWK_NAMES = ("awk", "gawk", "mawk", "nawk", "original-awk")
 RISKY_FLAGS: dict[str, dict[str, str]] = {
     # programs that write or delete files
     "find": {"-exec": "runs another command", "-execdir": "runs another command",
@@ -74,8 +77,9 @@ RISKY_FLAGS: dict[str, dict[str, str]] = {
              "-delete": "deletes files", "-fprint": "writes a file", "-fprint0": "writes a file",
              "-fprintf": "writes a file", "-fls": "writes a file",
              "-L": LINKS_OUT, "-H": "follows symbolic links", "-follow": "follows symbolic links"},
-    "sed": {"-i": "edits files in place"},
+    "sed": {"-i": "edits files in place", "--follow-symlinks": LINKS_OUT},
     "sort": {"-o": "writes a file"},
+    "sdiff": {"-o": "writes a file"},
     "tee": {"": "writes files"},  # tee writes whatever it is given
     "uniq": {"": "may write its second argument"},
     "tree": {"-o": "writes a file", "-R": "writes an HTML file into every directory",
@@ -105,6 +109,8 @@ RISKY_FLAGS: dict[str, dict[str, str]] = {
     "ssh": {"-E": "writes a log file"},
     "less": {"-o": "writes a file", "-O": "writes a file", "--log-file": "writes a file",
              "--LOG-FILE": "writes a file"},
+    **{awk: {"-o": "writes a file", "-p": "writes a file", "-d": "writes a file"}  # gawk's
+       for awk in ("awk", "gawk", "nawk", "original-awk")},
 }  # fmt: skip
 # Flags that make a program run code given on the command line, or read from a file it names:
 # what runs is unknown, so no rule can vouch for the command (even full-auto asks). Grouped by
@@ -135,6 +141,12 @@ OPAQUE_FLAGS: dict[str, dict[str, str]] = {
             "-I": GIVEN_AS_TEXT, "-F": "runs the volume script given",
             "--rsh-command": GIVEN_AS_TEXT, "--rmt-command": GIVEN_AS_TEXT},
     "sort": {"--compress-program": GIVEN_AS_TEXT},
+    "split": {"--filter": GIVEN_AS_TEXT},
+    "sdiff": {"--diff-program": "runs the program given"},
+    "diff3": {"--diff-program": "runs the program given"},
+    **{fd: {"-x": "runs the command given for each result", "--exec": "runs the command given "
+            "for each result", "-X": "runs the command given", "--exec-batch": "runs the "
+            "command given"} for fd in ("fd", "fdfind")},
     "zip": {"-TT": GIVEN_AS_TEXT, "--unzip-command": GIVEN_AS_TEXT},
     # remote shells: the local programs they start
     "rsync": {"-e": GIVEN_AS_TEXT, "--rsh": GIVEN_AS_TEXT, "--rsync-path": GIVEN_AS_TEXT},
@@ -158,6 +170,14 @@ OPAQUE_FLAGS: dict[str, dict[str, str]] = {
        for editor in ("vim", "vi", "nvim", "view", "vimdiff", "nvimdiff", "rvim", "rview",
                       "gvim", "gview", "evim", "vim.tiny", "vim.basic")},
     "ex": {"": "reads editor commands from its input"},
+    "ed": {"": "reads editor commands from its input, whose ! runs a shell command"},
+    "emacs": {"--eval": "evaluates the Lisp given", "-eval": "evaluates the Lisp given",
+              "-l": "loads the Lisp file given", "--load": "loads the Lisp file given",
+              "-f": "calls the Lisp function given", "--funcall": "calls the Lisp function given",
+              "--script": "runs the Lisp file given", "-x": "runs the Lisp file given"},
+    # shells whose language this module does not read
+    **{shell: {"-c": GIVEN_AS_TEXT, "--command": GIVEN_AS_TEXT, "-C": GIVEN_AS_TEXT,
+               "--init-command": GIVEN_AS_TEXT} for shell in ("fish", "csh", "tcsh")},
     "less": {"-k": "reads key bindings that can set commands (LESSOPEN)",
              "--lesskey-file": "reads key bindings that can set commands (LESSOPEN)",
              "--lesskey-src": "reads key bindings that can set commands (LESSOPEN)"},
@@ -170,13 +190,15 @@ OPAQUE_FLAGS: dict[str, dict[str, str]] = {
              "--use-askpass": GIVEN_AS_TEXT},
     # build tools and interpreters told to run a file or text
     "make": {"-E": "evaluates the makefile text given"},
+    "sed": {"-f": "runs the sed script in the file given, whose e runs commands"},
     **{awk: {"-f": "runs the awk program in the file given", "--file": "runs the awk program "
              "in the file given", "-E": "runs the awk program in the file given",
              "--exec": "runs the awk program in the file given",
              "-i": "includes the awk source file given", "--include": "includes the awk "
              "source file given", "-l": "loads the extension library given",
-             "--load": "loads the extension library given"}
-       for awk in ("awk", "gawk", "mawk", "nawk", "original-awk")},
+             "--load": "loads the extension library given",
+             "-D": "runs debugger commands, which evaluate awk code, from a file or its input"}
+       for awk in AWK_NAMES},
 }  # fmt: skip
 # Long spellings that mean the same as a short flag, for matching rules (`rm --force -r`), for
 # programs the option tables do not have.
@@ -209,8 +231,8 @@ ENV_RUNS: dict[str, tuple[str, ...]] = {
                 "SELECTED_EDITOR", "VIMINIT", "EXINIT", "MYVIMRC", "VIMRUNTIME", "VIM",
                 "NVIM_APPNAME"),
     "password helpers": ("SSH_ASKPASS", "SSH_ASKPASS_REQUIRE", "SUDO_ASKPASS"),
-    "shells": ("BASH_ENV", "ENV", "PROMPT_COMMAND", "PS0", "PS1", "PS2", "PS3", "PS4",
-               "SHELLOPTS", "BASHOPTS", "BASH_LOADABLES_PATH", "SHELL", "ZDOTDIR", "PATH",
+    "shells": ("BASH_FUNC_*", "BASH_ENV", "ENV", "PROMPT_COMMAND", "PS0", "PS1", "PS2", "PS3",
+               "PS4", "SHELLOPTS", "BASHOPTS", "BASH_LOADABLES_PATH", "SHELL", "ZDOTDIR", "PATH",
                "HOME", "XDG_CONFIG_HOME", "XDG_CONFIG_DIRS", "XDG_DATA_HOME", "XDG_DATA_DIRS"),
     "the dynamic loader": ("LD_*", "GCONV_PATH"),
     "interpreters": ("PYTHONSTARTUP", "PYTHONPATH", "PYTHONHOME", "PYTHONUSERBASE",
@@ -234,13 +256,19 @@ GIT_ENV_HARMLESS = frozenset({
     "GIT_NO_REPLACE_OBJECTS", "GIT_ADVICE", "GIT_DEFAULT_HASH", "GIT_PROGRESS_DELAY",
     "GIT_CONFIG_NOSYSTEM", "GIT_ATTR_NOSYSTEM", "GIT_REDACT_COOKIES",
 })  # fmt: skip
+_IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 _ENV_EXACT = {n: f for f, names in ENV_RUNS.items() for n in names if not n.endswith("*")}
 _ENV_PREFIX = tuple((n[:-1], f) for f, names in ENV_RUNS.items() for n in names
                     if n.endswith("*"))  # fmt: skip
 
 
 def env_runs(name: str) -> str | None:
-    """Why setting the variable `name` can make a program run something, if it can."""
+    """Why setting the variable `name` can make a program run something, if it can. A name
+    that is no shell identifier (`A.B`, `BASH_FUNC_ls%%`: bash imports that as a function)
+    counts: only env and sudo pass it, and nothing ordinary needs one."""
+    if not _IDENTIFIER.fullmatch(name):
+        return (f"sets {name!r}, which is not a variable name (bash reads BASH_FUNC_NAME%% "
+                "as a function)")  # fmt: skip
     upper = name.upper() if name.upper().startswith("NPM_CONFIG_") else name
     if upper in GIT_ENV_HARMLESS:
         return None
@@ -395,11 +423,15 @@ def _text(node: tree_sitter.Node) -> str:
 class Runner:
     """A program that runs another one named after its own options (`nice -n 5 make`)."""
 
-    takes: frozenset[str] = frozenset()  # its options that are followed by a value
+    takes: frozenset[str] = frozenset()  # options followed by a value, when it has no table
     before: int = 0  # words between its options and the program (a duration, a lock file)
-    body: frozenset[str] = frozenset()  # options whose value is a command line (`env -S`)
+    body: frozenset[str] = frozenset()  # options whose value is a command line (`su -c`)
     runs_rest: bool = True  # False: it runs only what a body option gives (`script -c`)
     joins: bool = False  # the rest is one command line, joined by spaces (`watch`)
+    assigns: bool = False  # `NAME=VALUE` words before the program set its environment
+    split: bool = False  # a body is split into words, not run by a shell (`env -S`)
+    bare_before: bool = False  # the `before` words come only when no option precedes them
+    permutes: bool = False  # options anywhere (`su root -c CMD`), as getopt_long reads them
 
 
 def _r(takes: str = "", before: int = 0, body: str = "", **kw: bool) -> Runner:
@@ -407,69 +439,86 @@ def _r(takes: str = "", before: int = 0, body: str = "", **kw: bool) -> Runner:
 
 
 RUNNERS: dict[str, Runner] = {
-    "env": _r("-u --unset -C --chdir", body="-S --split-string"),
+    "env": _r(body="-S --split-string", assigns=True, split=True),
     "command": _r(), "builtin": _r(), "exec": _r("-a"), "nohup": _r(), "setsid": _r(),
-    "time": _r("-f --format -o --output"), "nice": _r("-n --adjustment"),
-    "timeout": _r("-s --signal -k --kill-after", before=1),
-    "stdbuf": _r("-i -o -e --input --output --error"),
-    "ionice": _r("-c --class -n --classdata"), "chrt": _r("-T -P -D", before=1),
-    "taskset": _r(before=1), "flock": _r("-w --timeout -E --conflict-exit-code", before=1,
-                                         body="-c --command"),
-    "setpriv": _r("--reuid --regid --groups --inh-caps --ambient-caps --bounding-set "
-                  "--securebits --pdeathsig --selinux-label --apparmor-profile"),
-    "unshare": _r("--propagation --setgroups --map-user --map-group -S -G --setuid --setgid "
-                  "--root -R --wd -w"),
-    "nsenter": _r("-t --target -S -G --setuid --setgid --root -r --wd -w"),
-    "chroot": _r("--userspec --groups", before=1), "sudo": _r(
-        "-u -g -C -h -p -U -r -t -T -D --user --group --host --prompt --chdir"),
-    "doas": _r("-u -C"), "pkexec": _r("--user"), "runuser": _r("-u -g -G --user --group",
-                                                               body="-c --command"),
-    "su": _r("-g -G -s --shell", body="-c --command"), "sg": _r(before=1, body="-c"),
-    "script": _r("-t --timing -T -I -O -B -E --echo -m --logging-format", body="-c --command",
-                 runs_rest=False),
-    "watch": _r("-n --interval -d --differences -g --chgexit -x --exec", joins=True),
-    "strace": _r("-e -o -p -s -u -E -a -b -I -O -P -S -X"),
-    "ltrace": _r("-e -o -p -s -u -a -n"), "valgrind": _r(), "catchsegv": _r(),
+    "time": _r("-f --format -o --output"), "nice": _r(),
+    "timeout": _r(before=1), "stdbuf": _r(), "ionice": _r(), "chrt": _r(before=1),
+    "taskset": _r(before=1), "flock": _r(before=1, body="-c --command"), "setpriv": _r(),
+    "unshare": _r(), "nsenter": _r(), "chroot": _r(before=1),
+    "sudo": _r("-u -g -C -h -p -U -r -t -T -D --user --group --host --prompt --chdir",
+               assigns=True),
+    "doas": _r("-u -C"), "pkexec": _r("--user"),
+    # `su [options] [user [args]]`: the args go to the shell; runuser too, but `runuser -u USER
+    # CMD` runs CMD. Both permute: `su root -c CMD`.
+    "runuser": _r(body="-c --command", permutes=True),
+    "su": _r(body="-c --command", runs_rest=False, permutes=True),
+    "sg": _r(before=1, body="-c", joins=True),  # `sg [-] GROUP [-c] CMD`: sh -c CMD
+    "script": _r(body="-c --command", runs_rest=False, permutes=True), "watch": _r(joins=True),
+    "strace": _r(), "ltrace": _r("-e -o -p -s -u -a -n"), "valgrind": _r(), "catchsegv": _r(),
     "xvfb-run": _r("-n -s -e -f -p --server-num --server-args --error-file --auth-file"),
-    "dbus-run-session": _r("--config-file --dbus-daemon"),
-    "systemd-run": _r("-p --property -u --unit -E --setenv --uid --gid --nice -M --machine "
-                      "--working-directory -d"),
-    "firejail": _r(), "proxychains": _r("-f"), "proxychains4": _r("-f"),
-    "torsocks": _r("-u -p -a -P"), "cgexec": _r("-g"), "busybox": _r(),
-    "xargs": _r("-I -i -n -P -L -l -s -d -E -e -a --max-args --max-procs --max-lines "
-                "--max-chars --delimiter --eof --arg-file --replace --process-slot-var"),
+    "dbus-run-session": _r("--config-file --dbus-daemon"), "systemd-run": _r(),
+    "firejail": _r("--env"), "proxychains": _r("-f"), "proxychains4": _r("-f"),
+    "torsocks": _r("-u -p -a -P"), "cgexec": _r("-g"), "busybox": _r(), "xargs": _r(),
+    # util-linux's setarch (`setarch [ARCH] [options] program`) and its per-architecture names
+    "setarch": _r(before=1, bare_before=True),
+    **{arch: _r() for arch in ("linux32", "linux64", "i386", "x86_64", "uname26")},
+    "prlimit": _r(), "runcon": _r(before=1, bare_before=True),  # `runcon CONTEXT program`
+    "fakeroot": _r("-l --lib -f --faked -i -s -b --fd-base"), "eatmydata": _r(),
+    "nocache": _r(), "torify": _r(), "tsocks": _r(), "unbuffer": _r(),
+    "sshpass": _r("-p -f -d -P"),
 }  # fmt: skip
+# Programs that run another program (or commands given as text, or read from their input) in
+# ways this module does not read: what runs is unknown, so the command is opaque.
+UNREAD_RUNNERS = frozenset({
+    "gdb", "lldb", "perf", "bwrap", "proot", "schroot", "nsjail", "systemd-nspawn",
+    "machinectl", "flatpak-spawn", "numactl", "parallel", "hyperfine", "entr", "watchexec",
+    "expect", "at", "batch", "chpst", "trickle", "fakechroot", "faketime", "tmux", "screen",
+})  # fmt: skip
 WRAPPERS = frozenset(RUNNERS)
+ENV_OPTIONS = frozenset({"-E", "--env", "--setenv"})  # strace, systemd-run, firejail: NAME=VALUE
 
 
-def _body_value(flag: str, runner: Runner, words: list[Word], i: int) -> tuple[Word, int] | None:
-    """When `words[i]` is one of the runner's body options: the command line it gives (and
-    the index after it). `-S 'x'`, `-S'x'`, `--split-string=x`, `-qc 'x'` all count."""
-    for option in runner.body:
-        if flag == option and i + 1 < len(words):
-            return words[i + 1], i + 2
-        if option.startswith("--") and flag.startswith(option + "="):
-            return Word(flag[len(option) + 1 :], words[i].static), i + 1
-        letter = option[1:] if len(option) == 2 else ""
-        if letter and flag.startswith("-") and not flag.startswith("--") and letter in flag[1:]:
-            rest = flag[flag.index(letter, 1) + 1 :]
-            if rest:  # the value is attached: -S'sudo x' reads as -Ssudo x
-                return Word(rest, words[i].static), i + 1
-            if i + 1 < len(words):
-                return words[i + 1], i + 2
-    return None
+@functools.cache
+def _runner_spec(program: str) -> tuple[options.Spec, bool]:
+    """A runner's options: its table, or (no table) one made of the options RUNNERS says take
+    a value. The second: whether an option the table does not know is a plain flag (a made
+    table: it knows only the options with values) rather than unreadable."""
+    sp = options.spec(program)
+    if sp is not None:
+        return sp, False
+    runner = RUNNERS[program]
+    made = [[name, options.REQUIRED] for name in sorted(runner.takes | runner.body)]
+    return options.Spec(program, {"style": "stop", "options": made}), True
 
 
-def _unwrap(words: list[Word]) -> tuple[list[list[Word]], list[str], bool, list[Word]]:
+def _env_words(text: str) -> list[Word] | None:
+    """`env -S TEXT` as env splits it (quotes and spaces, no shell); None for what it would
+    expand or unescape (`${VAR}`, `\\c`, a `#` comment), which is known only when it runs."""
+    if re.search(r"[\\$#]", text):
+        return None
+    try:
+        return [Word(w) for w in shlex.split(text)]
+    except ValueError:
+        return None
+
+
+@dataclass
+class _Unwrapped:
+    layers: list[list[Word]]
+    risks: list[str] = field(default_factory=list)
+    known: bool = True
+    bodies: list[Word] = field(default_factory=list)  # command lines run by a shell
+    values: list[Word] = field(default_factory=list)  # the runners' option values: paths
+
+
+def _unwrap(words: list[Word]) -> _Unwrapped:
     """Each layer of runners down to the program that runs; risks; whether the program is
-    known; command lines given to runners as text (`env -S`, `flock -c`, `watch`), which the
-    caller analyses in turn. `xargs` adds arguments only known at run time. A runner's options
-    are read as it reads them (`nice --adj 5 x`, `env --split=...`); one it does not know
-    leaves the program unknown, since where the program starts depends on it."""
-    layers: list[list[Word]] = [words]
-    risks: list[str] = []
-    bodies: list[Word] = []
-    known = True
+    known; command lines given to runners as text (`flock -c`, `watch`), which the caller
+    analyses in turn. A runner's options are read as it reads them (`options.read`: `nice --adj
+    5 x`, `env --split=...`); one it does not know leaves the program unknown, since where the
+    program starts depends on it. `env -S` is split into words in place, as env does."""
+    out = _Unwrapped([words])
+    splices, appends = 0, False
     while words and words[0].static:
         program = os.path.basename(words[0].text)  # a runner anywhere is still a runner
         runner = RUNNERS.get(program)
@@ -477,88 +526,135 @@ def _unwrap(words: list[Word]) -> tuple[list[list[Word]], list[str], bool, list[
             break
         if program == "command" and any(w.text in ("-v", "-V") for w in words[1:2]):
             break  # `command -v x` looks x up; it does not run it
-        sp = options.spec(program)
-        if sp is not None:
-            i, ok = _runner_options(program, runner, sp, words, risks, bodies)
-            known = known and ok
-        else:
-            i = 1
-            while i < len(words):
-                flag = words[i].text
-                if flag == "--":
-                    i += 1
-                    break
-                if not flag.startswith("-") or flag == "-":
-                    break
-                given = _body_value(flag, runner, words, i)
-                if given is not None:
-                    bodies.append(given[0])
-                    i = given[1]
-                    continue
-                i += 2 if (flag in runner.takes and "=" not in flag) else 1
-        if program == "env":
-            assigned = 0
-            while i < len(words) and re.match(r"^[A-Za-z_][A-Za-z0-9_]*=", words[i].text):
-                why = env_runs(words[i].text.split("=", 1)[0])
-                if why:
-                    risks.append(why)
-                    known = False
-                i, assigned = i + 1, assigned + 1
-            if assigned:
-                risks.append("sets environment variables for the command")
-        i += runner.before
-        if runner.body and i < len(words):  # `flock FILE -c CMD`, `sg GROUP -c CMD`
-            given = _body_value(words[i].text, runner, words, i)
-            if given is not None:
-                bodies.append(given[0])
-                i = len(words)
+        i, spliced = _runner_options(program, runner, words, 1, out)
+        if spliced is not None:
+            splices += 1
+            if splices > MAX_DEPTH:
+                out.risks.append("env -S nested too deeply")
+                out.known = False
+                break
+            words = spliced
+            out.layers[-1] = words
+            continue
+        if runner.assigns:
+            i = _assignments(program, words, i, out)
+        if program == "sg" and i < len(words) and words[i].text == "-":
+            i += 1  # `sg - GROUP`: a login environment, then the group
+        if runner.before and i < len(words) and not (runner.bare_before and i > 1):
+            out.values += words[i : i + runner.before]  # `flock FILE`, `chroot DIR`
+            i += runner.before
+            if i < len(words):  # `flock FILE -c CMD`, `setarch x86_64 -R CMD`
+                given = len(out.bodies)
+                i = _runner_options(program, runner, words, i, out)[0]
+                if len(out.bodies) > given:
+                    i = len(words)
         if program == "xargs":
-            risks.append("xargs runs a command with arguments read from its input")
-            known = known and i < len(words)
+            out.risks.append("xargs runs a command with arguments read from its input")
+            out.known = out.known and i < len(words)
+            appends, words = True, _xargs_replaced(words, i)
         rest = words[i:]
         if runner.joins and rest:
-            bodies.append(Word(" ".join(w.text for w in rest), all(w.static for w in rest)))
+            out.bodies.append(Word(" ".join(w.text for w in rest), all(w.static for w in rest)))
             rest = []
         if not runner.runs_rest or not rest:
-            if not bodies:
-                layers.append([])
+            if not out.bodies:
+                out.layers.append([])
+                if appends and runner.runs_rest:  # `xargs env`: its input names the program
+                    out.risks.append(f"{program} runs a program named by xargs's input")
+                    out.known = False
             break
         words = rest
-        layers.append(words)
-    return layers, risks, known, bodies
+        out.layers.append(words)
+    return out
+
+
+def _xargs_replaced(words: list[Word], i: int) -> list[Word]:
+    """`xargs -I{} sh -c 'x {}'`: every word from `words[i]` holding the replace string (`-I
+    R`, `-i`/`--replace` for `{}`) is input data, known only when it runs."""
+    sp, _ = _runner_spec("xargs")
+    marks = []
+    texts = [_option_text(w) for w in words[1:i]]
+    for g in options.read(sp, texts, stop=True).given:
+        if g.names & {"-I"} and g.value:
+            marks.append(g.value)
+        elif g.names & {"-i", "--replace"}:  # `-i[R]`: R attached, if any
+            cluster = texts[g.index]
+            attached = "" if cluster.startswith("--") else cluster[cluster.index("i", 1) + 1 :]
+            marks.append(g.value or attached or "{}")
+    return [*words[:i], *(Word(w.text, static=False) if any(m in w.text for m in marks) else w
+                          for w in words[i:])]  # fmt: skip
 
 
 def _runner_options(
-    program: str, runner: Runner, sp: options.Spec, words: list[Word], risks: list[str],
-    bodies: list[Word],
-) -> tuple[int, bool]:  # fmt: skip
-    """A runner's options, read with its table: where its program starts, and whether that
-    is known. Command lines its options give (`env -S`) go to `bodies`."""
-    args = words[1:]
-    reading = options.read(sp, [_option_text(w) for w in args], stop=True)
-    known = not any(_unknown_start(w) for w in args[: reading.end])
+    program: str, runner: Runner, words: list[Word], start: int, out: _Unwrapped
+) -> tuple[int, list[Word] | None]:
+    """The runner's options from `words[start]`, read with its table: where they end, and for
+    `env -S`, the words with the split text in its place. Command lines its options give
+    (`su -c`) go to `out.bodies`."""
+    sp, lenient = _runner_spec(program)
+    args = words[start:]
+    texts = [_option_text(w) for w in args]
+    reading = options.read(sp, texts, stop=not runner.permutes)
+    if runner.permutes and program == "runuser" and any("-u" in g.names for g in reading.given):
+        reading = options.read(sp, texts, stop=True)  # `runuser -u USER CMD`: CMD runs
+    elif runner.permutes:
+        reading.end = len(args)  # what is not an option goes to the shell, as its arguments
+    if any(_unknown_start(w) for w in args[: reading.end]):
+        out.known = False
     for g in reading.given:
-        if len(g.options) != 1:
-            risks.append(f"{program} {g.spelled} is an option Talos cannot read, so what it "
-                         "runs is unknown")  # fmt: skip
-            known = False
+        if len(g.options) != 1 and not (lenient and not g.options):
+            out.risks.append(f"{program} {g.spelled} is an option Talos cannot read, so what it "
+                             "runs is unknown")  # fmt: skip
+            out.known = False
             continue
-        names = g.names
-        value = None
-        if g.value is not None:
-            value = args[g.value_index] if g.value_index is not None else Word(
-                g.value, args[g.index].static)  # fmt: skip
-        if names & runner.body and value is not None:
-            bodies.append(value)
-        if program == "env" and names & {"-C", "--chdir"}:
-            risks.append("env -C runs in another directory")
-        if names & {"-E", "--env", "--setenv"} and value is not None:  # strace, systemd-run
+        value = _given_value(g, args)
+        if program in ("su", "runuser") and g.names & {"-s", "--shell"}:
+            out.risks.append(f"{program} -s runs the program given as the shell")
+            out.known = False
+        if not (g.names & runner.body) or value is None:
+            if value is not None:
+                out.values.append(value)  # a file it reads or writes (`strace -o`), to check
+        elif runner.split:
+            split = _env_words(value.text) if value.static else None
+            if split is None:
+                out.risks.append(f"{program} {g.spelled} splits text known only when it runs")
+                out.known = False
+                continue
+            after = (g.value_index if g.value_index is not None else g.index) + 1
+            cluster = args[g.index].text  # `-iS'...'`: the letters before S stay options
+            cut = 0 if cluster.startswith("--") else cluster.index(g.spelled[1])
+            keep = [Word(cluster[:cut])] if cut > 1 else []
+            return start + reading.end, [*words[: start + g.index], *keep, *split, *args[after:]]
+        else:
+            out.bodies.append(value)
+        if program == "env" and g.names & {"-C", "--chdir"}:
+            out.risks.append("env -C runs in another directory")
+        if g.names & ENV_OPTIONS and value is not None:  # strace, systemd-run, firejail
             why = env_runs(value.text.split("=", 1)[0]) if value.static else (
                 f"{program} sets an environment variable known only when it runs")  # fmt: skip
             if why:
-                risks.append(why)
-                known = False
-    return 1 + reading.end, known
+                out.risks.append(why)
+                out.known = False
+    return start + reading.end, None
+
+
+def _assignments(program: str, words: list[Word], i: int, out: _Unwrapped) -> int:
+    """`env A=1 B.C=2 cmd`, `sudo A=1 cmd`: every word holding `=` before the program is an
+    assignment (GNU env and sudo take any, not only a shell identifier). One that makes a
+    program run something, or whose name is not an identifier (`BASH_FUNC_ls%%` defines a
+    bash function), makes the command opaque."""
+    assigned = 0
+    while i < len(words) and "=" in words[i].text:
+        if not words[i].static:
+            out.risks.append(f"{program} sets an environment variable known only when it runs")
+            out.known = False
+        elif why := env_runs(words[i].text.split("=", 1)[0]):
+            out.risks.append(why)
+            out.known = False
+        i, assigned = i + 1, assigned + 1
+    if assigned:
+        out.risks.append("sets environment variables for the command")
+    return i
 
 
 # ------------------------------------------------------ what bash evaluates
@@ -597,6 +693,14 @@ BUILTIN_RUNS: dict[str, dict[str, str]] = {
 }  # fmt: skip
 
 
+@functools.cache
+def _builtin_spec(program: str) -> options.Spec:
+    """A builtin's options that take a value (`NAME_BUILTINS`), as bash's own getopt reads
+    them: clustered (`read -ra NAME`), ending at the first operand."""
+    taking = [[f"-{c}", options.REQUIRED] for c in "".join(NAME_BUILTINS[program])]
+    return options.Spec(program, {"style": "stop", "options": taking})
+
+
 def _name_problem(word: Word) -> str | None:
     """Why a variable NAME given to a builtin (`read NAME`, `printf -v NAME`) could run
     something: known only when it runs, an array index holding `$`, or a variable that makes
@@ -610,6 +714,18 @@ def _name_problem(word: Word) -> str | None:
     return env_runs(head)
 
 
+# Outside quotes: an escaped character (text; a backslash-newline is a line continuation), or
+# what bash expands that can run code.
+_EXPANDS = re.compile(rb"\\[\s\S]|\$[({\[]|`")
+# `${NAME}`, `${#NAME}`, `${NAME:-text}`, `${NAME%pattern}`...: no index, indirection,
+# operator or substitution, so nothing in it runs.
+_PLAIN_BRACES = re.compile(
+    rb"\$\{#?[A-Za-z_][A-Za-z0-9_]*(?:(?::?[-=+?]|##?|%%?|\^\^?|,,?)[^}$`\[\]\\\"'(){}]*)?\}"
+)
+# Nodes whose text bash does not expand: single quotes, `$'...'`, comments.
+_LITERAL = frozenset({"raw_string", "ansi_c_string", "comment"})
+
+
 def _quoted_delimiter(node: tree_sitter.Node) -> bool:
     start = next((c for c in node.children if c.type == "heredoc_start"), None)
     return start is None or bool(re.search(r"['\"\\]", _text(start)))
@@ -619,10 +735,14 @@ def _quoted_delimiter(node: tree_sitter.Node) -> bool:
 class _Analyzer:
     def __init__(self, source: str, depth: int) -> None:
         self.result = Analysis(source)
+        self.source = source.encode("utf-8", errors="surrogatepass")  # what the tree indexes
         self.depth = depth
         self.tainted: set[str] = set()  # variables given data (read, a $(...), an index)
         self.arith_refs: dict[str, str] = {}  # variables evaluated as arithmetic -> where
         self.integers: set[str] = set()  # `declare -i` seen
+        self.parsed: set[int] = set()  # where the grammar found substitutions and expansions
+        self.literal: list[tuple[int, int]] = []  # byte ranges bash does not expand
+        self.quoted: list[tuple[int, int]] = []  # double quotes, here-documents: one word
 
     def risk(self, text: str) -> None:
         if text not in self.result.risks:
@@ -676,6 +796,9 @@ class _Analyzer:
         for child in node.children:  # substitutions in the target, the here-string, the body
             if child.type == "heredoc_body" and quoted:
                 continue  # `<<'EOF'`: the body is text
+            if node.type == "heredoc_redirect" and child.type not in _HEREDOC_PARTS:
+                self.visit(child)  # `cat <<EOF | sudo x`: the grammar puts the rest inside
+                continue
             for sub in _substitutions(child):
                 self.visit(sub)
 
@@ -697,16 +820,18 @@ class _Analyzer:
             node = stack.pop()
             kind = node.type
             children = list(node.children)
+            if kind in _DYNAMIC:
+                self.parsed.add(node.start_byte)
+                if kind == "command_substitution" and self.source[node.start_byte] == 0x60:
+                    self.backticks(node)
+            if kind in _LITERAL:
+                self.literal.append((node.start_byte, node.end_byte))
+            elif kind in ("string", "heredoc_body"):
+                self.quoted.append((node.start_byte, node.end_byte))
             if kind == "heredoc_redirect":
+                self.heredoc(node)
                 if _quoted_delimiter(node):
                     children = [c for c in children if c.type != "heredoc_body"]
-                else:
-                    for body in (c for c in children if c.type == "heredoc_body"):
-                        parts = [p for p in body.children if p.type == "heredoc_content"]
-                        for part in parts if body.children else [body]:
-                            if re.search(r"(?<!\\)`", _text(part)):  # tree-sitter does not
-                                self.opaque("a here-document body runs `...` commands that "
-                                            "Talos does not read")  # fmt: skip
             elif kind == "expansion":
                 self.expansion(node)
             elif kind == "arithmetic_expansion":
@@ -732,6 +857,73 @@ class _Analyzer:
             elif kind in ("for_statement", "select_statement"):
                 self.loop_variable(node)
             stack.extend(reversed(children))
+
+    def heredoc(self, node: tree_sitter.Node) -> None:
+        """A here-document: its body is text bash expands (unless the delimiter is quoted),
+        which `unparsed` checks like the rest of the line. A body whose end bash would see
+        elsewhere than the grammar did makes the command opaque: what follows is not read."""
+        body = next((c for c in node.children if c.type == "heredoc_body"), None)
+        end = next((c for c in node.children if c.type == "heredoc_end"), None)
+        start = next((c for c in node.children if c.type == "heredoc_start"), None)
+        if body is None or start is None:
+            return
+        first = self.source.rfind(b"\n", 0, body.start_byte) + 1  # the grammar skips indents
+        stop = end.start_byte if end is not None else body.end_byte
+        if _quoted_delimiter(node):
+            self.literal.append((first, stop))
+        delimiter = re.sub(rb"[\"'\\]", b"", start.text or b"")
+        tabs = any(_text(c) == "<<-" for c in node.children)
+        lines = self.source[first:stop].split(b"\n")
+        ended = end is not None and self._line_of(end).lstrip(b"\t" if tabs else b"") == delimiter
+        if not ended or any((ln.lstrip(b"\t") if tabs else ln) == delimiter for ln in lines[:-1]):
+            self.opaque("a here-document ends where Talos cannot tell, so what follows it is "
+                        "not read")  # fmt: skip
+
+    def backticks(self, node: tree_sitter.Node) -> None:
+        """`` `...` ``: its closing backtick is parsed too. Inside, bash unescapes `\\``
+        and `\\$` before running the text, so they start nested substitutions the grammar
+        reads as plain characters: opaque."""
+        self.parsed.add(node.end_byte - 1)
+        if re.search(rb"\\[`$]", self.source[node.start_byte + 1 : node.end_byte - 1]):
+            self.opaque("a substitution in backticks holds another (\\` or \\$), which Talos "
+                        "cannot read")  # fmt: skip
+
+    def unparsed(self) -> None:
+        """Text bash will expand that the grammar did not parse as a substitution or an
+        expansion (tree-sitter drops `$(...)` after a here-document line's indent, a
+        backtick inside `${x:-...}`), or a line continuation inside a word, which bash joins
+        and the grammar splits (`su\\<newline>do`): opaque. Single-quoted text, comments and
+        quoted here-documents are text; an escaped character is text."""
+        spans = sorted(self.literal)
+        at = 0
+        for start, end in [*spans, (len(self.source), len(self.source))]:
+            for m in _EXPANDS.finditer(self.source, at, max(at, start)):
+                text = m.group()
+                if text == b"\\\n":
+                    before = self.source[m.start() - 1 : m.start()]
+                    after = self.source[m.end() : m.end() + 1]
+                    quoted = any(a <= m.start() < b for a, b in self.quoted)
+                    if before.strip() and after.strip() and (before == b"$" or not quoted):
+                        self.opaque("a line continuation inside a word, which bash joins "
+                                    "and Talos would read as two")  # fmt: skip
+                        return
+                elif (
+                    text == b"${"
+                    and m.start() not in self.parsed
+                    and _PLAIN_BRACES.match(self.source, m.start())
+                ):
+                    continue  # `${NAME}`, `${NAME:-text}`: a value, nothing runs
+                elif not text.startswith(b"\\") and m.start() not in self.parsed:
+                    self.opaque("bash expands a `$(...)`, `${...}` or backtick here that "
+                                "Talos cannot read")  # fmt: skip
+                    return
+            at = max(at, end)
+
+    def _line_of(self, node: tree_sitter.Node) -> bytes:
+        """The whole line a node is on, without its newline."""
+        start = self.source.rfind(b"\n", 0, node.start_byte) + 1
+        end = self.source.find(b"\n", node.start_byte)
+        return self.source[start : end if end >= 0 else len(self.source)]
 
     def arithmetic(self, node: tree_sitter.Node, what: str) -> None:
         """Arithmetic bash will evaluate: the variables it reads (checked at the end: one
@@ -877,42 +1069,22 @@ class _Analyzer:
     def builtin_names(self, program: str, args: list[Word]) -> list[str]:
         """A builtin given variable NAMEs (`read NAME`, `printf -v NAME`): each is checked
         (`_name_problem`) and, as it receives data, no longer trusted in arithmetic."""
-        takes_value, takes_name = NAME_BUILTINS[program]
         names: list[Word] = []
         operands: list[Word] = []
-        i = 0
-        while i < len(args):
-            text = args[i].text
-            if program in ("test", "["):
-                if text in ("-v", "-R") and i + 1 < len(args):
-                    names.append(args[i + 1])
-                i += 1
-                continue
-            if text == "--":
-                operands += args[i + 1 :]
-                break
-            if text.startswith("-") and len(text) > 1 and not operands:
-                for k, letter in enumerate(text[1:], start=2):
-                    if letter in takes_value or letter in takes_name:
-                        rest = text[k:]
-                        value = Word(rest, args[i].static) if rest else (
-                            args[i + 1] if i + 1 < len(args) else None)  # fmt: skip
-                        if not rest:
-                            i += 1
-                        if letter in takes_name and value is not None:
-                            names.append(value)
-                        break
-                i += 1
-                continue
-            operands.append(args[i])
-            i += 1
-        if program == "read":
-            names += operands
-        elif program in ("mapfile", "readarray", "unset") or program in (
-                "export", "declare", "typeset", "local", "readonly"):  # fmt: skip
-            names += operands if program != "mapfile" and program != "readarray" else operands[:1]
-        elif program == "getopts":
+        if program in ("test", "["):  # not getopt: `-v NAME` anywhere in the expression
+            names += [args[i + 1] for i in range(len(args) - 1) if args[i].text in ("-v", "-R")]
+        else:
+            reading = options.read(_builtin_spec(program), [a.text for a in args], stop=True)
+            for g in reading.given:
+                if g.spelled[1:] in NAME_BUILTINS[program][1] and (value := _given_value(g, args)):
+                    names.append(value)
+            operands = [args[i] for i in reading.operands]
+        if program in ("mapfile", "readarray"):  # the array; the rest is not read
+            names += operands[:1]
+        elif program == "getopts":  # getopts OPTSTRING NAME [ARGS]
             names += operands[1:2]
+        elif program not in ("printf", "wait", "test", "["):  # every operand is a name
+            names += operands
         found = []
         for word in names:
             why = _name_problem(word)
@@ -959,9 +1131,10 @@ class _Analyzer:
         self.add(words, _text(node), own_risks)
 
     def add(self, words: list[Word], source: str, risks: list[str]) -> None:
-        layers, more, known, bodies = _unwrap(words)
-        risks = [*risks, *more]
-        for body in bodies:
+        unwrapped = _unwrap(words)
+        layers, known = unwrapped.layers, unwrapped.known
+        risks = [*risks, *unwrapped.risks]
+        for body in unwrapped.bodies:
             known = self.nested(body, risks) and known
         inner = layers[-1]
         if not inner:  # a runner that ran only a body (`env -S '...'`): the body is what runs
@@ -974,6 +1147,9 @@ class _Analyzer:
         args = inner[1:]
         if program in OPAQUE_PROGRAMS:
             risks.append(f"{program} runs code given as text")
+            known = False
+        if program in UNREAD_RUNNERS:
+            risks.append(f"{program} runs programs or commands in ways Talos does not read")
             known = False
         if any(not a.static for a in args):
             risks.append("uses an expansion whose value is known only when it runs")
@@ -1017,7 +1193,7 @@ class _Analyzer:
                 source=source,
                 risks=tuple(dict.fromkeys(risks)),
                 known=known,
-                values=tuple(read.values),
+                values=(*read.values, *unwrapped.values),
                 operands=None if read.operands is None else tuple(read.operands),
             )
         )  # fmt: skip
@@ -1029,13 +1205,13 @@ class _Analyzer:
         i, body = 0, None
         while i < len(args):
             flag = args[i].text
-            if flag == "--":
+            if flag in ("--", "-"):  # `-`: the end of options too
                 i += 1
                 break
             if flag in ("-o", "+o", "-O", "+O"):
                 i += 2
                 continue
-            if not flag.startswith(("-", "+")) or flag in ("-", "+"):
+            if not flag.startswith(("-", "+")) or flag == "+":
                 break
             if not flag.startswith("--") and "s" in flag[1:]:
                 risks.append(f"{program} -s reads its commands from its input")
@@ -1076,8 +1252,8 @@ class _Analyzer:
             if arg.text in ("-exec", "-execdir", "-ok", "-okdir"):
                 end = next((j for j in range(i + 1, len(args)) if args[j].text in (";", "+")),
                            len(args))  # fmt: skip
-                inner = [
-                    Word("{}", static=False) if a.text == "{}" else a for a in args[i + 1 : end]
+                inner = [  # find puts the file's name for `{}` wherever it occurs
+                    Word(a.text, static=False) if "{}" in a.text else a for a in args[i + 1 : end]
                 ]
                 if inner:
                     self.add(inner, " ".join(a.text for a in inner), ["run by find -exec"])
@@ -1112,6 +1288,7 @@ class _Options:
     opaque: list[str] = field(default_factory=list)  # reasons no rule can vouch for it
     values: list[Word] = field(default_factory=list)  # option values: paths to check
     operands: list[Word] | None = None  # None: no option table; every word is checked
+    reading: options.Reading | None = None  # how the table read them, when there is one
 
 
 def _option_text(word: Word) -> str:
@@ -1134,16 +1311,22 @@ def _unknown_start(word: Word) -> bool:
     return False
 
 
-def _tables(keys: list[str], table: dict[str, dict[str, str]]) -> dict[str, str]:
-    return _merged(tuple(keys), table is OPAQUE_FLAGS)
-
-
 @functools.lru_cache(maxsize=1024)
-def _merged(keys: tuple[str, ...], opaque: bool) -> dict[str, str]:
-    merged: dict[str, str] = {}
+def _flags(keys: tuple[str, ...]) -> tuple[dict[str, str], dict[str, str]]:
+    """The risky and the program-running flags of these table keys (`git *`, `git log`)."""
+    risky: dict[str, str] = {}
+    opaque: dict[str, str] = {}
     for key in keys:
-        merged.update((OPAQUE_FLAGS if opaque else RISKY_FLAGS).get(key, {}))
-    return merged
+        risky.update(RISKY_FLAGS.get(key, {}))
+        opaque.update(OPAQUE_FLAGS.get(key, {}))
+    return risky, opaque
+
+
+def _given_value(g: options.Given, args: list[Word]) -> Word | None:
+    """An option's value as a word: its own word, or the part attached to the option's."""
+    if g.value is None:
+        return None
+    return args[g.value_index] if g.value_index is not None else Word(g.value, args[g.index].static)
 
 
 def _read_options(program: str, args: list[Word]) -> _Options:
@@ -1153,7 +1336,7 @@ def _read_options(program: str, args: list[Word]) -> _Options:
     if program == "git":
         _read_git(args, out)
         return out
-    _read_program(program, program, [program], args, out)
+    _read_program(program, (program,), args, out)
     if any(_unknown_start(a) for a in args) and program in OPAQUE_FLAGS:
         out.opaque.append(f"{program} is given an argument known only when it runs, which "
                           "could be an option that runs a program")  # fmt: skip
@@ -1166,10 +1349,10 @@ def _read_git(args: list[Word], out: _Options) -> None:
     texts = [_option_text(a) for a in args]
     own = options.spec("git")
     if own is None:  # no table: judged word by word
-        _read_program("git", "git", ["git", "git *"], args, out)
+        _read_program("git", ("git", "git *"), args, out)
         return
     reading = options.read(own, texts, stop=True)
-    _judge("git", ["git"], reading, args, out)
+    _judge("git", ("git",), reading, args, out)
     if any(_unknown_start(a) for a in args):
         out.opaque.append("git is given an argument known only when it runs, which could be "
                           "an option that runs a program")  # fmt: skip
@@ -1179,55 +1362,50 @@ def _read_git(args: list[Word], out: _Options) -> None:
     sub = texts[reading.end]
     rest = args[reading.end + 1 :]
     sub_out = _Options()
-    keys = ["git *", f"git {sub}"]
-    _read_program(f"git {sub}", f"git {sub}", keys, rest, sub_out)
-    for table, target in ((OPAQUE_FLAGS, sub_out.opaque), (RISKY_FLAGS, sub_out.risks)):
-        whole = _tables(keys, table).get("")
-        if whole:  # the subcommand itself (`git filter-branch`)
-            target.append(f"git {sub} {whole}")
+    keys = ("git *", f"git {sub}")
+    _read_program(f"git {sub}", keys, rest, sub_out)
     operands = sub_out.operands if sub_out.operands is not None else [
         a for a in rest if not a.text.startswith("-")
     ]  # fmt: skip
-    if operands:  # `git bisect run`, `git submodule foreach`: a word that runs a command
-        first = operands[0].text
-        for key in keys:
-            reason = OPAQUE_FLAGS.get(key, {}).get(first) if not first.startswith("-") else None
-            if reason:
-                sub_out.opaque.append(f"git {sub} {first} {reason}")
+    first = operands[0].text if operands else "-"
+    reason = _flags(keys)[1].get(first) if not first.startswith("-") else None
+    if reason:  # `git bisect run`, `git submodule foreach`: a word that runs a command
+        sub_out.opaque.append(f"git {sub} {first} {reason}")
     out.risks += sub_out.risks
     out.opaque += sub_out.opaque
     out.values += sub_out.values
     out.operands = None if sub_out.operands is None else [args[reading.end], *sub_out.operands]
 
 
-def _read_program(shown: str, name: str, keys: list[str], args: list[Word], out: _Options) -> None:
-    sp = options.spec(name)
+def _read_program(shown: str, keys: tuple[str, ...], args: list[Word], out: _Options) -> None:
+    """The options of `shown` (a program, or `git SUB`), with its table when it has one; and
+    what the program is whatever its options (`tee`, `git filter-branch`: the `""` entry)."""
+    sp = options.spec(shown)
     if sp is None:
         _read_untabled(shown, keys, args, out)
-        return
-    reading = options.read(sp, [_option_text(a) for a in args])
-    _judge(shown, keys, reading, args, out)
-    out.operands = [args[i] for i in reading.operands]
-    out.values += [args[i] for i in reading.maybe_values if i < len(args)]
-    out.values += [Word(text) for text in reading.loose]
-    for key in keys:  # a program that is risky whatever its options (`tee`)
-        for table, target in ((RISKY_FLAGS, out.risks), (OPAQUE_FLAGS, out.opaque)):
-            if "" in table.get(key, {}) and not key.startswith("git "):
-                target.append(f"{shown} {table[key]['']}")
+    else:
+        out.reading = options.read(sp, [_option_text(a) for a in args])
+        _judge(shown, keys, out.reading, args, out)
+        out.operands = [args[i] for i in out.reading.operands]
+        out.values += [args[i] for i in out.reading.maybe_values if i < len(args)]
+        out.values += [Word(text) for text in out.reading.loose]
+    risky, opaque = _flags(keys)
+    for whole, target in ((risky.get(""), out.risks), (opaque.get(""), out.opaque)):
+        if whole:
+            target.append(f"{shown} {whole}")
 
 
 def _judge(
-    shown: str, keys: list[str], reading: options.Reading, args: list[Word], out: _Options
+    shown: str, keys: tuple[str, ...], reading: options.Reading, args: list[Word], out: _Options
 ) -> None:
     """Risks and opaque reasons of the options read; their values to path-check. An option
     that may be one of several is judged by the worst of them; one the table does not know
     is asked."""
-    risky, opaque = _tables(keys, RISKY_FLAGS), _tables(keys, OPAQUE_FLAGS)
+    risky, opaque = _flags(keys)
     given_names = {n for g in reading.given if g.known for n in g.names}
     for g in reading.given:
-        if g.value is not None:
-            out.values.append(args[g.value_index] if g.value_index is not None else Word(
-                g.value, static=args[g.index].static))  # fmt: skip
+        if (value := _given_value(g, args)) is not None:
+            out.values.append(value)
         hits_opaque, hits_risky = [], []
         for option in g.options:
             if option.negated:
@@ -1250,12 +1428,12 @@ def _judge(
                 out.risks.append(f"{shown} {g.spelled} is an ambiguous option")
 
 
-def _read_untabled(shown: str, keys: list[str], args: list[Word], out: _Options) -> None:
+def _read_untabled(shown: str, keys: tuple[str, ...], args: list[Word], out: _Options) -> None:
     """A program the option tables do not have: each word starting with `-` is read as
     options the usual way (`-ni.bak` is `-n -i`), a long one matching any table entry it is a
     prefix of (`--rs` could be `--rsh`: no table says it is not); every suffix of a cluster
     may be a value and is checked as a path."""
-    risky, opaque = _tables(keys, RISKY_FLAGS), _tables(keys, OPAQUE_FLAGS)
+    risky, opaque = _flags(keys)
     program = (keys[-1].split() or [""])[-1]
     for arg in args:
         text = _option_text(arg)
@@ -1277,49 +1455,269 @@ def _read_untabled(shown: str, keys: list[str], args: list[Word], out: _Options)
                 if entry and (entry in found or prefix):
                     shown_name = entry if entry == name or entry in found else f"{name} ({entry})"
                     target.append(f"{shown} {shown_name} {reason}")
-    for key in keys:
-        for table, target in ((RISKY_FLAGS, out.risks), (OPAQUE_FLAGS, out.opaque)):
-            if "" in table.get(key, {}) and not key.startswith("git "):
-                target.append(f"{shown} {table[key]['']}")
 
 
 VIM_FAMILY = frozenset(k for k, v in OPAQUE_FLAGS.items() if "--cmd" in v)
-AWK_FAMILY = frozenset(k for k, v in OPAQUE_FLAGS.items() if "--load" in v)
+AWK_FAMILY = frozenset(AWK_NAMES)
+SSH_FAMILY = frozenset({"ssh", "scp", "sftp"})
+# awk's `-W` values that run nothing (mawk's and gawk's); any other (mawk's `-W exec FILE`,
+# abbreviated `-We`, or hidden in a list: `-Wsprintf=9,e`; gawk's `-W source=...`) is opaque.
+AWK_W_HARMLESS = frozenset({"version", "help", "usage", "interactive", "posix_space", "sprintf",
+                            "random"})  # fmt: skip
+# In an awk program: `system(`, a pipe to or from a command (`|`, `|&`, not `||`), gawk's
+# `@load`/`@include` and its indirect calls (`@f(...)`, which can name `system`).
+_AWK_RUNS = re.compile(r"\bsystem\s*\(|(?<!\|)\|(?!\|)|@\s*(?:load|include)\b|@\s*\w+\s*\(")
 
 
 def _special(program: str, args: list[Word], out: _Options) -> None:
     """Values that run programs: `ssh -o ProxyCommand=`, `vim +cmd`, `less +!cmd`, `make
     SHELL=...`, an awk program that calls `system` or pipes to a command."""
-    texts = [a.text for a in args]
-    if program in ("ssh", "scp", "sftp"):
-        for i, text in enumerate(texts):
-            value = None
-            if text == "-o" and i + 1 < len(args):
-                value = args[i + 1]
-            elif text.startswith("-") and not text.startswith("--") and "o" in text[1:]:
-                rest = text[text.index("o", 1) + 1 :]
-                value = Word(rest, args[i].static) if rest else (
-                    args[i + 1] if i + 1 < len(args) else None)  # fmt: skip
-            if value is None:
-                continue
-            keyword = re.split(r"[\s=]", value.text.strip(), maxsplit=1)[0].lower()
-            if not value.static or keyword in SSH_RUNS:
-                out.opaque.append(f"{program} -o {keyword or value.text} runs a local command")
+    if program in SSH_FAMILY:
+        _ssh_options(program, args, out)
     if program in VIM_FAMILY or program in ("less", "more"):
-        for text in texts:
+        for text in (a.text for a in args):
             if text.startswith("+") and not re.fullmatch(r"\+[0-9]*", text):
                 out.opaque.append(f"{program} {text[:20]} runs a command given on the command line")
     if program == "make":
+        for g in out.reading.given if out.reading is not None else ():
+            value = _given_value(g, args) if "-f" in g.names else None
+            if value is not None and (not value.static or value.text == "-"
+                                      or value.text.startswith(("/dev/", "/proc/"))):  # fmt: skip
+                out.opaque.append("make reads its makefile from its input or a command, so "
+                                  "the recipes it runs are given as text")  # fmt: skip
         for arg in out.operands or args:
             if re.match(r"^[A-Za-z_.][A-Za-z0-9_.-]*\s*[:+?!]?=", arg.text) or not arg.static:
                 out.opaque.append("make is given a variable on its command line, which can "
                                   "change what its recipes run (SHELL=, CC=)")  # fmt: skip
                 break
-    if program in AWK_FAMILY and not any(r.startswith(f"{program} -") for r in out.opaque):
-        body = next((a for a in args if not a.text.startswith("-")), None)
-        if body is not None and (not body.static or re.search(
-                r"\bsystem\s*\(|(?<!\|)\|(?!\|)", body.text)):  # fmt: skip
-            out.opaque.append(f"{program}'s program runs commands (system, or a pipe)")
+    if program in AWK_FAMILY:
+        _awk_program(program, args, out)
+    if program == "sed":
+        _sed_program(args, out)
+
+
+def _ssh_options(program: str, args: list[Word], out: _Options) -> None:
+    """`-o Keyword=value` (read with ssh's table: `-oProxyCommand=x`, `-vo 'LocalCommand x'`)
+    with a keyword that runs a local program or loads code."""
+    if out.reading is None:
+        out.opaque.append(f"{program}'s options cannot be read (no option table), and -o can run "
+                          "a local command")  # fmt: skip
+        return
+    for g in out.reading.given:
+        value = _given_value(g, args) if "-o" in g.names else None
+        if value is None:
+            continue
+        keyword = re.split(r"[\s=]", value.text.strip(), maxsplit=1)[0].lower()
+        if not value.static or keyword in SSH_RUNS:
+            out.opaque.append(f"{program} -o {keyword or value.text} runs a local command")
+
+
+def _awk_program(program: str, args: list[Word], out: _Options) -> None:
+    """awk's program text, found as awk finds it: the values of `-e`/`--source` (gawk,
+    busybox), else the first operand after the options (`-v x=1`, `-F :` and their values come
+    first); a program from a file (`-f`, `-E`) is opaque already (`OPAQUE_FLAGS`). A text that
+    calls `system`, pipes, or loads code is opaque; so is an option awk would read differently."""
+    if out.reading is None:
+        out.opaque.append(f"{program}'s options cannot be read (no option table), so its "
+                          "program is unknown")  # fmt: skip
+        return
+    texts: list[Word] = []
+    from_file = False
+    for g in out.reading.given:
+        if len(g.options) != 1:
+            out.opaque.append(f"{program} {g.spelled} is an option Talos cannot read, so which "
+                              "word is its program is unknown")  # fmt: skip
+            return
+        value = _given_value(g, args)
+        if g.names & {"-e", "--source"} and value is not None:
+            texts.append(value)
+        from_file = from_file or bool(g.names & {"-f", "--file", "-E", "--exec"})
+        if "-W" in g.names and value is not None and (not value.static or any(
+                part.split("=", 1)[0] not in AWK_W_HARMLESS
+                for part in value.text.split(","))):  # fmt: skip
+            out.opaque.append(f"{program} -W {value.text[:20]} is an implementation option "
+                              "that can run a program file (mawk's -W exec)")  # fmt: skip
+    if not texts and not from_file and out.operands:
+        texts.append(out.operands.pop(0))  # the program: text, not a path to check
+    if any(not t.static or _AWK_RUNS.search(t.text) for t in texts):
+        out.opaque.append(f"{program}'s program runs commands (system, a pipe, or code it "
+                          "loads)")  # fmt: skip
+
+
+class _SedScript:
+    """A sed script read as GNU sed reads it, for what it does besides editing text: `e` and
+    `s///e` run a command; `w FILE`, `W FILE`, `s///w FILE` write a file; `r FILE`, `R FILE`
+    read one. `unread` says why the text could not be read to the end (then it is opaque)."""
+
+    _SIMPLE = frozenset("{}=dDgGhHnNpPxzF")
+
+    def __init__(self, text: str) -> None:
+        self.text, self.i = text, 0
+        self.runs = False
+        self.writes: list[str] = []
+        self.reads: list[str] = []
+        self.unread: str | None = None
+        try:
+            self._commands()
+        except (IndexError, ValueError) as exc:
+            self.unread = str(exc) or "it ends early"
+
+    def _commands(self) -> None:
+        t = self.text
+        while True:
+            while self.i < len(t) and t[self.i] in " \t\n;":
+                self.i += 1
+            if self.i >= len(t):
+                return
+            if t[self.i] == "#":
+                self._to_line_end()
+                continue
+            self._address()
+            if t[self.i] == ",":
+                self.i += 1
+                self._address()
+            self._spaces()
+            if t[self.i] == "!":
+                self.i += 1
+                self._spaces()
+            command = t[self.i]
+            self.i += 1
+            if command in self._SIMPLE:
+                pass
+            elif command in "qQlL":
+                self._spaces()
+                self._digits()
+            elif command in "btT:v":
+                self._to(";\n")
+            elif command in "aic":
+                self._to_line_end(continued=True)
+            elif command in "rRwW":
+                name = self._to_line_end().strip()
+                (self.reads if command in "rR" else self.writes).append(name)
+            elif command == "e":
+                self.runs = True
+                self._to_line_end()
+            elif command == "s":
+                self._substitute()
+            elif command == "y":
+                delimiter = t[self.i]
+                self.i += 1
+                self._delimited(delimiter, brackets=False)
+                self._delimited(delimiter, brackets=False)
+            else:
+                raise ValueError(f"{command!r} is not a sed command Talos knows")
+            self._spaces()
+            if command != "{" and self.i < len(t) and t[self.i] not in ";\n}#":
+                raise ValueError(f"{t[self.i]!r} after a command")
+
+    def _address(self) -> None:
+        t = self.text
+        if t[self.i] in "/\\":
+            if t[self.i] == "\\":
+                self.i += 1
+            delimiter = t[self.i]
+            self.i += 1
+            self._delimited(delimiter, brackets=True)
+            while self.i < len(t) and t[self.i] in "IM":
+                self.i += 1
+        elif t[self.i] in "+~":
+            self.i += 1
+            self._digits()
+        elif t[self.i] == "$":
+            self.i += 1
+        else:
+            self._digits()
+            if self.i < len(t) and t[self.i] == "~":
+                self.i += 1
+                self._digits()
+
+    def _substitute(self) -> None:
+        t = self.text
+        delimiter = t[self.i]
+        if delimiter in "\n\\":
+            raise ValueError("an s command without a delimiter")
+        self.i += 1
+        self._delimited(delimiter, brackets=True)
+        self._delimited(delimiter, brackets=False)
+        while self.i < len(t) and t[self.i] not in " \t;\n}#":
+            flag = t[self.i]
+            self.i += 1
+            if flag == "e":
+                self.runs = True
+            elif flag == "w":
+                self.writes.append(self._to_line_end().strip())
+            elif flag not in "gpiImM0123456789":
+                raise ValueError(f"{flag!r} is not an s flag Talos knows")
+
+    def _delimited(self, delimiter: str, *, brackets: bool) -> None:
+        """Up to the unescaped delimiter; in a regex, a `[...]` may hold it."""
+        t = self.text
+        while t[self.i] != delimiter:
+            if t[self.i] == "\\":
+                self.i += 2
+            elif brackets and t[self.i] == "[":
+                self.i += 1
+                self.i += t[self.i] == "^"
+                self.i += t[self.i] == "]"
+                while t[self.i] != "]":
+                    self.i += 1
+                self.i += 1
+            else:
+                self.i += 1
+        self.i += 1
+
+    def _to(self, stops: str) -> str:
+        start = self.i
+        while self.i < len(self.text) and self.text[self.i] not in stops:
+            self.i += 1
+        return self.text[start : self.i]
+
+    def _to_line_end(self, continued: bool = False) -> str:
+        start = self.i
+        while self.i < len(self.text) and self.text[self.i] != "\n":
+            self.i += 2 if continued and self.text[self.i] == "\\" else 1
+        return self.text[start : self.i]
+
+    def _spaces(self) -> None:
+        while self.i < len(self.text) and self.text[self.i] in " \t":
+            self.i += 1
+
+    def _digits(self) -> None:
+        while self.i < len(self.text) and self.text[self.i].isdigit():
+            self.i += 1
+
+
+def _sed_program(args: list[Word], out: _Options) -> None:
+    """sed's script, found as sed finds it (the values of `-e`/`--expression`, joined by
+    newlines, else the first operand), read for what runs or touches files: `e` is opaque,
+    `w` asked, a file `r`/`w` names is path-checked; a script Talos cannot read is opaque.
+    `--sandbox` (sed refuses e, r, w) needs none of it."""
+    if out.reading is None:
+        out.opaque.append("sed's options cannot be read (no option table), so its script is "
+                          "unknown")  # fmt: skip
+        return
+    given = out.reading.given
+    if any("--sandbox" in g.names for g in given):
+        return
+    scripts = [
+        v for g in given if g.names & {"-e", "--expression"} and (v := _given_value(g, args))
+    ]
+    if not scripts and not any(g.names & {"-f", "--file"} for g in given) and out.operands:
+        scripts = [out.operands.pop(0)]  # the script: text, not a path to check
+    if not scripts:
+        return
+    if not all(w.static for w in scripts):
+        out.opaque.append("sed's script is known only when it runs")
+        return
+    script = _SedScript("\n".join(w.text for w in scripts))
+    if script.unread:
+        out.opaque.append(f"sed's script cannot be read by Talos ({script.unread}), and its e "
+                          "command runs programs")  # fmt: skip
+    if script.runs:
+        out.opaque.append("sed's script runs a command (e)")
+    if script.writes:
+        out.risks.append("sed's script writes a file (w)")
+    out.values += [Word(name) for name in [*script.reads, *script.writes] if name]
 
 
 def analyze(command: str, *, _depth: int = 0) -> Analysis:
@@ -1331,9 +1729,10 @@ def analyze(command: str, *, _depth: int = 0) -> Analysis:
         analyzer.risk("contains a NUL character")
         analyzer.result.opaque = True
         return analyzer.result
-    tree = tree_sitter.Parser(_LANGUAGE).parse(command.encode("utf-8", errors="surrogatepass"))
+    tree = tree_sitter.Parser(_LANGUAGE).parse(analyzer.source)
     analyzer.visit(tree.root_node)
     analyzer.evaluations(tree.root_node)
+    analyzer.unparsed()
     analyzer.finish()
     if tree.root_node.has_error:
         analyzer.risk("the shell syntax could not be fully parsed")
@@ -1559,11 +1958,15 @@ def _path_words(command: SimpleCommand) -> list[tuple[Word, str]]:
     return out
 
 
-def path_risks(command: SimpleCommand, root: Path) -> list[str]:
+def path_risks(command: SimpleCommand, root: Path, walk: GlobWalk | None = None) -> list[str]:
     """Arguments and option values that name a path outside `root` (through `..`, an
     absolute path, `~` or a symlink) or a secrets file (`.env*`): a reader allowed by rule
-    must not read those."""
+    must not read those. A glob is judged by the directory it starts from first (`/*/*` is
+    outside before anything is listed), then by what it matches, walked within `walk`'s
+    budget (one per command line: `ls */*/*; ls */*/*; ...` shares it): a glob that needs more
+    is asked."""
     risks = []
+    walk = walk or GlobWalk(root)
     for arg, text in _path_words(command):
         if not arg.static:
             continue
@@ -1578,22 +1981,142 @@ def path_risks(command: SimpleCommand, root: Path) -> list[str]:
         if any(_is_secret_name(p) for p in parts):
             risks.append(f"names a secrets file ({text})")
             continue
-        if arg.glob:
-            literal = re.split(r"[*?\[]", text, maxsplit=1)[0].rpartition("/")[0] or "."
-            # What the shell will expand it to: a link among the matches may lead out.
-            found = list(itertools.islice(globmod.iglob(text, root_dir=root), MAX_GLOB_CHECK + 1))
-            if len(found) > MAX_GLOB_CHECK:
-                risks.append(f"matches too many paths to check ({text})")
-                continue
-            candidates = [literal, *found]
-        else:
-            candidates = [text]
-        for path in candidates:
-            why = _leaves(root, path)
-            if why:
-                risks.append(f"{why} ({text})")
-                break
+        why = _leaves(root, _glob_start(text) if arg.glob else text)
+        if why is None and arg.glob:
+            why = walk.first_risk(text)
+        if why:
+            risks.append(f"{why} ({text})")
     return risks
+
+
+def _glob_start(pattern: str) -> str:
+    """The directory a glob is expanded from: its text up to the last `/` before the first
+    glob character (`/` for `/*/x*`, `src/` for `src/*.py`, the workspace for `*.py`)."""
+    first = re.search(r"[*?\[]", pattern)
+    head = pattern[: first.start()] if first else pattern
+    return head[: head.rfind("/") + 1] or "."
+
+
+MAX_GLOB_VISIT = 20_000  # directory entries the globs of one command line may look at
+MAX_GLOB_SECONDS = 2.0  # and for how long (a slow filesystem)
+_POSIX_CLASSES = {"alpha": "a-zA-Z", "digit": "0-9", "alnum": "a-zA-Z0-9", "upper": "A-Z",
+                  "lower": "a-z", "space": r"\s", "blank": r" \t", "punct": r"!-/:-@\[-`{-~",
+                  "xdigit": "0-9A-Fa-f", "word": r"\w", "print": r"\x20-\x7e",
+                  "graph": r"\x21-\x7e", "cntrl": r"\x00-\x1f\x7f",
+                  "ascii": r"\x00-\x7f"}  # fmt: skip
+
+
+@functools.lru_cache(maxsize=1024)
+def _component_regex(pattern: str) -> re.Pattern[str]:
+    """One path component's glob as bash matches it (`*`, `?`, `[...]` with `!` or `^`
+    negation and POSIX classes). What it cannot tell (`[=a=]`, `[.a.]`) matches any one
+    character: more candidates are checked, never fewer."""
+    out, i, n = [], 0, len(pattern)
+    while i < n:
+        ch = pattern[i]
+        if ch == "*":
+            out.append(".*")
+        elif ch == "?":
+            out.append(".")
+        elif ch == "[":
+            j = i + 1
+            negate = j < n and pattern[j] in "!^"
+            j += negate
+            body: list[str] = []
+            first = True
+            while j < n and (pattern[j] != "]" or first):
+                if pattern.startswith("[:", j) and (end := pattern.find(":]", j + 2)) > 0:
+                    cls = _POSIX_CLASSES.get(pattern[j + 2 : end])
+                    body.append(cls if cls is not None else r"\s\S")
+                    j = end + 2
+                elif pattern.startswith(("[=", "[."), j):
+                    body.append(r"\s\S")
+                    j += 2
+                else:
+                    body.append(re.escape(pattern[j]) if pattern[j] != "-" else "-")
+                    j += 1
+                first = False
+            if j >= n:  # no closing bracket: a literal `[`
+                out.append(re.escape(ch))
+            else:
+                out.append(f"[{'^' if negate else ''}{''.join(body)}]")
+                i = j
+        else:
+            out.append(re.escape(ch))
+        i += 1
+    return re.compile("".join(out), re.DOTALL)
+
+
+class _Budget(Exception):
+    """The globs of one command needed more looking than they may have."""
+
+
+class GlobWalk:
+    """What the globs of a command line expand to, as bash will (no `dotglob`: a component
+    not starting with `.` skips names that do; `.*` may be `..`, as before bash 5.2), within
+    `MAX_GLOB_VISIT` directory entries and `MAX_GLOB_SECONDS` for the whole line: a hostile
+    `*/*/*/*/*` costs the gate a bounded walk, and is asked."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = root
+        self.visited = 0
+        self.deadline = time.monotonic() + MAX_GLOB_SECONDS
+
+    def first_risk(self, pattern: str) -> str | None:
+        """Why one of the glob's matches is risky (a link leading out, a secrets file), or
+        that it could not be checked in budget; None when every match is fine."""
+        try:
+            for path in self._matches(pattern):
+                self._spend(1)
+                why = _leaves(self.root, path)
+                if why:
+                    return why
+        except _Budget:
+            return "matches too many paths to check"
+        return None
+
+    def _matches(self, pattern: str) -> Iterator[str]:
+        absolute = pattern.startswith("/")
+        parts = [p for p in pattern.split("/") if p]
+        trail = "/" if pattern.endswith("/") else ""
+        paths = ["/" if absolute else ""]
+        for k, part in enumerate(parts):
+            last = k == len(parts) - 1
+            grown: list[str] = []
+            if not re.search(r"[*?\[]", part):
+                grown = [p + part + ("" if last else "/") for p in paths]
+            else:
+                regex = _component_regex(part)
+                for base in paths:
+                    for name in self._names(base or ".", part.startswith(".")):
+                        if regex.fullmatch(name) and (part.startswith(".") or name[0] != "."):
+                            grown.append(base + name + ("" if last else "/"))
+            if not last:
+                grown = [p for p in grown if os.path.isdir(self._full(p))]
+            paths = grown
+            self._spend(len(paths))
+        yield from (p + trail for p in paths if os.path.lexists(self._full(p)))
+
+    def _names(self, directory: str, dots: bool) -> list[str]:
+        try:
+            with os.scandir(self._full(directory)) as entries:
+                names = []
+                for entry in entries:
+                    names.append(entry.name)
+                    if len(names) % 256 == 0:
+                        self._spend(256)
+                self._spend(len(names) % 256)
+        except OSError:
+            return []
+        return [*names, ".", ".."] if dots else names
+
+    def _full(self, path: str) -> str:
+        return path if path.startswith("/") else os.path.join(self.root, path or ".")
+
+    def _spend(self, entries: int) -> None:
+        self.visited += entries
+        if self.visited > MAX_GLOB_VISIT or time.monotonic() > self.deadline:
+            raise _Budget
 
 
 def _leaves(root: Path, path: str) -> str | None:

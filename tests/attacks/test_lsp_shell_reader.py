@@ -68,3 +68,41 @@ async def test_the_editor_is_asked_for_every_hidden_command_and_none_runs(
         assert p.markers(ws) == []
     finally:
         await editor.stop()
+
+
+async def test_the_server_answers_while_a_hostile_command_is_being_checked(
+    tmp_path, ws, options, model
+):
+    """The review's A4: the permission check (the parse, the path checks, a glob's walk) ran
+    on the event loop, so a hostile command froze every answer of the language server. Now it
+    runs in the host's worker threads: while a long one is being checked (a glob over a link
+    loop, and two thousand deep paths, each resolved), `talos.status` is answered, before
+    the permission prompt that follows the check."""
+    loop = ws / "loop"
+    loop.mkdir()
+    for i in range(20):
+        (loop / f"l{i}").symlink_to(".")
+    deep = "/".join(["d"] * 100)
+    (ws / deep).mkdir(parents=True)
+    command = "ls loop/*/*/*/*/*/*/zz* " + " ".join(f"{deep}/f{i}" for i in range(2000))
+    script(model, [command])
+    editor = await start_editor(tmp_path / "home", [ws], options | {"permissionMode": "ask"})
+    try:
+        editor.replies = [None]  # the person dismisses the prompt
+        started = await editor.command("talos.task.start", {"prompt": "list them"})
+        task_id = started["task_id"]
+        await editor.until(
+            lambda: any("run_command" in (getattr(r, "message", None) or "")
+                        for r in editor.progress(task_id)), "the command's step")  # fmt: skip
+        status = await editor.command("talos.status", {})
+        assert "settings" in status
+        assert editor.prompts == [], (
+            "talos.status was answered only after the command's check: it held the event loop"
+        )
+        await editor.finished(task_id)
+        assert len(editor.prompts) == 1, editor.prompts  # the check ended, and asked
+        assert "too many paths" in editor.prompts[0].message
+        (result,) = tool_results(model)
+        assert "not run: dismissed" in result, result
+    finally:
+        await editor.stop()
