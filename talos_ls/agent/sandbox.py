@@ -37,7 +37,6 @@ import functools
 import hashlib
 import logging
 import os
-import shutil
 import signal
 import stat
 import subprocess
@@ -52,7 +51,7 @@ from typing import ClassVar
 import platformdirs
 
 from . import limits as lim
-from . import workspace_layout
+from . import on_host, workspace_layout
 from .limits import Limits
 from .secrets_scan import SecretsScan
 from .workspace import SandboxError
@@ -171,7 +170,8 @@ def sizes_tmpfs(bwrap: str) -> bool:
     if bwrap not in _SIZES:
         try:
             done = subprocess.run([bwrap, "--help"], capture_output=True, timeout=10,
-                                  stdin=subprocess.DEVNULL)  # fmt: skip
+                                  stdin=subprocess.DEVNULL,
+                                  env=_allowed_env(SANDBOX_HOME))  # fmt: skip
             _SIZES[bwrap] = b"--size" in done.stdout + done.stderr
         except (OSError, subprocess.TimeoutExpired):
             _SIZES[bwrap] = False
@@ -322,8 +322,9 @@ class Sandbox:
         limits: Limits | None = None,
     ):
         self.root = Path(root).resolve()
-        self.bwrap = bwrap if bwrap is not None else shutil.which("bwrap")
-        self.shell = shutil.which("bash") or "/bin/sh"
+        on_host.add_workspace(self.root)  # no program Talos runs is taken from it
+        self.bwrap = bwrap if bwrap is not None else on_host.program("bwrap", self.root)
+        self.shell = on_host.program("bash", self.root) or "/bin/sh"
         self.extra_hidden = [Path(p) for p in hidden]
         self.readable = [Path(p) for p in readable]
         self.limits = limits or Limits.default()

@@ -38,13 +38,14 @@ import logging
 import os
 import shutil
 import stat
-import subprocess
 import tempfile
 import threading
 import time
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
+
+from . import on_host
 
 logger = logging.getLogger(__name__)
 
@@ -458,7 +459,9 @@ class TrackedContent:
 
     def _ask(self, root: Path, files: list[Path]) -> dict[Path, str]:
         specs = [f":(literal){p.relative_to(root)}" for p in files if p.is_relative_to(root)]
-        listed = _git(["ls-files", "--stage", "-z", "--", *specs], root) if specs else None
+        listed = (
+            on_host.git_text(["ls-files", "--stage", "-z", "--", *specs], root) if specs else None
+        )
         blobs: dict[Path, str] = {}
         for line in (listed or "").split("\0"):
             meta, _, rel = line.partition("\t")
@@ -480,17 +483,11 @@ class TrackedContent:
     def _fetch(self, root: Path, shas: list[str]) -> None:
         """`git cat-file --batch`: each blob's content into a read-only file named by it."""
         assert self._dir is not None
-        git = shutil.which("git")
-        if git is None:
+        out = on_host.git(["cat-file", "--batch"], root, timeout=30,
+                          stdin="".join(f"{s}\n" for s in shas).encode())  # fmt: skip
+        if out is None:
             return
-        env = {k: v for k, v in os.environ.items() if not k.startswith("GIT_")}
-        try:
-            done = subprocess.run([git, "cat-file", "--batch"], cwd=root, env=env, timeout=30,
-                                  input="".join(f"{s}\n" for s in shas).encode(),
-                                  capture_output=True)  # fmt: skip
-        except (OSError, subprocess.TimeoutExpired):
-            return
-        out, at = done.stdout, 0
+        at = 0
         for sha in shas:
             end = out.find(b"\n", at)
             if end < 0:
@@ -529,16 +526,18 @@ def config_named(git_dir: Path) -> list[tuple[Path, bytes | None]]:
     if cached is not None and [_stamp(f) for f in cached[0]] == cached[1]:
         return cached[2]
     root = git_dir.parent
-    read = [git_dir / "config", *_global_configs()]
+    read = on_host.git_config_files(git_dir)
     stamps = [_stamp(f) for f in read]
     found: list[tuple[Path, bytes | None]] = []
-    hooks = _git(["config", "--null", "--type=path", "--get", "core.hooksPath"], root)
+    hooks = on_host.git_text(["config", "--null", "--type=path", "--get", "core.hooksPath"], root)
     if hooks:
         found.append((Path(os.path.normpath(root / hooks.rstrip("\0"))), None))
     pending = [git_dir / "config"]
     while pending and len(read) < 40:  # includes of includes; a loop ends here
         conf = pending.pop()
-        listed = _git(["config", "--file", str(conf), "--null", "--get-regexp", _INCLUDES], root)
+        listed = on_host.git_text(
+            ["config", "--file", str(conf), "--null", "--get-regexp", _INCLUDES], root
+        )
         for item in (listed or "").split("\0"):
             value = item.partition("\n")[2]
             if not value:
@@ -563,7 +562,7 @@ def git_identity(git_dir: Path) -> dict[str, str]:
     `GIT_AUTHOR_*` and `GIT_COMMITTER_*`: the sandbox's HOME is empty, so without them an
     approved `git commit` stops at "Author identity unknown". Not secret: every commit
     carries them. Asked of git again only when a configuration file changed."""
-    stamps = [_stamp(f) for f in (git_dir / "config", *_global_configs())]
+    stamps = [_stamp(f) for f in on_host.git_config_files(git_dir)]
     with _NAMED_LOCK:
         cached = _IDENTITY.get(git_dir)
     if cached is not None and cached[0] == stamps:
@@ -571,18 +570,12 @@ def git_identity(git_dir: Path) -> dict[str, str]:
     env: dict[str, str] = {}
     for key, names in (("user.name", ("GIT_AUTHOR_NAME", "GIT_COMMITTER_NAME")),
                        ("user.email", ("GIT_AUTHOR_EMAIL", "GIT_COMMITTER_EMAIL"))):  # fmt: skip
-        value = (_git(["config", "--get", key], git_dir.parent) or "").strip()
+        value = (on_host.git_text(["config", "--get", key], git_dir.parent) or "").strip()
         if value and len(value) < 256 and value.isprintable():
             env.update(dict.fromkeys(names, value))
     with _NAMED_LOCK:
         _IDENTITY[git_dir] = (stamps, env)
     return env
-
-
-def _global_configs() -> list[Path]:
-    xdg = os.environ.get("XDG_CONFIG_HOME") or os.path.expanduser("~/.config")
-    return [Path(os.path.expanduser("~/.gitconfig")), Path(xdg) / "git" / "config",
-            Path("/etc/gitconfig")]  # fmt: skip
 
 
 def _stamp(path: Path) -> tuple:
@@ -591,20 +584,6 @@ def _stamp(path: Path) -> tuple:
     except OSError:
         return (str(path),)
     return (str(path), st.st_ino, st.st_mtime_ns, st.st_size)
-
-
-def _git(args: list[str], cwd: Path) -> str | None:
-    """git's answer, or None. Reading configuration runs none of its programs."""
-    git = shutil.which("git")
-    if git is None:
-        return None
-    env = {k: v for k, v in os.environ.items() if not k.startswith("GIT_")}
-    try:
-        done = subprocess.run([git, *args], cwd=cwd, env=env, capture_output=True, timeout=10,
-                              stdin=subprocess.DEVNULL)  # fmt: skip
-    except (OSError, subprocess.TimeoutExpired):
-        return None
-    return done.stdout.decode(errors="surrogateescape") if done.returncode == 0 else None
 
 
 def git_dir_of(root: Path) -> Path | None:
@@ -712,7 +691,7 @@ def submodule_paths(root: Path) -> list[Path]:
         return cached[1]
     found: list[Path] = []
     if len(stamp) > 1:  # the file is there
-        listed = _git(["config", "--file", str(file), "--null", "--get-regexp",
+        listed = on_host.git_text(["config", "--file", str(file), "--null", "--get-regexp",
                        r"^submodule\..*\.path$"], root)  # fmt: skip
         for item in (listed or "").split("\0"):
             value = item.partition("\n")[2]
