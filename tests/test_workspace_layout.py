@@ -353,3 +353,29 @@ def test_a_repository_a_command_makes_is_moved_aside_and_nested_ones_are_read_on
     git(ws, "status")  # the person's, outside
     assert not list(ws.rglob("PWNED*")), git(ws, "status")  # fsmonitor runs in sub/
     sandbox.close()
+
+
+def test_config_worktree_cannot_be_written_while_worktree_config_is_on(ws):
+    """With `extensions.worktreeConfig` on (the person's `git sparse-checkout` turns it on),
+    git reads `.git/config.worktree` as configuration: one a command writes would run for
+    the person's git while the command still runs. It cannot be written (a stand-in)."""
+    git(ws, "config", "extensions.worktreeConfig", "true")
+    sandbox = Sandbox(ws, bwrap=require_sandbox())
+
+    async def meanwhile() -> tuple[str, str]:
+        command = asyncio.ensure_future(sandbox.run(
+            "printf '[core]\\n\\tfsmonitor = touch PWNED_wt\\n' > .git/config.worktree; "
+            "touch written; sleep 3", sandboxed=True, writable=True, network=False, timeout=30,
+        ))  # fmt: skip
+        for _ in range(200):  # the command has written (or failed to) by then
+            if (ws / "written").exists():
+                break
+            await asyncio.sleep(0.05)
+        person = await asyncio.to_thread(git, ws, "status")  # the person's git, outside
+        return (await command).output, person
+
+    out, person = asyncio.run(meanwhile())
+    assert not list(ws.glob("PWNED*")), person
+    assert "Read-only file system" in out, out
+    assert not (ws / ".git" / "config.worktree").exists()
+    sandbox.close()

@@ -44,39 +44,37 @@ GIT_TIMEOUT = 10.0
 
 
 def add_workspace(root: Path) -> None:
-    """`root` is a workspace: no program is run from it, by any Sandbox of this process."""
+    """`root` is a workspace commands may write: no program is run from it, for any
+    workspace of this process. (One that holds a home is never writable: its PATH entries,
+    `~/.local/bin`, are the person's own.)"""
     with _LOCK:
         _WORKSPACES.add(os.path.realpath(root))
 
 
-def _in_workspace(path: str, also: tuple[str, ...]) -> bool:
+def _in_workspace(path: str) -> bool:
     real = os.path.realpath(path)
     with _LOCK:
-        roots = (*_WORKSPACES, *also)
+        roots = tuple(_WORKSPACES)
     return any(real == r or real.startswith(r.rstrip("/") + "/") for r in roots)
 
 
-def search_path(*also: Path) -> str:
-    """PATH without its relative entries and those in a workspace (this process's, and
-    `also`)."""
-    extra = tuple(os.path.realpath(p) for p in also)
+def search_path() -> str:
+    """PATH without its relative entries and those in a workspace."""
     entries = [e for e in os.environ.get("PATH", "").split(os.pathsep)
-               if os.path.isabs(e) and not _in_workspace(e, extra)]  # fmt: skip
+               if os.path.isabs(e) and not _in_workspace(e)]  # fmt: skip
     return os.pathsep.join(entries) or "/usr/bin:/bin"
 
 
-def program(name: str, *also: Path) -> str | None:
+def program(name: str) -> str | None:
     """`name` as found on `search_path`, when it does not resolve into a workspace."""
-    found = shutil.which(name, path=search_path(*also))
-    if found is None or _in_workspace(found, tuple(os.path.realpath(p) for p in also)):
-        return None
-    return found
+    found = shutil.which(name, path=search_path())
+    return None if found is None or _in_workspace(found) else found
 
 
 def git_env(root: Path) -> dict[str, str]:
     """The environment every git Talos runs gets: the allow-list, and the switches above."""
     env = {k: os.environ[k] for k in GIT_PASS_ENV if k in os.environ}
-    env.update(PATH=search_path(root), LC_ALL="C", GIT_ALLOW_PROTOCOL="none",
+    env.update(PATH=search_path(), LC_ALL="C", GIT_ALLOW_PROTOCOL="none",
                GIT_NO_LAZY_FETCH="1", GIT_NO_REPLACE_OBJECTS="1", GIT_OPTIONAL_LOCKS="0",
                GIT_TERMINAL_PROMPT="0", GIT_CEILING_DIRECTORIES=str(Path(root).parent))  # fmt: skip
     return env
@@ -86,7 +84,7 @@ def git(args: list[str], root: Path, *, stdin: bytes | None = None,
         timeout: float = GIT_TIMEOUT) -> bytes | None:  # fmt: skip
     """git's output for `args`, run in the workspace `root`; None when git is missing, fails
     or takes longer than `timeout`."""
-    binary = program("git", root)
+    binary = program("git")
     if binary is None:
         return None
     try:

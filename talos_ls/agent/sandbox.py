@@ -322,9 +322,10 @@ class Sandbox:
         limits: Limits | None = None,
     ):
         self.root = Path(root).resolve()
-        on_host.add_workspace(self.root)  # no program Talos runs is taken from it
-        self.bwrap = bwrap if bwrap is not None else on_host.program("bwrap", self.root)
-        self.shell = on_host.program("bash", self.root) or "/bin/sh"
+        if self._may_write(True):  # no program Talos runs is taken from what commands write
+            on_host.add_workspace(self.root)
+        self.bwrap = bwrap if bwrap is not None else on_host.program("bwrap")
+        self.shell = on_host.program("bash") or "/bin/sh"
         self.extra_hidden = [Path(p) for p in hidden]
         self.readable = [Path(p) for p in readable]
         self.limits = limits or Limits.default()

@@ -70,7 +70,7 @@ async def search(
     """`path:line: text` for lines matching `pattern`, at most `limit`."""
     rel = _check(workspace, pattern, start)
     limit = max(1, min(int(limit), 1000))
-    binary = on_host.program("rg", workspace.root) if rg == "auto" else rg
+    binary = on_host.program("rg") if rg == "auto" else rg
     if binary:
         return await _ripgrep(binary, workspace, pattern, rel, limit, deadline)
     return await asyncio.to_thread(_python, workspace, pattern, rel, limit, deadline)

@@ -44,6 +44,7 @@ import time
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
+from secrets import token_hex
 
 from . import on_host
 
@@ -59,15 +60,18 @@ GIT_READ_ONLY: dict[str, bytes | None] = {
     "info": None,  # attributes (select filter and diff drivers), exclude (hides planted files)
     "config": b"",
     "commondir": b".\n",  # "this directory": an empty one would make every git command fail
+    # Submodules' and linked worktrees' own git directories: `git submodule update` reuses
+    # one it finds at `modules/<name>` (with its hooks and config) instead of cloning.
+    "modules": None,
+    "worktrees": None,
+    # Configuration git reads, live while `extensions.worktreeConfig` is on.
+    "config.worktree": b"",
 }
-# Read-only when there, never stood in for (git reads them only for a submodule's or another
-# worktree's own directory, and a command could plant one of those anywhere in the workspace).
-GIT_READ_ONLY_IF_PRESENT = ("modules", "worktrees", "config.worktree", "objects/info/alternates")
-# Removed when the command ends if it made them, rather than stood in for (each mount costs):
-# config.worktree is inert while it runs (only `extensions.worktreeConfig`, in the read-only
-# config, turns it on) and live once the person turns that on (`git sparse-checkout` may);
-# alternates make git read objects from another directory, but run nothing.
-GIT_REMOVED_IF_MADE = ("config.worktree", "objects/info/alternates")
+# Read-only when there, never stood in for: alternates make git read objects from another
+# directory, but run nothing, so one a command makes is removed when it ends (each mount
+# costs) rather than prevented.
+GIT_READ_ONLY_IF_PRESENT = ("objects/info/alternates",)
+GIT_REMOVED_IF_MADE = ("objects/info/alternates",)
 # A paused rebase, cherry-pick or `git am`: its todo list may hold `exec` lines, run by the next
 # `git rebase --continue`. Read-only when there; one a command leaves behind is removed.
 GIT_PAUSED = ("rebase-merge", "rebase-apply", "sequencer")
@@ -349,12 +353,9 @@ class GitLayout:
                              "left paused by a sandboxed command could run commands of its "
                              "todo list when continued outside the sandbox; run it to its "
                              "end within one command")  # fmt: skip
-            elif path.name == "alternates":
+            else:
                 notes.append("removed .git/objects/info/alternates: git would read objects "
                              "from another directory")  # fmt: skip
-            else:
-                notes.append(f"removed .git/{path.name}: git would read it as configuration "
-                             "once extensions.worktreeConfig is on")  # fmt: skip
         for path in _odd_entries(self.git_dir, self.read_only):
             if path not in self.odd_before or self.odd_before[path] != _what(path):
                 _remove(path)
@@ -402,16 +403,48 @@ def _listed(path: str, stores: dict[str, int]) -> bool:
 
 
 def _moved_aside(git: Path, root: Path) -> str:
-    """A repository a command made below the root: its `.git` renamed, kept for you."""
-    aside = git.with_name(f".git.moved-by-talos-{time.strftime('%Y%m%d-%H%M%S')}")
+    """A repository a command made below the root: its `.git` renamed to a name the command
+    cannot guess (it could have made every name a clock would give, or made its parent
+    read-only), kept for you. If it cannot be renamed even once its parent is writable again,
+    it is removed: left where it is, git would run its config and hooks outside the sandbox."""
     shown = git.relative_to(root) if git.is_relative_to(root) else git
+    problem = ""
+    for attempt in range(3):
+        if attempt == 1:  # a command's `chmod a-w`: give the parent back its write bit
+            problem = _writable_again(git.parent) or problem
+        aside = git.with_name(f".git.moved-by-talos-{time.strftime('%Y%m%d-%H%M%S')}-"
+                              f"{token_hex(6)}")  # fmt: skip
+        if os.path.lexists(aside):
+            continue
+        try:
+            git.rename(aside)
+        except OSError as exc:
+            problem = exc.strerror or str(exc)
+            continue
+        return (f"moved {shown} aside to {aside.name}: git and editors run a repository's "
+                "configuration and hooks outside the sandbox (your git status does for a "
+                "submodule); create or clone repositories outside Talos")  # fmt: skip
+    _remove(git)
+    if not os.path.lexists(git):
+        return (f"removed {shown}, a repository a command made, which could not be moved "
+                f"aside ({problem}): git would run its configuration and hooks outside the "
+                "sandbox")  # fmt: skip
+    return (
+        f"could not move aside or remove {shown} ({problem}), a repository a command made: "
+        "do not run git in it; git would run its configuration and hooks"
+    )
+
+
+def _writable_again(directory: Path) -> str:
+    """Give `directory` (one of the workspace's, the person's own; never through a link) its
+    owner's read, write and search bits back; what failed, or ""."""
     try:
-        git.rename(aside)
+        mode = directory.lstat().st_mode
+        if stat.S_ISDIR(mode):
+            os.chmod(directory, stat.S_IMODE(mode) | stat.S_IRWXU)
     except OSError as exc:
-        return f"could not move aside {shown} ({exc.strerror}), a repository a command made"
-    return (f"moved {shown} aside to {aside.name}: git and editors run a repository's "
-            "configuration and hooks outside the sandbox (your git status does for a "
-            "submodule); create or clone repositories outside Talos")  # fmt: skip
+        return exc.strerror or str(exc)
+    return ""
 
 
 def _what(path: Path) -> tuple[int, str]:
@@ -425,8 +458,15 @@ def _what(path: Path) -> tuple[int, str]:
 
 
 def _remove(path: Path) -> None:
+    """Remove `path`, a directory whole, even one a command made read-only inside (each
+    directory given its owner's bits back first; links are never followed)."""
     with contextlib.suppress(OSError):
         if path.is_dir() and not path.is_symlink():
+            _writable_again(path)
+            for here, dirs, _ in os.walk(path):
+                for name in dirs:
+                    if not os.path.islink(os.path.join(here, name)):
+                        _writable_again(Path(here) / name)
             shutil.rmtree(path)
         else:
             path.unlink()
