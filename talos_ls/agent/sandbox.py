@@ -50,6 +50,7 @@ from typing import ClassVar
 
 import platformdirs
 
+from ..display import visible
 from . import limits as lim
 from . import on_host, workspace_layout
 from .limits import Limits
@@ -577,9 +578,10 @@ class Sandbox:
                     notes = await asyncio.shield(asyncio.to_thread(self._undo, layout))
                 if cage is not None:
                     await asyncio.to_thread(cage.close)
-        for note in notes:
-            logger.warning("%s: after a command, %s", self.root, note)
-            result.output += f"\n[talos: {note}]"
+        for note in notes:  # names a command chose: shown escaped, to the model and the person
+            shown = visible(note, single_line=True)
+            logger.warning("%s: after a command, %s", self.root, shown)
+            result.output += f"\n[talos: {shown}]"
         return result
 
     def _undo(self, layout: Layout) -> list[str]:

@@ -187,10 +187,12 @@ async def start_editor(
     prefix: Sequence[str] = (),
     cwd: Path | None = None,
     env: dict[str, str] | None = None,
+    args: Sequence[str] = (),
 ) -> Editor:
     """The real server (`prefix`: a program to start it through, as `setpriv ...`). With
     `cwd`, it is started there as an editor starts it, by its `talos-ls` script (`python -m`
-    would import from that directory first); `env` adds to its environment."""
+    would import from that directory first); `env` adds to its environment, `args` to its
+    command line."""
     client = LanguageClient(converter_factory=_converter)
     register_lsp_features(client)
     editor = Editor(client)
@@ -234,7 +236,8 @@ async def start_editor(
         if cwd
         else [sys.executable, "-m", "talos_ls.server"]
     )
-    await client.start_io(*prefix, *argv, env={**server_env(home), **(env or {})}, cwd=cwd)
+    await client.start_io(*prefix, *argv, *args, env={**server_env(home), **(env or {})},
+                          cwd=cwd)  # fmt: skip
     editor.initialized = await asyncio.wait_for(client.initialize_session(types.InitializeParams(
         capabilities=caps or capabilities(),
         root_uri=folders[0].as_uri() if folders else None,
