@@ -14,7 +14,6 @@ import sys
 import pytest
 
 from talos_ls.agent import limits as lim
-from talos_ls.agent import sandbox as sandbox_module
 from talos_ls.agent.limits import MIB, Limits
 from talos_ls.agent.sandbox import Sandbox, etc_secrets, readable_paths_problem
 
@@ -113,32 +112,65 @@ def test_a_link_the_repository_ships_on_path_brings_nothing(ws, tmp_path, monkey
     assert "other-ran" not in out and "other project" not in out, out
 
 
-def test_a_readable_path_is_shown_read_only_with_its_credentials_still_hidden(
-    ws, tmp_path, monkeypatch
-):
+def test_a_readable_path_is_shown_read_only_with_its_credentials_still_hidden(ws, tmp_path):
+    """A readable path is shown read-only, where the person named it even through a link;
+    a credential store that is a link into it (`~/.ssh -> shared/dot-ssh`) is hidden there,
+    at both names; nothing next to it is shown."""
     shared = tmp_path / "shared"
-    (shared / ".ssh").mkdir(parents=True)
+    (shared / "dot-ssh").mkdir(parents=True)
     (shared / "data.txt").write_text("shared data\n")
-    (shared / ".ssh" / "id_rsa").write_text("PRIVATE KEY\n")
+    (shared / "dot-ssh" / "id_rsa").write_text("PRIVATE KEY\n")
+    (tmp_path / "home" / ".ssh").symlink_to(shared / "dot-ssh")
+    (tmp_path / "home" / ".netrc").symlink_to(shared / "netrc")
+    (shared / "netrc").write_text("machine x password NETRC-PASSWORD\n")
+    (tmp_path / "alias").symlink_to(shared)
     (tmp_path / "next-door").mkdir()
     (tmp_path / "next-door" / "x.txt").write_text("next door\n")
-    sandbox = Sandbox(ws, bwrap=require_sandbox(), readable=[shared, tmp_path / "missing"])
-    homes = sandbox_module._user_homes()
-    monkeypatch.setattr(sandbox_module, "_user_homes", lambda: [*homes, shared])  # a home
-    out = run(sandbox, f"cat {shared}/data.txt {shared}/.ssh/id_rsa {tmp_path}/next-door/x.txt"
-              f" 2>&1; echo x > {shared}/new 2>&1; echo done", writable=True)  # fmt: skip
-    assert "shared data" in out and "PRIVATE KEY" not in out and "next door" not in out, out
-    assert "Read-only file system" in out and not (shared / "new").exists()
+    sandbox = Sandbox(ws, bwrap=require_sandbox(),
+                      readable=[shared, f"/{tmp_path}/alias/", tmp_path / "missing"])  # fmt: skip
+    out = run(sandbox, f"cat {shared}/data.txt {tmp_path}/alias/data.txt "
+              f"{shared}/dot-ssh/id_rsa {tmp_path}/alias/dot-ssh/id_rsa {shared}/netrc "
+              f"{tmp_path}/alias/netrc {tmp_path}/next-door/x.txt 2>&1; "
+              f"echo x > {shared}/new 2>&1; echo done", writable=True)  # fmt: skip
+    assert out.count("shared data") == 2, out
+    assert "PRIVATE KEY" not in out and "NETRC-PASSWORD" not in out, out
+    assert "next door" not in out and "Read-only file system" in out, out
+    assert not (shared / "new").exists()
 
 
 @pytest.mark.parametrize("paths, says", [
     (["/"], "everything"), (["/proc/self"], "own"), (["/sys"], "own"), (["/run"], "inside"),
     (["srv"], "absolute"), (["/srv/./x"], ". or .."), (["/srv\nx"], "control"),
+    (["//proc"], "own"), (["//"], "everything"), (["///sys//class"], "own"),
+    (["/root"], "home"), (["/home"], "home"), (["/home/"], "home"),
 ])  # fmt: skip
 def test_readable_paths_that_are_refused(paths, says):
     problem = readable_paths_problem(paths)
     assert problem and says in problem, problem
     assert readable_paths_problem(["/srv/data", "/tmp/shared", "/var/run/postgresql"]) is None
+
+
+def test_readable_paths_are_judged_by_what_they_lead_to(ws, tmp_path):
+    """A link to /proc, to a home, to an ancestor of one or to Talos's own files is refused
+    by what it leads to; one pointed there after the settings were read is left out when a
+    command runs: the sandbox's /proc stays its own (the daemon's processes out of sight)."""
+    home = tmp_path / "home"
+    for name, target in (("to-proc", "/proc"), ("to-home", home), ("to-tmp", tmp_path),
+                         ("to-state", home / ".local" / "state" / "talos")):  # fmt: skip
+        (tmp_path / name).symlink_to(target)
+        problem = readable_paths_problem([str(tmp_path / name)])
+        assert problem and f"(that is '{os.path.realpath(target)}')" in problem, problem
+    assert "home directory" in readable_paths_problem([str(home)])
+    assert "Talos's own" in readable_paths_problem([str(home / ".config" / "talos" / "x")])
+    (tmp_path / "later").mkdir()
+    (tmp_path / "data").symlink_to(tmp_path / "later")
+    sandbox = Sandbox(ws, bwrap=require_sandbox(), readable=[str(tmp_path / "data"), "//proc"])
+    (tmp_path / "data").unlink()
+    (tmp_path / "data").symlink_to("/proc")  # after the settings were checked
+    out = run(sandbox, f"ls /proc | grep -c '^[0-9]'; ls {tmp_path}/data 2>&1 | head -1")
+    assert int(out.split()[0]) < 10, out  # the sandbox's own processes only
+    assert "No such file" in out, out
+    assert f"/proc/{os.getpid()}/" not in out
 
 
 def test_the_limits_parse_and_say_what_they_are():

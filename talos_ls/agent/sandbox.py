@@ -266,25 +266,54 @@ def etc_secrets(top: str = "/etc") -> list[Path]:
     return list(found)
 
 
-def readable_paths_problem(paths: Sequence[str]) -> str | None:
-    """Why these cannot be readable paths (None: they can): each must be absolute and plain,
-    not `/`, not the host's /proc, /dev or /sys (the daemon's environment is in /proc), not a
-    directory the sandbox blanks whole (/tmp, /var/tmp, /run: a path inside one is fine)."""
-    for raw in paths:
-        if not isinstance(raw, str) or not raw.startswith("/") or len(raw) > 4096:
-            return f"{str(raw)[:80]!r} is not an absolute path"
-        if any(ord(c) < 32 or c == "\x7f" for c in raw):
-            return "a path must not contain control characters"
-        parts = raw.split("/")
-        if ".." in parts or "." in parts:
-            return f"{raw!r}: give the path without . or .. in it"
-        path = Path(raw)
+def readable_path(raw: object) -> tuple[Path, Path]:
+    """Where a readable path is shown (`raw` normalised: `//srv/` is `/srv`) and what it
+    shows (every link resolved, as the kernel will find it); ValueError saying why it cannot
+    be one. Each of the two may not be: relative, with control characters, `.` or `..`; `/`;
+    the host's /proc, /dev or /sys or in them (the daemon's environment is in /proc); a
+    directory the sandbox blanks whole (/tmp, /var/tmp, /run: a path inside one is fine); a
+    home directory, or a directory holding one (shell profiles that export keys, every
+    credential store); Talos's own config, state, data or cache, in one, or holding one."""
+    if not isinstance(raw, str | Path):
+        raise ValueError(f"{str(raw)[:80]!r} is not an absolute path")
+    text = str(raw)
+    if not text.startswith("/") or len(text) > 4096:
+        raise ValueError(f"{text[:80]!r} is not an absolute path")
+    if any(ord(c) < 32 or c == "\x7f" for c in text):
+        raise ValueError("a path must not contain control characters")
+    parts = [p for p in text.split("/") if p]
+    if ".." in parts or "." in parts:
+        raise ValueError(f"{text!r}: give the path without . or .. in it")
+    shown = Path("/" + "/".join(parts))
+    real = Path(os.path.realpath(shown))
+    named = f"{text!r}" if real == shown else f"{text!r} (that is {str(real)!r})"
+    homes = [Path(p) for p in ("/root", "/home")] + _user_homes()
+    homes += [Path(os.path.realpath(h)) for h in homes]
+    own = [Path(os.path.realpath(p)) for p in talos_paths()] + talos_paths()
+    for path in (shown, real):
         if path == Path("/"):
-            return "'/' would show everything: list the directories the commands need"
+            raise ValueError(f"{named} would show everything: list the directories the "
+                             "commands need")  # fmt: skip
         if any(path.is_relative_to(p) for p in NEVER_READABLE):
-            return f"{raw!r}: /proc, /dev and /sys are the sandbox's own"
+            raise ValueError(f"{named}: /proc, /dev and /sys are the sandbox's own")
         if str(path) in BLANKED:
-            return f"{raw!r} is the sandbox's own: name a directory inside it"
+            raise ValueError(f"{named} is the sandbox's own: name a directory inside it")
+        if any(h.is_relative_to(path) for h in homes):
+            raise ValueError(f"{named} is a home directory or holds one: name the directories "
+                             "in it that the commands need")  # fmt: skip
+        mine = next((o for o in own if o.is_relative_to(path) or path.is_relative_to(o)), None)
+        if mine is not None:
+            raise ValueError(f"{named} is, holds or lies in Talos's own files ({mine})")
+    return shown, real
+
+
+def readable_paths_problem(paths: Sequence[object]) -> str | None:
+    """Why these cannot be readable paths (None: they can): `readable_path` of each."""
+    for raw in paths:
+        try:
+            readable_path(raw)
+        except ValueError as exc:
+            return str(exc)
     return None
 
 
@@ -428,17 +457,23 @@ class Sandbox:
         return list(out)
 
     def _hidden(self) -> list[Path]:
+        """What no command may see: the credential stores, the system's secrets, Talos's own
+        files; and, for each of the first and last that is a link or lies behind one (`~/.aws
+        -> /data/aws`), what it leads to, which is hidden wherever it is in sight."""
         paths = [u / rel for u in _user_homes() for rel in CREDENTIAL_STORES]
+        mine = [*paths, *talos_paths(), *self.extra_hidden]
+        targets = [Path(r) for p in mine if (r := os.path.realpath(p)) != str(p)]
         system = [Path(p) for p in SYSTEM_SECRETS] + sorted(Path("/etc/ssh").glob("ssh_host_*key"))
-        every = [*paths, *system, *etc_secrets(), *talos_paths(), *self.extra_hidden]
+        every = [*mine, *targets, *system, *etc_secrets()]
         return list(dict.fromkeys(every))
 
-    def _outside(self, network: bool) -> tuple[list[str], list[Path]]:
+    def _outside(self, network: bool) -> tuple[list[str], list[Path], list[tuple[Path, Path]]]:
         """The sandbox outside the workspace: bwrap's arguments, and what they show (a hidden
         path elsewhere is already out of sight). On bwrap's empty root (made read-only at the
         end, `argv`): the system read-only, a new /dev (read-only but for its sized /dev/shm)
         and /proc, sized tmpfs for /tmp, /var/tmp, /run and every home, then the toolchains on
-        PATH and the person's readable paths, read-only."""
+        PATH and the person's readable paths, read-only. Also what each readable path that
+        is (or lies behind) a link shows, and where: (real, shown)."""
         sizes = self.limits if sizes_tmpfs(self.bwrap or "") else None
 
         def tmpfs(path: str, size: int) -> list[str]:
@@ -468,10 +503,27 @@ class Sandbox:
         for home in _homes():
             args += tmpfs(str(home), lim.SMALL_TMPFS)
         tools = self._toolchains(self.root)
-        readable = [p for p in self.readable if os.path.exists(p)]
-        for path in [*tools, *readable]:
+        readable = self._readable()
+        for path in tools:
             args += ["--ro-bind", str(path), str(path)]
-        return args, [*system_shown(), *tools, *readable]
+        for shown, real in readable:  # what it shows, bound where the person named it
+            args += ["--ro-bind", str(real), str(shown)]
+        aliases = [(real, shown) for shown, real in readable if real != shown]
+        return args, [*system_shown(), *tools, *(shown for shown, _ in readable)], aliases
+
+    def _readable(self) -> list[tuple[Path, Path]]:
+        """The readable paths, checked again and resolved as they are now (a link may have
+        been pointed elsewhere since the settings were read): one refused is left out."""
+        out = []
+        for raw in self.readable:
+            try:
+                shown, real = readable_path(raw)
+            except ValueError as exc:
+                logger.warning("a readable path is left out: %s", exc)
+                continue
+            if os.path.exists(real):
+                out.append((shown, real))
+        return out
 
     def _env_files(self) -> list[Path]:
         return self._secrets.files()
@@ -506,23 +558,30 @@ class Sandbox:
         if layout is None:
             layout = self.layout(writable)
             layout.after()
-        outside, shown = self._outside(network)
+        outside, shown, aliases = self._outside(network)
         args = [self.bwrap, *outside]
         args += layout.args  # the workspace, its secrets covered (in it: `Sandbox.layout`)
         shown.append(self.root)
         in_sight = _within_any(shown)
         inside = f"{self.root}/"
         for path in [*self._hidden(), *layout.outside]:
-            if str(path).startswith(inside):
-                continue  # covered by the layout
-            if not in_sight(path):
-                continue  # already out of sight
-            if path.is_symlink() or not path.exists() or path == self.root:
+            places = [path, *(seen / path.relative_to(real) for real, seen in aliases
+                              if path.is_relative_to(real))]  # fmt: skip
+            # covered by the layout, or out of sight already
+            places = [p for p in places if not str(p).startswith(inside) and in_sight(p)]
+            if not places or path == self.root:
                 continue
-            if path.is_dir():
-                args += ["--tmpfs", str(path), "--remount-ro", str(path)]
-            else:  # an empty regular file: readers see nothing, git sees a plain file
-                args += ["--ro-bind", _empty_file(), str(path)]
+            try:
+                if stat.S_ISLNK(path.lstat().st_mode):
+                    continue  # what it leads to is in the list too
+                is_dir = path.is_dir()
+            except OSError:  # gone, or not ours to look at
+                continue
+            for place in places:
+                if is_dir:
+                    args += ["--tmpfs", str(place), "--remount-ro", str(place)]
+                else:  # an empty regular file: readers see nothing, git sees a plain file
+                    args += ["--ro-bind", _empty_file(), str(place)]
         args += ["--remount-ro", "/"]  # last: bwrap's root tmpfs, once every mount point is made
         args += ["--chdir", str(self.root), "--unshare-all"]
         if network:
