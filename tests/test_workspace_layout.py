@@ -379,3 +379,27 @@ def test_config_worktree_cannot_be_written_while_worktree_config_is_on(ws):
     assert "Read-only file system" in out, out
     assert not (ws / ".git" / "config.worktree").exists()
     sandbox.close()
+
+
+def test_folders_open_inside_the_workspace_keep_their_talos_and_git(ws):
+    """A daemon serving a folder and folders inside it: the inner ones' `.talos` (rules,
+    skills, permissions, which bind their own tasks) and `.git` are read-only for the outer
+    folder's commands; a missing `.talos` cannot be made."""
+    inner, other = ws / "inner", ws / "other"
+    (inner / ".talos").mkdir(parents=True)
+    (inner / ".talos" / "permissions.json").write_text('{"commands": {"deny": ["curl"]}}\n')
+    git(inner, "init", "-q")
+    other.mkdir()
+    sandbox = Sandbox(ws, bwrap=require_sandbox())
+    sandbox.inner = lambda: [inner, other]
+    out = run(sandbox, "echo '{}' > inner/.talos/permissions.json; mkdir -p other/.talos/skills; "
+              "echo '[core] fsmonitor = touch PWNED' >> inner/.git/config; "
+              "mv inner/.talos inner/t2; echo ok > inner/fine.txt; echo done")  # fmt: skip
+    assert out.count("Read-only file system") >= 3 and "done" in out, out
+    assert (inner / ".talos" / "permissions.json").read_text() == (
+        '{"commands": {"deny": ["curl"]}}\n'
+    )
+    assert not (other / ".talos").exists() and not (inner / "t2").exists()
+    assert "fsmonitor" not in (inner / ".git" / "config").read_text()
+    assert (inner / "fine.txt").read_text() == "ok\n"  # the rest of the folder is the outer's
+    sandbox.close()

@@ -361,6 +361,9 @@ class Sandbox:
         self.limits = limits or Limits.default()
         self._secrets = SecretsScan(self.root)
         self._covers = Covers(covers_file(self.root))  # covered once: covered while there
+        # The workspace folders open inside this one (a daemon serving several sets it):
+        # their `.talos` and `.git` are read-only for this one's commands.
+        self.inner: Callable[[], Iterable[Path]] = lambda: ()
 
     def close(self) -> None:
         """Stop watching the workspace for secrets files (a later command watches again)."""
@@ -545,7 +548,7 @@ class Sandbox:
         return workspace_layout.build(
             self.root, writable=self._may_write(writable), secrets=secrets,
             covers=self._covers, empty_file=_empty_file(),
-            repositories=self._secrets.repositories,
+            repositories=self._secrets.repositories, inner=self.inner(),
         )  # fmt: skip
 
     def argv(

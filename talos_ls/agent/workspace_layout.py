@@ -633,15 +633,19 @@ def git_dir_of(root: Path) -> Path | None:
 
 
 def build(root: Path, *, writable: bool, secrets: Iterable[Path], covers: Covers,
-          empty_file: str, repositories: Iterable[Path] = ()) -> Layout:  # fmt: skip
+          empty_file: str, repositories: Iterable[Path] = (),
+          inner: Iterable[Path] = ()) -> Layout:  # fmt: skip
     """The workspace's mounts for one command: the root, `.talos` and `.git`, a cover over
     each secret inside it (`secrets`: found now; `covers` adds those covered before) and, for
-    a writable command, the repositories below the root (`repositories`: their `.git`) and
-    the pins. Secrets outside the root go to `Layout.outside`, for the caller to cover with
-    the rest of the system."""
+    a writable command, the repositories below the root (`repositories`: their `.git`), the
+    `.talos` and `.git` of the workspace folders open inside it (`inner`: their rules,
+    skills and permissions bind their own tasks) and the pins. Secrets outside the root go
+    to `Layout.outside`, for the caller to cover with the rest of the system."""
     held: list[Path] = []
+    inside = [p for p in inner if p.is_relative_to(root) and p != root]
     try:
-        return _build(root, writable, secrets, covers, empty_file, list(repositories), held)
+        return _build(root, writable, secrets, covers, empty_file, list(repositories), held,
+                      inside)  # fmt: skip
     except BaseException:
         for path in held:
             STAND_INS.release(path)
@@ -649,7 +653,8 @@ def build(root: Path, *, writable: bool, secrets: Iterable[Path], covers: Covers
 
 
 def _build(root: Path, writable: bool, secrets: Iterable[Path], covers: Covers,
-           empty_file: str, repositories: list[Path], held: list[Path]) -> Layout:  # fmt: skip
+           empty_file: str, repositories: list[Path], held: list[Path],
+           inner: list[Path]) -> Layout:  # fmt: skip
     protected: list[Mount] = [bind(root, read_only=not writable)]
     mounted, fixed = [root], []
     talos = protected_dir(root / ".talos", writable=writable, held=held)
@@ -668,6 +673,13 @@ def _build(root: Path, writable: bool, secrets: Iterable[Path], covers: Covers,
             protected.append(whole)
             fixed.append(whole.path)
     nested = nested_repositories(root, repositories, held) if writable else []
+    for folder in inner if writable else []:
+        if folder.is_symlink() or not folder.is_dir():
+            continue
+        for name in (".talos", ".git"):
+            mount = protected_dir(folder / name, writable=name == ".talos", held=held)
+            if mount is not None:
+                nested.append(mount)
     protected += nested
     fixed += [m.path for m in nested]
     inside: list[Path] = []
