@@ -10,6 +10,7 @@ import socket
 import stat
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -182,8 +183,8 @@ def test_the_limits_parse_and_say_what_they_are():
     for bad in ({"processes": 3}, {"swap_mb": 1}, {"memory_mb": True}, []):
         with pytest.raises(ValueError):
             Limits.parse(bad)
-    assert lim.from_exit(128 + 25) == "file" and lim.from_exit(128 + 24) == "cpu"
-    assert lim.from_exit(1) is None
+    assert lim.from_exit(128 + 25, True) == "file" and lim.from_exit(128 + 24, True) == "cpu"
+    assert lim.from_exit(1, True) is None and lim.from_exit(128 + 25, False) is None
 
 
 def test_the_limits_are_set_inside_the_sandbox(ws):
@@ -241,3 +242,53 @@ def test_doctor_says_how_the_limits_are_enforced(ws):
         assert "(True, 'command limits: processes bounded by the kernel per sandbox" in (
             done.stdout
         ), done
+
+
+def cpuset_base():
+    """A cgroup v1 cpuset hierarchy this process may make children in, or a skip: a new
+    cpuset has no CPUs, so a child can be made there and no process moved into it."""
+    base = next((Path(p.split()[4]) for p in Path("/proc/self/mountinfo").read_text().splitlines()
+                 if " - cgroup " in p and "cpuset" in p.split(" - ")[1].split()[2].split(",")),
+                None)  # fmt: skip
+    own = dict(line.split(":", 2)[1:] for line in Path("/proc/self/cgroup").read_text().split())
+    if base is None or own.get("cpuset") != "/" or not os.access(base, os.W_OK):
+        pytest.skip("needs a writable cgroup v1 cpuset hierarchy (root, cgroup v1)")
+    return base
+
+
+def test_a_cgroup_that_can_be_made_but_not_joined_is_not_used(ws, monkeypatch):
+    """The probe moves a process into the cgroup it made: one where that fails is not a
+    place for commands. And a command whose move fails anyway does not run, with a message
+    that says why (not a silent exit status 125)."""
+    base = cpuset_base()
+    assert not lim._joinable(base)
+    (base / "talos-probe-made").mkdir()  # making one works: that alone proves nothing
+    (base / "talos-probe-made").rmdir()
+    unjoinable = lim._Hierarchy(1, base, ())
+    monkeypatch.setattr(lim, "_FOUND", [[unjoinable]])
+    sandbox = Sandbox(ws, bwrap=require_sandbox())
+    done = asyncio.run(sandbox.run("touch ran", sandboxed=True, writable=True, network=False,
+                                   timeout=30))  # fmt: skip
+    assert done.exit_code == 125, done
+    assert "could not move the command into its cgroup" in done.output, done.output
+    assert "it did not run" in done.output and not (ws / "ran").exists()
+    assert not [p for p in base.iterdir() if p.name.startswith("talos-")]
+
+
+def test_only_a_signal_says_a_file_or_cpu_limit_was_reached(ws):
+    """SIGXFSZ killing the command's first process (the launcher says so) or a program of
+    its shell (the shell says so) is the file size limit; exit statuses 152 and 153 of a
+    command's own are not a limit."""
+    sandbox = Sandbox(ws, bwrap=require_sandbox(), limits=Limits.parse({"file_mb": 1}))
+    said = "[killed: a file reached the size limit of 1 MiB (SIGXFSZ)]"
+    cases = {"exec head -c 3000000 /dev/zero > big1": None, "head -c 3000000 /dev/zero > big2":
+             None, "sh -c 'exit 153'": 153, "exit 152": 152}  # fmt: skip
+    for command, code in cases.items():
+        done = asyncio.run(sandbox.run(command, sandboxed=True, writable=True, network=False,
+                                       timeout=30))  # fmt: skip
+        if code is None:
+            assert said in done.output and done.killed == "limit", (command, done)
+        else:
+            assert done.exit_code == code and done.limit is None, (command, done)
+            assert "[killed" not in done.output, (command, done)
+    assert (ws / "big1").stat().st_size == MIB

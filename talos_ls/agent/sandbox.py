@@ -552,11 +552,18 @@ class Sandbox:
         )  # fmt: skip
 
     def argv(
-        self, command: str, *, writable: bool, network: bool, layout: Layout | None = None
+        self,
+        command: str,
+        *,
+        writable: bool,
+        network: bool,
+        layout: Layout | None = None,
+        report: int | None = None,
     ) -> list[str]:
         """The bwrap command line that runs `command` (with `bash -c`, under the limits); the
         workspace's part is `layout` (`run` passes its own). Without one, a layout is made and
-        undone at once: the command line is then for looking at only."""
+        undone at once: the command line is then for looking at only. `report`: the pipe the
+        launcher says on whether the command was killed by a signal (`limits.launcher`)."""
         assert self.bwrap, "no bwrap"
         if layout is None:
             layout = self.layout(writable)
@@ -592,7 +599,7 @@ class Sandbox:
         args += ["--die-with-parent", "--new-session", "--cap-drop", "ALL", "--clearenv"]
         for key, value in {**_allowed_env(SANDBOX_HOME), **layout.env}.items():
             args += ["--setenv", key, value]
-        return [*args, "--", *lim.launcher(self.shell, command, self.limits)]
+        return [*args, "--", *lim.launcher(self.shell, command, self.limits, report)]
 
     # ------------------------------------------------------------------ run
     async def run(
@@ -612,29 +619,40 @@ class Sandbox:
         end of its output."""
         layout: Layout | None = None
         cage: lim.Cage | None = None
+        report = list(os.pipe()) if sandboxed else None  # the launcher's word on a signal
         with tempfile.TemporaryDirectory(prefix="talos-home-") as private_home:
             try:
-                if sandboxed:  # the layout walks the workspace: off the event loop
+                if report is not None:  # the layout walks the workspace: off the event loop
                     layout, argv, cage = await asyncio.to_thread(
-                        functools.partial(self._planned, command, writable, network)
+                        functools.partial(self._planned, command, writable, network, report[1])
                     )
                     env = _allowed_env(SANDBOX_HOME)
                 else:
                     argv, env = [self.shell, "-c", command], _allowed_env(private_home)
-                proc = await asyncio.create_subprocess_exec(
-                    *argv, cwd=self.root, env=env, stdin=asyncio.subprocess.DEVNULL,
-                    stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT,
-                    start_new_session=True,  # its own process group: a kill takes all of it
-                )  # fmt: skip
                 try:
-                    if sandboxed:
-                        result = await _watched(proc, self.limits, cage, timeout, max_bytes)
+                    proc = await asyncio.create_subprocess_exec(
+                        *argv, cwd=self.root, env=env, stdin=asyncio.subprocess.DEVNULL,
+                        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT,
+                        start_new_session=True,  # its own process group: a kill takes all
+                        pass_fds=tuple(report[1:]) if report else (),
+                    )  # fmt: skip
+                finally:
+                    if report is not None:
+                        os.close(report[1])
+                        report[1] = -1
+                try:
+                    if report is not None:
+                        result = await _watched(proc, self.limits, cage, timeout, max_bytes,
+                                                report[0])  # fmt: skip
                     else:
                         result = await _collect(proc, timeout, max_bytes)
                 except asyncio.CancelledError:  # the task was cancelled: the command goes too
                     await kill_process(proc)
                     raise
             finally:  # stand-ins released, .git checked: even when the task is cancelled
+                for fd in report or ():
+                    if fd >= 0:  # the write end is closed already once the command started
+                        os.close(fd)
                 notes = []
                 if layout is not None:
                     notes = await asyncio.shield(asyncio.to_thread(self._undo, layout))
@@ -657,7 +675,7 @@ class Sandbox:
         return layout.after(now)
 
     def _planned(
-        self, command: str, writable: bool, network: bool
+        self, command: str, writable: bool, network: bool, report: int
     ) -> tuple[Layout, list[str], lim.Cage | None]:
         """The layout, and `argv` under the limits, in a pids cgroup of its own where one can
         be made. What was made is undone if the rest fails."""
@@ -673,7 +691,8 @@ class Sandbox:
                     cage = lim.Cage(self.limits, found)
                 except OSError as exc:  # reported; the kernel's limits and the watch still hold
                     logger.warning("no cgroup for this command: %s", exc)
-            argv = self.argv(command, writable=writable, network=network, layout=layout)
+            argv = self.argv(command, writable=writable, network=network, layout=layout,
+                             report=report)  # fmt: skip
             return layout, (cage.wrap(argv) if cage is not None else argv), cage
         except BaseException:
             layout.after()
@@ -688,6 +707,7 @@ async def _watched(
     cage: lim.Cage | None,
     timeout: float,
     cap: int,
+    report: int,
 ) -> CommandResult:
     """`_collect`, with the command watched (`limits.Watch`) and killed at a limit; a limit the
     kernel enforced on its own (SIGXCPU, SIGXFSZ, a refused fork, an out-of-memory kill) is
@@ -714,7 +734,8 @@ async def _watched(
             await watcher
     if not reached and result.killed is None and result.exit_code:
         late = cage.hit() if cage is not None else None
-        late = late or lim.from_exit(result.exit_code)
+        signalled = _signalled(report) or lim.shell_reported(result.output, result.exit_code)
+        late = late or lim.from_exit(result.exit_code, signalled)
         if late:
             reached.append(late)
     if not reached or result.killed is not None:
@@ -723,6 +744,16 @@ async def _watched(
     logger.warning("a command was stopped: %s", said)
     return CommandResult(None, f"{result.output}\n[killed: {said}]", result.total_bytes,
                          killed="limit", limit=said)  # fmt: skip
+
+
+def _signalled(report: int) -> bool:
+    """Whether the launcher wrote anything (it writes only when the command was killed by
+    a signal; it has exited, so what it wrote is there)."""
+    os.set_blocking(report, False)
+    try:
+        return bool(os.read(report, 4096))
+    except OSError:
+        return False
 
 
 async def _collect(proc: asyncio.subprocess.Process, timeout: float, cap: int) -> CommandResult:
