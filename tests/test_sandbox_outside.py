@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from talos_ls.agent import limits as lim
+from talos_ls.agent import sandbox as sandbox_module
 from talos_ls.agent.limits import MIB, Limits
 from talos_ls.agent.sandbox import Sandbox, etc_secrets, readable_paths_problem
 
@@ -231,6 +232,8 @@ def test_doctor_says_how_the_limits_are_enforced(ws):
     ok, how = checks[1]
     if lim.hierarchies():
         assert ok and "processes bounded by a pids cgroup" in how, how
+        if any("memory" in h.controllers for h in lim.hierarchies()):
+            assert "memory bounded by a memory cgroup per command" in how, how
     elif os.getuid() == 0:
         assert not ok and "as root the kernel does not apply the process limit" in how, how
     else:
@@ -292,3 +295,25 @@ def test_only_a_signal_says_a_file_or_cpu_limit_was_reached(ws):
             assert done.exit_code == code and done.limit is None, (command, done)
             assert "[killed" not in done.output, (command, done)
     assert (ws / "big1").stat().st_size == MIB
+
+
+def test_the_toolchains_are_remembered_for_each_workspace(ws, tmp_path, monkeypatch):
+    """A daemon serving several folders lays out commands for each in turn: what PATH needs
+    is remembered for every one of them, not thrown away at each change of folder."""
+    other = tmp_path / "other"
+    other.mkdir()
+    scans: list[str] = []
+    real_scandir = os.scandir
+
+    def counting(path="."):
+        scans.append(str(path))
+        return real_scandir(path)
+
+    monkeypatch.setattr(sandbox_module.os, "scandir", counting)
+    sandbox_module._TOOLS.clear()
+    for root in (ws, other, ws, other, ws):
+        Sandbox._toolchains(root)
+    first = len(scans)
+    for root in (ws, other, ws, other):
+        Sandbox._toolchains(root)
+    assert first > 0 and len(scans) == first, scans  # both remembered: no PATH read again

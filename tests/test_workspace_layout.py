@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import os
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -403,3 +404,31 @@ def test_folders_open_inside_the_workspace_keep_their_talos_and_git(ws):
     assert "fsmonitor" not in (inner / ".git" / "config").read_text()
     assert (inner / "fine.txt").read_text() == "ok\n"  # the rest of the folder is the outer's
     sandbox.close()
+
+
+def test_two_processes_covering_one_workspace_keep_each_others_paths(ws, tmp_path):
+    """`talos run` and a language server on one workspace, each with its own memory of what
+    it covered: what each adds reaches the file, whoever writes last (two in this process,
+    one reading before the other wrote; then three processes racing on the file, each adding
+    its own paths)."""
+    from talos_ls.agent.sandbox import covers_file
+
+    file = covers_file(ws)
+    first, second = workspace_layout.Covers(file), workspace_layout.Covers(file)
+    (ws / "a.txt").write_text("x")
+    (ws / "b.txt").write_text("y")
+    first.update([ws / "a.txt"])
+    second.update([ws / "b.txt"])  # it read the file before the first wrote
+    assert set(workspace_layout.Covers(file).update([])) >= {ws / "a.txt", ws / "b.txt"}
+    script = (
+        "import sys; from pathlib import Path; from talos_ls.agent import workspace_layout as w\n"
+        "c = w.Covers(Path(sys.argv[1]))\n"
+        "for i in range(100):\n"
+        "    p = Path(sys.argv[2]) / f'{sys.argv[3]}{i}'; p.write_text('s'); c.update([p])\n"
+    )  # fmt: skip
+    racers = [subprocess.Popen([sys.executable, "-c", script, str(file), str(ws), name])
+              for name in ("left", "right", "third")]  # fmt: skip
+    assert [p.wait(timeout=120) for p in racers] == [0, 0, 0]
+    kept = {p.name for p in workspace_layout.Covers(file).update([])}
+    expected = {f"{side}{i}" for side in ("left", "right", "third") for i in range(100)}
+    assert expected <= kept, sorted(expected - kept)[:10]

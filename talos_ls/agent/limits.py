@@ -575,17 +575,21 @@ def _proportional(proc: str, pids: list[str]) -> int:
 def describe_enforcement() -> tuple[bool, str]:
     """How processes and memory are bounded here, for `talos doctor`: (fine, what)."""
     found = hierarchies()
-    if found:
+    given = {c for h in found for c in h.controllers}
+    memory = ("memory bounded by a memory cgroup per command (all it holds in RAM: memfd and "
+              "shared memory too) and watched" if "memory" in given else
+              "memory bounded per process by the kernel and watched for the whole command "
+              "(without a memory cgroup, shared memory no process maps or holds open is not "
+              "seen)")  # fmt: skip
+    if "pids" in given:
         return True, (f"command limits: processes bounded by a pids cgroup (v{found[0].version}) "
-                      "per command; memory bounded per process by the kernel and watched for "
-                      "the whole command")  # fmt: skip
+                      f"per command; {memory}")  # fmt: skip
     if not processes_bounded_by_kernel():
         return False, ("command limits: as root the kernel does not apply the process limit "
                        "(RLIMIT_NPROC) and no cgroup can be made here, so a fork bomb is only "
                        "stopped by Talos's watch, after it has grown; run Talos as an ordinary "
-                       "user, or where a cgroup can be made")  # fmt: skip
+                       f"user, or where a cgroup can be made; {memory}")  # fmt: skip
     if not kernel_counts_per_namespace():
         return True, ("command limits: processes bounded by the kernel, counted over all your "
-                      "processes (Linux before 5.14); memory per process, and watched")  # fmt: skip
-    return True, ("command limits: processes bounded by the kernel per sandbox; memory bounded "
-                  "per process by the kernel and watched for the whole command")  # fmt: skip
+                      f"processes (Linux before 5.14); {memory}")  # fmt: skip
+    return True, f"command limits: processes bounded by the kernel per sandbox; {memory}"

@@ -42,6 +42,7 @@ import stat
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
@@ -333,6 +334,8 @@ def _toolchain_root(entry: Path, containers: set[Path]) -> Path:
 
 
 _TOOLS: dict[tuple[object, ...], list[Path]] = {}
+MAX_TOOLCHAIN_KEYS = 64  # one per workspace a daemon serves, while PATH stays as it is
+_TOOLS_LOCK = threading.Lock()
 
 
 class Sandbox:
@@ -455,8 +458,10 @@ class Sandbox:
                 continue
             if not any(path.is_relative_to(o) for o in out):
                 out = [o for o in out if not o.is_relative_to(path)] + [path]
-        _TOOLS.clear()
-        _TOOLS[key] = out
+        with _TOOLS_LOCK:
+            while len(_TOOLS) >= MAX_TOOLCHAIN_KEYS:  # the oldest first: stale ones age out
+                _TOOLS.pop(next(iter(_TOOLS)))
+            _TOOLS[key] = out
         return list(out)
 
     def _hidden(self) -> list[Path]:

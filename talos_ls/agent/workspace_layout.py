@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import atexit
 import contextlib
+import fcntl
 import json
 import logging
 import os
@@ -138,56 +139,87 @@ class Covers:
     again by each later command while it is still there as such (not a link), whether or not
     the scan finds it. A secret is pinned where it is, so it only leaves when the person moves
     it. Kept in `file` (Talos's state, hidden from commands) so that the next `talos run` or
-    language server remembers too."""
+    language server remembers too. Several processes may serve one workspace at once: what
+    another one wrote is merged in before each command (when the file changed), and a write
+    is a merge of the file as it is then, under a lock, so neither loses the other's paths."""
 
     def __init__(self, file: Path | None = None) -> None:
         self.file = file
         self._lock = threading.Lock()
         self._seen: dict[Path, bool] = {}
         self._saved: dict[Path, bool] = {}
-        if file is not None:
-            try:
-                data = json.loads(file.read_text())
-                self._seen = {Path(p): bool(d) for p, d in data.items() if os.path.isabs(p)}
-            except FileNotFoundError:
-                pass
-            except (OSError, ValueError, AttributeError) as exc:
-                logger.warning("%s: cannot read the paths covered before (%s)", file, exc)
-            self._saved = dict(self._seen)
+        self._stamp: tuple = ()
+        self._merge()
 
     def update(self, found: Iterable[Path]) -> list[Path]:
         """`found` (paths that exist now), and every path covered before that is still there."""
         with self._lock:
+            self._merge()
             for path in found:
                 with contextlib.suppress(OSError):
                     self._seen[path] = stat.S_ISDIR(path.stat().st_mode)
-            out = []
-            for path, was_dir in list(self._seen.items()):
-                try:
-                    mode = path.lstat().st_mode
-                except OSError:
-                    mode = 0
-                if mode and not stat.S_ISLNK(mode) and stat.S_ISDIR(mode) == was_dir:
-                    out.append(path)
-                else:  # gone, or another kind of file now: only the person can have done it
-                    del self._seen[path]
+            out = [p for p, was_dir in self._seen.items() if _still(p, was_dir)]
+            # gone, or another kind of file now: only the person can have done it
+            self._seen = {p: self._seen[p] for p in out}
             if self._seen != self._saved:
                 self._save()
             return out
 
+    def _load(self) -> dict[Path, bool] | None:
+        assert self.file is not None
+        try:
+            data = json.loads(self.file.read_text())
+            return {Path(p): bool(d) for p, d in data.items() if os.path.isabs(p)}
+        except FileNotFoundError:
+            return {}
+        except (OSError, ValueError, AttributeError) as exc:
+            logger.warning("%s: cannot read the paths covered before (%s)", self.file, exc)
+            return None
+
+    def _merge(self) -> None:
+        """What the file holds now (another process's paths), when it changed since read."""
+        if self.file is None or _stamp(self.file) == self._stamp:
+            return
+        self._stamp = _stamp(self.file)
+        data = self._load()
+        if data:
+            self._seen = {**data, **self._seen}
+            self._saved = data
+
     def _save(self) -> None:
+        """Write what is covered, merged with the file as it is now, under a lock: another
+        process writing between our read and our write would otherwise lose its paths."""
         if self.file is None:
             return
         try:
             self.file.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-            tmp = self.file.with_name(f".{self.file.name}.{os.getpid()}.tmp")
-            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o600)
-            with os.fdopen(fd, "w") as fh:
-                json.dump({str(p): d for p, d in self._seen.items()}, fh)
-            os.replace(tmp, self.file)
-            self._saved = dict(self._seen)
+            flags = os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC
+            lock = os.open(self.file.with_name(f".{self.file.name}.lock"), flags, 0o600)
+            try:
+                fcntl.flock(lock, fcntl.LOCK_EX)
+                on_disk = self._load() or {}
+                gone = set(self._saved) - set(self._seen)  # found gone here: not merged back
+                merged = {**{p: d for p, d in on_disk.items() if p not in gone}, **self._seen}
+                tmp = self.file.with_name(f".{self.file.name}.{os.getpid()}.tmp")
+                fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o600)
+                with os.fdopen(fd, "w") as fh:
+                    json.dump({str(p): d for p, d in merged.items()}, fh)
+                os.replace(tmp, self.file)
+                self._stamp = _stamp(self.file)
+            finally:
+                os.close(lock)  # and the lock with it
+            self._seen, self._saved = merged, dict(merged)
         except OSError as exc:
             logger.warning("%s: cannot keep the paths covered (%s)", self.file, exc)
+
+
+def _still(path: Path, was_dir: bool) -> bool:
+    """Whether `path` is there as it was covered: the same kind, not a link."""
+    try:
+        mode = path.lstat().st_mode
+    except OSError:
+        return False
+    return not stat.S_ISLNK(mode) and stat.S_ISDIR(mode) == was_dir
 
 
 class StandIns:
