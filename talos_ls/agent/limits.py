@@ -3,24 +3,27 @@
 Three layers, because no one mechanism bounds everything for everyone:
 
 - **Kernel limits set inside the sandbox** (`launcher`): bash's `ulimit` runs first in the
-  sandbox and then execs the command's shell, so the limits hold for everything it starts and
-  nothing in it can raise them (no capabilities). `RLIMIT_NPROC` is counted per user
+  sandbox and then starts the command's shell, so the limits hold for everything it starts
+  and nothing in it can raise them (no capabilities). `RLIMIT_NPROC` is counted per user
   namespace since Linux 5.14, so inside the sandbox it bounds the sandbox's own tasks, not the
   person's other processes (older kernels count every process of the user: the limit is then
   raised by the count the user has now). The kernel never applies it to uid 0, whatever the
   capabilities: as root only a cgroup bounds processes. `RLIMIT_DATA` bounds each process's
   private memory, `RLIMIT_FSIZE` each file (the writer gets SIGXFSZ), `RLIMIT_CPU` each
   process's CPU time (SIGXCPU).
-- **A `pids` cgroup per command** (`Cage`), where this process may make one (root, or a
-  delegated cgroup v2 subtree): `pids.max`, which the kernel enforces for root too, and a
-  counter that says when a fork was refused. Only `pids`: joining a cgroup costs a command an
-  RCU grace period per controller (measured: bench/README.md), and memory is bounded the same
-  way for everyone without one.
+- **A `pids` and a `memory` cgroup per command** (`Cage`), where this process may make one and
+  move a process into it (root, or a delegated cgroup v2 subtree): `pids.max`, which the
+  kernel enforces for root too, and a counter that says when a fork was refused; a memory
+  limit on everything the command holds in RAM (shared memory no process maps, memfd held in
+  a socket message, tmpfs files: what no per-process count sees), and its own count of it.
+  Both joins come back to back from the command's first process: an RCU grace period for the
+  two (bench/README.md).
 - **A watch** (`Watch`) from the daemon, every 0.2 s while the command runs: the sandbox's tasks
-  (listed in its own `/proc`), their memory and CPU time added up, how full its `/tmp` is. It
-  ends the command when one reaches its limit, with a message, and it is what bounds the whole
-  command's memory and CPU time. A sample can miss what a program does between two of them, so
-  the kernel's per-process limits stay underneath.
+  (listed in its own `/proc`), their CPU time added up, their memory (the memory cgroup's
+  count, or without one each process's resident memory and every memfd held open), how full
+  its `/tmp` is. It ends the command when one reaches its limit, with a message, and it is
+  what bounds the whole command's memory and CPU time. A sample can miss what a program does
+  between two of them, so the kernel's limits stay underneath.
 
 Hitting a limit ends the command, never the daemon: its result says which limit and the value
 ("[killed: it reached the limit of 1024 processes]"), and the person is told.

@@ -470,7 +470,8 @@ class Sandbox:
         -> /data/aws`), what it leads to, which is hidden wherever it is in sight."""
         paths = [u / rel for u in _user_homes() for rel in CREDENTIAL_STORES]
         mine = [*paths, *talos_paths(), *self.extra_hidden]
-        targets = [Path(r) for p in mine if (r := os.path.realpath(p)) != str(p)]
+        targets = [Path(r) for p in mine if os.path.lexists(p)
+                   and (r := os.path.realpath(p)) != str(p)]  # fmt: skip
         system = [Path(p) for p in SYSTEM_SECRETS] + sorted(Path("/etc/ssh").glob("ssh_host_*key"))
         every = [*mine, *targets, *system, *etc_secrets()]
         return list(dict.fromkeys(every))

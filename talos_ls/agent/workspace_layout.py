@@ -7,11 +7,13 @@ it, but:
 - `.talos/` stays read-only whole (rules, skills, permissions);
 - in `.git`, the index, objects, refs and logs are writable (`git add`, `commit`, `stash`,
   `checkout -b`), while what git runs or reads later, outside the sandbox, is read-only
-  (`GIT_READ_ONLY`: hooks, info, config, commondir; the hooks and config files the config
-  names), with a stand-in in the place of each one missing for the length of the command;
-  what a command leaves in `.git` that git would follow out of the repository later (a link,
-  a FIFO, alternates) or run (a paused rebase's `exec` lines, a config.worktree) is removed
-  when it ends, and the command's result says so (`GitLayout.after`);
+  (`GIT_READ_ONLY`: hooks, info, config, commondir, modules, worktrees, config.worktree; the
+  hooks and config files the config names), with a stand-in in the place of each one missing
+  for the length of the command; what a command leaves in `.git` that git would follow out of
+  the repository later (a link, a FIFO, alternates) or run (a paused rebase's `exec` lines)
+  is removed when it ends, and the command's result says so (`GitLayout.after`); a
+  repository it made below the root is moved aside (`_moved_aside`);
+- the `.talos` and `.git` of the workspace folders served inside this one are read-only;
 - every secret (each `.env*` file, the target of one that is a link, Talos's own directories
   when they lie in the workspace) is covered by an empty read-only file or directory, or by
   its committed content when git tracks it (`TrackedContent`).
@@ -62,9 +64,12 @@ GIT_READ_ONLY: dict[str, bytes | None] = {
     "config": b"",
     "commondir": b".\n",  # "this directory": an empty one would make every git command fail
     # Submodules' and linked worktrees' own git directories: `git submodule update` reuses
-    # one it finds at `modules/<name>` (with its hooks and config) instead of cloning.
-    "modules": None,
-    "worktrees": None,
+    # one it finds at `modules/<name>` (with its hooks and config) instead of cloning. The
+    # stand-in is an empty file, not a directory: nothing can be made under it either, it
+    # is cheaper to make and remove, and git reads either as "none" (a submodule or
+    # worktree of the person's is refused meanwhile).
+    "modules": b"",
+    "worktrees": b"",
     # Configuration git reads, live while `extensions.worktreeConfig` is on.
     "config.worktree": b"",
 }
