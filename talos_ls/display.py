@@ -10,6 +10,7 @@ interpreted: the terminal prints `rich.text.Text`, which is plain.
 
 from __future__ import annotations
 
+import logging
 import re
 
 # C0 and C1 controls except newline and tab; DEL; bidi embeddings, overrides and isolates;
@@ -32,3 +33,15 @@ def visible(text: str, *, single_line: bool = False) -> str:
     if single_line:
         shown = shown.replace("\n", "\\n").replace("\t", "\\t")
     return shown
+
+
+class VisibleFilter(logging.Filter):
+    """On a log handler that a person reads (a terminal, a log file they `tail`), after
+    redaction: the record's text and traceback with every control character escaped, so a
+    file name a command chose cannot recolour, move or clear the terminal. Newlines stay."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        record.msg, record.args = visible(record.getMessage()), None
+        if record.exc_text:
+            record.exc_text = visible(record.exc_text)
+        return True

@@ -20,7 +20,7 @@ import sys
 import threading
 from typing import Any
 
-from .display import visible
+from .display import VisibleFilter, visible
 from .redact import RedactingFilter, redact
 from .store import StoreError, faults
 
@@ -102,7 +102,8 @@ STORE_FAULTS = StoreFaults(verbose=False)
 
 def setup_logging(verbose: bool, log_file: str | None) -> None:
     """stderr gets WARNING and up as single lines (DEBUG with tracebacks under --verbose);
-    `log_file` gets DEBUG with tracebacks. Both are redacted (keys, credentials)."""
+    `log_file` gets DEBUG with tracebacks. Both are redacted (keys, credentials), and their
+    control characters escaped (`display.VisibleFilter`)."""
     root = logging.getLogger()
     for handler in list(root.handlers):
         root.removeHandler(handler)
@@ -113,6 +114,7 @@ def setup_logging(verbose: bool, log_file: str | None) -> None:
     console.addFilter(STORE_FAULTS)  # before redaction: it needs the exception itself
     console.setFormatter(logging.Formatter("talos: %(levelname)s: %(message)s"))
     console.addFilter(_Redacting(keep_traceback=verbose))
+    console.addFilter(VisibleFilter())  # after: it escapes the final text
     root.addHandler(console)
     level = logging.DEBUG if verbose else logging.WARNING
     if log_file:
@@ -120,6 +122,7 @@ def setup_logging(verbose: bool, log_file: str | None) -> None:
         file.setLevel(logging.DEBUG)
         file.setFormatter(logging.Formatter("%(asctime)s %(name)s %(levelname)s: %(message)s"))
         file.addFilter(_Redacting(keep_traceback=True))
+        file.addFilter(VisibleFilter())
         root.addHandler(file)
         level = logging.DEBUG
     root.setLevel(level)

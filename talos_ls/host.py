@@ -231,6 +231,7 @@ class Host:
         # The workspace folders open inside this one, with their policies (a daemon serving
         # several sets it): their deny and ask rules bind this folder's tasks too.
         self.nested: Callable[[], Sequence[tuple[str, Policy]]] = lambda: ()
+        self.sandbox.inner = lambda: [self.workspace.root / rel for rel, _ in self.nested()]
 
     # ---------------------------------------------------------------- start
     async def start(self) -> None:

@@ -94,12 +94,15 @@ async def watch(
     The watcher runs in a child process (`python -m talos_ls.watch`): setting up the OS
     watches of 10,000 directories holds the interpreter's lock for a quarter of a second,
     which no thread can hide from the event loop. The child gets no secret (a minimal
-    environment), reports JSON lines, and ends when its stdin closes, with us."""
+    environment), reports JSON lines, and ends when its stdin closes, with us. It imports
+    nothing from the workspace: `-P` and a directory of its own keep the daemon's current
+    directory (often the workspace, whose `talos_ls/` would shadow ours) off its path."""
     root = Path(root).resolve()
     env = {k: v for k, v in os.environ.items() if k in _CHILD_ENV}
     proc = await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "talos_ls.watch", str(root), str(debounce_ms), str(step_ms),
-        stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE, env=env,
+        sys.executable, "-P", "-m", "talos_ls.watch", str(root), str(debounce_ms),
+        str(step_ms), stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE, env=env,
+        cwd="/",
     )  # fmt: skip
     assert proc.stdout is not None and proc.stdin is not None
     stopped = asyncio.ensure_future(stop.wait())

@@ -10,6 +10,7 @@ import socket
 import stat
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -113,32 +114,65 @@ def test_a_link_the_repository_ships_on_path_brings_nothing(ws, tmp_path, monkey
     assert "other-ran" not in out and "other project" not in out, out
 
 
-def test_a_readable_path_is_shown_read_only_with_its_credentials_still_hidden(
-    ws, tmp_path, monkeypatch
-):
+def test_a_readable_path_is_shown_read_only_with_its_credentials_still_hidden(ws, tmp_path):
+    """A readable path is shown read-only, where the person named it even through a link;
+    a credential store that is a link into it (`~/.ssh -> shared/dot-ssh`) is hidden there,
+    at both names; nothing next to it is shown."""
     shared = tmp_path / "shared"
-    (shared / ".ssh").mkdir(parents=True)
+    (shared / "dot-ssh").mkdir(parents=True)
     (shared / "data.txt").write_text("shared data\n")
-    (shared / ".ssh" / "id_rsa").write_text("PRIVATE KEY\n")
+    (shared / "dot-ssh" / "id_rsa").write_text("PRIVATE KEY\n")
+    (tmp_path / "home" / ".ssh").symlink_to(shared / "dot-ssh")
+    (tmp_path / "home" / ".netrc").symlink_to(shared / "netrc")
+    (shared / "netrc").write_text("machine x password NETRC-PASSWORD\n")
+    (tmp_path / "alias").symlink_to(shared)
     (tmp_path / "next-door").mkdir()
     (tmp_path / "next-door" / "x.txt").write_text("next door\n")
-    sandbox = Sandbox(ws, bwrap=require_sandbox(), readable=[shared, tmp_path / "missing"])
-    homes = sandbox_module._user_homes()
-    monkeypatch.setattr(sandbox_module, "_user_homes", lambda: [*homes, shared])  # a home
-    out = run(sandbox, f"cat {shared}/data.txt {shared}/.ssh/id_rsa {tmp_path}/next-door/x.txt"
-              f" 2>&1; echo x > {shared}/new 2>&1; echo done", writable=True)  # fmt: skip
-    assert "shared data" in out and "PRIVATE KEY" not in out and "next door" not in out, out
-    assert "Read-only file system" in out and not (shared / "new").exists()
+    sandbox = Sandbox(ws, bwrap=require_sandbox(),
+                      readable=[shared, f"/{tmp_path}/alias/", tmp_path / "missing"])  # fmt: skip
+    out = run(sandbox, f"cat {shared}/data.txt {tmp_path}/alias/data.txt "
+              f"{shared}/dot-ssh/id_rsa {tmp_path}/alias/dot-ssh/id_rsa {shared}/netrc "
+              f"{tmp_path}/alias/netrc {tmp_path}/next-door/x.txt 2>&1; "
+              f"echo x > {shared}/new 2>&1; echo done", writable=True)  # fmt: skip
+    assert out.count("shared data") == 2, out
+    assert "PRIVATE KEY" not in out and "NETRC-PASSWORD" not in out, out
+    assert "next door" not in out and "Read-only file system" in out, out
+    assert not (shared / "new").exists()
 
 
 @pytest.mark.parametrize("paths, says", [
     (["/"], "everything"), (["/proc/self"], "own"), (["/sys"], "own"), (["/run"], "inside"),
     (["srv"], "absolute"), (["/srv/./x"], ". or .."), (["/srv\nx"], "control"),
+    (["//proc"], "own"), (["//"], "everything"), (["///sys//class"], "own"),
+    (["/root"], "home"), (["/home"], "home"), (["/home/"], "home"),
 ])  # fmt: skip
 def test_readable_paths_that_are_refused(paths, says):
     problem = readable_paths_problem(paths)
     assert problem and says in problem, problem
     assert readable_paths_problem(["/srv/data", "/tmp/shared", "/var/run/postgresql"]) is None
+
+
+def test_readable_paths_are_judged_by_what_they_lead_to(ws, tmp_path):
+    """A link to /proc, to a home, to an ancestor of one or to Talos's own files is refused
+    by what it leads to; one pointed there after the settings were read is left out when a
+    command runs: the sandbox's /proc stays its own (the daemon's processes out of sight)."""
+    home = tmp_path / "home"
+    for name, target in (("to-proc", "/proc"), ("to-home", home), ("to-tmp", tmp_path),
+                         ("to-state", home / ".local" / "state" / "talos")):  # fmt: skip
+        (tmp_path / name).symlink_to(target)
+        problem = readable_paths_problem([str(tmp_path / name)])
+        assert problem and f"(that is '{os.path.realpath(target)}')" in problem, problem
+    assert "home directory" in readable_paths_problem([str(home)])
+    assert "Talos's own" in readable_paths_problem([str(home / ".config" / "talos" / "x")])
+    (tmp_path / "later").mkdir()
+    (tmp_path / "data").symlink_to(tmp_path / "later")
+    sandbox = Sandbox(ws, bwrap=require_sandbox(), readable=[str(tmp_path / "data"), "//proc"])
+    (tmp_path / "data").unlink()
+    (tmp_path / "data").symlink_to("/proc")  # after the settings were checked
+    out = run(sandbox, f"ls /proc | grep -c '^[0-9]'; ls {tmp_path}/data 2>&1 | head -1")
+    assert int(out.split()[0]) < 10, out  # the sandbox's own processes only
+    assert "No such file" in out, out
+    assert f"/proc/{os.getpid()}/" not in out
 
 
 def test_the_limits_parse_and_say_what_they_are():
@@ -150,8 +184,8 @@ def test_the_limits_parse_and_say_what_they_are():
     for bad in ({"processes": 3}, {"swap_mb": 1}, {"memory_mb": True}, []):
         with pytest.raises(ValueError):
             Limits.parse(bad)
-    assert lim.from_exit(128 + 25) == "file" and lim.from_exit(128 + 24) == "cpu"
-    assert lim.from_exit(1) is None
+    assert lim.from_exit(128 + 25, True) == "file" and lim.from_exit(128 + 24, True) == "cpu"
+    assert lim.from_exit(1, True) is None and lim.from_exit(128 + 25, False) is None
 
 
 def test_the_limits_are_set_inside_the_sandbox(ws):
@@ -198,6 +232,8 @@ def test_doctor_says_how_the_limits_are_enforced(ws):
     ok, how = checks[1]
     if lim.hierarchies():
         assert ok and "processes bounded by a pids cgroup" in how, how
+        if any("memory" in h.controllers for h in lim.hierarchies()):
+            assert "memory bounded by a memory cgroup per command" in how, how
     elif os.getuid() == 0:
         assert not ok and "as root the kernel does not apply the process limit" in how, how
     else:
@@ -209,3 +245,75 @@ def test_doctor_says_how_the_limits_are_enforced(ws):
         assert "(True, 'command limits: processes bounded by the kernel per sandbox" in (
             done.stdout
         ), done
+
+
+def cpuset_base():
+    """A cgroup v1 cpuset hierarchy this process may make children in, or a skip: a new
+    cpuset has no CPUs, so a child can be made there and no process moved into it."""
+    base = next((Path(p.split()[4]) for p in Path("/proc/self/mountinfo").read_text().splitlines()
+                 if " - cgroup " in p and "cpuset" in p.split(" - ")[1].split()[2].split(",")),
+                None)  # fmt: skip
+    own = dict(line.split(":", 2)[1:] for line in Path("/proc/self/cgroup").read_text().split())
+    if base is None or own.get("cpuset") != "/" or not os.access(base, os.W_OK):
+        pytest.skip("needs a writable cgroup v1 cpuset hierarchy (root, cgroup v1)")
+    return base
+
+
+def test_a_cgroup_that_can_be_made_but_not_joined_is_not_used(ws, monkeypatch):
+    """The probe moves a process into the cgroup it made: one where that fails is not a
+    place for commands. And a command whose move fails anyway does not run, with a message
+    that says why (not a silent exit status 125)."""
+    base = cpuset_base()
+    assert not lim._joinable(base)
+    (base / "talos-probe-made").mkdir()  # making one works: that alone proves nothing
+    (base / "talos-probe-made").rmdir()
+    unjoinable = lim._Hierarchy(1, base, ())
+    monkeypatch.setattr(lim, "_FOUND", [[unjoinable]])
+    sandbox = Sandbox(ws, bwrap=require_sandbox())
+    done = asyncio.run(sandbox.run("touch ran", sandboxed=True, writable=True, network=False,
+                                   timeout=30))  # fmt: skip
+    assert done.exit_code == 125, done
+    assert "could not move the command into its cgroup" in done.output, done.output
+    assert "it did not run" in done.output and not (ws / "ran").exists()
+    assert not [p for p in base.iterdir() if p.name.startswith("talos-")]
+
+
+def test_only_a_signal_says_a_file_or_cpu_limit_was_reached(ws):
+    """SIGXFSZ killing the command's first process (the launcher says so) or a program of
+    its shell (the shell says so) is the file size limit; exit statuses 152 and 153 of a
+    command's own are not a limit."""
+    sandbox = Sandbox(ws, bwrap=require_sandbox(), limits=Limits.parse({"file_mb": 1}))
+    said = "[killed: a file reached the size limit of 1 MiB (SIGXFSZ)]"
+    cases = {"exec head -c 3000000 /dev/zero > big1": None, "head -c 3000000 /dev/zero > big2":
+             None, "sh -c 'exit 153'": 153, "exit 152": 152}  # fmt: skip
+    for command, code in cases.items():
+        done = asyncio.run(sandbox.run(command, sandboxed=True, writable=True, network=False,
+                                       timeout=30))  # fmt: skip
+        if code is None:
+            assert said in done.output and done.killed == "limit", (command, done)
+        else:
+            assert done.exit_code == code and done.limit is None, (command, done)
+            assert "[killed" not in done.output, (command, done)
+    assert (ws / "big1").stat().st_size == MIB
+
+
+def test_the_toolchains_are_remembered_for_each_workspace(ws, tmp_path, monkeypatch):
+    """A daemon serving several folders lays out commands for each in turn: what PATH needs
+    is remembered for every one of them, not thrown away at each change of folder."""
+    other = tmp_path / "other"
+    other.mkdir()
+    scans: list[str] = []
+    real_scandir = os.scandir
+
+    def counting(path="."):
+        scans.append(str(path))
+        return real_scandir(path)
+
+    monkeypatch.setattr(sandbox_module.os, "scandir", counting)
+    sandbox_module._TOOLS.clear()
+    for root in (ws, other, ws, other, ws):
+        Sandbox._toolchains(root)
+    first = len(scans)
+    for root in (ws, other, ws, other):
+        Sandbox._toolchains(root)
+    assert first > 0 and len(scans) == first, scans  # both remembered: no PATH read again

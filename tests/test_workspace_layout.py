@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import os
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -96,7 +97,9 @@ def test_one_command_moving_renaming_linking_and_copying_finds_no_secret(ws):
     sandbox.close()
 
 
-def test_a_secret_stays_covered_when_its_link_goes_or_the_tree_outgrows_the_scan(ws, monkeypatch):
+def test_a_secret_stays_covered_when_its_link_goes_or_the_tree_outgrows_the_scan(
+    ws, monkeypatch, caplog
+):
     """What was covered once stays covered while it is there: a `.env` link deleted leaves
     its target hidden, and a command flooding the tree past the scan's limit (breadth first:
     the deep secrets are the ones left out) uncovers nothing covered before."""
@@ -106,8 +109,9 @@ def test_a_secret_stays_covered_when_its_link_goes_or_the_tree_outgrows_the_scan
     sandbox._secrets._watching = False  # scanned: the limit applies
     assert SECRET not in run(sandbox, "cat vault/prod.txt deep/a/b/.env.production")
     run(sandbox, "rm config/.env; mkdir flood && cd flood && mkdir $(seq 1 60)")
-    sandbox._secrets.files()
-    assert not sandbox._secrets.complete  # the scan stops short of them now
+    with caplog.at_level("WARNING", logger="talos_ls.agent.secrets_scan"):
+        sandbox._secrets.files()
+    assert "directories to scan" in caplog.text  # the scan stops short of them now
     out = run(sandbox, "cat vault/prod.txt deep/a/b/.env.production dir/sub/.envrc; echo done")
     assert SECRET not in out and out.rstrip().endswith("done"), out
     sandbox.close()
@@ -353,3 +357,81 @@ def test_a_repository_a_command_makes_is_moved_aside_and_nested_ones_are_read_on
     git(ws, "status")  # the person's, outside
     assert not list(ws.rglob("PWNED*")), git(ws, "status")  # fsmonitor runs in sub/
     sandbox.close()
+
+
+def test_config_worktree_cannot_be_written_while_worktree_config_is_on(ws):
+    """With `extensions.worktreeConfig` on (the person's `git sparse-checkout` turns it on),
+    git reads `.git/config.worktree` as configuration: one a command writes would run for
+    the person's git while the command still runs. It cannot be written (a stand-in)."""
+    git(ws, "config", "extensions.worktreeConfig", "true")
+    sandbox = Sandbox(ws, bwrap=require_sandbox())
+
+    async def meanwhile() -> tuple[str, str]:
+        command = asyncio.ensure_future(sandbox.run(
+            "printf '[core]\\n\\tfsmonitor = touch PWNED_wt\\n' > .git/config.worktree; "
+            "touch written; sleep 3", sandboxed=True, writable=True, network=False, timeout=30,
+        ))  # fmt: skip
+        for _ in range(200):  # the command has written (or failed to) by then
+            if (ws / "written").exists():
+                break
+            await asyncio.sleep(0.05)
+        person = await asyncio.to_thread(git, ws, "status")  # the person's git, outside
+        return (await command).output, person
+
+    out, person = asyncio.run(meanwhile())
+    assert not list(ws.glob("PWNED*")), person
+    assert "Read-only file system" in out, out
+    assert not (ws / ".git" / "config.worktree").exists()
+    sandbox.close()
+
+
+def test_folders_open_inside_the_workspace_keep_their_talos_and_git(ws):
+    """A daemon serving a folder and folders inside it: the inner ones' `.talos` (rules,
+    skills, permissions, which bind their own tasks) and `.git` are read-only for the outer
+    folder's commands; a missing `.talos` cannot be made."""
+    inner, other = ws / "inner", ws / "other"
+    (inner / ".talos").mkdir(parents=True)
+    (inner / ".talos" / "permissions.json").write_text('{"commands": {"deny": ["curl"]}}\n')
+    git(inner, "init", "-q")
+    other.mkdir()
+    sandbox = Sandbox(ws, bwrap=require_sandbox())
+    sandbox.inner = lambda: [inner, other]
+    out = run(sandbox, "echo '{}' > inner/.talos/permissions.json; mkdir -p other/.talos/skills; "
+              "echo '[core] fsmonitor = touch PWNED' >> inner/.git/config; "
+              "mv inner/.talos inner/t2; echo ok > inner/fine.txt; echo done")  # fmt: skip
+    assert out.count("Read-only file system") >= 3 and "done" in out, out
+    assert (inner / ".talos" / "permissions.json").read_text() == (
+        '{"commands": {"deny": ["curl"]}}\n'
+    )
+    assert not (other / ".talos").exists() and not (inner / "t2").exists()
+    assert "fsmonitor" not in (inner / ".git" / "config").read_text()
+    assert (inner / "fine.txt").read_text() == "ok\n"  # the rest of the folder is the outer's
+    sandbox.close()
+
+
+def test_two_processes_covering_one_workspace_keep_each_others_paths(ws, tmp_path):
+    """`talos run` and a language server on one workspace, each with its own memory of what
+    it covered: what each adds reaches the file, whoever writes last (two in this process,
+    one reading before the other wrote; then three processes racing on the file, each adding
+    its own paths)."""
+    from talos_ls.agent.sandbox import covers_file
+
+    file = covers_file(ws)
+    first, second = workspace_layout.Covers(file), workspace_layout.Covers(file)
+    (ws / "a.txt").write_text("x")
+    (ws / "b.txt").write_text("y")
+    first.update([ws / "a.txt"])
+    second.update([ws / "b.txt"])  # it read the file before the first wrote
+    assert set(workspace_layout.Covers(file).update([])) >= {ws / "a.txt", ws / "b.txt"}
+    script = (
+        "import sys; from pathlib import Path; from talos_ls.agent import workspace_layout as w\n"
+        "c = w.Covers(Path(sys.argv[1]))\n"
+        "for i in range(100):\n"
+        "    p = Path(sys.argv[2]) / f'{sys.argv[3]}{i}'; p.write_text('s'); c.update([p])\n"
+    )  # fmt: skip
+    racers = [subprocess.Popen([sys.executable, "-c", script, str(file), str(ws), name])
+              for name in ("left", "right", "third")]  # fmt: skip
+    assert [p.wait(timeout=120) for p in racers] == [0, 0, 0]
+    kept = {p.name for p in workspace_layout.Covers(file).update([])}
+    expected = {f"{side}{i}" for side in ("left", "right", "third") for i in range(100)}
+    assert expected <= kept, sorted(expected - kept)[:10]

@@ -3,24 +3,27 @@
 Three layers, because no one mechanism bounds everything for everyone:
 
 - **Kernel limits set inside the sandbox** (`launcher`): bash's `ulimit` runs first in the
-  sandbox and then execs the command's shell, so the limits hold for everything it starts and
-  nothing in it can raise them (no capabilities). `RLIMIT_NPROC` is counted per user
+  sandbox and then starts the command's shell, so the limits hold for everything it starts
+  and nothing in it can raise them (no capabilities). `RLIMIT_NPROC` is counted per user
   namespace since Linux 5.14, so inside the sandbox it bounds the sandbox's own tasks, not the
   person's other processes (older kernels count every process of the user: the limit is then
   raised by the count the user has now). The kernel never applies it to uid 0, whatever the
   capabilities: as root only a cgroup bounds processes. `RLIMIT_DATA` bounds each process's
   private memory, `RLIMIT_FSIZE` each file (the writer gets SIGXFSZ), `RLIMIT_CPU` each
   process's CPU time (SIGXCPU).
-- **A `pids` cgroup per command** (`Cage`), where this process may make one (root, or a
-  delegated cgroup v2 subtree): `pids.max`, which the kernel enforces for root too, and a
-  counter that says when a fork was refused. Only `pids`: joining a cgroup costs a command an
-  RCU grace period per controller (measured: bench/README.md), and memory is bounded the same
-  way for everyone without one.
+- **A `pids` and a `memory` cgroup per command** (`Cage`), where this process may make one and
+  move a process into it (root, or a delegated cgroup v2 subtree): `pids.max`, which the
+  kernel enforces for root too, and a counter that says when a fork was refused; a memory
+  limit on everything the command holds in RAM (shared memory no process maps, memfd held in
+  a socket message, tmpfs files: what no per-process count sees), and its own count of it.
+  Both joins come back to back from the command's first process: an RCU grace period for the
+  two (bench/README.md).
 - **A watch** (`Watch`) from the daemon, every 0.2 s while the command runs: the sandbox's tasks
-  (listed in its own `/proc`), their memory and CPU time added up, how full its `/tmp` is. It
-  ends the command when one reaches its limit, with a message, and it is what bounds the whole
-  command's memory and CPU time. A sample can miss what a program does between two of them, so
-  the kernel's per-process limits stay underneath.
+  (listed in its own `/proc`), their CPU time added up, their memory (the memory cgroup's
+  count, or without one each process's resident memory and every memfd held open), how full
+  its `/tmp` is. It ends the command when one reaches its limit, with a message, and it is
+  what bounds the whole command's memory and CPU time. A sample can miss what a program does
+  between two of them, so the kernel's limits stay underneath.
 
 Hitting a limit ends the command, never the daemon: its result says which limit and the value
 ("[killed: it reached the limit of 1024 processes]"), and the person is told.
@@ -36,6 +39,7 @@ import platform
 import re
 import resource
 import signal
+import subprocess
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -128,10 +132,31 @@ def message(kind: str, limits: Limits) -> str:
     }[kind]
 
 
-def from_exit(code: int | None) -> str | None:
-    """The limit a command's own exit status shows: 128 + SIGXCPU or SIGXFSZ (bash reports a
-    child killed by a signal so; bwrap passes its command's status on)."""
+def from_exit(code: int | None, signalled: bool) -> str | None:
+    """The limit a command's exit status shows: 128 + SIGXCPU or SIGXFSZ, when a signal is
+    known to have ended it (`signalled`: the launcher said its command was killed by one, or
+    `shell_reported`). A command that exits 152 or 153 by itself reached no limit."""
+    if not signalled:
+        return None
     return {128 + signal.SIGXCPU: "cpu", 128 + signal.SIGXFSZ: "file"}.get(code or 0)
+
+
+def shell_reported(output: str, code: int | None) -> bool:
+    """Whether the command's own shell reported, as its last words, that a program it ran
+    was killed by the signal its exit status names (`bash: line 1:  4 File size limit
+    exceeded head ...`): it then exits 128 + n itself, so the launcher sees no signal. Read
+    in the messages' English form (a shell in another language is not recognised)."""
+    if code is None or not 128 < code < 128 + 65:
+        return False
+    try:
+        said = signal.strsignal(code - 128)
+    except ValueError:
+        return False
+    if not said:
+        return False
+    tail = output[-2000:].splitlines()[-3:]
+    pattern = re.compile(r": line \d+: +\d+ " + re.escape(said))
+    return any(pattern.search(line) for line in tail)
 
 
 # ------------------------------------------------------------- kernel limits
@@ -167,11 +192,14 @@ def _clamped(which: int, wanted: int) -> int:
     return wanted if hard == resource.RLIM_INFINITY else min(wanted, hard)
 
 
-def launcher(shell: str, command: str, limits: Limits) -> list[str]:
+def launcher(shell: str, command: str, limits: Limits, report: int | None = None) -> list[str]:
     """The argv run inside the sandbox: the limits set by bash's `ulimit` (soft and hard, so
-    nothing in the sandbox raises them), then `exec` of the command's own `shell -c COMMAND`.
+    nothing in the sandbox raises them), then the command's own `shell -c COMMAND`.
     Per-process CPU time stops a second past the whole command's, so the watch (which says so)
-    usually ends it first."""
+    usually ends it first. With `report` (a pipe's write end passed down), the launcher stays
+    the command's parent with that pipe as its own stderr, and the command keeps the real
+    one: bash writes there when the command was killed by a signal, and only then, so an
+    exit status of 128 + n is known to be a signal (`from_exit`). Without, it `exec`s."""
     if Path(shell).name != "bash":  # no bash here: `sh` has no portable ulimit flags
         return [shell, "-c", command]
     nproc = limits.processes if kernel_counts_per_namespace() else limits.processes + _my_tasks()
@@ -180,15 +208,22 @@ def launcher(shell: str, command: str, limits: Limits) -> list[str]:
              f"-d {_clamped(resource.RLIMIT_DATA, limits.memory) // 1024}"]  # fmt: skip
     cpu = _clamped(resource.RLIMIT_CPU, limits.cpu + 2)
     script = (f"ulimit -S -H {' '.join(parts)} && ulimit -S -H -t {cpu} && "
-              f"ulimit -S -t {max(cpu - 1, 1)} && exec \"$0\" -c \"$1\"")  # fmt: skip
-    return [shell, "-c", script, shell, command]
+              f"ulimit -S -t {max(cpu - 1, 1)} && ")  # fmt: skip
+    if report is None:
+        return [shell, "-c", script + 'exec "$0" -c "$1"', shell, command]
+    script += 'fd=$2 && exec {keep}>&2 2>&$fd {fd}>&- && "$0" -c "$1" 2>&$keep {keep}>&-'
+    return [shell, "-c", script, shell, command, str(report)]
 
 
 # -------------------------------------------------------------------- cgroups
+CONTROLLERS = ("pids", "memory")
+
+
 @dataclass(frozen=True)
 class _Hierarchy:
     version: int  # 1 or 2
-    base: Path  # where this process may make a child cgroup with the pids controller
+    base: Path  # where this process may make a child cgroup, and move a process into it
+    controllers: tuple[str, ...]  # of CONTROLLERS, those this hierarchy gives a child
 
 
 def _mounts() -> list[tuple[str, str, str, str]]:
@@ -222,30 +257,44 @@ def _under(mount_root: str, point: str, path: str) -> Path | None:
     return Path(point + rest.rstrip("/")) if rest not in ("", "/") else Path(point)
 
 
-def _writable(path: Path) -> bool:
-    """Whether a child cgroup can be made here (made and removed to know)."""
-    probe = path / f"talos-probe-{os.getpid()}"
+def _joinable(base: Path) -> bool:
+    """Whether a child cgroup can be made here and a process moved into it: both are tried
+    (a child made, a `sh` moving itself in, the child removed). Making one is not enough: a
+    delegated subtree may let this user make a cgroup it cannot move a process into."""
+    probe = base / f"talos-probe-{os.getpid()}-{next(_SEQ)}"
     try:
         probe.mkdir()
     except OSError:
         return False
-    with contextlib.suppress(OSError):
-        probe.rmdir()
-    return True
+    try:
+        done = subprocess.run(["/bin/sh", "-c", 'echo $$ > "$1"', "sh",
+                               str(probe / "cgroup.procs")], capture_output=True, timeout=10,
+                              stdin=subprocess.DEVNULL, env={"PATH": "/usr/bin:/bin"})  # fmt: skip
+        return done.returncode == 0
+    except (OSError, subprocess.TimeoutExpired):
+        return False
+    finally:
+        _remove_cgroup(probe)
 
 
 def find_hierarchies() -> list[_Hierarchy]:
-    """Where a `pids` cgroup can be made for a command: v1, a child of this process's cgroup
-    in the pids hierarchy; v2, a child of the nearest cgroup (this one or an ancestor) that
-    enables `pids` for its children. Empty when neither is writable (an ordinary user without
-    delegation, a container whose cgroup file system is read-only)."""
+    """Where a command's cgroups can be made and joined: v1, a child of this process's
+    cgroup in the `pids` and in the `memory` hierarchy (each where it works); v2, a child of
+    the nearest cgroup (this one or an ancestor) that enables `pids` for its children, with
+    `memory` too when that one enables it. Empty when none is joinable (an ordinary user
+    without delegation, a container whose cgroup file system is read-only)."""
     own = _own_cgroups()
     mounts = _mounts()
-    for root, point, kind, options in mounts:
-        if kind == "cgroup" and "pids" in options.split(",") and "pids" in own:
-            base = _under(root, point, own["pids"])
-            if base is not None and base.is_dir() and _writable(base):
-                return [_Hierarchy(1, base)]
+    found: list[_Hierarchy] = []
+    for name in CONTROLLERS:
+        for root, point, kind, options in mounts:
+            if kind == "cgroup" and name in options.split(",") and name in own:
+                base = _under(root, point, own[name])
+                if base is not None and base.is_dir() and _joinable(base):
+                    found.append(_Hierarchy(1, base, (name,)))
+                    break
+    if found:
+        return found
     for root, point, kind, _ in mounts:
         if kind != "cgroup2" or "" not in own:
             continue
@@ -256,7 +305,8 @@ def find_hierarchies() -> list[_Hierarchy]:
             except OSError:
                 break
             if "pids" in enabled:
-                return [_Hierarchy(2, here)] if _writable(here) else []
+                given = tuple(c for c in CONTROLLERS if c in enabled)
+                return [_Hierarchy(2, here, given)] if _joinable(here) else []
             here = here.parent if here != Path(point) else None
     return []
 
@@ -278,15 +328,37 @@ def hierarchies() -> list[_Hierarchy]:
 def _remove_stale(base: Path) -> None:
     with contextlib.suppress(OSError):
         for child in base.iterdir():
-            pid = re.fullmatch(r"talos-(\d+)-\d+", child.name)
+            pid = re.fullmatch(r"talos-(?:probe-)?(\d+)-\d+", child.name)
             if pid and not Path(f"/proc/{pid[1]}").exists():
                 with contextlib.suppress(OSError):
                     child.rmdir()
 
 
+def _remove_cgroup(path: Path) -> bool:
+    """Remove a cgroup (empty once its last processes are reaped: a few tries)."""
+    for _ in range(50):
+        try:
+            path.rmdir()
+            return True
+        except FileNotFoundError:
+            return True
+        except OSError:
+            time.sleep(0.01)
+    return False
+
+
+def ram_ceiling(limits: Limits) -> int:
+    """The memory cgroup's hard limit: the command's memory, and room for what its tmpfs
+    hold (their pages are charged to it too): /tmp, /var/tmp and /dev/shm at their sizes."""
+    return limits.memory + limits.tmp + 2 * min(limits.tmp, SHARED_TMPFS)
+
+
 class Cage:
     """One command's cgroup(s): made before, joined by the command's first process (`wrap`),
-    read during and after (`hit`), removed after (`close`)."""
+    read during and after (`hit`, `memory_in_use`), removed after (`close`). `pids.max`
+    bounds its tasks (for root too); a memory cgroup bounds everything it holds in RAM at
+    `ram_ceiling` (the kernel's out-of-memory killer acts inside it) and says exactly how
+    much of that is process and shared memory (memfd, System V, `/dev/shm`)."""
 
     def __init__(self, limits: Limits, found: list[_Hierarchy]) -> None:
         self.limits = limits
@@ -302,40 +374,71 @@ class Cage:
             self.close()
             raise
 
+    @property
+    def controllers(self) -> set[str]:
+        return {c for h, _ in self.dirs for c in h.controllers}
+
     def _configure(self, h: _Hierarchy, path: Path) -> None:
-        (path / "pids.max").write_text(str(self.limits.processes))
+        if "pids" in h.controllers:
+            (path / "pids.max").write_text(str(self.limits.processes))
+        if "memory" in h.controllers:
+            ceiling = str(ram_ceiling(self.limits))
+            if h.version == 1:
+                (path / "memory.limit_in_bytes").write_text(ceiling)
+                with contextlib.suppress(OSError):  # swap counted too, where it is accounted
+                    (path / "memory.memsw.limit_in_bytes").write_text(ceiling)
+            else:
+                (path / "memory.max").write_text(ceiling)
+                with contextlib.suppress(OSError):
+                    (path / "memory.swap.max").write_text("0")
+                with contextlib.suppress(OSError):  # an out-of-memory kill takes all of it
+                    (path / "memory.oom.group").write_text("1")
 
     def wrap(self, argv: list[str]) -> list[str]:
         """`argv` started by `sh`, which first moves itself into each cgroup: everything the
-        command starts is in them from its first fork."""
+        command starts is in them from its first fork. If a move fails the command does not
+        run, and its output says why (exit status 125)."""
         procs = [str(path / "cgroup.procs") for _, path in self.dirs]
-        script = 'for f in "$@"; do [ "$f" = -- ] && break; echo $$ > "$f" || exit 125; done; ' \
-            'while [ "$1" != -- ]; do shift; done; shift; exec "$@"'  # fmt: skip
+        script = ('for f in "$@"; do [ "$f" = -- ] && break; echo $$ > "$f" || { echo "talos: '
+                  'could not move the command into its cgroup ($f); it did not run" >&2; '
+                  'exit 125; }; done; while [ "$1" != -- ]; do shift; done; shift; '
+                  'exec "$@"')  # fmt: skip
         return ["/bin/sh", "-c", script, "sh", *procs, "--", *argv]
 
+    def _read(self, controller: str, name: str) -> dict[str, int]:
+        for h, path in self.dirs:
+            if controller in h.controllers:
+                with contextlib.suppress(OSError, ValueError):
+                    pairs = (line.split() for line in (path / name).read_text().splitlines())
+                    return {p[0]: int(p[1]) for p in pairs if len(p) == 2}
+        return {}
+
     def hit(self) -> str | None:
-        """ "processes" once a fork was refused at pids.max (`pids.events`), else None."""
-        for _, path in self.dirs:
-            with contextlib.suppress(OSError, ValueError):
-                for line in (path / "pids.events").read_text().splitlines():
-                    name, _, value = line.partition(" ")
-                    if name == "max" and int(value):
-                        return "processes"
-        return None
+        """ "processes" once a fork was refused at pids.max (`pids.events`), "memory" once
+        the out-of-memory killer acted in the memory cgroup, else None."""
+        if self._read("pids", "pids.events").get("max", 0):
+            return "processes"
+        v1 = any(h.version == 1 and "memory" in h.controllers for h, _ in self.dirs)
+        events = self._read("memory", "memory.oom_control" if v1 else "memory.events")
+        return "memory" if events.get("oom_kill", 0) else None
+
+    def memory_in_use(self) -> int | None:
+        """Process and shared memory the cgroup holds now (anonymous pages, and shmem: tmpfs
+        files, memfd, System V and POSIX shared memory, mapped or not); None without a
+        memory cgroup. Page cache (files read or written) is left out: the kernel reclaims
+        it."""
+        if "memory" not in self.controllers:
+            return None
+        stat = self._read("memory", "memory.stat")
+        if not stat:
+            return None
+        anon = stat.get("anon", stat.get("rss", 0))
+        return anon + stat.get("shmem", 0)
 
     def close(self) -> None:
-        """Remove the cgroups (empty once the sandbox's PID namespace is gone; a few tries
-        while its last processes are reaped)."""
+        """Remove the cgroups (empty once the sandbox's PID namespace is gone)."""
         for _, path in self.dirs:
-            for _ in range(50):
-                try:
-                    path.rmdir()
-                    break
-                except FileNotFoundError:
-                    break
-                except OSError:
-                    time.sleep(0.01)
-            else:
+            if not _remove_cgroup(path):
                 logger.warning("could not remove the cgroup %s", path)
         self.dirs = []
 
@@ -387,27 +490,70 @@ class Watch:
             return None
         if len(pids) >= self.limits.processes:  # before reading each one: a fork bomb
             return "processes"
+        counted = self.cage.memory_in_use() if self.cage is not None else None
         tasks, memory, ticks = 0, 0, 0
         for pid in pids:
             with contextlib.suppress(OSError, ValueError, IndexError):
                 fields = Path(f"{proc}/{pid}/stat").read_text().rsplit(")", 1)[1].split()
                 ticks += sum(int(fields[i]) for i in (11, 12, 13, 14))  # utime..cstime
                 tasks += int(fields[17])
+                if counted is not None:
+                    continue
                 for line in Path(f"{proc}/{pid}/status").read_text().splitlines():
                     if line.startswith(("RssAnon:", "RssShmem:")):
                         memory += int(line.split()[1]) * 1024
         if tasks >= self.limits.processes:
             return "processes"
-        if memory >= self.limits.memory and _proportional(proc, pids) >= self.limits.memory:
-            return "memory"
+        root = f"/proc/{self.init}/root"
+        tmpfs = {where: _used(f"{root}{where}") for where in SIZED_TMPFS}
+        if counted is not None:  # the cgroup's own count: all of it, each page once
+            if counted - sum(tmpfs.values()) >= self.limits.memory:
+                return "memory"
+        else:  # memfd held open but not mapped is in no process's resident size
+            memfd = _memfd_bytes(proc, pids)
+            if memory + memfd >= self.limits.memory and (
+                _proportional(proc, pids) + memfd >= self.limits.memory
+            ):
+                return "memory"
         if ticks / os.sysconf("SC_CLK_TCK") >= self.limits.cpu:
             return "cpu"
         with contextlib.suppress(OSError):
-            tmp = os.statvfs(f"/proc/{self.init}/root/tmp")
-            used = (tmp.f_blocks - tmp.f_bfree) * tmp.f_frsize
-            if tmp.f_bavail * tmp.f_frsize < MIB or used >= self.limits.tmp:
+            tmp = os.statvfs(f"{root}/tmp")
+            if tmp.f_bavail * tmp.f_frsize < MIB or tmpfs["/tmp"] >= self.limits.tmp:
                 return "tmp"
         return None
+
+
+# The sandbox's tmpfs that hold files (`Sandbox._outside`): their pages are shared memory
+# to the kernel, counted for /tmp's limit, not the memory limit.
+SIZED_TMPFS = ("/tmp", "/var/tmp", "/dev/shm", "/run")
+
+
+def _used(where: str) -> int:
+    try:
+        st = os.statvfs(where)
+    except OSError:
+        return 0
+    return (st.f_blocks - st.f_bfree) * st.f_frsize
+
+
+def _memfd_bytes(proc: str, pids: list[str]) -> int:
+    """The memory of every memfd a process of the sandbox holds open, each counted once (by
+    inode, as allocated: a sparse one counts what it holds). Without a memory cgroup this is
+    how memory written into a memfd and never mapped is seen."""
+    seen: dict[tuple[int, int], int] = {}
+    for pid in pids:
+        try:
+            fds = os.listdir(f"{proc}/{pid}/fd")
+        except OSError:
+            continue
+        for fd in fds:
+            path = f"{proc}/{pid}/fd/{fd}"
+            with contextlib.suppress(OSError):
+                if os.readlink(path).startswith("/memfd:"):
+                    st = os.stat(path)
+                    seen[(st.st_dev, st.st_ino)] = st.st_blocks * 512
+    return sum(seen.values())
 
 
 def _proportional(proc: str, pids: list[str]) -> int:
@@ -432,17 +578,21 @@ def _proportional(proc: str, pids: list[str]) -> int:
 def describe_enforcement() -> tuple[bool, str]:
     """How processes and memory are bounded here, for `talos doctor`: (fine, what)."""
     found = hierarchies()
-    if found:
+    given = {c for h in found for c in h.controllers}
+    memory = ("memory bounded by a memory cgroup per command (all it holds in RAM: memfd and "
+              "shared memory too) and watched" if "memory" in given else
+              "memory bounded per process by the kernel and watched for the whole command "
+              "(without a memory cgroup, shared memory no process maps or holds open is not "
+              "seen)")  # fmt: skip
+    if "pids" in given:
         return True, (f"command limits: processes bounded by a pids cgroup (v{found[0].version}) "
-                      "per command; memory bounded per process by the kernel and watched for "
-                      "the whole command")  # fmt: skip
+                      f"per command; {memory}")  # fmt: skip
     if not processes_bounded_by_kernel():
         return False, ("command limits: as root the kernel does not apply the process limit "
                        "(RLIMIT_NPROC) and no cgroup can be made here, so a fork bomb is only "
                        "stopped by Talos's watch, after it has grown; run Talos as an ordinary "
-                       "user, or where a cgroup can be made")  # fmt: skip
+                       f"user, or where a cgroup can be made; {memory}")  # fmt: skip
     if not kernel_counts_per_namespace():
         return True, ("command limits: processes bounded by the kernel, counted over all your "
-                      "processes (Linux before 5.14); memory per process, and watched")  # fmt: skip
-    return True, ("command limits: processes bounded by the kernel per sandbox; memory bounded "
-                  "per process by the kernel and watched for the whole command")  # fmt: skip
+                      f"processes (Linux before 5.14); {memory}")  # fmt: skip
+    return True, f"command limits: processes bounded by the kernel per sandbox; {memory}"

@@ -38,12 +38,12 @@ import functools
 import hashlib
 import logging
 import os
-import shutil
 import signal
 import stat
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
@@ -52,8 +52,9 @@ from typing import ClassVar
 
 import platformdirs
 
+from ..display import visible
 from . import limits as lim
-from . import workspace_layout
+from . import on_host, workspace_layout
 from .limits import Limits
 from .secrets_scan import SecretsScan
 from .workspace import SandboxError
@@ -172,7 +173,8 @@ def sizes_tmpfs(bwrap: str) -> bool:
     if bwrap not in _SIZES:
         try:
             done = subprocess.run([bwrap, "--help"], capture_output=True, timeout=10,
-                                  stdin=subprocess.DEVNULL)  # fmt: skip
+                                  stdin=subprocess.DEVNULL,
+                                  env=_allowed_env(SANDBOX_HOME))  # fmt: skip
             _SIZES[bwrap] = b"--size" in done.stdout + done.stderr
         except (OSError, subprocess.TimeoutExpired):
             _SIZES[bwrap] = False
@@ -266,25 +268,54 @@ def etc_secrets(top: str = "/etc") -> list[Path]:
     return list(found)
 
 
-def readable_paths_problem(paths: Sequence[str]) -> str | None:
-    """Why these cannot be readable paths (None: they can): each must be absolute and plain,
-    not `/`, not the host's /proc, /dev or /sys (the daemon's environment is in /proc), not a
-    directory the sandbox blanks whole (/tmp, /var/tmp, /run: a path inside one is fine)."""
-    for raw in paths:
-        if not isinstance(raw, str) or not raw.startswith("/") or len(raw) > 4096:
-            return f"{str(raw)[:80]!r} is not an absolute path"
-        if any(ord(c) < 32 or c == "\x7f" for c in raw):
-            return "a path must not contain control characters"
-        parts = raw.split("/")
-        if ".." in parts or "." in parts:
-            return f"{raw!r}: give the path without . or .. in it"
-        path = Path(raw)
+def readable_path(raw: object) -> tuple[Path, Path]:
+    """Where a readable path is shown (`raw` normalised: `//srv/` is `/srv`) and what it
+    shows (every link resolved, as the kernel will find it); ValueError saying why it cannot
+    be one. Each of the two may not be: relative, with control characters, `.` or `..`; `/`;
+    the host's /proc, /dev or /sys or in them (the daemon's environment is in /proc); a
+    directory the sandbox blanks whole (/tmp, /var/tmp, /run: a path inside one is fine); a
+    home directory, or a directory holding one (shell profiles that export keys, every
+    credential store); Talos's own config, state, data or cache, in one, or holding one."""
+    if not isinstance(raw, str | Path):
+        raise ValueError(f"{str(raw)[:80]!r} is not an absolute path")
+    text = str(raw)
+    if not text.startswith("/") or len(text) > 4096:
+        raise ValueError(f"{text[:80]!r} is not an absolute path")
+    if any(ord(c) < 32 or c == "\x7f" for c in text):
+        raise ValueError("a path must not contain control characters")
+    parts = [p for p in text.split("/") if p]
+    if ".." in parts or "." in parts:
+        raise ValueError(f"{text!r}: give the path without . or .. in it")
+    shown = Path("/" + "/".join(parts))
+    real = Path(os.path.realpath(shown))
+    named = f"{text!r}" if real == shown else f"{text!r} (that is {str(real)!r})"
+    homes = [Path(p) for p in ("/root", "/home")] + _user_homes()
+    homes += [Path(os.path.realpath(h)) for h in homes]
+    own = [Path(os.path.realpath(p)) for p in talos_paths()] + talos_paths()
+    for path in (shown, real):
         if path == Path("/"):
-            return "'/' would show everything: list the directories the commands need"
+            raise ValueError(f"{named} would show everything: list the directories the "
+                             "commands need")  # fmt: skip
         if any(path.is_relative_to(p) for p in NEVER_READABLE):
-            return f"{raw!r}: /proc, /dev and /sys are the sandbox's own"
+            raise ValueError(f"{named}: /proc, /dev and /sys are the sandbox's own")
         if str(path) in BLANKED:
-            return f"{raw!r} is the sandbox's own: name a directory inside it"
+            raise ValueError(f"{named} is the sandbox's own: name a directory inside it")
+        if any(h.is_relative_to(path) for h in homes):
+            raise ValueError(f"{named} is a home directory or holds one: name the directories "
+                             "in it that the commands need")  # fmt: skip
+        mine = next((o for o in own if o.is_relative_to(path) or path.is_relative_to(o)), None)
+        if mine is not None:
+            raise ValueError(f"{named} is, holds or lies in Talos's own files ({mine})")
+    return shown, real
+
+
+def readable_paths_problem(paths: Sequence[object]) -> str | None:
+    """Why these cannot be readable paths (None: they can): `readable_path` of each."""
+    for raw in paths:
+        try:
+            readable_path(raw)
+        except ValueError as exc:
+            return str(exc)
     return None
 
 
@@ -304,6 +335,8 @@ def _toolchain_root(entry: Path, containers: set[Path]) -> Path:
 
 
 _TOOLS: dict[tuple[object, ...], list[Path]] = {}
+MAX_TOOLCHAIN_KEYS = 64  # one per workspace a daemon serves, while PATH stays as it is
+_TOOLS_LOCK = threading.Lock()
 
 
 class Sandbox:
@@ -323,13 +356,18 @@ class Sandbox:
         limits: Limits | None = None,
     ):
         self.root = Path(root).resolve()
-        self.bwrap = bwrap if bwrap is not None else shutil.which("bwrap")
-        self.shell = shutil.which("bash") or "/bin/sh"
+        if self._may_write(True):  # no program Talos runs is taken from what commands write
+            on_host.add_workspace(self.root)
+        self.bwrap = bwrap if bwrap is not None else on_host.program("bwrap")
+        self.shell = on_host.program("bash") or "/bin/sh"
         self.extra_hidden = [Path(p) for p in hidden]
         self.readable = [Path(p) for p in readable]
         self.limits = limits or Limits.default()
         self._secrets = SecretsScan(self.root)
         self._covers = Covers(covers_file(self.root))  # covered once: covered while there
+        # The workspace folders open inside this one (a daemon serving several sets it):
+        # their `.talos` and `.git` are read-only for this one's commands.
+        self.inner: Callable[[], Iterable[Path]] = lambda: ()
 
     def close(self) -> None:
         """Stop watching the workspace for secrets files (a later command watches again)."""
@@ -430,22 +468,31 @@ class Sandbox:
                 continue
             if not any(path.is_relative_to(o) for o in out):
                 out = [o for o in out if not o.is_relative_to(path)] + [path]
-        _TOOLS.clear()
-        _TOOLS[key] = out
+        with _TOOLS_LOCK:
+            while len(_TOOLS) >= MAX_TOOLCHAIN_KEYS:  # the oldest first: stale ones age out
+                _TOOLS.pop(next(iter(_TOOLS)))
+            _TOOLS[key] = out
         return list(out)
 
     def _hidden(self) -> list[Path]:
+        """What no command may see: the credential stores, the system's secrets, Talos's own
+        files; and, for each of the first and last that is a link or lies behind one (`~/.aws
+        -> /data/aws`), what it leads to, which is hidden wherever it is in sight."""
         paths = [u / rel for u in _user_homes() for rel in CREDENTIAL_STORES]
+        mine = [*paths, *talos_paths(), *self.extra_hidden]
+        targets = [Path(r) for p in mine if os.path.lexists(p)
+                   and (r := os.path.realpath(p)) != str(p)]  # fmt: skip
         system = [Path(p) for p in SYSTEM_SECRETS] + sorted(Path("/etc/ssh").glob("ssh_host_*key"))
-        every = [*paths, *system, *etc_secrets(), *talos_paths(), *self.extra_hidden]
+        every = [*mine, *targets, *system, *etc_secrets()]
         return list(dict.fromkeys(every))
 
-    def _outside(self, network: bool) -> tuple[list[str], list[Path]]:
+    def _outside(self, network: bool) -> tuple[list[str], list[Path], list[tuple[Path, Path]]]:
         """The sandbox outside the workspace: bwrap's arguments, and what they show (a hidden
         path elsewhere is already out of sight). On bwrap's empty root (made read-only at the
         end, `argv`): the system read-only, a new /dev (read-only but for its sized /dev/shm)
         and /proc, sized tmpfs for /tmp, /var/tmp, /run and every home, then the toolchains on
-        PATH and the person's readable paths, read-only."""
+        PATH and the person's readable paths, read-only. Also what each readable path that
+        is (or lies behind) a link shows, and where: (real, shown)."""
         sizes = self.limits if sizes_tmpfs(self.bwrap or "") else None
 
         def tmpfs(path: str, size: int) -> list[str]:
@@ -475,10 +522,27 @@ class Sandbox:
         for home in _homes():
             args += tmpfs(str(home), lim.SMALL_TMPFS)
         tools = self._toolchains(self.root)
-        readable = [p for p in self.readable if os.path.exists(p)]
-        for path in [*tools, *readable]:
+        readable = self._readable()
+        for path in tools:
             args += ["--ro-bind", str(path), str(path)]
-        return args, [*system_shown(), *tools, *readable]
+        for shown, real in readable:  # what it shows, bound where the person named it
+            args += ["--ro-bind", str(real), str(shown)]
+        aliases = [(real, shown) for shown, real in readable if real != shown]
+        return args, [*system_shown(), *tools, *(shown for shown, _ in readable)], aliases
+
+    def _readable(self) -> list[tuple[Path, Path]]:
+        """The readable paths, checked again and resolved as they are now (a link may have
+        been pointed elsewhere since the settings were read): one refused is left out."""
+        out = []
+        for raw in self.readable:
+            try:
+                shown, real = readable_path(raw)
+            except ValueError as exc:
+                logger.warning("a readable path is left out: %s", exc)
+                continue
+            if os.path.exists(real):
+                out.append((shown, real))
+        return out
 
     def _env_files(self) -> list[Path]:
         return self._secrets.files()
@@ -500,36 +564,50 @@ class Sandbox:
         return workspace_layout.build(
             self.root, writable=self._may_write(writable), secrets=secrets,
             covers=self._covers, empty_file=_empty_file(),
-            repositories=self._secrets.repositories,
+            repositories=self._secrets.repositories, inner=self.inner(),
         )  # fmt: skip
 
     def argv(
-        self, command: str, *, writable: bool, network: bool, layout: Layout | None = None
+        self,
+        command: str,
+        *,
+        writable: bool,
+        network: bool,
+        layout: Layout | None = None,
+        report: int | None = None,
     ) -> list[str]:
         """The bwrap command line that runs `command` (with `bash -c`, under the limits); the
         workspace's part is `layout` (`run` passes its own). Without one, a layout is made and
-        undone at once: the command line is then for looking at only."""
+        undone at once: the command line is then for looking at only. `report`: the pipe the
+        launcher says on whether the command was killed by a signal (`limits.launcher`)."""
         assert self.bwrap, "no bwrap"
         if layout is None:
             layout = self.layout(writable)
             layout.after()
-        outside, shown = self._outside(network)
+        outside, shown, aliases = self._outside(network)
         args = [self.bwrap, *outside]
         args += layout.args  # the workspace, its secrets covered (in it: `Sandbox.layout`)
         shown.append(self.root)
         in_sight = _within_any(shown)
         inside = f"{self.root}/"
         for path in [*self._hidden(), *layout.outside]:
-            if str(path).startswith(inside):
-                continue  # covered by the layout
-            if not in_sight(path):
-                continue  # already out of sight
-            if path.is_symlink() or not path.exists() or path == self.root:
+            places = [path, *(seen / path.relative_to(real) for real, seen in aliases
+                              if path.is_relative_to(real))]  # fmt: skip
+            # covered by the layout, or out of sight already
+            places = [p for p in places if not str(p).startswith(inside) and in_sight(p)]
+            if not places or path == self.root:
                 continue
-            if path.is_dir():
-                args += ["--tmpfs", str(path), "--remount-ro", str(path)]
-            else:  # an empty regular file: readers see nothing, git sees a plain file
-                args += ["--ro-bind", _empty_file(), str(path)]
+            try:
+                if stat.S_ISLNK(path.lstat().st_mode):
+                    continue  # what it leads to is in the list too
+                is_dir = path.is_dir()
+            except OSError:  # gone, or not ours to look at
+                continue
+            for place in places:
+                if is_dir:
+                    args += ["--tmpfs", str(place), "--remount-ro", str(place)]
+                else:  # an empty regular file: readers see nothing, git sees a plain file
+                    args += ["--ro-bind", _empty_file(), str(place)]
         args += ["--remount-ro", "/"]  # last: bwrap's root tmpfs, once every mount point is made
         args += ["--chdir", str(self.root), "--unshare-all"]
         if network:
@@ -537,7 +615,7 @@ class Sandbox:
         args += ["--die-with-parent", "--new-session", "--cap-drop", "ALL", "--clearenv"]
         for key, value in {**_allowed_env(SANDBOX_HOME), **layout.env}.items():
             args += ["--setenv", key, value]
-        return [*args, "--", *lim.launcher(self.shell, command, self.limits)]
+        return [*args, "--", *lim.launcher(self.shell, command, self.limits, report)]
 
     # ------------------------------------------------------------------ run
     async def run(
@@ -557,37 +635,49 @@ class Sandbox:
         end of its output."""
         layout: Layout | None = None
         cage: lim.Cage | None = None
+        report = list(os.pipe()) if sandboxed else None  # the launcher's word on a signal
         with tempfile.TemporaryDirectory(prefix="talos-home-") as private_home:
             try:
-                if sandboxed:  # the layout walks the workspace: off the event loop
+                if report is not None:  # the layout walks the workspace: off the event loop
                     layout, argv, cage = await asyncio.to_thread(
-                        functools.partial(self._planned, command, writable, network)
+                        functools.partial(self._planned, command, writable, network, report[1])
                     )
                     env = _allowed_env(SANDBOX_HOME)
                 else:
                     argv, env = [self.shell, "-c", command], _allowed_env(private_home)
-                proc = await asyncio.create_subprocess_exec(
-                    *argv, cwd=self.root, env=env, stdin=asyncio.subprocess.DEVNULL,
-                    stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT,
-                    start_new_session=True,  # its own process group: a kill takes all of it
-                )  # fmt: skip
                 try:
-                    if sandboxed:
-                        result = await _watched(proc, self.limits, cage, timeout, max_bytes)
+                    proc = await asyncio.create_subprocess_exec(
+                        *argv, cwd=self.root, env=env, stdin=asyncio.subprocess.DEVNULL,
+                        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT,
+                        start_new_session=True,  # its own process group: a kill takes all
+                        pass_fds=tuple(report[1:]) if report else (),
+                    )  # fmt: skip
+                finally:
+                    if report is not None:
+                        os.close(report[1])
+                        report[1] = -1
+                try:
+                    if report is not None:
+                        result = await _watched(proc, self.limits, cage, timeout, max_bytes,
+                                                report[0])  # fmt: skip
                     else:
                         result = await _collect(proc, timeout, max_bytes)
                 except asyncio.CancelledError:  # the task was cancelled: the command goes too
                     await kill_process(proc)
                     raise
             finally:  # stand-ins released, .git checked: even when the task is cancelled
+                for fd in report or ():
+                    if fd >= 0:  # the write end is closed already once the command started
+                        os.close(fd)
                 notes = []
                 if layout is not None:
                     notes = await asyncio.shield(asyncio.to_thread(self._undo, layout))
                 if cage is not None:
                     await asyncio.to_thread(cage.close)
-        for note in notes:
-            logger.warning("%s: after a command, %s", self.root, note)
-            result.output += f"\n[talos: {note}]"
+        for note in notes:  # names a command chose: shown escaped, to the model and the person
+            shown = visible(note, single_line=True)
+            logger.warning("%s: after a command, %s", self.root, shown)
+            result.output += f"\n[talos: {shown}]"
         return result
 
     def _undo(self, layout: Layout) -> list[str]:
@@ -601,7 +691,7 @@ class Sandbox:
         return layout.after(now)
 
     def _planned(
-        self, command: str, writable: bool, network: bool
+        self, command: str, writable: bool, network: bool, report: int
     ) -> tuple[Layout, list[str], lim.Cage | None]:
         """The layout, and `argv` under the limits, in a pids cgroup of its own where one can
         be made. What was made is undone if the rest fails."""
@@ -617,7 +707,8 @@ class Sandbox:
                     cage = lim.Cage(self.limits, found)
                 except OSError as exc:  # reported; the kernel's limits and the watch still hold
                     logger.warning("no cgroup for this command: %s", exc)
-            argv = self.argv(command, writable=writable, network=network, layout=layout)
+            argv = self.argv(command, writable=writable, network=network, layout=layout,
+                             report=report)  # fmt: skip
             return layout, (cage.wrap(argv) if cage is not None else argv), cage
         except BaseException:
             layout.after()
@@ -632,6 +723,7 @@ async def _watched(
     cage: lim.Cage | None,
     timeout: float,
     cap: int,
+    report: int,
 ) -> CommandResult:
     """`_collect`, with the command watched (`limits.Watch`) and killed at a limit; a limit the
     kernel enforced on its own (SIGXCPU, SIGXFSZ, a refused fork, an out-of-memory kill) is
@@ -658,7 +750,8 @@ async def _watched(
             await watcher
     if not reached and result.killed is None and result.exit_code:
         late = cage.hit() if cage is not None else None
-        late = late or lim.from_exit(result.exit_code)
+        signalled = _signalled(report) or lim.shell_reported(result.output, result.exit_code)
+        late = late or lim.from_exit(result.exit_code, signalled)
         if late:
             reached.append(late)
     if not reached or result.killed is not None:
@@ -667,6 +760,16 @@ async def _watched(
     logger.warning("a command was stopped: %s", said)
     return CommandResult(None, f"{result.output}\n[killed: {said}]", result.total_bytes,
                          killed="limit", limit=said)  # fmt: skip
+
+
+def _signalled(report: int) -> bool:
+    """Whether the launcher wrote anything (it writes only when the command was killed by
+    a signal; it has exited, so what it wrote is there)."""
+    os.set_blocking(report, False)
+    try:
+        return bool(os.read(report, 4096))
+    except OSError:
+        return False
 
 
 async def _collect(proc: asyncio.subprocess.Process, timeout: float, cap: int) -> CommandResult:

@@ -11,7 +11,6 @@ files over MAX_FILE_BYTES are never searched, and the model gets `path:line: tex
 from __future__ import annotations
 
 import asyncio
-import shutil
 import tempfile
 import time
 
@@ -24,6 +23,7 @@ from ..files import (
     is_secrets_file,
     read_regular,
 )
+from . import on_host
 from .sandbox import kill_process
 from .workspace import ALWAYS_SKIPPED, SandboxError, Workspace
 
@@ -70,7 +70,7 @@ async def search(
     """`path:line: text` for lines matching `pattern`, at most `limit`."""
     rel = _check(workspace, pattern, start)
     limit = max(1, min(int(limit), 1000))
-    binary = shutil.which("rg") if rg == "auto" else rg
+    binary = on_host.program("rg") if rg == "auto" else rg
     if binary:
         return await _ripgrep(binary, workspace, pattern, rel, limit, deadline)
     return await asyncio.to_thread(_python, workspace, pattern, rel, limit, deadline)

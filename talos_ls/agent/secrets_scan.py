@@ -71,11 +71,6 @@ class SecretsScan:
             found |= self._watched.repositories
         return sorted(Path(d) / ".git" for d in found if d != str(self.root))
 
-    @property
-    def complete(self) -> bool:
-        """False when the last search stopped at MAX_SCANNED_DIRS."""
-        return self._scanned.complete
-
     def files(self) -> list[Path]:
         with self._lock:
             if self._watching:
@@ -104,7 +99,6 @@ class _Scanned:
 
     def __init__(self, root: Path) -> None:
         self.root = root
-        self.complete = True
         self._warned = False
         # directory -> (mtime_ns, secrets files in it, its subdirectories to scan, whether
         # its mtime can vouch for it next time, whether it holds a `.git`)
@@ -118,7 +112,6 @@ class _Scanned:
         self.repositories = []
         seen: dict[str, tuple[int, list[Path], list[str], bool, bool]] = {}
         pending = collections.deque(tops)
-        self.complete = True
         while pending:
             if len(seen) >= MAX_SCANNED_DIRS:
                 if not self._warned:
@@ -127,7 +120,7 @@ class _Scanned:
                         "not hidden from commands unless they were before",
                         self.root, MAX_SCANNED_DIRS,
                     )  # fmt: skip
-                self._warned, self.complete = True, False
+                self._warned = True
                 break
             here = pending.popleft()
             try:

@@ -7,11 +7,13 @@ it, but:
 - `.talos/` stays read-only whole (rules, skills, permissions);
 - in `.git`, the index, objects, refs and logs are writable (`git add`, `commit`, `stash`,
   `checkout -b`), while what git runs or reads later, outside the sandbox, is read-only
-  (`GIT_READ_ONLY`: hooks, info, config, commondir; the hooks and config files the config
-  names), with a stand-in in the place of each one missing for the length of the command;
-  what a command leaves in `.git` that git would follow out of the repository later (a link,
-  a FIFO, alternates) or run (a paused rebase's `exec` lines, a config.worktree) is removed
-  when it ends, and the command's result says so (`GitLayout.after`);
+  (`GIT_READ_ONLY`: hooks, info, config, commondir, modules, worktrees, config.worktree; the
+  hooks and config files the config names), with a stand-in in the place of each one missing
+  for the length of the command; what a command leaves in `.git` that git would follow out of
+  the repository later (a link, a FIFO, alternates) or run (a paused rebase's `exec` lines)
+  is removed when it ends, and the command's result says so (`GitLayout.after`); a
+  repository it made below the root is moved aside (`_moved_aside`);
+- the `.talos` and `.git` of the workspace folders served inside this one are read-only;
 - every secret (each `.env*` file, the target of one that is a link, Talos's own directories
   when they lie in the workspace) is covered by an empty read-only file or directory, or by
   its committed content when git tracks it (`TrackedContent`).
@@ -33,18 +35,21 @@ from __future__ import annotations
 
 import atexit
 import contextlib
+import fcntl
 import json
 import logging
 import os
 import shutil
 import stat
-import subprocess
 import tempfile
 import threading
 import time
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
+from secrets import token_hex
+
+from . import on_host
 
 logger = logging.getLogger(__name__)
 
@@ -58,15 +63,21 @@ GIT_READ_ONLY: dict[str, bytes | None] = {
     "info": None,  # attributes (select filter and diff drivers), exclude (hides planted files)
     "config": b"",
     "commondir": b".\n",  # "this directory": an empty one would make every git command fail
+    # Submodules' and linked worktrees' own git directories: `git submodule update` reuses
+    # one it finds at `modules/<name>` (with its hooks and config) instead of cloning. The
+    # stand-in is an empty file, not a directory: nothing can be made under it either, it
+    # is cheaper to make and remove, and git reads either as "none" (a submodule or
+    # worktree of the person's is refused meanwhile).
+    "modules": b"",
+    "worktrees": b"",
+    # Configuration git reads, live while `extensions.worktreeConfig` is on.
+    "config.worktree": b"",
 }
-# Read-only when there, never stood in for (git reads them only for a submodule's or another
-# worktree's own directory, and a command could plant one of those anywhere in the workspace).
-GIT_READ_ONLY_IF_PRESENT = ("modules", "worktrees", "config.worktree", "objects/info/alternates")
-# Removed when the command ends if it made them, rather than stood in for (each mount costs):
-# config.worktree is inert while it runs (only `extensions.worktreeConfig`, in the read-only
-# config, turns it on) and live once the person turns that on (`git sparse-checkout` may);
-# alternates make git read objects from another directory, but run nothing.
-GIT_REMOVED_IF_MADE = ("config.worktree", "objects/info/alternates")
+# Read-only when there, never stood in for: alternates make git read objects from another
+# directory, but run nothing, so one a command makes is removed when it ends (each mount
+# costs) rather than prevented.
+GIT_READ_ONLY_IF_PRESENT = ("objects/info/alternates",)
+GIT_REMOVED_IF_MADE = ("objects/info/alternates",)
 # A paused rebase, cherry-pick or `git am`: its todo list may hold `exec` lines, run by the next
 # `git rebase --continue`. Read-only when there; one a command leaves behind is removed.
 GIT_PAUSED = ("rebase-merge", "rebase-apply", "sequencer")
@@ -133,56 +144,87 @@ class Covers:
     again by each later command while it is still there as such (not a link), whether or not
     the scan finds it. A secret is pinned where it is, so it only leaves when the person moves
     it. Kept in `file` (Talos's state, hidden from commands) so that the next `talos run` or
-    language server remembers too."""
+    language server remembers too. Several processes may serve one workspace at once: what
+    another one wrote is merged in before each command (when the file changed), and a write
+    is a merge of the file as it is then, under a lock, so neither loses the other's paths."""
 
     def __init__(self, file: Path | None = None) -> None:
         self.file = file
         self._lock = threading.Lock()
         self._seen: dict[Path, bool] = {}
         self._saved: dict[Path, bool] = {}
-        if file is not None:
-            try:
-                data = json.loads(file.read_text())
-                self._seen = {Path(p): bool(d) for p, d in data.items() if os.path.isabs(p)}
-            except FileNotFoundError:
-                pass
-            except (OSError, ValueError, AttributeError) as exc:
-                logger.warning("%s: cannot read the paths covered before (%s)", file, exc)
-            self._saved = dict(self._seen)
+        self._stamp: tuple = ()
+        self._merge()
 
     def update(self, found: Iterable[Path]) -> list[Path]:
         """`found` (paths that exist now), and every path covered before that is still there."""
         with self._lock:
+            self._merge()
             for path in found:
                 with contextlib.suppress(OSError):
                     self._seen[path] = stat.S_ISDIR(path.stat().st_mode)
-            out = []
-            for path, was_dir in list(self._seen.items()):
-                try:
-                    mode = path.lstat().st_mode
-                except OSError:
-                    mode = 0
-                if mode and not stat.S_ISLNK(mode) and stat.S_ISDIR(mode) == was_dir:
-                    out.append(path)
-                else:  # gone, or another kind of file now: only the person can have done it
-                    del self._seen[path]
+            out = [p for p, was_dir in self._seen.items() if _still(p, was_dir)]
+            # gone, or another kind of file now: only the person can have done it
+            self._seen = {p: self._seen[p] for p in out}
             if self._seen != self._saved:
                 self._save()
             return out
 
+    def _load(self) -> dict[Path, bool] | None:
+        assert self.file is not None
+        try:
+            data = json.loads(self.file.read_text())
+            return {Path(p): bool(d) for p, d in data.items() if os.path.isabs(p)}
+        except FileNotFoundError:
+            return {}
+        except (OSError, ValueError, AttributeError) as exc:
+            logger.warning("%s: cannot read the paths covered before (%s)", self.file, exc)
+            return None
+
+    def _merge(self) -> None:
+        """What the file holds now (another process's paths), when it changed since read."""
+        if self.file is None or _stamp(self.file) == self._stamp:
+            return
+        self._stamp = _stamp(self.file)
+        data = self._load()
+        if data:
+            self._seen = {**data, **self._seen}
+            self._saved = data
+
     def _save(self) -> None:
+        """Write what is covered, merged with the file as it is now, under a lock: another
+        process writing between our read and our write would otherwise lose its paths."""
         if self.file is None:
             return
         try:
             self.file.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-            tmp = self.file.with_name(f".{self.file.name}.{os.getpid()}.tmp")
-            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o600)
-            with os.fdopen(fd, "w") as fh:
-                json.dump({str(p): d for p, d in self._seen.items()}, fh)
-            os.replace(tmp, self.file)
-            self._saved = dict(self._seen)
+            flags = os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC
+            lock = os.open(self.file.with_name(f".{self.file.name}.lock"), flags, 0o600)
+            try:
+                fcntl.flock(lock, fcntl.LOCK_EX)
+                on_disk = self._load() or {}
+                gone = set(self._saved) - set(self._seen)  # found gone here: not merged back
+                merged = {**{p: d for p, d in on_disk.items() if p not in gone}, **self._seen}
+                tmp = self.file.with_name(f".{self.file.name}.{os.getpid()}.tmp")
+                fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o600)
+                with os.fdopen(fd, "w") as fh:
+                    json.dump({str(p): d for p, d in merged.items()}, fh)
+                os.replace(tmp, self.file)
+                self._stamp = _stamp(self.file)
+            finally:
+                os.close(lock)  # and the lock with it
+            self._seen, self._saved = merged, dict(merged)
         except OSError as exc:
             logger.warning("%s: cannot keep the paths covered (%s)", self.file, exc)
+
+
+def _still(path: Path, was_dir: bool) -> bool:
+    """Whether `path` is there as it was covered: the same kind, not a link."""
+    try:
+        mode = path.lstat().st_mode
+    except OSError:
+        return False
+    return not stat.S_ISLNK(mode) and stat.S_ISDIR(mode) == was_dir
 
 
 class StandIns:
@@ -348,12 +390,9 @@ class GitLayout:
                              "left paused by a sandboxed command could run commands of its "
                              "todo list when continued outside the sandbox; run it to its "
                              "end within one command")  # fmt: skip
-            elif path.name == "alternates":
+            else:
                 notes.append("removed .git/objects/info/alternates: git would read objects "
                              "from another directory")  # fmt: skip
-            else:
-                notes.append(f"removed .git/{path.name}: git would read it as configuration "
-                             "once extensions.worktreeConfig is on")  # fmt: skip
         for path in _odd_entries(self.git_dir, self.read_only):
             if path not in self.odd_before or self.odd_before[path] != _what(path):
                 _remove(path)
@@ -401,16 +440,48 @@ def _listed(path: str, stores: dict[str, int]) -> bool:
 
 
 def _moved_aside(git: Path, root: Path) -> str:
-    """A repository a command made below the root: its `.git` renamed, kept for you."""
-    aside = git.with_name(f".git.moved-by-talos-{time.strftime('%Y%m%d-%H%M%S')}")
+    """A repository a command made below the root: its `.git` renamed to a name the command
+    cannot guess (it could have made every name a clock would give, or made its parent
+    read-only), kept for you. If it cannot be renamed even once its parent is writable again,
+    it is removed: left where it is, git would run its config and hooks outside the sandbox."""
     shown = git.relative_to(root) if git.is_relative_to(root) else git
+    problem = ""
+    for attempt in range(3):
+        if attempt == 1:  # a command's `chmod a-w`: give the parent back its write bit
+            problem = _writable_again(git.parent) or problem
+        aside = git.with_name(f".git.moved-by-talos-{time.strftime('%Y%m%d-%H%M%S')}-"
+                              f"{token_hex(6)}")  # fmt: skip
+        if os.path.lexists(aside):
+            continue
+        try:
+            git.rename(aside)
+        except OSError as exc:
+            problem = exc.strerror or str(exc)
+            continue
+        return (f"moved {shown} aside to {aside.name}: git and editors run a repository's "
+                "configuration and hooks outside the sandbox (your git status does for a "
+                "submodule); create or clone repositories outside Talos")  # fmt: skip
+    _remove(git)
+    if not os.path.lexists(git):
+        return (f"removed {shown}, a repository a command made, which could not be moved "
+                f"aside ({problem}): git would run its configuration and hooks outside the "
+                "sandbox")  # fmt: skip
+    return (
+        f"could not move aside or remove {shown} ({problem}), a repository a command made: "
+        "do not run git in it; git would run its configuration and hooks"
+    )
+
+
+def _writable_again(directory: Path) -> str:
+    """Give `directory` (one of the workspace's, the person's own; never through a link) its
+    owner's read, write and search bits back; what failed, or ""."""
     try:
-        git.rename(aside)
+        mode = directory.lstat().st_mode
+        if stat.S_ISDIR(mode):
+            os.chmod(directory, stat.S_IMODE(mode) | stat.S_IRWXU)
     except OSError as exc:
-        return f"could not move aside {shown} ({exc.strerror}), a repository a command made"
-    return (f"moved {shown} aside to {aside.name}: git and editors run a repository's "
-            "configuration and hooks outside the sandbox (your git status does for a "
-            "submodule); create or clone repositories outside Talos")  # fmt: skip
+        return exc.strerror or str(exc)
+    return ""
 
 
 def _what(path: Path) -> tuple[int, str]:
@@ -424,8 +495,15 @@ def _what(path: Path) -> tuple[int, str]:
 
 
 def _remove(path: Path) -> None:
+    """Remove `path`, a directory whole, even one a command made read-only inside (each
+    directory given its owner's bits back first; links are never followed)."""
     with contextlib.suppress(OSError):
         if path.is_dir() and not path.is_symlink():
+            _writable_again(path)
+            for here, dirs, _ in os.walk(path):
+                for name in dirs:
+                    if not os.path.islink(os.path.join(here, name)):
+                        _writable_again(Path(here) / name)
             shutil.rmtree(path)
         else:
             path.unlink()
@@ -458,7 +536,9 @@ class TrackedContent:
 
     def _ask(self, root: Path, files: list[Path]) -> dict[Path, str]:
         specs = [f":(literal){p.relative_to(root)}" for p in files if p.is_relative_to(root)]
-        listed = _git(["ls-files", "--stage", "-z", "--", *specs], root) if specs else None
+        listed = (
+            on_host.git_text(["ls-files", "--stage", "-z", "--", *specs], root) if specs else None
+        )
         blobs: dict[Path, str] = {}
         for line in (listed or "").split("\0"):
             meta, _, rel = line.partition("\t")
@@ -480,17 +560,11 @@ class TrackedContent:
     def _fetch(self, root: Path, shas: list[str]) -> None:
         """`git cat-file --batch`: each blob's content into a read-only file named by it."""
         assert self._dir is not None
-        git = shutil.which("git")
-        if git is None:
+        out = on_host.git(["cat-file", "--batch"], root, timeout=30,
+                          stdin="".join(f"{s}\n" for s in shas).encode())  # fmt: skip
+        if out is None:
             return
-        env = {k: v for k, v in os.environ.items() if not k.startswith("GIT_")}
-        try:
-            done = subprocess.run([git, "cat-file", "--batch"], cwd=root, env=env, timeout=30,
-                                  input="".join(f"{s}\n" for s in shas).encode(),
-                                  capture_output=True)  # fmt: skip
-        except (OSError, subprocess.TimeoutExpired):
-            return
-        out, at = done.stdout, 0
+        at = 0
         for sha in shas:
             end = out.find(b"\n", at)
             if end < 0:
@@ -529,16 +603,18 @@ def config_named(git_dir: Path) -> list[tuple[Path, bytes | None]]:
     if cached is not None and [_stamp(f) for f in cached[0]] == cached[1]:
         return cached[2]
     root = git_dir.parent
-    read = [git_dir / "config", *_global_configs()]
+    read = on_host.git_config_files(git_dir)
     stamps = [_stamp(f) for f in read]
     found: list[tuple[Path, bytes | None]] = []
-    hooks = _git(["config", "--null", "--type=path", "--get", "core.hooksPath"], root)
+    hooks = on_host.git_text(["config", "--null", "--type=path", "--get", "core.hooksPath"], root)
     if hooks:
         found.append((Path(os.path.normpath(root / hooks.rstrip("\0"))), None))
     pending = [git_dir / "config"]
     while pending and len(read) < 40:  # includes of includes; a loop ends here
         conf = pending.pop()
-        listed = _git(["config", "--file", str(conf), "--null", "--get-regexp", _INCLUDES], root)
+        listed = on_host.git_text(
+            ["config", "--file", str(conf), "--null", "--get-regexp", _INCLUDES], root
+        )
         for item in (listed or "").split("\0"):
             value = item.partition("\n")[2]
             if not value:
@@ -563,7 +639,7 @@ def git_identity(git_dir: Path) -> dict[str, str]:
     `GIT_AUTHOR_*` and `GIT_COMMITTER_*`: the sandbox's HOME is empty, so without them an
     approved `git commit` stops at "Author identity unknown". Not secret: every commit
     carries them. Asked of git again only when a configuration file changed."""
-    stamps = [_stamp(f) for f in (git_dir / "config", *_global_configs())]
+    stamps = [_stamp(f) for f in on_host.git_config_files(git_dir)]
     with _NAMED_LOCK:
         cached = _IDENTITY.get(git_dir)
     if cached is not None and cached[0] == stamps:
@@ -571,18 +647,12 @@ def git_identity(git_dir: Path) -> dict[str, str]:
     env: dict[str, str] = {}
     for key, names in (("user.name", ("GIT_AUTHOR_NAME", "GIT_COMMITTER_NAME")),
                        ("user.email", ("GIT_AUTHOR_EMAIL", "GIT_COMMITTER_EMAIL"))):  # fmt: skip
-        value = (_git(["config", "--get", key], git_dir.parent) or "").strip()
+        value = (on_host.git_text(["config", "--get", key], git_dir.parent) or "").strip()
         if value and len(value) < 256 and value.isprintable():
             env.update(dict.fromkeys(names, value))
     with _NAMED_LOCK:
         _IDENTITY[git_dir] = (stamps, env)
     return env
-
-
-def _global_configs() -> list[Path]:
-    xdg = os.environ.get("XDG_CONFIG_HOME") or os.path.expanduser("~/.config")
-    return [Path(os.path.expanduser("~/.gitconfig")), Path(xdg) / "git" / "config",
-            Path("/etc/gitconfig")]  # fmt: skip
 
 
 def _stamp(path: Path) -> tuple:
@@ -593,20 +663,6 @@ def _stamp(path: Path) -> tuple:
     return (str(path), st.st_ino, st.st_mtime_ns, st.st_size)
 
 
-def _git(args: list[str], cwd: Path) -> str | None:
-    """git's answer, or None. Reading configuration runs none of its programs."""
-    git = shutil.which("git")
-    if git is None:
-        return None
-    env = {k: v for k, v in os.environ.items() if not k.startswith("GIT_")}
-    try:
-        done = subprocess.run([git, *args], cwd=cwd, env=env, capture_output=True, timeout=10,
-                              stdin=subprocess.DEVNULL)  # fmt: skip
-    except (OSError, subprocess.TimeoutExpired):
-        return None
-    return done.stdout.decode(errors="surrogateescape") if done.returncode == 0 else None
-
-
 def git_dir_of(root: Path) -> Path | None:
     """The workspace's own git directory when it is `.git` there, a real directory."""
     path = root / ".git"
@@ -614,15 +670,19 @@ def git_dir_of(root: Path) -> Path | None:
 
 
 def build(root: Path, *, writable: bool, secrets: Iterable[Path], covers: Covers,
-          empty_file: str, repositories: Iterable[Path] = ()) -> Layout:  # fmt: skip
+          empty_file: str, repositories: Iterable[Path] = (),
+          inner: Iterable[Path] = ()) -> Layout:  # fmt: skip
     """The workspace's mounts for one command: the root, `.talos` and `.git`, a cover over
     each secret inside it (`secrets`: found now; `covers` adds those covered before) and, for
-    a writable command, the repositories below the root (`repositories`: their `.git`) and
-    the pins. Secrets outside the root go to `Layout.outside`, for the caller to cover with
-    the rest of the system."""
+    a writable command, the repositories below the root (`repositories`: their `.git`), the
+    `.talos` and `.git` of the workspace folders open inside it (`inner`: their rules,
+    skills and permissions bind their own tasks) and the pins. Secrets outside the root go
+    to `Layout.outside`, for the caller to cover with the rest of the system."""
     held: list[Path] = []
+    inside = [p for p in inner if p.is_relative_to(root) and p != root]
     try:
-        return _build(root, writable, secrets, covers, empty_file, list(repositories), held)
+        return _build(root, writable, secrets, covers, empty_file, list(repositories), held,
+                      inside)  # fmt: skip
     except BaseException:
         for path in held:
             STAND_INS.release(path)
@@ -630,7 +690,8 @@ def build(root: Path, *, writable: bool, secrets: Iterable[Path], covers: Covers
 
 
 def _build(root: Path, writable: bool, secrets: Iterable[Path], covers: Covers,
-           empty_file: str, repositories: list[Path], held: list[Path]) -> Layout:  # fmt: skip
+           empty_file: str, repositories: list[Path], held: list[Path],
+           inner: list[Path]) -> Layout:  # fmt: skip
     protected: list[Mount] = [bind(root, read_only=not writable)]
     mounted, fixed = [root], []
     talos = protected_dir(root / ".talos", writable=writable, held=held)
@@ -649,6 +710,13 @@ def _build(root: Path, writable: bool, secrets: Iterable[Path], covers: Covers,
             protected.append(whole)
             fixed.append(whole.path)
     nested = nested_repositories(root, repositories, held) if writable else []
+    for folder in inner if writable else []:
+        if folder.is_symlink() or not folder.is_dir():
+            continue
+        for name in (".talos", ".git"):
+            mount = protected_dir(folder / name, writable=name == ".talos", held=held)
+            if mount is not None:
+                nested.append(mount)
     protected += nested
     fixed += [m.path for m in nested]
     inside: list[Path] = []
@@ -712,7 +780,7 @@ def submodule_paths(root: Path) -> list[Path]:
         return cached[1]
     found: list[Path] = []
     if len(stamp) > 1:  # the file is there
-        listed = _git(["config", "--file", str(file), "--null", "--get-regexp",
+        listed = on_host.git_text(["config", "--file", str(file), "--null", "--get-regexp",
                        r"^submodule\..*\.path$"], root)  # fmt: skip
         for item in (listed or "").split("\0"):
             value = item.partition("\n")[2]

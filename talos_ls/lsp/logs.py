@@ -15,6 +15,7 @@ import os
 import sys
 import traceback
 
+from ..display import VisibleFilter
 from ..redact import RedactingFilter
 
 MAX_ARG_CHARS = 64
@@ -60,6 +61,7 @@ def configure_logging(log_file: str | None, level: str = "warning") -> None:
     handler.addFilter(ScrubPyglsArgs())
     handler.addFilter(WithholdExceptionMessages())
     handler.addFilter(RedactingFilter())
+    handler.addFilter(VisibleFilter())  # last: control characters in the final text escaped
     root = logging.getLogger()
     root.handlers[:] = [handler]
     root.setLevel(logging.WARNING)

@@ -50,7 +50,7 @@ async def test_secrets_stay_covered_and_git_keeps_nothing_planted_through_the_ed
     assert all(r.startswith(("exit code", "killed")) for r in results), results
     assert not any(ENV_FILE_SECRET in r for r in results), "a secret reached the model"
     assert CONTROL in results[0], results[0]  # the readers read: only the secrets are covered
-    assert "[talos: removed .git/config.worktree" in "\n".join(results), results
+    assert "[talos: removed .git/objects/info/alternates" in "\n".join(results), results
     assert "committed" in results[-1], results[-1]
     assert host_git(ws, "log", "-1", "--format=%s").strip() == "by the model"
     check_host(repo, before)

@@ -185,8 +185,14 @@ async def start_editor(
     caps: types.ClientCapabilities | None = None,
     configuration: dict[str, Any] | None = None,
     prefix: Sequence[str] = (),
+    cwd: Path | None = None,
+    env: dict[str, str] | None = None,
+    args: Sequence[str] = (),
 ) -> Editor:
-    """The real server (`prefix`: a program to start it through, as `setpriv ...`)."""
+    """The real server (`prefix`: a program to start it through, as `setpriv ...`). With
+    `cwd`, it is started there as an editor starts it, by its `talos-ls` script (`python -m`
+    would import from that directory first); `env` adds to its environment, `args` to its
+    command line."""
     client = LanguageClient(converter_factory=_converter)
     register_lsp_features(client)
     editor = Editor(client)
@@ -225,7 +231,13 @@ async def start_editor(
     def on_proposals(ls, params):
         editor.proposals.append(params)
 
-    await client.start_io(*prefix, sys.executable, "-m", "talos_ls.server", env=server_env(home))
+    argv = (
+        [str(Path(sys.executable).with_name("talos-ls"))]
+        if cwd
+        else [sys.executable, "-m", "talos_ls.server"]
+    )
+    await client.start_io(*prefix, *argv, *args, env={**server_env(home), **(env or {})},
+                          cwd=cwd)  # fmt: skip
     editor.initialized = await asyncio.wait_for(client.initialize_session(types.InitializeParams(
         capabilities=caps or capabilities(),
         root_uri=folders[0].as_uri() if folders else None,
