@@ -630,8 +630,9 @@ def test_the_daemon_is_invisible_to_commands(attack, sandboxed):
     for text in results:
         for trace in (request, "--base-url", "fake-model", attack.server.url):
             assert trace not in text, f"{trace!r} seen by a command:\n{text}"
+    # bwrap, the launcher (bash), the command's shell, `ls` and `grep`: nothing else.
     count = int(results[1].split("\n")[1])
-    assert count <= 4, f"{count} processes visible:\n{results[0]}"
+    assert count <= 5, f"{count} processes visible:\n{results[0]}"
 
 
 def test_commands_have_no_network(attack, sandboxed):
