@@ -9,10 +9,14 @@ happened on disk. A test must fail when the defence it covers is removed.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
+import shutil
 import subprocess
 import sys
+import tempfile
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -20,7 +24,7 @@ import pytest
 
 from talos_ls.store import open_store
 
-from ..system import path_without, require_sandbox
+from ..system import ORDINARY_UID, as_another_user, give_to, path_without, require_sandbox
 
 TALOS = str(Path(sys.executable).with_name("talos"))
 # Bait: none of these may ever reach the model, a transcript or the output.
@@ -35,6 +39,9 @@ SSH_KEY_MARKER = "TALOS-BAIT-SSH-PRIVATE-KEY"
 AWS_MARKER = "TalosBaitAwsSecretAccessKey"
 ALL_SECRETS = [API_KEY, *OTHER_SECRETS.values(), "TalosDbPassw0rd", ENV_FILE_SECRET,
                SSH_KEY_MARKER, AWS_MARKER]  # fmt: skip
+# Who runs talos in a test parametrized by user: whoever runs the tests, and when that is root
+# an ordinary user as well (the kernel treats root apart: RLIMIT_NPROC, bwrap's setuid checks).
+USERS = ["as-is", *(["uid-65534"] if os.geteuid() == 0 else [])]
 
 
 def call(name: str, **arguments) -> tuple[str, str]:
@@ -57,6 +64,11 @@ class Attack:
     @property
     def store_url(self) -> str:
         return "sqlite:///" + str(self.state / "talos.db")
+
+    def hand_over(self) -> None:
+        """The tree the test built (as root) given to the ordinary user talos runs as."""
+        if self.prefix == as_another_user() and self.prefix:
+            give_to(ORDINARY_UID, self.tmp)
 
     def env(self) -> dict[str, str]:
         keep = ("PATH", "LANG", "LC_ALL", "TERM", "PYTHONPATH")  # PYTHONPATH: a scratch copy
@@ -141,6 +153,24 @@ class Attack:
 def attack(tmp_path, server) -> Attack:
     """A workspace full of bait, a fake home with credential stores, secrets in the env."""
     return seed(tmp_path, server)
+
+
+@contextlib.contextmanager
+def attack_as(user: str, tmp_path: Path, server: object) -> Iterator[Attack]:
+    """The `attack` tree, for `user` of `USERS`: under tmp_path, or for uid 65534 under a
+    directory of /tmp it may enter (tmp_path's parents are root's alone), removed after. The
+    test builds the tree, then calls `attack.hand_over()`."""
+    if user != "uid-65534":
+        yield seed(tmp_path, server)
+        return
+    base = Path(tempfile.mkdtemp(prefix="talos-ordinary-", dir="/tmp"))
+    try:
+        base.chmod(0o755)
+        attack = seed(base, server)
+        attack.prefix = as_another_user()
+        yield attack
+    finally:
+        shutil.rmtree(base, ignore_errors=True)
 
 
 def seed(tmp_path: Path, server: object) -> Attack:

@@ -20,21 +20,18 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import subprocess
 import sys
-import tempfile
 from pathlib import Path
 
 import pytest
 
 from talos_ls.agent import limits as lim
 
-from ..system import ORDINARY_UID, as_another_user, give_to, require_binary
-from .conftest import seed
+from ..system import require_binary
+from .conftest import USERS, Attack, attack_as
 from .test_commands import assert_nothing_leaked, assert_ran, batch
 
-USERS = ["as-is", *(["uid-65534"] if os.geteuid() == 0 else [])]
 LIMITS = {"processes": 64, "memory_mb": 256, "tmp_mb": 32, "file_mb": 64, "cpu_seconds": 1}
 KILLED = {
     "processes": "[killed: it reached the limit of 64 processes",
@@ -72,13 +69,12 @@ RUNS = [("as-is", "ask"), ("as-is", "full-auto"), *(("uid-65534", "full-auto"),)
 def test_each_limit_ends_the_command_with_a_message_and_nothing_else(
     tmp_path, server, sandboxed, user, mode
 ):
-    base = None
-    if user == "uid-65534":  # tmp_path's parents are root's alone
-        base = Path(tempfile.mkdtemp(prefix="talos-ordinary-", dir="/tmp"))
-        base.chmod(0o755)
-    attack = seed(base or tmp_path, server)
-    prefix = as_another_user() if base is not None else []
-    attack.prefix = prefix
+    with attack_as(user, tmp_path, server) as attack:
+        _each_limit(attack, mode)
+
+
+def _each_limit(attack: Attack, mode: str) -> None:
+    prefix = attack.prefix
     (attack.config / "talos").mkdir(parents=True, exist_ok=True)
     table = "".join(f"{k} = {v}\n" for k, v in LIMITS.items())
     (attack.config / "talos" / "config.toml").write_text(f"[limits]\n{table}")
@@ -91,8 +87,7 @@ def test_each_limit_ends_the_command_with_a_message_and_nothing_else(
     else:
         commands = [p[1] for p in PAYLOADS.values()]
     commands.append(AFTER)
-    if base is not None:
-        give_to(ORDINARY_UID, base)
+    attack.hand_over()
     bystander = subprocess.Popen([*prefix, "sleep", "600"])  # the person's own process
     try:
         proc, results = batch(attack, commands, mode=mode)
@@ -118,8 +113,6 @@ def test_each_limit_ends_the_command_with_a_message_and_nothing_else(
     finally:
         bystander.kill()
         bystander.wait()
-        if base is not None:
-            shutil.rmtree(base, ignore_errors=True)
 
 
 SPAWNER = '''

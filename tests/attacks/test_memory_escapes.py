@@ -15,17 +15,13 @@ from __future__ import annotations
 
 import contextlib
 import os
-import shutil
-import tempfile
 from pathlib import Path
 
 import pytest
 
-from ..system import ORDINARY_UID, as_another_user, give_to
-from .conftest import seed
+from .conftest import USERS, attack_as
 from .test_commands import assert_ran, batch
 
-USERS = ["as-is", *(["uid-65534"] if os.geteuid() == 0 else [])]
 LIMITS = "[limits]\nmemory_mb = 128\ntmp_mb = 32\n"
 KILLED = "[killed: it reached the memory limit of 128 MiB]"
 MIB = "1 << 20"
@@ -99,21 +95,14 @@ def memory_cgroup_possible() -> bool:
 
 @pytest.mark.parametrize("user", USERS)
 def test_memory_held_outside_any_mapping_is_bounded(tmp_path, server, sandboxed, user):
-    base = None
-    if user == "uid-65534":  # tmp_path's parents are root's alone
-        base = Path(tempfile.mkdtemp(prefix="talos-ordinary-", dir="/tmp"))
-        base.chmod(0o755)
-    attack = seed(base or tmp_path, server)
-    attack.prefix = as_another_user() if base is not None else []
-    cgroup = base is None and memory_cgroup_possible()
-    try:
+    cgroup = user == "as-is" and memory_cgroup_possible()
+    with attack_as(user, tmp_path, server) as attack:
         (attack.config / "talos").mkdir(parents=True, exist_ok=True)
         (attack.config / "talos" / "config.toml").write_text(LIMITS)
         for name, text in PAYLOADS.items():
             (attack.ws / f"{name}.py").write_text(text)
         commands = [f"python3 {name}.py" for name in PAYLOADS] + OWN_EXITS + [AFTER]
-        if base is not None:
-            give_to(ORDINARY_UID, base)
+        attack.hand_over()
         proc, results = batch(attack, commands, mode="full-auto")
         assert proc.returncode == 0, proc.stderr[-2000:]
         assert_ran(commands, results)
@@ -127,6 +116,3 @@ def test_memory_held_outside_any_mapping_is_bounded(tmp_path, server, sandboxed,
                                                       "exit code 153"], own  # fmt: skip
         assert not any("[killed" in r for r in own), own
         assert results[-1] == "exit code 0\nalive\n", results[-1]
-    finally:
-        if base is not None:
-            shutil.rmtree(base, ignore_errors=True)

@@ -35,18 +35,16 @@ from talos_ls.demo.scripted_model import reply
 
 from ..lsp.conftest import WAIT_S, start_editor
 from ..system import (
-    ORDINARY_UID,
-    as_another_user,
     as_ordinary_user,
-    give_to,
     require_sandbox,
     unavailable,
 )
-from .conftest import Attack, seed
+from .conftest import USERS as ATTACK_USERS
+from .conftest import attack_as
 from .test_commands import NOT_RUN, assert_nothing_leaked, batch
 
 CANDIDATES = ("/srv", "/opt", "/var/lib", "/mnt", "/media")
-USERS = ["as-is", *(["uid-65534", "root-without-capabilities"] if os.geteuid() == 0 else [])]
+USERS = [*ATTACK_USERS, *(["root-without-capabilities"] if os.geteuid() == 0 else [])]
 PROBE = r"""
 import json, os, socket, sys
 targets = json.load(open("probe_targets.json"))
@@ -189,26 +187,13 @@ def outside(canary):
             shutil.rmtree(path, ignore_errors=True)
 
 
-def an_attack(user: str, tmp_path: Path, server: object) -> tuple[Attack, Path | None]:
-    """The attack's tree: under tmp_path, or for uid 65534 under a directory of /tmp it may
-    enter (tmp_path's parents are root's alone), given to it."""
-    if user != "uid-65534":
-        return seed(tmp_path, server), None
-    base = Path(tempfile.mkdtemp(prefix="talos-ordinary-", dir="/tmp"))
-    base.chmod(0o755)
-    attack = seed(base, server)
-    attack.prefix = as_another_user()
-    return attack, base
-
-
 @pytest.mark.parametrize("mode", ["ask", "full-auto"])
 @pytest.mark.parametrize("user", USERS)
 def test_nothing_outside_is_read_or_connected_to(tmp_path, server, canary, outside, user, mode):
     """Other projects, their files and their sockets, outside the workspace and the homes,
     are not there for a command; a readable path is (read-only), and so is its socket."""
     roots, out = outside
-    attack, base = an_attack(user, tmp_path, server)
-    try:
+    with attack_as(user, tmp_path, server) as attack:
         ws = attack.ws
         control = canary.listen(str(ws / "app.sock"))  # the workspace's own: reachable
         (ws / "probe.py").write_text(PROBE)
@@ -227,8 +212,7 @@ def test_nothing_outside_is_read_or_connected_to(tmp_path, server, canary, outsi
                    *(f"find {r} -maxdepth 2" for r in roots), f"cat {out.granted}/granted.txt",
                    "ls -la / /var /opt /srv /mnt /media 2>&1"]  # fmt: skip
         commands = ["python3 probe.py", *readers]
-        if base is not None:
-            give_to(ORDINARY_UID, base)
+        attack.hand_over()
         if user == "root-without-capabilities":
             attack.prefix = as_ordinary_user()
         proc, results = batch(attack, commands, mode=mode)
@@ -264,9 +248,6 @@ def test_nothing_outside_is_read_or_connected_to(tmp_path, server, canary, outsi
                 assert not listed or all("No such file" in line for line in listed), result
             granted_cat = results[commands.index(f"cat {out.granted}/granted.txt")]
             assert out.granted_text in granted_cat, granted_cat
-    finally:
-        if base is not None:
-            shutil.rmtree(base, ignore_errors=True)
 
 
 async def test_the_editors_readable_paths_and_limits_reach_the_sandbox(tmp_path, server, outside):

@@ -17,19 +17,13 @@ tests run as root, as an ordinary one (uid 65534, for whom `chmod a-w` stops a r
 
 from __future__ import annotations
 
-import os
-import shutil
 import subprocess
-import tempfile
-from pathlib import Path
 
 import pytest
 
-from ..system import ORDINARY_UID, as_another_user, give_to
-from .conftest import seed
+from .conftest import USERS, attack_as
 from .test_commands import assert_nothing_leaked, assert_ran, batch, commit_all
 
-USERS = ["as-is", *(["uid-65534"] if os.geteuid() == 0 else [])]
 ASIDE = """\
 git init -q sub
 git -C sub config core.fsmonitor 'touch ../PWNED_aside'
@@ -62,14 +56,8 @@ COMMANDS = ["bash kit/aside.sh", "bash kit/modules.sh"]
 def test_no_repository_a_command_makes_or_plants_runs_for_the_person(
     tmp_path, server, sandboxed, user
 ):
-    base = None
-    if user == "uid-65534":  # tmp_path's parents are root's alone
-        base = Path(tempfile.mkdtemp(prefix="talos-ordinary-", dir="/tmp"))
-        base.chmod(0o755)
-    attack = seed(base or tmp_path, server)
-    prefix = as_another_user() if base is not None else []
-    attack.prefix = prefix
-    try:
+    with attack_as(user, tmp_path, server) as attack:
+        prefix = attack.prefix
         ws = attack.ws
         (attack.home / ".gitconfig").write_text("[user]\n\tname = P\n\temail = p@p\n")
         (ws / "kit").mkdir()
@@ -77,8 +65,7 @@ def test_no_repository_a_command_makes_or_plants_runs_for_the_person(
         (ws / "kit" / "modules.sh").write_text(MODULES)
         commit_all(ws)
         attack.settings(commands={"allow": ["bash"]})
-        if base is not None:
-            give_to(ORDINARY_UID, base)
+        attack.hand_over()
         proc, results = batch(attack, COMMANDS)
         assert_ran(COMMANDS, results)
         planted = [ws / ".git" / "modules", ws / ".git" / "worktrees", ws / "sub" / ".git"]
@@ -101,6 +88,3 @@ def test_no_repository_a_command_makes_or_plants_runs_for_the_person(
                 or "[talos: removed sub/.git, a repository" in results[0]), results[0]  # fmt: skip
         assert "Not a directory" in results[1] or "Read-only" in results[1], results[1]
         assert_nothing_leaked(attack, proc.stdout, proc.stderr, *results)
-    finally:
-        if base is not None:
-            shutil.rmtree(base, ignore_errors=True)
