@@ -53,7 +53,9 @@ def system_prompt(
 
 
 def _prefixed(report: Callable[[str], None], prefix: str) -> Callable[[str], None]:
-    return lambda line: report(f"{prefix}: {line}")
+    """What a step is doing now, after the step ("step 3: run_command: checking the
+    command"); "" goes back to the step alone."""
+    return lambda line: report(f"{prefix}: {line}" if line else prefix)
 
 
 class AgentLoop:
@@ -101,7 +103,9 @@ class AgentLoop:
                 return completion.text
             self.caps.check(self.meter.task(task.id))  # a cap reached stops before any tool
             for n, call in enumerate(completion.tool_calls, 1):
-                report(f"step {step}: {call.name if call.name in tools.TOOLS else 'unknown tool'}")
+                doing = f"step {step}: {call.name if call.name in tools.TOOLS else 'unknown tool'}"
+                report(doing)
+                ctx.report = _prefixed(report, doing)
                 result = await tools.call(ctx, call.name, call.arguments)
                 text = result.text
                 if dropped > 0 and n == len(completion.tool_calls):

@@ -71,10 +71,17 @@ class ToolContext:
     sandbox: Sandbox | None = None  # None: commands cannot run at all
     offload: Offload | None = None  # None: blocking work runs inline (tests, one-shot runs)
     notice: Callable[[str], None] | None = None  # tells the person (a command hit a limit)
+    # What the current call is doing now, for the person's progress view ("" when nothing in
+    # particular); the loop sets it for each call.
+    report: Callable[[str], None] | None = None
 
     @property
     def reconciler(self) -> Reconciler:
         return self.queue.reconciler
+
+    def say(self, doing: str) -> None:
+        if self.report is not None:
+            self.report(doing)
 
     async def blocking(self, fn: Callable[..., T], *args: Any) -> T:
         """`fn(*args)` off the event loop, in the host's worker threads."""
@@ -229,11 +236,25 @@ def _propose(ctx: ToolContext, args: dict[str, Any]) -> Proposal:
     return ctx.proposals.create(rel, base, new, version=version, task_id=ctx.task_id)
 
 
+def _checking(ctx: ToolContext) -> Callable[..., Awaitable[Any]]:
+    """`ctx.blocking` that says so while the command is checked: a hostile command's check
+    can take seconds (bounded), and the person sees what the task waits on meanwhile."""
+
+    async def check(fn: Callable[..., T], *args: Any) -> T:
+        ctx.say("checking the command")
+        try:
+            return await ctx.blocking(fn, *args)
+        finally:
+            ctx.say("")
+
+    return check
+
+
 async def _run_command(ctx: ToolContext, args: dict[str, Any]) -> str:
     command = args["command"]
     if ctx.sandbox is None:
         raise ToolError("not run: commands cannot run in this session")
-    decision = await ctx.policy.authorize_command(command, ctx.prompter, blocking=ctx.blocking)
+    decision = await ctx.policy.authorize_command(command, ctx.prompter, blocking=_checking(ctx))
     if decision.verdict != "allow":
         raise ToolError(f"not run: {decision.reason}")
     timeout = min(float(args.get("timeout", ctx.command_timeout)), ctx.command_timeout)

@@ -6,6 +6,7 @@ without a prompt."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 
 import pytest
@@ -75,9 +76,12 @@ async def test_the_server_answers_while_a_hostile_command_is_being_checked(
 ):
     """The review's A4: the permission check (the parse, the path checks, a glob's walk) ran
     on the event loop, so a hostile command froze every answer of the language server. Now it
-    runs in the host's worker threads: while a long one is being checked (a glob over a link
-    loop, and two thousand deep paths, each resolved), `talos.status` is answered, before
-    the permission prompt that follows the check."""
+    runs in the host's worker threads, and the task's step says so meanwhile ("checking the
+    command"): a `talos.status` the server answers shows that step only if it answered while
+    the check ran (a check on the event loop starts and ends between two answers). The
+    editor asks for the status over and over from the start, so however busy the machine,
+    some request is waiting when the check (a glob over a link loop, two thousand deep
+    paths, each resolved) runs."""
     loop = ws / "loop"
     loop.mkdir()
     for i in range(20):
@@ -87,19 +91,28 @@ async def test_the_server_answers_while_a_hostile_command_is_being_checked(
     command = "ls loop/*/*/*/*/*/*/zz* " + " ".join(f"{deep}/f{i}" for i in range(2000))
     script(model, [command])
     editor = await start_editor(tmp_path / "home", [ws], options | {"permissionMode": "ask"})
+    steps: list[str] = []
+
+    async def ask_status() -> None:
+        while not editor.prompts:
+            status = await editor.command("talos.status", {})
+            steps.extend(t["step"] for t in status["running"])
+
     try:
         editor.replies = [None]  # the person dismisses the prompt
-        started = await editor.command("talos.task.start", {"prompt": "list them"})
-        task_id = started["task_id"]
-        await editor.until(
-            lambda: any("run_command" in (getattr(r, "message", None) or "")
-                        for r in editor.progress(task_id)), "the command's step")  # fmt: skip
-        status = await editor.command("talos.status", {})
-        assert "settings" in status
-        assert editor.prompts == [], (
-            "talos.status was answered only after the command's check: it held the event loop"
+        askers = [asyncio.create_task(ask_status()) for _ in range(2)]
+        try:
+            started = await editor.command("talos.task.start", {"prompt": "list them"})
+            await editor.until(lambda: editor.prompts, "the permission prompt")
+            await asyncio.gather(*askers)
+        finally:
+            for asker in askers:
+                asker.cancel()
+        assert "step 1: run_command: checking the command" in steps, (
+            "no status answered while the command was checked: the check held the event loop"
+            f"; steps seen: {sorted(set(steps))}"
         )
-        await editor.finished(task_id)
+        await editor.finished(started["task_id"])
         assert len(editor.prompts) == 1, editor.prompts  # the check ended, and asked
         assert "too many paths" in editor.prompts[0].message
         (result,) = tool_results(model)
