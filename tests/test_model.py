@@ -103,7 +103,9 @@ async def test_local_server_without_a_key(server, monkeypatch):
 async def test_cancellation_closes_the_stream(server, client):
     server.script.append(hang())
     task = asyncio.ensure_future(client.complete([{"role": "user", "content": "x"}]))
-    await asyncio.sleep(0.3)
+    async with asyncio.timeout(60):  # cancelled once the request is there, however slow
+        while not server.requests:
+            await asyncio.sleep(0.01)
     task.cancel()
     with pytest.raises(asyncio.CancelledError):
         await task
