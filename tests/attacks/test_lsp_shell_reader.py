@@ -114,7 +114,8 @@ async def test_the_server_answers_while_a_hostile_command_is_being_checked(
         )
         await editor.finished(started["task_id"])
         assert len(editor.prompts) == 1, editor.prompts  # the check ended, and asked
-        assert "too many paths" in editor.prompts[0].message
+        said = editor.prompts[0].message  # why: the glob, or no sandbox here to run in at all
+        assert "too many paths" in said or NO_SANDBOX in said, said
         (result,) = tool_results(model)
         assert "not run: dismissed" in result, result
     finally:
