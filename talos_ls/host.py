@@ -307,7 +307,6 @@ class Host:
         prepared = await self.offload.run(self._prepare, request, context)
 
         async def run(task: Task) -> str:
-            task.activity = "starting"  # running, before its first step reports
             await self.port.begin(task)  # the editor's progress, shown once it answers
             ctx = tools.ToolContext(
                 agent_id=self.agent_id, task_id=task.id, turn=prepared.turn,

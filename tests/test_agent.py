@@ -290,7 +290,11 @@ async def test_sandbox_errors_reach_the_model(tmp_path, server):
 
 async def test_concurrency_limit_queues_tasks(tmp_path, server):
     env = Env(tmp_path, server)
-    env.registry = TaskRegistry(env.store, env.meter, concurrency=1)
+    changes = []  # what a status sent at each change would say: the state and the step
+    env.registry = TaskRegistry(
+        env.store, env.meter, concurrency=1,
+        on_change=lambda t: changes.append((t.title, t.state, t.activity)),
+    )  # fmt: skip
     gate = asyncio.Event()
 
     async def slow(task):
@@ -301,9 +305,13 @@ async def test_concurrency_limit_queues_tasks(tmp_path, server):
     second = env.registry.start("ws", "two", slow)
     await asyncio.sleep(0.05)
     assert (first.state, second.state) == ("running", "queued")
+    assert second.activity == "queued"
     gate.set()
     await env.registry.wait(second)
     assert (first.state, second.state) == ("done", "done")
+    # A task that starts says so in the very status its state change sends (it said nothing
+    # there before its runner set its first step: an editor showed an empty step).
+    assert ("two", "running", "starting") in changes and all(step for *_, step in changes)
     assert [t["state"] for t in env.store.task_list("ws")] == ["done", "done"]
 
 

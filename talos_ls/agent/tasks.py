@@ -137,7 +137,9 @@ class Task:
     # What the person said while the task ran (an answer to a question): the loop adds it to
     # the conversation before its next model call.
     notes: list[str] = field(default_factory=list)
-    activity: str = ""  # what it is doing now ("step 2: read_file"), for progress and status
+    # What it is doing now ("step 2: read_file"), for progress and status; never empty, so a
+    # status sent as its state changes always says something.
+    activity: str = "queued"
     future: asyncio.Task | None = field(default=None, repr=False)
 
 
@@ -180,6 +182,7 @@ class TaskRegistry:
     async def _run(self, task: Task, run: Runner) -> None:
         try:
             async with self._slots:
+                task.activity = "starting"  # running, before its first step reports
                 self._set(task, "running")
                 task.result = await run(task)
                 self._set(task, "done")
