@@ -26,6 +26,7 @@ import re
 import resource
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -71,8 +72,10 @@ def one(way: str, load: int, require_all: bool) -> dict:
     cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
     found = SUMMARY.findall(done.stdout + done.stderr)
     summary = found[-1][0] if found else (done.stdout + done.stderr)[-300:].strip()
-    if done.returncode:
-        sys.stderr.write((done.stdout + done.stderr)[-4000:])
+    if done.returncode:  # the whole output, so a failure's assertion is never lost
+        log = Path(tempfile.mkstemp(prefix=f"suite-{way}-", suffix=".log")[1])
+        log.write_text(done.stdout + done.stderr)
+        sys.stderr.write(f"{way}: failed; its whole output is in {log}\n")
     return {"way": way, "load": load, "rc": done.returncode, "wall_s": wall, "cpu_s": cpu,
             "loadavg": loadavg, "summary": summary}  # fmt: skip
 
