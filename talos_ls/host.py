@@ -414,6 +414,8 @@ class Host:
 
     def _task_changed(self, task: Task) -> None:
         if task.state in FINAL:
+            # before the end is reported: a list asked for on seeing it shows the pruned book
+            self.proposals.forget_settled()
             self.port.end(task)
             self.spawn(self.offload.run(self.proposals.prune))
         self.report_status()

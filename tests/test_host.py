@@ -171,6 +171,33 @@ async def test_headless_asks_nothing_and_proposals_wait(tmp_path, server):
     store.close()
 
 
+async def test_what_a_task_end_shows_does_not_wait_on_a_background_prune(tmp_path, server):
+    """An editor lists proposals on seeing a task end (the LSP progress end): an undone or
+    rejected proposal is gone from that list then, not whenever the store's prune has run."""
+    root = workspace(tmp_path, {"src/app.py": "x = 1\n", "src/b.py": "b = 1\n"})
+    port = ScriptedPort(root)
+    port.interactive = False
+    host, store = host_for(tmp_path, server, root, port)
+    at_end = []
+    port.end = lambda task: at_end.append(sorted(p.status for p in host.proposals.list()))
+    for path in ("src/app.py", "src/b.py"):
+        server.script += [reply(None, [("c1", "propose_edit",
+                                        f'{{"path": "{path}", "content": "x = 2\\n"}}')]),
+                          reply("proposed")]  # fmt: skip
+    await host.wait((await host.turn("make x 2")).task)
+    (undone,) = host.proposals.list()
+    assert await host.apply_proposal(undone.id)
+    await host.undo(undone.id)
+    await host.wait((await host.turn("make b 2")).task)
+    rejected = host.proposals.list()[-1]
+    await host.reject_proposal(rejected.id)
+    server.script.append(reply("done"))
+    await host.wait((await host.turn("nothing")).task)
+    assert at_end == [["pending"], ["pending"], []]
+    await host.close()
+    store.close()
+
+
 def _host_process(url, root, barrier, results, turns):
     async def main():
         server = FakeOpenAI()

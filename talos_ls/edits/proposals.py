@@ -316,18 +316,24 @@ class ProposalBook:
         self._change(proposal, ("applied", "partly_applied"), status="undone")
         return undo_text
 
-    def prune(self, keep_applied: int = KEEP_APPLIED) -> None:
+    def forget_settled(self, keep_applied: int = KEEP_APPLIED) -> None:
         """Settled proposals leave memory (a daemon runs for weeks): rejected and undone ones
-        at once, applied ones beyond the last `keep_applied` (those stay undoable). In the
-        store, settled ones beyond the newest `keep_applied` are deleted."""
-        if self.store is not None:
-            self.store.proposal_prune(self.agent_id, keep_applied)
+        at once, applied ones beyond the last `keep_applied` (those stay undoable). Memory
+        only, so cheap enough to do before a task's end is reported: what a list shows then
+        does not depend on when a background job ran."""
         with self._lock:
             for pid in [p.id for p in self._items.values() if p.status in ("rejected", "undone")]:
                 del self._items[pid]
             applied = [p.id for p in self._items.values() if p.status == "applied"]
             for pid in applied[: max(0, len(applied) - keep_applied)]:
                 del self._items[pid]
+
+    def prune(self, keep_applied: int = KEEP_APPLIED) -> None:
+        """`forget_settled`, and in the store settled ones beyond the newest `keep_applied`
+        are deleted (blocking: off the event loop)."""
+        if self.store is not None:
+            self.store.proposal_prune(self.agent_id, keep_applied)
+        self.forget_settled(keep_applied)
 
 
 _APPLY_FIELDS = ("status", "base_text", "base_hash", "hunks", "applied_hunks", "applied_hash",
