@@ -17,6 +17,7 @@ The workspace of a command, without --workspace, is found like git's repository
 from __future__ import annotations
 
 import argparse
+import asyncio
 import contextlib
 import json
 import os
@@ -32,7 +33,9 @@ from typing import TYPE_CHECKING, Any, NoReturn
 from . import __version__, completion
 from .agent.workspace import SandboxError, Workspace
 from .display import visible
+from .edits import apply
 from .edits import proposals as edits
+from .edits.apply import DiskFiles
 from .errors import INTERRUPTED, USAGE, CliError, report, setup_logging, store_error
 from .gates.permissions import MODES
 from .gates.question_queue import QUESTION_BUDGET_TURNS, QuestionCandidate
@@ -500,10 +503,6 @@ def _book(store: Store, args: argparse.Namespace) -> tuple[edits.ProposalBook, W
     return book, workspace
 
 
-def _on_disk(workspace: Workspace, path: str) -> str:
-    return workspace.read_text(path) if workspace.resolve(path, write=True).exists() else ""
-
-
 def _proposals(store: Store, args: argparse.Namespace) -> int:
     book, _ = _book(store, args)
     shown = [p for p in book.list() if args.all or p.status in (*edits.OPEN, "stale")]
@@ -523,15 +522,9 @@ def _proposals(store: Store, args: argparse.Namespace) -> int:
 
 def _apply(store: Store, args: argparse.Namespace) -> int:
     book, workspace = _book(store, args)
-    proposal = book.get(args.id)
     hunks = None if not args.hunk else [n - 1 for n in args.hunk]
-    new_text = book.apply(proposal.id, _on_disk(workspace, proposal.path), hunks)
-    before = book.applied(proposal.id, new_text, hunks)  # claimed: nobody else applies it
-    try:
-        workspace.write_text(proposal.path, new_text)
-    except OSError:
-        book.revert(proposal.id, before)
-        raise
+    asyncio.run(apply.apply(book, DiskFiles(workspace), args.id, hunks))
+    proposal = book.get(args.id)
     left = f"; {len(proposal.hunks)} hunk(s) left" if proposal.status == "partly_applied" else ""
     _say(f"applied {proposal.id} to {proposal.path}{left}")
     return 0
@@ -546,19 +539,7 @@ def _reject(store: Store, args: argparse.Namespace) -> int:
 
 def _undo(store: Store, args: argparse.Namespace) -> int:
     book, workspace = _book(store, args)
-    if args.id is None:
-        done = [p for p in book.list() if p.undo_text is not None and p.status != "undone"]
-        if not done:
-            raise edits.ProposalError("nothing to undo: no proposal has been applied")
-        args.id = done[-1].id
-    proposal = book.get(args.id)
-    before = {"status": proposal.status}
-    text = book.undo(proposal.id, _on_disk(workspace, proposal.path))
-    try:
-        workspace.write_text(proposal.path, text)
-    except OSError:
-        book.revert(proposal.id, before)
-        raise
+    proposal = asyncio.run(apply.undo(book, DiskFiles(workspace), args.id))
     _say(f"undid {proposal.id}: {proposal.path} is back as it was")
     return 0
 
