@@ -63,7 +63,8 @@ from .gates.question_queue import (
 )
 from .memory.assembler import ContextAssembler
 from .memory.facts import FactStore
-from .memory.resolve import Evidence, WorkspaceIndex, evidence_notes, resolve
+from .memory.index import WorkspaceIndex
+from .memory.resolve import Evidence, evidence_notes, resolve
 from .memory.rules import RulesFiles
 from .offload import Offload
 from .store import Store, StoreError
