@@ -50,7 +50,12 @@ from .edits import apply
 from .edits.apply import DiskFiles
 from .edits.proposals import OPEN, Proposal, ProposalBook, ProposalError
 from .gates.permissions import MODES, Policy
-from .gates.producers import answered_referents
+from .gates.producers import (
+    answered_referents,
+    propose_from_disjunctions,
+    propose_from_gate,
+    propose_from_resolution,
+)
 from .gates.question_queue import (
     QUESTION_GATE_THRESHOLD,
     AnswerResult,
@@ -59,7 +64,8 @@ from .gates.question_queue import (
 )
 from .memory.assembler import ContextAssembler
 from .memory.facts import FactStore
-from .memory.resolve import Evidence, WorkspaceIndex, evidence_notes, resolve
+from .memory.index import WorkspaceIndex
+from .memory.resolve import Evidence, evidence_notes, resolve
 from .memory.rules import RulesFiles
 from .offload import Offload
 from .store import Store, StoreError
@@ -344,10 +350,10 @@ class Host:
         cues = request if context is None else f"{request}\n{context.path}"
         assembled = self.assembler.assemble(agent, cues)
         self.queue.note_use(agent, assembled.keys, turn)
-        self.queue.propose_from_gate(agent, assembled.metadata, turn, request)
+        propose_from_gate(self.queue, agent, assembled.metadata, turn, request)
         resolution = resolve(agent, turn, request, self.index, self._evidence(context))
-        self.queue.propose_from_resolution(resolution, turn)
-        self.queue.propose_from_disjunctions(agent, turn)
+        propose_from_resolution(self.queue, resolution, turn)
+        propose_from_disjunctions(self.queue, agent, turn)
         question = None
         if self.port.interactive:  # nobody to ask: spend no budget on a question
             question = self.queue.next_question(agent, turn, query_cues=cues)
