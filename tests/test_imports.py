@@ -6,8 +6,9 @@ import still means one module knows the other; counting only module-level import
 hidden both cycles issue 27 names (the question queue imported its producers inside methods;
 the LSP port imports the server for types only).
 
-A cycle that is known and being fixed is allowed by naming its back edge in `KNOWN_BACK_EDGES`,
-with who fixes it; an entry whose import is gone fails too, so it is removed with the fix.
+And the arrows point down (docs/architecture.md, "Layers"): each module is in one layer of
+`LAYERS` and imports only from its own layer or those below; only the LSP surface imports
+pygls or lsprotocol; above `store/`, nobody names a backend.
 """
 
 from __future__ import annotations
@@ -19,10 +20,20 @@ from pathlib import Path
 
 PACKAGE = Path(__file__).resolve().parents[1] / "talos_ls"
 
-# (importer, imported): the import that closes a known cycle -> why it is still there.
-KNOWN_BACK_EDGES = {
-    ("talos_ls.lsp.port", "talos_ls.server"): "issue 27: port protocol, main session",
-}
+# Top to bottom; a module is in the first layer one of whose prefixes it starts with (a
+# package prefix ends with "."). Keep in step with docs/architecture.md.
+LAYERS = {
+    "entry points": ("talos_ls.server", "talos_ls.cli", "talos_ls.commands",
+                     "talos_ls.completion", "talos_ls.doctor", "talos_ls.demo."),
+    "surfaces": ("talos_ls.lsp.", "talos_ls.terminal", "talos_ls.project", "talos_ls.config",
+                 "talos_ls.errors"),
+    "host": ("talos_ls.host", "talos_ls.watch"),
+    "domain": ("talos_ls.agent.", "talos_ls.memory.", "talos_ls.gates.", "talos_ls.edits."),
+    "store": ("talos_ls.store.",),
+    "base": ("talos_ls.",),
+}  # fmt: skip
+LSP_SURFACE = ("talos_ls.server", "talos_ls.lsp.")
+BACKENDS = ("talos_ls.store.sqlite", "talos_ls.store.redis", "talos_ls.store.redis_connect")
 
 Graph = dict[str, dict[str, int]]  # module -> imported module -> a line importing it
 
@@ -70,13 +81,10 @@ def import_graph(package: Path = PACKAGE) -> Graph:
     return graph
 
 
-def cycles(graph: Graph, allowed: set[tuple[str, str]] = frozenset()) -> list[list[str]]:
-    """For each group of modules that import one another (in a circle, `allowed` edges left
-    out), its shortest cycle through its first module, [a, b, ..., a]; [] when there is none."""
-    edges = {
-        m: sorted(t for t in targets if t in graph and (m, t) not in allowed)
-        for m, targets in graph.items()
-    }
+def cycles(graph: Graph) -> list[list[str]]:
+    """For each group of modules that import one another in a circle, its shortest cycle
+    through its first module, [a, b, ..., a]; [] when there is none."""
+    edges = {m: sorted(t for t in targets if t in graph) for m, targets in graph.items()}
     reach = {}
     for start in edges:
         seen, stack = set(), list(edges[start])
@@ -114,15 +122,73 @@ def _shown(cycle: list[str], graph: Graph) -> str:
 
 def test_no_import_cycles():
     graph = import_graph()
-    found = cycles(graph, set(KNOWN_BACK_EDGES))
+    found = cycles(graph)
     assert not found, "import cycles:\n" + "\n".join(_shown(c, graph) for c in found)
 
 
-def test_known_back_edges_are_still_there():
-    """A fixed cycle's entry goes with the fix."""
+def layer(module: str) -> int:
+    """0 for the top layer; a package is in the layer of its modules."""
+    for rank, prefixes in enumerate(LAYERS.values()):
+        if any((module + ".").startswith(p) if p.endswith(".") else module == p
+               for p in prefixes):  # fmt: skip
+            return rank
+    return len(LAYERS) - 1  # `talos_ls` itself
+
+
+def upward(graph: Graph) -> list[str]:
+    """Imports that point up a layer, or at pygls/lsprotocol outside the LSP surface, or at a
+    store backend from outside the store."""
+    names = list(LAYERS)
+    found = []
+    for module, targets in sorted(graph.items()):
+        for target in targets:
+            if target.startswith("talos_ls") and layer(target) < layer(module):
+                found.append(f"{module} ({names[layer(module)]}) imports {target} "
+                             f"({names[layer(target)]})")  # fmt: skip
+            elif target.split(".")[0] in ("pygls", "lsprotocol") and not (
+                module == LSP_SURFACE[0] or module.startswith(LSP_SURFACE[1])
+            ):
+                found.append(f"{module} imports {target}: only the LSP surface knows LSP")
+            elif target.startswith(BACKENDS) and not module.startswith("talos_ls.store"):
+                found.append(f"{module} imports {target}: above store/, no backend is named")
+    return found
+
+
+def test_imports_point_down():
+    found = upward(import_graph())
+    assert not found, "imports against docs/architecture.md:\n" + "\n".join(found)
+
+
+def test_every_module_is_placed_and_every_layer_is_used():
+    """A new top-level module lands in "base" unless placed: a surface or domain module
+    must be named, or the rules would not hold it."""
     graph = import_graph()
-    gone = [edge for edge in KNOWN_BACK_EDGES if edge[1] not in graph.get(edge[0], {})]
-    assert not gone, f"no longer imported, remove from KNOWN_BACK_EDGES: {gone}"
+    used = {layer(m) for m in graph}
+    assert used == set(range(len(LAYERS)))
+    base = sorted(m for m in graph if layer(m) == len(LAYERS) - 1)
+    assert all(m.count(".") <= 1 for m in base), base
+    assert all(not upward({m: graph[m]}) for m in base)
+
+
+def test_the_layer_rules_catch_each_kind_of_arrow(tmp_path):
+    """On a small package: an upward import, pygls below the surface, a backend named."""
+    package = tmp_path / "talos_ls"
+    for sub in ("agent", "store", "lsp"):
+        (package / sub).mkdir(parents=True)
+        (package / sub / "__init__.py").write_text("")
+    (package / "__init__.py").write_text("")
+    (package / "host.py").write_text("")
+    (package / "store" / "sqlite.py").write_text("")
+    (package / "lsp" / "port.py").write_text("import pygls.server\nfrom .. import host\n")
+    (package / "agent" / "loop.py").write_text(
+        "from ..host import x\nfrom lsprotocol import types\nfrom ..store.sqlite import S\n"
+    )
+    found = upward(import_graph(package))
+    assert found == [
+        "talos_ls.agent.loop (domain) imports talos_ls.host (host)",
+        "talos_ls.agent.loop imports lsprotocol: only the LSP surface knows LSP",
+        "talos_ls.agent.loop imports talos_ls.store.sqlite: above store/, no backend is named",
+    ]
 
 
 def test_deferred_and_type_only_imports_count(tmp_path):
@@ -137,4 +203,3 @@ def test_deferred_and_type_only_imports_count(tmp_path):
     graph = import_graph(package)
     assert graph["talos_ls.a"] == {"talos_ls.b": 2}
     assert cycles(graph) == [["talos_ls.a", "talos_ls.b", "talos_ls.a"]]
-    assert cycles(graph, {("talos_ls.b", "talos_ls.a")}) == []
