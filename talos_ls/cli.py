@@ -41,7 +41,6 @@ from .gates.permissions import MODES
 from .gates.question_queue import QUESTION_BUDGET_TURNS, QuestionCandidate
 from .memory.facts import SOURCES, Fact, FactStore
 from .memory.reconcile import Reconciler
-from .memory.rules import parse_slot
 from .project import agent_id, chosen, find_root
 from .store import ENV_URL, Store, StoreError, default_store_url, open_store
 
@@ -432,17 +431,16 @@ _OUTCOMES = {
 
 
 def _memory_add(store: Store, args: argparse.Namespace) -> int:
-    facts = FactStore(store)
     agent = getattr(args, "agent", None) or agent_id(_workspace(args))
     slot = {k: getattr(args, k) for k in ("subject", "attribute", "value") if getattr(args, k)}
-    if not slot and (parsed := parse_slot(args.statement)):
-        slot = dict(zip(("subject", "attribute", "value"), parsed, strict=True))
+    reconciler = Reconciler(FactStore(store))
     try:
-        key, outcome = Reconciler(facts).add(agent, args.statement, source=args.source, **slot)
+        key, outcome = reconciler.remember(agent, args.statement, args.source, slot)
     except ValueError as exc:
         raise CliError("usage", f"{exc}; give --subject, --attribute and --value together, "
                        "or none of them", USAGE) from None  # fmt: skip
-    where = f"'{slot['subject']} {slot['attribute']}'" if slot else ""
+    fact = reconciler.facts.get(key)
+    where = f"'{fact.subject} {fact.attribute}'" if fact and fact.subject else ""
     held = "already held" if outcome == "already held" else "stored"
     _say(f"{held} {key} for agent {agent}: " + _OUTCOMES.get(outcome, outcome).format(slot=where))
     return 0
@@ -450,10 +448,7 @@ def _memory_add(store: Store, args: argparse.Namespace) -> int:
 
 def _memory_forget(store: Store, args: argparse.Namespace) -> int:
     facts = FactStore(store)
-    matches = [f for f in facts.list() if f.key == args.key or f.key.startswith(args.key)]
-    exact = [f for f in matches if f.key == args.key]
-    if exact:
-        matches = exact
+    matches = facts.named(args.key)
     if len(matches) != 1:
         problem = "no fact has" if not matches else f"{len(matches)} facts have"
         fix = "talos memory lists the keys" if not matches else "give more of the key"
