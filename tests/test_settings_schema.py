@@ -14,10 +14,11 @@ from pathlib import Path
 import pytest
 
 from talos_ls import config
-from talos_ls.agent.cost import Price
+from talos_ls.agent.cost import PRICES_ENV, Price
 from talos_ls.agent.limits import Limits
 from talos_ls.cli import _parser
 from talos_ls.lsp.settings import Settings
+from talos_ls.settings import ANY, NEVER, SETTINGS, STRICTER
 
 # ------------------------------------------------------------------ the language server
 PRICE = {"input": 1, "cached_input": 0, "output": 2}
@@ -299,3 +300,62 @@ def test_what_the_workspace_file_may_set(user, ws, name, rule):
             assert "m" not in got.prices
         else:
             assert got[name].origin == "default"
+
+
+# ------------------------------------------------------------------ the docs, from the schema
+DOCS = Path(__file__).parents[1] / "docs"
+
+
+def _rows(doc: str, header: str) -> list[list[str]]:
+    """The cells of the table under `header` (its first row), a row a list."""
+    lines = doc.split(header, 1)[1].split("\n\n", 1)[0].splitlines()[2:]
+    return [[c.strip() for c in line.replace("\\|", "/").strip("|").split("|")] for line in lines]
+
+
+def _says_default(text: str, default: object) -> bool:
+    if isinstance(default, int | float):
+        return float(text) == default
+    if isinstance(default, str):
+        return f"`{default}`" in text
+    return True  # none, a table, the machine's: said in words
+
+
+def test_docs_config_md_lists_every_setting_of_the_files():
+    rules = {"yes": ANY, "stricter only": STRICTER, "**never**": NEVER}
+    rows = _rows((DOCS / "config.md").read_text(), "| key ")
+    documented = set()
+    for key, _, default, flag, variable, workspace in rows:
+        name = key.split("`")[1].strip("[]").split(".")[0]
+        documented.add(name)
+        s = next(s for s in SETTINGS if s.name == name and s.files)
+        assert (flag.split("`")[1] if flag else None) == s.flag, name
+        named = variable.split("`")[1] if variable else None
+        assert named == (PRICES_ENV if name == "prices" else s.env), name
+        assert rules[workspace] == s.workspace, name
+        assert _says_default(default, s.default), name
+    assert documented == {s.name for s in SETTINGS if s.files}
+
+
+def test_docs_lsp_md_lists_every_editor_setting():
+    rows = _rows((DOCS / "lsp.md").read_text(), "| setting | default | what |")
+    editor = {s.camel: s for s in SETTINGS if s.editor}
+    documented = set()
+    for key, default, _ in rows:
+        camel = key.strip("`")
+        if camel == "deferredPrompts":  # the protocol's, at initialize: not a setting
+            continue
+        documented.add(camel)
+        assert _says_default(default, editor[camel].default), camel
+    assert documented == set(editor)
+
+
+def test_the_vscode_extension_s_settings_are_the_schema_s():
+    package = json.loads((Path(__file__).parents[1] / "clients/vscode/package.json").read_text())
+    properties = package["contributes"]["configuration"]["properties"]
+    editor = {s.camel: s for s in SETTINGS if s.editor}
+    for key, spec in properties.items():
+        camel = key.removeprefix("talos.")
+        if camel.startswith(("server.", "trace.")):  # how the extension starts the server
+            continue
+        assert camel in editor, key
+        assert spec.get("default") in (None, editor[camel].default), key
