@@ -4,17 +4,13 @@ Highest first: a command-line flag, an environment variable, the workspace's
 `.talos/config.toml`, the user's `config.toml` (in platformdirs' user config directory,
 `~/.config/talos/` on Linux, `$XDG_CONFIG_HOME/talos/` when that is set), the built-in default.
 
-Each setting (its check, default, flag, variable, and what the workspace's file may do with it)
-is defined in the schema, `talos_ls/settings.py`, which the language server reads too: the
-editor and the terminal accept the same values. The workspace file came with the repository, so
-it is hostile: a key it may never set (where the key or the data go, what a token costs, what
-its commands may read or use) or a value looser than the user's is ignored with a warning naming
-the file and the key. Permission RULES are never configuration: they live in permissions.json
-(`talos permissions`).
-
-A refused value, an unknown key or a file that is not TOML is a `ConfigError` naming the file
-and the key. The API key itself is never read here: only the NAME of its variable, and whether
-that variable is set.
+Each setting, with its check, default, flag, variable and what the workspace's file (it came
+with the repository: hostile) may do with it, is the schema's (`talos_ls/settings.py`), which the
+language server reads too. A key that file may not set, or a value looser than the user's, is
+ignored with a warning naming the file and the key. Permission RULES are never configuration:
+they live in permissions.json (`talos permissions`). A refused value, an unknown key or a file
+that is not TOML is a `ConfigError` naming the file and the key. The API key itself is never
+read here: only the NAME of its variable, and whether that variable is set.
 """
 
 from __future__ import annotations
@@ -51,13 +47,10 @@ class ConfigError(ValueError):
         self.problems = problems
 
 
-# The CLI's settings, by name: each of the schema's the CLI reads, but `prices`, a table of its
-# own (model by model, layered with prices.json and $TALOS_PRICES: `_price_table`).
+# The CLI's settings by name; each a Value of `Effective` but `prices` (`_price_table`).
 IN_FILES = {s.name: s for s in SETTINGS if s.files}
 KEYS = {name: s for name, s in IN_FILES.items() if name != "prices"}
-# The other names of a setting (the editor's), so a file written in them gets the right hint.
-ALIASES = {alias: s.name for s in IN_FILES.values() for alias in s.aliases}
-# Each flag's attribute on an argparse namespace (argparse's: the flag's name in snake_case).
+ALIASES = {alias: s.name for s in IN_FILES.values() for alias in s.aliases}  # for the hints
 NAMESPACE = {s.name: s.flag[2:].replace("-", "_") for s in KEYS.values() if s.flag}
 # `prices` is a table, not a value: [prices."model"] input / cached_input / output.
 PRICE_FIELDS = ("input", "cached_input", "output")

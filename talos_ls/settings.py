@@ -1,16 +1,11 @@
-"""Every setting, once: its check, its default, the names each surface knows it by, and what a
-repository's own config file may do with it.
+"""Every setting, once: its check, default, the name each surface knows it by, and what a
+repository's own config file may do with it. The surfaces read it and define no setting: the
+language server (`lsp/settings.py`: the editor's camelCase names), the CLI (`config.py`: flags,
+variables and config files, in snake_case), next ACP and MCP. It knows no surface.
 
-The surfaces read this table and define no setting of their own: the language server
-(`lsp/settings.py`: initializationOptions and the `talos` section, in the editor's camelCase),
-the CLI (`config.py`: flags, variables, your `config.toml` and the workspace's, in snake_case),
-and next ACP and MCP. So the editor and the terminal take the same values with the same
-messages. It is a plain description: nothing here knows a surface.
-
-A check takes a raw value (JSON, TOML, a flag's or a variable's text) and returns it as held, or
-raises `SettingError` saying what is wrong without quoting it (a surface quotes it where the
-setting allows, `echo`). The API key is never a setting: `api_key_env` holds the NAME of the
-variable that holds it, and one that looks like a key itself is refused.
+A check returns a raw value (JSON, TOML, a flag's text) as held, or raises `SettingError` saying
+what is wrong without quoting it (a surface quotes it where `echo` allows). The API key is never
+a setting: `api_key_env` holds the NAME of its variable.
 """
 
 from __future__ import annotations
@@ -24,7 +19,7 @@ from typing import Any
 
 from .agent.cost import Price, parse_price
 from .agent.limits import Limits
-from .agent.model import ModelConfig
+from .agent.model import IDLE_TIMEOUT, ModelConfig
 from .agent.sandbox import readable_paths_problem
 from .gates.permissions import MODES
 from .gates.question_queue import QUESTION_BUDGET_TURNS
@@ -149,8 +144,7 @@ def _limits(value: Any) -> Limits:
         raise SettingError(str(exc)) from None
 
 
-# What a workspace's config.toml may do with a setting. It came with the repository, so it is
-# the repository's word, not the person's (the rule of the VS Code extension's `effective()`).
+# What a workspace's config.toml (the repository's word, not the person's) may do with one.
 ANY, STRICTER, NEVER = "any", "stricter", "never"
 
 
@@ -181,43 +175,33 @@ class Setting:
         return tuple(dict.fromkeys(n for n in (self.camel, self.field) if n != self.name))
 
     def stricter(self, theirs: Any, mine: Any) -> bool:
-        """Whether a workspace's value is at least as strict as the person's (`mine`; None:
-        no cap): a lower permission mode, a smaller cap."""
+        """Whether a workspace's value is at least as strict as `mine` (None: no cap)."""
         if self.name == "mode":
             return MODES.index(theirs) <= MODES.index(mine)
         return mine is None or theirs <= mine
 
 
-# In this order `talos config` lists them and refusals are reported. `prices` is a table; in
-# the config files it layers over prices.json and under $TALOS_PRICES (agent/cost.py).
+# In this order `talos config` lists them and refusals are reported. After the default: the
+# flag, the variable, the workspace rule. `prices` is a table of its own in the config files.
 SETTINGS: tuple[Setting, ...] = (
-    Setting("model", "model", _text, "gpt-4.1-mini", flag="--model", env="TALOS_MODEL"),
-    Setting("base_url", "baseUrl", _url, None, flag="--base-url", env="OPENAI_BASE_URL",
-            workspace=NEVER, echo=False),
-    Setting("api_key_env", "apiKeyEnv", _env_name, "OPENAI_API_KEY", flag="--api-key-env",
-            workspace=NEVER, echo=False),
+    Setting("model", "model", _text, "gpt-4.1-mini", "--model", "TALOS_MODEL"),
+    Setting("base_url", "baseUrl", _url, None, "--base-url", "OPENAI_BASE_URL", NEVER, echo=False),
+    Setting("api_key_env", "apiKeyEnv", _env_name, "OPENAI_API_KEY", "--api-key-env", None, NEVER,
+            echo=False),
     Setting("prices", "prices", _prices, None, workspace=NEVER,
             why_never="a price of 0 would disarm the cost cap"),
-    Setting("store", "storeUrl", _store_url, None, flag="--store", env=ENV_URL,
-            workspace=NEVER, echo=False),
-    Setting("mode", "permissionMode", _mode, "ask", flag="--mode", workspace=STRICTER),
-    Setting("max_cost", "maxCost", _usd, None, flag="--max-cost", workspace=STRICTER),
-    Setting("max_tokens", "maxTokens", _tokens, None, flag="--max-tokens", workspace=STRICTER,
-            editor=False),
-    Setting("max_steps", "maxSteps", _count, 50, flag="--max-steps", workspace=STRICTER),
-    Setting("budget_turns", "questionBudgetTurns", _count, QUESTION_BUDGET_TURNS,
-            flag="--budget-turns"),
-    # Seconds: a prompt waits before it counts as dismissed; to the model's first chunk; of
-    # the model's silence mid-stream.
+    Setting("store", "storeUrl", _store_url, None, "--store", ENV_URL, NEVER, echo=False),
+    Setting("mode", "permissionMode", _mode, "ask", "--mode", None, STRICTER),
+    Setting("max_cost", "maxCost", _usd, None, "--max-cost", None, STRICTER),
+    Setting("max_tokens", "maxTokens", _tokens, None, "--max-tokens", None, STRICTER, editor=False),
+    Setting("max_steps", "maxSteps", _count, 50, "--max-steps", None, STRICTER),
+    Setting("budget_turns", "questionBudgetTurns", _count, QUESTION_BUDGET_TURNS, "--budget-turns"),
+    # Seconds: a prompt waits (then dismissed); to the model's first chunk; of its silence.
     Setting("prompt_timeout", "promptTimeout", _seconds, 300.0, files=False),
     Setting("model_timeout", "modelTimeout", _seconds, ModelConfig.timeout, files=False),
-    Setting("model_idle_timeout", "modelIdleTimeout", _seconds, ModelConfig.idle_timeout,
-            files=False),
-    # Outside the workspace, shown to commands read-only.
-    Setting("readable_paths", "readablePaths", _readable_paths, (), flag="--readable-path",
-            workspace=NEVER,
+    Setting("model_idle_timeout", "modelIdleTimeout", _seconds, IDLE_TIMEOUT, files=False),
+    Setting("readable_paths", "readablePaths", _readable_paths, (), "--readable-path", None, NEVER,
             why_never="a repository could show its commands what lies outside it"),
-    # What one command may use; None: the machine's defaults.
-    Setting("limits", "limits", _limits, None, workspace=NEVER,
+    Setting("limits", "limits", _limits, None, workspace=NEVER,  # None: the machine's
             why_never="a repository could raise the limits on its own commands"),
 )  # fmt: skip

@@ -1,6 +1,5 @@
-"""The language server's settings: read from `initializationOptions` (flat) and the `talos`
-section of `workspace/configuration`, by the editor's names of the schema (`talos_ls/settings.py`),
-checked one by one.
+"""The language server's settings: the schema's (`talos_ls/settings.py`), by their editor names,
+from `initializationOptions` (flat) and the `talos` section of `workspace/configuration`.
 
 A bad value is refused with a message naming the setting, and the last good value stays: a
 typo in the editor's settings must not stop a daemon that was working. The API key never
@@ -24,8 +23,7 @@ from ..gates.permissions import MODES
 from ..redact import redact_url
 from ..settings import SETTINGS, SettingError
 
-# The settings the language server reads, by the editor's name.
-EDITOR = {s.camel: s for s in SETTINGS if s.editor}
+EDITOR = {s.camel: s for s in SETTINGS if s.editor}  # what the server reads, by editor name
 
 
 @dataclass(frozen=True)
