@@ -27,10 +27,10 @@ from .agent.model import ModelConfig
 from .agent.skills import discover
 from .agent.tasks import Task
 from .agent.workspace import SandboxError, Workspace
+from .cli_report import FAILED, INTERRUPTED, STORE_FAULTS, USAGE, CliError, report, store_error
 from .display import visible
 from .doctor import doctor as run_doctor
 from .edits.proposals import Proposal
-from .errors import FAILED, INTERRUPTED, STORE_FAULTS, USAGE, CliError, report, store_error
 from .gates.permissions import PERMISSIONS_FILE, Policy
 from .host import Host, HostConfig
 from .project import chosen

@@ -33,6 +33,7 @@ import platformdirs
 from .agent.cost import DEFAULT_PRICES, PRICES_ENV, Caps, Price, load_prices
 from .agent.limits import Limits
 from .agent.model import DEFAULT_BASE_URL, ModelConfig
+from .errors import TalosError
 from .files import FileTooLarge, NotRegularFile, read_regular
 from .gates.permissions import MODES
 from .gates.question_queue import QUESTION_BUDGET_TURNS
@@ -46,7 +47,7 @@ MAX_CONFIG_BYTES = 256 * 1024
 DEFAULT_STEPS = 50
 
 
-class ConfigError(ValueError):
+class ConfigError(TalosError):
     """A setting was refused. The message names the file (or flag, or variable) and the key,
     one line per problem; `problems` holds the lines."""
 

@@ -22,6 +22,7 @@ from ..agent.limits import Limits
 from ..agent.model import ModelConfig
 from ..agent.sandbox import readable_paths_problem
 from ..display import visible
+from ..errors import TalosError
 from ..gates.permissions import MODES
 from ..gates.question_queue import QUESTION_BUDGET_TURNS
 from ..redact import redact_url
@@ -31,7 +32,7 @@ _ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,127}")
 _KEYISH = re.compile(r"^(sk-|sk_|ghp_|gh[ousr]_|xox[abp]-|AKIA)|^[A-Za-z0-9_\-]{32,}$")
 
 
-class SettingError(ValueError):
+class SettingError(TalosError):
     """A setting's value was refused; the message names the setting (never a secret)."""
 
 

@@ -17,6 +17,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from ..errors import TalosError
+
 FACT_FIELDS = (
     "key",
     "agent_id",
@@ -101,7 +103,7 @@ SETTLED_PROPOSAL_STATUSES = tuple(s for s in PROPOSAL_STATUSES if s not in OPEN_
 PROBE_AGENT = "talos:probe"  # the store probe writes only this agent's turn counter
 
 
-class StoreError(Exception):
+class StoreError(TalosError):
     """A store could not be opened or an atomic step failed. The message names the store URL
     (with any password removed) and says what was wrong; it never carries a traceback's worth
     of internals to the person.
