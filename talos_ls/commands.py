@@ -1,8 +1,8 @@
 """`talos run`, `talos skills`, `talos doctor`, `talos permissions` and `talos demo`: the
 commands that need the agent, the host or the terminal.
 
-Errors go through `errors.CliError` (one line, or one JSON object with --json). `talos run` owns
-Ctrl-C: the first SIGINT cancels the running task (recorded `cancelled` in the store, its
+Errors go through `cli_report.CliError` (one line, or one JSON object with --json). `talos run`
+owns Ctrl-C: the first SIGINT cancels the running task (recorded `cancelled` in the store, its
 transcript kept), says so in one line and exits 130; a second one exits at once.
 """
 

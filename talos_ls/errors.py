@@ -5,28 +5,32 @@ command's argument, a path, a file, a setting, the store, the model's endpoint, 
 message says what, and how to fix it, in words for the person. Any other exception is a bug.
 This module imports nothing of Talos's, so any layer can raise one.
 
-    TalosError
-    ├── ParamsError           lsp/daemon.py       a command's argument is missing or wrong
-    ├── TooBusy               lsp/daemon.py       too many tasks waiting: try again later
-    ├── JsonRpcRequestFailed  lsp/transport.py    TooBusy as LSP's RequestFailed (and pygls's
-    │                                             JsonRpcException, which pygls answers with)
-    ├── Refused               lsp/tcp.py          a TCP connection may not speak to the server
-    ├── TcpError              lsp/tcp.py          --tcp or --token-file cannot be used
-    ├── SettingError          lsp/settings.py     one setting's value is refused
-    ├── ConfigError           config.py           config files, variables or flags refused
-    ├── CliError              cli_report.py       a CLI failure, with its kind and exit code
-    ├── StoreError            store/              the store failed; `reason` says how
-    ├── ModelError            agent/model.py      the model's endpoint cannot be used
-    ├── CapReached            agent/cost.py       a cap or the loop guard stopped a task
-    ├── ToolError             agent/tools.py      the model's tool call is refused
-    ├── SandboxError          agent/workspace.py  a path the agent may not use
-    ├── TooManyMounts         agent/workspace_layout.py  a command needs too many covers
-    ├── SkillError            agent/skills.py     a SKILL.md is malformed
-    ├── ProposalError         edits/proposals.py  a proposal cannot be made, applied or undone
-    ├── NotRegularFile        files.py            a FIFO, a device... where a file was expected
-    └── FileTooLarge          files.py            a file over the reader's limit
-                                                  (both also OSError: the same read raises the
-                                                  OS's own, and readers catch both as one)
+    TalosError                means                               raised in (defined in the first)
+    ├── ParamsError           a command's argument is wrong       lsp/daemon.py, lsp/prompts.py,
+    │                                                             server.py
+    ├── TooBusy               too many tasks wait: try later      lsp/daemon.py
+    ├── JsonRpcRequestFailed  TooBusy as LSP's RequestFailed      lsp/transport.py, server.py
+    │                         (also pygls's JsonRpcException, which pygls answers with)
+    ├── Refused               a TCP connection may not speak      lsp/tcp.py
+    ├── TcpError              --tcp or --token-file unusable      lsp/tcp.py
+    ├── SettingError          one setting's value refused         lsp/settings.py, config.py
+    ├── ConfigError           config files, variables or flags    config.py
+    ├── CliError              a CLI failure: kind, exit code      cli_report.py, cli.py,
+    │                                                             commands.py, project.py
+    ├── StoreError            the store failed; `reason` says how store/, lsp/health.py,
+    │                                                             lsp/daemon.py
+    ├── ModelError            the model's endpoint is unusable    agent/model.py
+    ├── CapReached            a cap or the loop guard stopped it  agent/cost.py
+    ├── ToolError             the model's tool call is refused    agent/tools.py
+    ├── SandboxError          a path the agent may not use        agent/workspace.py,
+    │                                                             agent/search.py, agent/sandbox.py
+    ├── TooManyMounts         a command needs too many covers     agent/workspace_layout.py
+    ├── SkillError            a SKILL.md is malformed             agent/skills.py
+    ├── ProposalError         a proposal cannot be made, applied, edits/proposals.py, host.py,
+    │                         rejected or undone                  cli.py
+    ├── NotRegularFile        a FIFO, a device... is no file      files.py
+    └── FileTooLarge          a file over the reader's limit      files.py
+        (both also OSError: the same read raises the OS's own, and readers catch both as one)
 
 How each surface reports them:
 - LSP (`server.py`): a command's ParamsError or SandboxError is answered -32602 (Invalid
@@ -35,7 +39,8 @@ How each surface reports them:
 - CLI (`cli.py`, `cli_report.py`): a CliError is one line, or one JSON object, with its kind
   and exit code; any other TalosError the same with kind `failed`, exit code 1.
 - Agent loop: a tool's ToolError, SandboxError or ProposalError goes back to the model as the
-  tool's result (`agent/tools.py`); a ModelError fails the task, CapReached stops it.
+  tool's result (`agent/tools.py`); a ModelError fails the task, CapReached stops it, anything
+  else fails it too, its traceback logged (`agent/tasks.py`).
 
 Anything else is a bug. The language server logs it with its traceback (the exception's message
 withheld: it may quote a prompt or code, `lsp/logs.py`), tells the person "internal error" and
