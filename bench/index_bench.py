@@ -38,7 +38,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from timing import timed  # bench/timing.py, beside this script
 
-from talos_ls.memory.resolve import WorkspaceIndex, resolve
+from talos_ls.memory.index import WorkspaceIndex
+from talos_ls.memory.resolve import resolve
 
 PER_DIR = 10
 FANOUT = 8

@@ -51,7 +51,8 @@ from talos_ls.gates import question_value
 from talos_ls.gates.producers import answered_referents
 from talos_ls.gates.question_queue import QuestionQueue
 from talos_ls.memory.assembler import ContextAssembler
-from talos_ls.memory.resolve import Evidence, WorkspaceIndex, resolve
+from talos_ls.memory.index import WorkspaceIndex
+from talos_ls.memory.resolve import Evidence, resolve
 from talos_ls.memory.rules import RulesFiles
 from talos_ls.store import open_store
 from talos_ls.text import normalize_text

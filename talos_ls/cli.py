@@ -17,6 +17,7 @@ The workspace of a command, without --workspace, is found like git's repository
 from __future__ import annotations
 
 import argparse
+import asyncio
 import contextlib
 import json
 import os
@@ -33,13 +34,14 @@ from . import __version__, completion
 from .agent.workspace import SandboxError, Workspace
 from .cli_report import INTERRUPTED, USAGE, CliError, report, setup_logging, store_error
 from .display import visible
+from .edits import apply
 from .edits import proposals as edits
+from .edits.apply import DiskFiles
 from .errors import TalosError
 from .gates.permissions import MODES
 from .gates.question_queue import QUESTION_BUDGET_TURNS, QuestionCandidate
 from .memory.facts import SOURCES, Fact, FactStore
 from .memory.reconcile import Reconciler
-from .memory.rules import parse_slot
 from .project import agent_id, chosen, find_root
 from .store import ENV_URL, Store, StoreError, default_store_url, open_store
 
@@ -430,17 +432,16 @@ _OUTCOMES = {
 
 
 def _memory_add(store: Store, args: argparse.Namespace) -> int:
-    facts = FactStore(store)
     agent = getattr(args, "agent", None) or agent_id(_workspace(args))
     slot = {k: getattr(args, k) for k in ("subject", "attribute", "value") if getattr(args, k)}
-    if not slot and (parsed := parse_slot(args.statement)):
-        slot = dict(zip(("subject", "attribute", "value"), parsed, strict=True))
+    reconciler = Reconciler(FactStore(store))
     try:
-        key, outcome = Reconciler(facts).add(agent, args.statement, source=args.source, **slot)
+        key, outcome = reconciler.remember(agent, args.statement, args.source, slot)
     except ValueError as exc:
         raise CliError("usage", f"{exc}; give --subject, --attribute and --value together, "
                        "or none of them", USAGE) from None  # fmt: skip
-    where = f"'{slot['subject']} {slot['attribute']}'" if slot else ""
+    fact = reconciler.facts.get(key)
+    where = f"'{fact.subject} {fact.attribute}'" if fact and fact.subject else ""
     held = "already held" if outcome == "already held" else "stored"
     _say(f"{held} {key} for agent {agent}: " + _OUTCOMES.get(outcome, outcome).format(slot=where))
     return 0
@@ -448,10 +449,7 @@ def _memory_add(store: Store, args: argparse.Namespace) -> int:
 
 def _memory_forget(store: Store, args: argparse.Namespace) -> int:
     facts = FactStore(store)
-    matches = [f for f in facts.list() if f.key == args.key or f.key.startswith(args.key)]
-    exact = [f for f in matches if f.key == args.key]
-    if exact:
-        matches = exact
+    matches = facts.named(args.key)
     if len(matches) != 1:
         problem = "no fact has" if not matches else f"{len(matches)} facts have"
         fix = "talos memory lists the keys" if not matches else "give more of the key"
@@ -501,10 +499,6 @@ def _book(store: Store, args: argparse.Namespace) -> tuple[edits.ProposalBook, W
     return book, workspace
 
 
-def _on_disk(workspace: Workspace, path: str) -> str:
-    return workspace.read_text(path) if workspace.resolve(path, write=True).exists() else ""
-
-
 def _proposals(store: Store, args: argparse.Namespace) -> int:
     book, _ = _book(store, args)
     shown = [p for p in book.list() if args.all or p.status in (*edits.OPEN, "stale")]
@@ -524,15 +518,9 @@ def _proposals(store: Store, args: argparse.Namespace) -> int:
 
 def _apply(store: Store, args: argparse.Namespace) -> int:
     book, workspace = _book(store, args)
-    proposal = book.get(args.id)
     hunks = None if not args.hunk else [n - 1 for n in args.hunk]
-    new_text = book.apply(proposal.id, _on_disk(workspace, proposal.path), hunks)
-    before = book.applied(proposal.id, new_text, hunks)  # claimed: nobody else applies it
-    try:
-        workspace.write_text(proposal.path, new_text)
-    except OSError:
-        book.revert(proposal.id, before)
-        raise
+    asyncio.run(apply.apply(book, DiskFiles(workspace), args.id, hunks))
+    proposal = book.get(args.id)
     left = f"; {len(proposal.hunks)} hunk(s) left" if proposal.status == "partly_applied" else ""
     _say(f"applied {proposal.id} to {proposal.path}{left}")
     return 0
@@ -547,19 +535,7 @@ def _reject(store: Store, args: argparse.Namespace) -> int:
 
 def _undo(store: Store, args: argparse.Namespace) -> int:
     book, workspace = _book(store, args)
-    if args.id is None:
-        done = [p for p in book.list() if p.undo_text is not None and p.status != "undone"]
-        if not done:
-            raise edits.ProposalError("nothing to undo: no proposal has been applied")
-        args.id = done[-1].id
-    proposal = book.get(args.id)
-    before = {"status": proposal.status}
-    text = book.undo(proposal.id, _on_disk(workspace, proposal.path))
-    try:
-        workspace.write_text(proposal.path, text)
-    except OSError:
-        book.revert(proposal.id, before)
-        raise
+    proposal = asyncio.run(apply.undo(book, DiskFiles(workspace), args.id))
     _say(f"undid {proposal.id}: {proposal.path} is back as it was")
     return 0
 

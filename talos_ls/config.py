@@ -4,15 +4,11 @@ Highest first: a command-line flag, an environment variable, the workspace's
 `.talos/config.toml`, the user's `config.toml` (in platformdirs' user config directory,
 `~/.config/talos/` on Linux, `$XDG_CONFIG_HOME/talos/` when that is set), the built-in default.
 
-The workspace file came with the repository, so it is hostile: it cannot choose where the key is
-sent (`base_url`), which variable is sent as the key (`api_key_env`), where the store is
-(`store`) or what a token costs (`prices`: a price of 0 would disarm the cost cap), and it can
-only make the permission mode and the caps stricter than the user's (the rule of the VS Code
-extension's `effective()`). Such a key is ignored with a warning naming the file and the key.
-Permission RULES are never configuration: they live in permissions.json (`talos permissions`).
-
-Values are checked with the language server's own checks (`talos_ls.lsp.settings.SETTINGS`), so
-the editor and the terminal accept the same values; a refused value, an unknown key or a file
+Each setting, with its check, default, flag, variable and what the workspace's file (it came
+with the repository: hostile) may do with it, is the schema's (`talos_ls/settings.py`), which the
+language server reads too. A key that file may not set, or a value looser than the user's, is
+ignored with a warning naming the file and the key. Permission RULES are never configuration:
+they live in permissions.json (`talos permissions`). A refused value, an unknown key or a file
 that is not TOML is a `ConfigError` naming the file and the key. The API key itself is never
 read here: only the NAME of its variable, and whether that variable is set.
 """
@@ -22,7 +18,7 @@ from __future__ import annotations
 import difflib
 import json
 import tomllib
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from decimal import Decimal
 from pathlib import Path
@@ -35,16 +31,12 @@ from .agent.limits import Limits
 from .agent.model import DEFAULT_BASE_URL, ModelConfig
 from .errors import TalosError
 from .files import FileTooLarge, NotRegularFile, read_regular
-from .gates.permissions import MODES
-from .gates.question_queue import QUESTION_BUDGET_TURNS
-from .lsp.settings import SETTINGS, SettingError
 from .redact import redact_url
-from .store import ENV_URL
+from .settings import NEVER, SETTINGS, STRICTER, Setting, SettingError
 
 CONFIG_NAME = "config.toml"
 WORKSPACE_FILE = Path(".talos") / CONFIG_NAME
 MAX_CONFIG_BYTES = 256 * 1024
-DEFAULT_STEPS = 50
 
 
 class ConfigError(TalosError):
@@ -56,72 +48,13 @@ class ConfigError(TalosError):
         self.problems = problems
 
 
-def _max_tokens(value: Any) -> int:
-    # The language server has no token cap; tokens run to millions, so no upper bound of 10**6.
-    if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= 10**12:
-        raise SettingError("must be a whole number of tokens, at least 1")
-    return value
-
-
-@dataclass(frozen=True)
-class Key:
-    """One setting: its check, default, the flag and variable that set it, and what the
-    workspace file may do with it ("any", "stricter" or "never")."""
-
-    name: str
-    check: Callable[[Any], Any]
-    default: Any
-    kind: str  # for docs and `talos config`
-    flag: str | None = None
-    env: str | None = None
-    workspace: str = "any"
-    echo: bool = True  # a refused value is quoted in the message (never for a key's variable)
-
-
-KEYS: dict[str, Key] = {
-    k.name: k
-    for k in (
-        Key("model", SETTINGS["model"][1], "gpt-4.1-mini", "string", "--model", "TALOS_MODEL"),
-        Key("base_url", SETTINGS["baseUrl"][1], None, "http(s) URL", "--base-url",
-            "OPENAI_BASE_URL", workspace="never", echo=False),
-        Key("api_key_env", SETTINGS["apiKeyEnv"][1], "OPENAI_API_KEY", "variable name",
-            "--api-key-env", workspace="never", echo=False),
-        Key("store", SETTINGS["storeUrl"][1], None, "store URL", "--store", ENV_URL,
-            workspace="never", echo=False),
-        Key("mode", SETTINGS["permissionMode"][1], "ask", " | ".join(MODES), "--mode",
-            workspace="stricter"),
-        Key("max_cost", SETTINGS["maxCost"][1], None, "USD", "--max-cost", workspace="stricter"),
-        Key("max_tokens", _max_tokens, None, "whole number", "--max-tokens",
-            workspace="stricter"),
-        Key("max_steps", SETTINGS["maxSteps"][1], DEFAULT_STEPS, "whole number", "--max-steps",
-            workspace="stricter"),
-        Key("budget_turns", SETTINGS["questionBudgetTurns"][1], QUESTION_BUDGET_TURNS,
-            "whole number", "--budget-turns"),
-        Key("readable_paths", SETTINGS["readablePaths"][1], (), "absolute paths",
-            "--readable-path", workspace="never"),
-        Key("limits", SETTINGS["limits"][1], None, "table", workspace="never"),
-    )
-}  # fmt: skip
-# Why a repository's file may not set a key (the rest: it could send your key or data away).
-WHY_NEVER = {"prices": "a price of 0 would disarm the cost cap",
-             "readable_paths": "a repository could show its commands what lies outside it",
-             "limits": "a repository could raise the limits on its own commands"}  # fmt: skip
+# The CLI's settings by name; each a Value of `Effective` but `prices` (`_price_table`).
+IN_FILES = {s.name: s for s in SETTINGS if s.files}
+KEYS = {name: s for name, s in IN_FILES.items() if name != "prices"}
+ALIASES = {alias: s.name for s in IN_FILES.values() for alias in s.aliases}  # for the hints
+NAMESPACE = {s.name: s.flag[2:].replace("-", "_") for s in KEYS.values() if s.flag}
 # `prices` is a table, not a value: [prices."model"] input / cached_input / output.
 PRICE_FIELDS = ("input", "cached_input", "output")
-TOP_KEYS = (*KEYS, "prices")
-NEVER_IN_WORKSPACE = tuple(k.name for k in KEYS.values() if k.workspace == "never")
-# The editor's names for the same settings, so a file written in them gets the right hint.
-EDITOR_NAMES = {"baseUrl": "base_url", "apiKeyEnv": "api_key_env", "storeUrl": "store",
-                "maxCost": "max_cost", "maxSteps": "max_steps", "maxTokens": "max_tokens",
-                "permissionMode": "mode", "questionBudgetTurns": "budget_turns",
-                "permission_mode": "mode", "store_url": "store",
-                "question_budget_turns": "budget_turns",
-                "readablePaths": "readable_paths"}  # fmt: skip
-# The flags' names on an argparse namespace, for `flags_from`.
-NAMESPACE = {"model": "model", "base_url": "base_url", "api_key_env": "api_key_env",
-             "store": "store", "mode": "mode", "max_cost": "max_cost",
-             "max_tokens": "max_tokens", "max_steps": "max_steps",
-             "budget_turns": "budget_turns", "readable_paths": "readable_path"}  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -205,13 +138,13 @@ def apply_to(namespace: Any, effective: Effective) -> None:
 
 
 def _suggest(key: str, known: tuple[str, ...]) -> str:
-    if key in EDITOR_NAMES:
-        return f" (did you mean {EDITOR_NAMES[key]}? the file uses the CLI's names)"
+    if key in ALIASES:
+        return f" (did you mean {ALIASES[key]}? the file uses the CLI's names)"
     close = difflib.get_close_matches(key, known, n=1, cutoff=0.6)
     return f" (did you mean {close[0]}?)" if close else ""
 
 
-def _quoted(key: Key, value: Any) -> str:
+def _quoted(key: Setting, value: Any) -> str:
     if not key.echo:
         return ""
     if isinstance(value, bool):
@@ -223,7 +156,7 @@ def _quoted(key: Key, value: Any) -> str:
     return (text if len(text) <= 60 else text[:57] + '..."') + " "
 
 
-def _checked(key: Key, raw: Any, where: str, problems: list[str]) -> Any:
+def _checked(key: Setting, raw: Any, where: str, problems: list[str]) -> Any:
     """`raw` through the key's check, or None with a problem naming where and the key."""
     if isinstance(raw, Decimal):  # a flag argparse already parsed
         raw = str(raw)
@@ -264,7 +197,7 @@ def _parse_file(
     where = shown_path(path)
     out: dict[str, Any] = {}
     for name, raw in data.items():
-        if forbidden is not None and (name == "prices" or name in NEVER_IN_WORKSPACE):
+        if forbidden is not None and name in IN_FILES and IN_FILES[name].workspace == NEVER:
             forbidden.append(name)
         elif name in ("api_key", "apiKey", "key", "openai_api_key"):
             problems.append(f"{where}: {name}: the key never goes in a file; set api_key_env to "
@@ -274,7 +207,7 @@ def _parse_file(
             if table is not None:
                 out["prices"] = table
         elif name not in KEYS:
-            problems.append(f"{where}: unknown key {name!r}{_suggest(name, TOP_KEYS)}")
+            problems.append(f"{where}: unknown key {name!r}{_suggest(name, tuple(IN_FILES))}")
         else:
             value = _checked(KEYS[name], raw, where, problems)
             if value is not None:
@@ -293,18 +226,11 @@ def _parse_prices(where: str, raw: Any, problems: list[str]) -> dict[str, Price]
                 problems.append(f"{where}: prices.{model}: unknown key {extra!r}"
                                 f"{_suggest(extra, PRICE_FIELDS)}")  # fmt: skip
     try:
-        table: dict[str, Price] = SETTINGS["prices"][1](raw)
+        table: dict[str, Price] = IN_FILES["prices"].check(raw)
     except SettingError as exc:
         problems.append(f"{where}: prices: {exc}")
         return None
     return table
-
-
-def _stricter(name: str, theirs: Any, mine: Any) -> bool:
-    """Whether the workspace's value is at least as strict as the user's (`mine`)."""
-    if name == "mode":
-        return MODES.index(theirs) <= MODES.index(mine)
-    return mine is None or theirs <= mine
 
 
 def load(
@@ -331,11 +257,9 @@ def load(
     if ws_path is not None and ws_data is not None:
         theirs = _parse_file(ws_path, ws_data, problems, forbidden)
         for name in forbidden:
-            reason = WHY_NEVER.get(name, "a repository could send your key or your data "
-                                   "elsewhere")  # fmt: skip
             warnings.append(f"{shown_path(ws_path)}: {name} ignored: only your own "
                             f"{shown_path(user_path)}, a flag or a variable may set it "
-                            f"({reason})")  # fmt: skip
+                            f"({IN_FILES[name].why_never})")  # fmt: skip
 
     values: dict[str, Value] = {}
     for name, key in KEYS.items():
@@ -345,7 +269,7 @@ def load(
         if name in theirs and ws_path is not None:
             where = shown_path(ws_path)
             mine = values[name].value
-            if key.workspace == "stricter" and not _stricter(name, theirs[name], mine):
+            if key.workspace == STRICTER and not key.stricter(theirs[name], mine):
                 warnings.append(f"{where}: {name} ignored: {theirs[name]} is looser than "
                                 f"{mine} ({values[name].origin}); a workspace may only make "
                                 "it stricter")  # fmt: skip

@@ -13,7 +13,7 @@ This module imports nothing of Talos's, so any layer can raise one.
     │                         (also pygls's JsonRpcException, which pygls answers with)
     ├── Refused               a TCP connection may not speak      lsp/tcp.py
     ├── TcpError              --tcp or --token-file unusable      lsp/tcp.py
-    ├── SettingError          one setting's value refused         lsp/settings.py, config.py
+    ├── SettingError          one setting's value refused         settings.py
     ├── ConfigError           config files, variables or flags    config.py
     ├── CliError              a CLI failure: kind, exit code      cli_report.py, cli.py,
     │                                                             commands.py, project.py

@@ -44,12 +44,18 @@ from .agent.model import ModelClient, ModelConfig
 from .agent.sandbox import Sandbox, SandboxState
 from .agent.skills import Skill, discover
 from .agent.tasks import FINAL, Task, TaskRegistry
-from .agent.workspace import MAX_READ_BYTES, SandboxError, Workspace, agent_id
+from .agent.workspace import SandboxError, Workspace, agent_id
 from .display import visible
+from .edits import apply
+from .edits.apply import DiskFiles
 from .edits.proposals import OPEN, Proposal, ProposalBook, ProposalError
-from .files import read_regular
 from .gates.permissions import MODES, Policy
-from .gates.producers import answered_referents
+from .gates.producers import (
+    answered_referents,
+    propose_from_disjunctions,
+    propose_from_gate,
+    propose_from_resolution,
+)
 from .gates.question_queue import (
     QUESTION_GATE_THRESHOLD,
     AnswerResult,
@@ -58,7 +64,8 @@ from .gates.question_queue import (
 )
 from .memory.assembler import ContextAssembler
 from .memory.facts import FactStore
-from .memory.resolve import Evidence, WorkspaceIndex, evidence_notes, resolve
+from .memory.index import WorkspaceIndex
+from .memory.resolve import Evidence, evidence_notes, resolve
 from .memory.rules import RulesFiles
 from .offload import Offload
 from .store import Store, StoreError
@@ -88,9 +95,10 @@ class EditorPort(Protocol):
     async def show_proposal(self, proposal: Proposal) -> None:
         """A proposal was made, or its state changed (applied, rejected, stale, undone)."""
 
-    async def apply(self, proposal: Proposal, new_text: str, version: int | None) -> bool:
-        """Write the proposal's new content over the document at `version` (the editor's
-        buffer version the host checked; None: the file on disk). True when it landed."""
+    async def apply(self, proposal: Proposal, new_text: str, version: int) -> bool:
+        """Write the proposal's new content over the editor's open document at `version` (the
+        version the host checked; a file that is not open the host writes itself). True when
+        it landed."""
 
     async def settle(self, proposal: Proposal) -> None:
         """Before an application: make the editor able to check the edit's version (see
@@ -196,6 +204,7 @@ class Host:
         self.offload = offload or Offload()
         self._owns_offload = offload is None
         self.workspace = Workspace(config.workspace)
+        self._disk = DiskFiles(self.workspace, self.offload.run)
         self.agent_id = config.agent_id or agent_id(self.workspace.root)
         self.facts = FactStore(store)
         # The value ranking: it asked less and better than the seed's order on
@@ -341,10 +350,10 @@ class Host:
         cues = request if context is None else f"{request}\n{context.path}"
         assembled = self.assembler.assemble(agent, cues)
         self.queue.note_use(agent, assembled.keys, turn)
-        self.queue.propose_from_gate(agent, assembled.metadata, turn, request)
+        propose_from_gate(self.queue, agent, assembled.metadata, turn, request)
         resolution = resolve(agent, turn, request, self.index, self._evidence(context))
-        self.queue.propose_from_resolution(resolution, turn)
-        self.queue.propose_from_disjunctions(agent, turn)
+        propose_from_resolution(self.queue, resolution, turn)
+        propose_from_disjunctions(self.queue, agent, turn)
         question = None
         if self.port.interactive:  # nobody to ask: spend no budget on a question
             question = self.queue.next_question(agent, turn, query_cues=cues)
@@ -527,29 +536,33 @@ class Host:
     def _current(self, path: str) -> tuple[str, int | None]:
         """A file's text as the person sees it: the editor's buffer, else the disk."""
         open_doc = self.port.read_document(path)
-        if open_doc is not None:
-            return open_doc
-        real = self.workspace.resolve(path, write=True)
-        return (read_regular(real, MAX_READ_BYTES).decode() if real.exists() else "", None)
+        return open_doc if open_doc is not None else (self._disk.text(path), None)
+
+    async def read(self, proposal: Proposal) -> tuple[str, int | None]:
+        """`edits.apply.Files`: the editor's buffer (made able to check the edit's version
+        first: `EditorPort.settle`), else the disk."""
+        await self.port.settle(proposal)
+        return await self.offload.run(self._current, proposal.path)
+
+    async def write(self, proposal: Proposal, text: str, version: int | None) -> bool:
+        """`edits.apply.Files`: an open document through the editor, at the version read; a
+        file that is not open on disk, by the host (it owns the workspace)."""
+        if version is None:
+            return await self._disk.write(proposal, text, None)
+        return await self.port.apply(proposal, text, version)
 
     async def apply_proposal(self, proposal_id: str, hunks: Sequence[int] | None = None) -> bool:
-        """Apply a proposal through the port, refusing a stale one. The application is claimed
-        in the store before anything is written (of two servers, one applies), and released
-        if the write fails. True when it landed."""
-        run = self.offload.run
+        """Apply a proposal (`edits.apply`), refusing a stale one. True when it landed."""
         try:
-            proposal = await run(self.proposals.get, proposal_id)
-            await self.port.settle(proposal)
-            current, version = await run(self._current, proposal.path)
-            new_text = await run(self.proposals.apply, proposal_id, current, hunks)
-            before = await run(self.proposals.applied, proposal_id, new_text, hunks)
-        except (ProposalError, OSError, UnicodeDecodeError) as exc:
+            landed = await apply.apply(self.proposals, self, proposal_id, hunks, self.offload.run)
+        except (ProposalError, OSError) as exc:
             logger.info("proposal %s not applied: %s", proposal_id, exc)
             return False
-        if not await self.port.apply(proposal, new_text, version):
-            await run(self.proposals.revert, proposal_id, before)
-            # the person may have typed meanwhile (an edit refused for its version)
-            await self._base_changed(proposal.path, (await run(self._current, proposal.path))[0])
+        proposal = await self.offload.run(self.proposals.get, proposal_id)
+        if not landed:  # the person may have typed meanwhile (an edit refused for its version)
+            await self._base_changed(
+                proposal.path, (await self.offload.run(self._current, proposal.path))[0]
+            )
             return False
         await self.port.show_proposal(proposal)
         return True
@@ -575,21 +588,8 @@ class Host:
 
     async def undo(self, proposal_id: str | None = None) -> Proposal:
         """Put back the file a proposal changed (the last applied one by default), if the file
-        is still as the proposal left it."""
-        if proposal_id is not None:
-            proposal = await self.offload.run(self.proposals.get, proposal_id)
-        else:
-            applied = [p for p in self.proposals.list()
-                       if p.undo_text is not None and p.status != "undone"]  # fmt: skip
-            if not applied:
-                raise ProposalError("nothing to undo: no proposal has been applied")
-            proposal = applied[-1]
-        current, version = await self.offload.run(self._current, proposal.path)
-        before = {"status": proposal.status}
-        base = await self.offload.run(self.proposals.undo, proposal.id, current)
-        if not await self.port.apply(proposal, base, version):
-            await self.offload.run(self.proposals.revert, proposal.id, before)  # still undoable
-            raise ProposalError(f"the editor did not take the undo of {proposal.id}")
+        is still as the proposal left it (`edits.apply`)."""
+        proposal = await apply.undo(self.proposals, self, proposal_id, self.offload.run)
         await self.port.show_proposal(proposal)
         return proposal
 

@@ -63,7 +63,7 @@ class TalosServer(LanguageServer):
         super().__init__("talos-ls", __version__, protocol_cls=transport.HardenedProtocol,
                          converter_factory=transport.converter, max_workers=4)  # fmt: skip
         self.daemon = Daemon(
-            lambda root: LspPort(self, root),
+            lambda root: LspPort(self, self.daemon, root),
             self._publish_status,
             lambda message: self.show(types.MessageType.Warning, message),
         )

@@ -311,9 +311,11 @@ class TerminalPort:
 
     # --------------------------------------------------------- proposals
     async def show_proposal(self, proposal: Proposal) -> None:
-        if proposal.status != "pending":
-            return  # applying, rejecting: the terminal says so where it happens
         path = visible(proposal.path, single_line=True)
+        if proposal.status in ("applied", "partly_applied"):
+            self._out(Text(f"applied {proposal.id} to {path}", style="green"))
+        if proposal.status != "pending":
+            return  # rejecting: the terminal says so where it happens
         self._out(
             Group(
                 Text.assemble(
@@ -324,11 +326,8 @@ class TerminalPort:
             )
         )
 
-    async def apply(self, proposal: Proposal, new_text: str, version: int | None = None) -> bool:
-        await asyncio.to_thread(self.workspace.write_text, proposal.path, new_text)
-        path = visible(proposal.path, single_line=True)
-        self._out(Text(f"applied {proposal.id} to {path}", style="green"))
-        return True
+    async def apply(self, proposal: Proposal, new_text: str, version: int) -> bool:
+        return False  # never asked: no document is open here, the host writes the files
 
     def read_document(self, path: str) -> tuple[str, int | None] | None:
         return None  # no editor buffers: the disk is the truth

@@ -26,7 +26,7 @@ import watchfiles
 from watchfiles import Change, DefaultFilter
 
 from .files import read_regular
-from .memory.resolve import MAX_SOURCE_BYTES, SKIP_DIRS
+from .memory.index import MAX_SOURCE_BYTES, SKIP_DIRS
 
 logger = logging.getLogger(__name__)
 

@@ -44,10 +44,6 @@ class ScriptedPort:
     async def show_proposal(self, proposal):
         self.shown.append(proposal)
 
-    async def apply(self, proposal, new_text, version=None):
-        self.workspace.write_text(proposal.path, new_text)
-        return True
-
     def read_document(self, path):
         return None
 

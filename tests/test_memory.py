@@ -12,8 +12,9 @@ import pytest
 
 from talos_ls.memory.assembler import ContextAssembler
 from talos_ls.memory.facts import FactStore
+from talos_ls.memory.index import WorkspaceIndex
 from talos_ls.memory.reconcile import Reconciler
-from talos_ls.memory.resolve import WorkspaceIndex, resolve
+from talos_ls.memory.resolve import resolve
 from talos_ls.memory.rules import RulesFiles
 
 K = 5

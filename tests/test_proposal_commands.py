@@ -66,3 +66,26 @@ def test_reject_and_nothing_to_undo(setup, capsys):
     assert "nothing to undo" in capsys.readouterr().err
     assert talos("apply", "p-unknown") == 1
     assert (ws / "app.py").read_text() == BASE
+
+
+def test_a_file_that_is_not_utf8_is_refused_not_written_back_with_its_bytes_replaced(
+    tmp_path, capsys
+):
+    """The agent read it with its bad bytes replaced and proposed on that text: applying it
+    (from the CLI as from an editor, one path) would write the replacement characters over
+    the bytes it never touched. It is refused, and the file is left exactly as it was."""
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    raw = b"x = 1\n# caf\xe9 latin-1\n"
+    (ws / "legacy.py").write_bytes(raw)
+    read = raw.decode("utf-8", errors="replace")
+    url = "sqlite:///" + str(tmp_path / "talos.db")
+    store = open_store(url)
+    book = ProposalBook(store, str(ws.resolve()))
+    proposal = book.create("legacy.py", read, read.replace("x = 1", "x = 2"))
+    store.close()
+    assert main(["--store", url, "apply", proposal.id, "--workspace", str(ws)]) == 1
+    assert "legacy.py is not UTF-8 text" in capsys.readouterr().err
+    assert (ws / "legacy.py").read_bytes() == raw
+    assert main(["--store", url, "proposals", "--workspace", str(ws)]) == 0
+    assert f"{proposal.id}  pending" in capsys.readouterr().out  # not claimed: still to review

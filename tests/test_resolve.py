@@ -14,10 +14,10 @@ import pytest
 
 from talos_ls.gates.producers import answered_referents
 from talos_ls.gates.question_queue import QuestionQueue
-from talos_ls.memory import resolve as resolve_mod
+from talos_ls.memory import index as index_mod
+from talos_ls.memory.index import WorkspaceIndex
 from talos_ls.memory.resolve import (
     Evidence,
-    WorkspaceIndex,
     evidence_notes,
     resolve,
     workspace_path,
@@ -127,13 +127,13 @@ def write(root, rel, text="x = 1\n"):
 def parses(monkeypatch):
     """Every file whose symbols are parsed, in order."""
     seen: list[str] = []
-    real = resolve_mod._parse_symbols
+    real = index_mod._parse_symbols
 
     def counting(path):
         seen.append(path)
         return real(path)
 
-    monkeypatch.setattr(resolve_mod, "_parse_symbols", counting)
+    monkeypatch.setattr(index_mod, "_parse_symbols", counting)
     return seen
 
 
@@ -286,7 +286,7 @@ def test_lookups_are_sorted_by_path_whatever_the_order_of_arrival(tmp_path):
 
 
 def test_max_files(tmp_path, monkeypatch):
-    monkeypatch.setattr(resolve_mod, "MAX_FILES", 3)
+    monkeypatch.setattr(index_mod, "MAX_FILES", 3)
     for name in "abcd":
         write(tmp_path, f"{name}.py")
     index = WorkspaceIndex.build(tmp_path)
@@ -310,13 +310,13 @@ def test_lookups_never_wait_for_the_first_scan(tmp_path, monkeypatch):
     write(tmp_path, "src/parser.py", "def parse():\n    pass\n")
     write(tmp_path, "tools/parser.py", "def parse():\n    pass\n")
     release = threading.Event()
-    real = resolve_mod._parse_symbols
+    real = index_mod._parse_symbols
 
     def slow(path):
         release.wait(30)
         return real(path)
 
-    monkeypatch.setattr(resolve_mod, "_parse_symbols", slow)
+    monkeypatch.setattr(index_mod, "_parse_symbols", slow)
     index = WorkspaceIndex(tmp_path)
     builder = threading.Thread(target=index.scan)
     builder.start()

@@ -11,7 +11,7 @@ import shutil
 import pytest
 from watchfiles import Change
 
-from talos_ls.memory.resolve import WorkspaceIndex
+from talos_ls.memory.index import WorkspaceIndex
 from talos_ls.watch import WorkspaceFilter, lsp_changes, watch
 
 TIMEOUT = 30.0

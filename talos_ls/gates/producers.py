@@ -8,8 +8,9 @@ Three sources of doubt write candidates through `QuestionQueue.propose`; none of
 
 They live here, apart from the queue's mechanics, because they parse memory-layer shapes (journal
 entries, gate metadata, resolution records) that change with the memory layer, while the queue's
-contract does not. Each is reachable as a `QuestionQueue` method of the same name too (the
-host's and the contract's spelling); those methods call these functions.
+contract does not. The host calls them here; each is a `QuestionQueue` method of the same name
+too (the contract's spelling), which calls these functions. They name the queue by the
+`question_types.Queue` protocol, so the queue can import them without a cycle.
 
 The disjunction producer's source can vanish (forgetting or superseding either side retracts
 the disjoin), so this module also holds its staleness check, which the queue registers for the
@@ -20,15 +21,12 @@ from __future__ import annotations
 
 import json
 import logging
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from ..memory.resolve import asks_about
 from ..text import normalize_text
-from .question_queue import DEFLECTION_PHRASES, QuestionCandidate, pass_memo, queue_enabled
+from .question_types import DEFLECTION_PHRASES, QuestionCandidate, Queue, pass_memo, queue_enabled
 from .question_value import REFERENCE_RESOLVED
-
-if TYPE_CHECKING:
-    from .question_queue import QuestionQueue
 
 logger = logging.getLogger(__name__)
 
@@ -67,7 +65,7 @@ def _distinct_labels(texts: list[str]) -> list[str]:
 
 
 # ---------------------------------------------------------- disjunctions
-def live_disjoins(queue: QuestionQueue, agent_id: str) -> list[tuple[str, str, str]]:
+def live_disjoins(queue: Queue, agent_id: str) -> list[tuple[str, str, str]]:
     """(disjunction_id, side A, side B) of every live disjoin in the journal, in journal order
     (the store's insertion order on both backends, so a replay proposes them in the same
     order). Raises when the journal cannot be read."""
@@ -82,7 +80,7 @@ def live_disjoins(queue: QuestionQueue, agent_id: str) -> list[tuple[str, str, s
     return out
 
 
-def _live_disjoin_ids(queue: QuestionQueue, agent_id: str) -> frozenset[str]:
+def _live_disjoin_ids(queue: Queue, agent_id: str) -> frozenset[str]:
     """The live disjunction ids, read once per delivery or expiry pass (a failed read is
     remembered too, so a broken journal is read once, not once per candidate)."""
     memo = pass_memo()
@@ -103,7 +101,7 @@ def _live_disjoin_ids(queue: QuestionQueue, agent_id: str) -> frozenset[str]:
     return ids
 
 
-def disjunction_is_stale(queue: QuestionQueue, cand: QuestionCandidate, turn: int) -> bool:
+def disjunction_is_stale(queue: Queue, cand: QuestionCandidate, turn: int) -> bool:
     """A disjunction question whose disjoin was retracted is stale. Raises when the
     journal cannot be read: the candidate is then neither expired nor asked."""
     if not cand.disjunction_id:
@@ -111,7 +109,7 @@ def disjunction_is_stale(queue: QuestionQueue, cand: QuestionCandidate, turn: in
     return cand.disjunction_id not in _live_disjoin_ids(queue, cand.agent_id)
 
 
-def propose_from_disjunctions(queue: QuestionQueue, agent_id: str, turn: int) -> int:
+def propose_from_disjunctions(queue: Queue, agent_id: str, turn: int) -> int:
     """One disjunction question per live disjoin in the reconciliation journal, options
     mirrored (A: acted A, contradicted B; B: the mirror), `disjunction_id` set so a
     retracted disjoin expires it. Re-running touches instead of duplicating. Returns how
@@ -151,7 +149,7 @@ def propose_from_disjunctions(queue: QuestionQueue, agent_id: str, turn: int) ->
 
 # ------------------------------------------------------------------ gate
 def propose_from_gate(
-    queue: QuestionQueue, agent_id: str, metadata: Any, turn: int, query_text: str
+    queue: Queue, agent_id: str, metadata: Any, turn: int, query_text: str
 ) -> QuestionCandidate | None:
     """A confirmation question from a confidence-gate refusal in assembly metadata (the
     dict, or an object with a `.metadata` dict). Only a gated refusal in `refuse` mode with
@@ -188,7 +186,7 @@ def propose_from_gate(
 
 
 # ------------------------------------------------------------ resolution
-def propose_from_resolution(queue: QuestionQueue, record: Any, turn: int) -> int:
+def propose_from_resolution(queue: Queue, record: Any, turn: int) -> int:
     """One referent question per `evidence_gap` reference of a resolution record (an object
     with `agent_id`, `key` and `references_json`), with one option per distinct candidate
     and no effects: the answer is recorded only. Returns how many were proposed or
@@ -242,9 +240,7 @@ def propose_from_resolution(queue: QuestionQueue, record: Any, turn: int) -> int
     return proposed
 
 
-def expire_resolved_referents(
-    queue: QuestionQueue, agent_id: str, references: list[Any], turn: int
-) -> int:
+def expire_resolved_referents(queue: Queue, agent_id: str, references: list[Any], turn: int) -> int:
     """The live-uncertainty gate for referents (value ranking only): a reference a later
     request resolved (status "resolved") settles the open referent questions about the same
     words that had the resolved target among their options, so they expire (reason
@@ -278,7 +274,7 @@ def expire_resolved_referents(
     return expired
 
 
-def answered_referents(queue: QuestionQueue, agent_id: str) -> list[tuple[str, str]]:
+def answered_referents(queue: Queue, agent_id: str) -> list[tuple[str, str]]:
     """(question, chosen label) of every referent question the person answered and the store
     still holds (`retention_turns`), most recent first: `resolve`'s "earlier answer" evidence,
     so "the parser" is neither guessed at nor asked again once the person has said which one.

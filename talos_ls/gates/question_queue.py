@@ -21,11 +21,9 @@ Question texts can echo workspace content, so they are not logged either.
 
 from __future__ import annotations
 
-import contextvars
 import logging
-import os
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from ..memory.facts import FactStore
@@ -35,7 +33,8 @@ from ..memory.stemming import stem
 from ..store import Store
 from ..store.base import ANSWERABLE_STATUSES
 from ..text import cue_tokens_for, normalize_text
-from . import question_value
+from . import producers, question_value
+from .question_types import DEFLECTION_PHRASES, PASS_MEMO, QuestionCandidate, queue_enabled
 
 logger = logging.getLogger(__name__)
 
@@ -58,51 +57,9 @@ ANSWERED = "answered"
 DEFLECTED = "deflected"
 UNRECOGNIZED = "unrecognized"
 
-DEFLECTION_PHRASES = frozenset(
-    {
-        "skip", "pass", "next",
-        "not sure", "unsure", "no idea", "dunno", "i dont know", "dont know", "idk",
-        "rather not say", "id rather not say", "id rather not", "prefer not to say", "no comment",
-        "never mind", "nevermind",
-        "ask me later", "later", "not now",
-    }
-)  # fmt: skip
-
-DISABLE_ENV = "TALOS_QUESTION_QUEUE_DISABLE"
-
 # How many eligible candidates one next_question pass looks at, by impact order. Staleness checks
 # run on those ahead of the first candidate of a kind without checks; the rest wait their turn.
 _ELIGIBLE_LIMIT = 16
-
-
-def queue_enabled() -> bool:
-    """The kill switch, read on every call: TALOS_QUESTION_QUEUE_DISABLE=1/true/yes/on."""
-    return os.environ.get(DISABLE_ENV, "").strip().lower() not in ("1", "true", "yes", "on")
-
-
-@dataclass
-class QuestionCandidate:
-    """One stored clarifying question, waiting for the gate, the budget and a relevant moment."""
-
-    candidate_id: str
-    agent_id: str
-    question_text: str
-    kind: str
-    source_module: str
-    target_keys: list[str] = field(default_factory=list)
-    options: list[dict[str, Any]] = field(default_factory=list)
-    ambiguity_signal: str = ""
-    status: str = "pending"
-    ask_count: int = 0
-    created_turn: int = 0
-    expires_turn: int = 0
-    last_seen_turn: int = 0
-    cooldown_until: int | None = None
-    answer_option: int | None = None
-    resolved_turn: int | None = None
-    cue_tokens: list[str] = field(default_factory=list)
-    delivered_turn: int | None = None
-    disjunction_id: str | None = None
 
 
 @dataclass
@@ -125,19 +82,6 @@ def _new_candidate_id() -> str:
     candidates proposed in the same turn are asked in the order they were proposed, on both
     backends, and a replayed session asks the same questions."""
     return time_ordered_hex()
-
-
-# One delivery or expiry pass's memo: staleness checks read their source once per pass, and a
-# failed read is remembered too, so a broken source is asked once, not once per candidate.
-_PASS_MEMO: contextvars.ContextVar[dict | None] = contextvars.ContextVar(
-    "talos_question_pass", default=None
-)
-
-
-def pass_memo() -> dict | None:
-    """The running pass's memo (None outside `next_question` / `expire_stale`), for staleness
-    checks that read a shared source: the producers' checks cache their reads in it."""
-    return _PASS_MEMO.get()
 
 
 def _relevance_cues(*texts: str) -> list[str]:
@@ -438,7 +382,7 @@ class QuestionQueue:
         if not queue_enabled():
             return None
         turn = _as_turn(turn)
-        memo = _PASS_MEMO.set({})
+        memo = PASS_MEMO.set({})
         by_value = self.ranking == "value"
         # Under the value ranking every kind is "checked": the store hands back the eligible
         # (at most _ELIGIBLE_LIMIT, in impact order) instead of delivering the first itself.
@@ -494,7 +438,7 @@ class QuestionQueue:
             logger.exception("question_queue: next_question for agent %s failed", agent_id)
             return None
         finally:
-            _PASS_MEMO.reset(memo)
+            PASS_MEMO.reset(memo)
         return None if claimed is None else QuestionCandidate(**claimed)
 
     def record_answer(
@@ -557,7 +501,7 @@ class QuestionQueue:
         if not queue_enabled():
             return 0
         turn = _as_turn(turn)
-        memo = _PASS_MEMO.set({})
+        memo = PASS_MEMO.set({})
         try:
             expired = self.store.qq_sweep(agent_id, turn, cooldown_turns=self.cooldown_turns)
             by_value = self.ranking == "value"
@@ -577,7 +521,7 @@ class QuestionQueue:
             logger.exception("question_queue: expire_stale for agent %s failed", agent_id)
             return 0
         finally:
-            _PASS_MEMO.reset(memo)
+            PASS_MEMO.reset(memo)
 
     def prune(self, agent_id: str, current_turn: int) -> int:
         """Delete non-pending candidates whose last activity is more than `retention_turns`
@@ -611,28 +555,20 @@ class QuestionQueue:
 
     # -------------------------------------------------------- producers
     # The producers live in `producers` (they parse memory-layer shapes); these methods are the
-    # contract's spelling. Imported at call time: `producers` imports this module.
+    # contract's spelling. The host calls `producers` itself.
     def _disjunction_is_stale(self, cand: QuestionCandidate, turn: int) -> bool:
-        from . import producers
-
         return producers.disjunction_is_stale(self, cand, turn)
 
     def propose_from_disjunctions(self, agent_id: str, turn: int) -> int:
         """See `producers.propose_from_disjunctions`: one question per live disjoin."""
-        from . import producers
-
         return producers.propose_from_disjunctions(self, agent_id, turn)
 
     def propose_from_gate(
         self, agent_id: str, metadata: Any, turn: int, query_text: str
     ) -> QuestionCandidate | None:
         """See `producers.propose_from_gate`: a confirmation from a gate refusal."""
-        from . import producers
-
         return producers.propose_from_gate(self, agent_id, metadata, turn, query_text)
 
     def propose_from_resolution(self, record: Any, turn: int) -> int:
         """See `producers.propose_from_resolution`: a referent question per evidence gap."""
-        from . import producers
-
         return producers.propose_from_resolution(self, record, turn)

@@ -29,7 +29,7 @@ from ..text import cue_tokens_for, normalize_text
 
 if TYPE_CHECKING:
     from ..memory.facts import Fact
-    from .question_queue import QuestionCandidate
+    from .question_types import QuestionCandidate
 
 RANKINGS = ("seed", "value")
 

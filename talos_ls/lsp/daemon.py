@@ -666,11 +666,9 @@ class Daemon:
         await self.ready()
         host = self.host_for(path)
 
-        def add() -> tuple[str, str]:
-            return Reconciler(host.facts).add(host.agent_id, statement, source="person")
-
+        remember = Reconciler(host.facts).remember
         try:
-            key, outcome = await self.offload.run(add)
+            key, outcome = await self.offload.run(remember, host.agent_id, statement, "person")
         except ValueError as exc:
             raise ParamsError(f"{p.command}: {exc}") from None
         return {"key": key, "outcome": outcome}
@@ -679,9 +677,13 @@ class Daemon:
         key = p.get("key", str, required=True)
         await self.ready()
         host = self.host_for(path)
-        fact = await self.offload.run(host.facts.get, key)
-        if fact is None or fact.agent_id != host.agent_id:
-            raise ParamsError(f"{p.command}: no fact {key!r} in this workspace")
+        matches = await self.offload.run(host.facts.named, key, host.agent_id)
+        if len(matches) != 1:
+            problem = (
+                f"no fact {key!r}" if not matches else f"{len(matches)} facts start with {key!r}"
+            )
+            raise ParamsError(f"{p.command}: {problem} in this workspace")
+        key = matches[0].key
         return {"key": key, "retracted": await self.offload.run(host.facts.retract, key)}
 
     # -------------------------------------------------------------- status

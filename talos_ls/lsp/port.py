@@ -15,23 +15,22 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import Mapping, Sequence
+from collections.abc import Awaitable, Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 from urllib.parse import unquote
 
 from lsprotocol import types
 from pygls.exceptions import JsonRpcException
+from pygls.progress import Progress
+from pygls.workspace import Workspace
 
 from ..agent.tasks import Task
 from ..display import visible
 from ..edits.proposals import Proposal
 from ..gates.question_queue import QuestionCandidate
 from . import review
-from .daemon import proposal_summary
-
-if TYPE_CHECKING:
-    from ..server import TalosServer
+from .daemon import Daemon, proposal_summary
 
 logger = logging.getLogger(__name__)
 SKIP = "Skip"
@@ -40,20 +39,51 @@ SHORT_ANSWER_CHARS = 300
 PROGRESS_CREATE_S = 120.0  # a task's progress waits this long for a busy client to create it
 
 
-def _document(server: TalosServer, path: Path) -> Any:
+class Client(Protocol):
+    """What the port needs of the language server (`server.TalosServer` is one): the client's
+    documents, prompts, messages, notifications, progress and edits, and what it can do."""
+
+    closing: bool
+
+    @property
+    def can_prompt(self) -> bool: ...
+    @property
+    def can_show_progress(self) -> bool: ...
+    @property
+    def client_wait(self) -> float: ...
+    @property
+    def workspace(self) -> Workspace: ...
+    @property
+    def work_done_progress(self) -> Progress: ...
+    async def prompt(self, message: str, options: Sequence[str], kind: str = ...) -> str | None: ...
+    def show(self, kind: types.MessageType, message: str) -> None: ...
+    def notify(self, method: str, params: Any) -> None: ...
+    def text_document_publish_diagnostics(self, params: types.PublishDiagnosticsParams) -> None: ...
+    async def workspace_apply_edit_async(
+        self, params: types.ApplyWorkspaceEditParams
+    ) -> types.ApplyWorkspaceEditResult: ...
+    def refresh_lenses(self) -> None: ...
+    def spawn(self, coro: Awaitable[Any]) -> None: ...
+
+
+def _document(client: Client, path: Path) -> Any:
     """The editor's open document of `path`, or None (pygls keys them by unquoted URI)."""
-    return server.workspace.text_documents.get(unquote(path.as_uri()))
+    return client.workspace.text_documents.get(unquote(path.as_uri()))
 
 
 class LspPort:
-    def __init__(self, server: TalosServer, root: Path) -> None:
-        self.server = server
+    """One workspace folder's port: `client` is how it reaches the person, `daemon` what it
+    reports to (the folder's status, its proposals across the session, a cancelled task)."""
+
+    def __init__(self, client: Client, daemon: Daemon, root: Path) -> None:
+        self.client = client
+        self.daemon = daemon
         self.root = root
         self._tokens: dict[str, str] = {}  # task id -> progress token, while it runs
 
     @property
     def interactive(self) -> bool:
-        return self.server.can_prompt
+        return self.client.can_prompt
 
     # ------------------------------------------------------------- prompts
     async def ask(self, question: QuestionCandidate) -> str | None:
@@ -61,18 +91,18 @@ class LspPort:
         skip = SKIP
         while skip in labels:  # a model's option named like ours: ours stays distinct
             skip += " (no answer)"
-        reply = await self.server.prompt(visible(question.question_text), [*labels, skip])
+        reply = await self.client.prompt(visible(question.question_text), [*labels, skip])
         if reply is None or reply not in labels or labels.count(reply) > 1:
             return None  # dismissed, skipped, or a button that is not one answer
         return question.options[labels.index(reply)]["label"]
 
     async def confirm(self, message: str, options: Sequence[str]) -> str | None:
-        reply = await self.server.prompt(message, list(options), kind="permission")
+        reply = await self.client.prompt(message, list(options), kind="permission")
         return reply if reply in options else None
 
     # ----------------------------------------------------------- documents
     def read_document(self, path: str) -> tuple[str, int | None] | None:
-        doc = _document(self.server, self.root / path)
+        doc = _document(self.client, self.root / path)
         if doc is None:
             return None
         return doc.source, doc.version
@@ -81,26 +111,19 @@ class LspPort:
         """The file's proposals as diagnostics (open or not: clients show both) and as a
         `talos/proposals` notification; code actions and lenses are asked for by the client."""
         uri = (self.root / proposal.path).as_uri()
-        mine = self.server.daemon.proposals_at(self.root / proposal.path)
-        if self.server.closing:
+        mine = self.daemon.proposals_at(self.root / proposal.path)
+        if self.client.closing:
             return
-        self.server.text_document_publish_diagnostics(
+        self.client.text_document_publish_diagnostics(
             types.PublishDiagnosticsParams(uri=uri, diagnostics=review.diagnostics(mine))
         )
-        self.server.notify("talos/proposals", {"uri": uri, "proposals": [
+        self.client.notify("talos/proposals", {"uri": uri, "proposals": [
             proposal_summary(p) for p in mine]})  # fmt: skip
-        self.server.refresh_lenses()
+        self.client.refresh_lenses()
 
-    async def apply(self, proposal: Proposal, new_text: str, version: int | None) -> bool:
-        if version is None:  # not open in the editor: written on disk, safely
-            daemon = self.server.daemon
-            host = daemon.hosts.get(self.root)
-            if host is None:
-                return False
-            await daemon.offload.run(host.workspace.write_text, proposal.path, new_text)
-            return True
+    async def apply(self, proposal: Proposal, new_text: str, version: int) -> bool:
         path = self.root / proposal.path
-        uri, current = path.as_uri(), _document(self.server, path)
+        uri, current = path.as_uri(), _document(self.client, path)
         if current is None or current.version != version:
             return False
         edit = types.TextDocumentEdit(
@@ -108,10 +131,10 @@ class LspPort:
             edits=list(review.text_edits(current.source, new_text)),
         )  # fmt: skip
         try:  # the editor may ask the person first: waited for as long as a prompt
-            result = await asyncio.wait_for(self.server.workspace_apply_edit_async(
+            result = await asyncio.wait_for(self.client.workspace_apply_edit_async(
                 types.ApplyWorkspaceEditParams(edit=types.WorkspaceEdit(document_changes=[edit]),
                                                label=f"Talos: {proposal.id}")),
-                self.server.daemon.settings.prompt_timeout)  # fmt: skip
+                self.daemon.settings.prompt_timeout)  # fmt: skip
         except JsonRpcException as exc:
             logger.warning("the editor refused an edit: %s", exc.message)
             return False
@@ -133,8 +156,8 @@ class LspPort:
         that sends no didChange keeps version 0 (the unchecked edit): one round trip, and at
         most `APPLIED_WAIT_S`, spent on a document's first edit only."""
         path = self.root / proposal.path
-        doc = _document(self.server, path)
-        if doc is None or doc.version != 0 or self.server.closing:
+        doc = _document(self.client, path)
+        if doc is None or doc.version != 0 or self.client.closing:
             return
         nothing = types.TextEdit(range=types.Range(start=types.Position(line=0, character=0),
                                                    end=types.Position(line=0, character=0)),
@@ -144,14 +167,14 @@ class LspPort:
                                                                         version=0),
             edits=[nothing])  # fmt: skip
         try:
-            await asyncio.wait_for(self.server.workspace_apply_edit_async(
+            await asyncio.wait_for(self.client.workspace_apply_edit_async(
                 types.ApplyWorkspaceEditParams(edit=types.WorkspaceEdit(document_changes=[edit]))),
-                self.server.client_wait)  # fmt: skip
+                self.client.client_wait)  # fmt: skip
         except (JsonRpcException, TimeoutError):
             return
         loop = asyncio.get_running_loop()
         deadline = loop.time() + APPLIED_WAIT_S
-        while (doc := _document(self.server, path)) is not None and doc.version == 0:
+        while (doc := _document(self.client, path)) is not None and doc.version == 0:
             if loop.time() > deadline:
                 return
             await asyncio.sleep(0.02)
@@ -161,7 +184,7 @@ class LspPort:
         loop = asyncio.get_running_loop()
         deadline = loop.time() + APPLIED_WAIT_S
         while True:
-            doc = _document(self.server, path)
+            doc = _document(self.client, path)
             if doc is not None and doc.source == text:
                 return True
             if loop.time() > deadline:
@@ -174,21 +197,21 @@ class LspPort:
         within `client_wait`. A busy editor that answers later (seconds, under load) still gets
         it: the creation goes on in the background while the task runs, its steps until then
         are not shown, and a task that ended meanwhile has its progress begun and ended."""
-        if not self.server.can_show_progress or self.server.closing:
+        if not self.client.can_show_progress or self.client.closing:
             return
         created = asyncio.ensure_future(self._create_progress(task))
-        self.server.spawn(created)
+        self.client.spawn(created)
         with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(asyncio.shield(created), self.server.client_wait)
+            await asyncio.wait_for(asyncio.shield(created), self.client.client_wait)
 
     async def _create_progress(self, task: Task) -> None:
         token = f"talos/task/{task.id}"
-        progress = self.server.work_done_progress
+        progress = self.client.work_done_progress
         try:  # a client that never answers holds nothing up: this is given up on at last
             await asyncio.wait_for(progress.create_async(token), PROGRESS_CREATE_S)
         except (JsonRpcException, TimeoutError):
             return
-        if self.server.closing:
+        if self.client.closing:
             return
         progress.begin(token, types.WorkDoneProgressBegin(
             title=f"Talos: {visible(task.title, single_line=True)[:60]}", cancellable=True,
@@ -196,25 +219,25 @@ class LspPort:
         self._tokens[task.id] = token
         cancelled = progress.tokens[token]
         cancelled.add_done_callback(
-            lambda f: f.cancelled() and self.server.daemon.cancel(self.root, task.id)
+            lambda f: f.cancelled() and self.daemon.cancel(self.root, task.id)
         )
         if task.state not in ("queued", "running"):  # it ended while the client was busy
             self._end_progress(task)
 
     def progress(self, task: Task, message: str) -> None:
-        if self.server.closing:
+        if self.client.closing:
             return
         token = self._tokens.get(task.id)
         if token is not None:
             line = f"{visible(message, single_line=True)} · {self._spent(task)}"
-            self.server.work_done_progress.report(token, types.WorkDoneProgressReport(message=line))
+            self.client.work_done_progress.report(token, types.WorkDoneProgressReport(message=line))
 
     def stream(self, task: Task, text: str) -> None:
         """The model's text is not streamed to the editor: its progress says what the task
         does, and the answer comes when the task ends (a message and talos.task.show)."""
 
     def _spent(self, task: Task) -> str:
-        host = self.server.daemon.hosts.get(self.root)
+        host = self.daemon.hosts.get(self.root)
         if host is None:
             return ""
         spent = host.meter.task(task.id)
@@ -222,12 +245,12 @@ class LspPort:
 
     def _end_progress(self, task: Task) -> None:
         token = self._tokens.pop(task.id, None)
-        if token is not None and not self.server.closing:
+        if token is not None and not self.client.closing:
             why = visible(task.error or "", single_line=True)[:SHORT_ANSWER_CHARS]
             said = f"{task.state}: {why}" if why and task.state in ("failed", "stopped") else None
             outcome = f"{said or task.state} · {self._spent(task)}"
-            self.server.work_done_progress.end(token, types.WorkDoneProgressEnd(message=outcome))
-            self.server.work_done_progress.tokens.pop(token, None)
+            self.client.work_done_progress.end(token, types.WorkDoneProgressEnd(message=outcome))
+            self.client.work_done_progress.tokens.pop(token, None)
 
     def end(self, task: Task) -> None:
         self._end_progress(task)
@@ -236,14 +259,14 @@ class LspPort:
             if len(answer) > SHORT_ANSWER_CHARS:
                 answer = answer[:SHORT_ANSWER_CHARS] + "…"
             shown = f"Talos {task.id} done: {answer} (talos.task.show for all)"
-            self.server.show(types.MessageType.Info, shown)
+            self.client.show(types.MessageType.Info, shown)
         elif task.state in ("failed", "stopped"):
             reason = visible(task.error or "", single_line=True)[:SHORT_ANSWER_CHARS]
-            self.server.show(types.MessageType.Warning, f"Talos {task.id} {task.state}: {reason}")
+            self.client.show(types.MessageType.Warning, f"Talos {task.id} {task.state}: {reason}")
 
     # -------------------------------------------------------------- status
     def status(self, status: Mapping[str, Any]) -> None:
-        self.server.daemon.folder_status(self.root, status)
+        self.daemon.folder_status(self.root, status)
 
     def notice(self, message: str) -> None:
-        self.server.show(types.MessageType.Warning, message)
+        self.client.show(types.MessageType.Warning, message)

@@ -1,5 +1,5 @@
-"""The language server's settings: read from `initializationOptions` (flat) and the `talos`
-section of `workspace/configuration`, checked one by one.
+"""The language server's settings: the schema's (`talos_ls/settings.py`), by their editor names,
+from `initializationOptions` (flat) and the `talos` section of `workspace/configuration`.
 
 A bad value is refused with a message naming the setting, and the last good value stays: a
 typo in the editor's settings must not stop a daemon that was working. The API key never
@@ -10,49 +10,40 @@ looks like a key is refused without being echoed.
 from __future__ import annotations
 
 import dataclasses
-import re
-import unicodedata
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
-from decimal import Decimal, InvalidOperation
+from decimal import Decimal
 from typing import Any
 
-from ..agent.cost import Caps, Price, load_prices, parse_price
+from ..agent.cost import Caps, Price, load_prices
 from ..agent.limits import Limits
 from ..agent.model import ModelConfig
-from ..agent.sandbox import readable_paths_problem
 from ..display import visible
-from ..errors import TalosError
 from ..gates.permissions import MODES
-from ..gates.question_queue import QUESTION_BUDGET_TURNS
 from ..redact import redact_url
-from ..store import SCHEMES
+from ..settings import SETTINGS, SettingError
 
-_ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,127}")
-_KEYISH = re.compile(r"^(sk-|sk_|ghp_|gh[ousr]_|xox[abp]-|AKIA)|^[A-Za-z0-9_\-]{32,}$")
-
-
-class SettingError(TalosError):
-    """A setting's value was refused; the message names the setting (never a secret)."""
+EDITOR = {s.camel: s for s in SETTINGS if s.editor}  # what the server reads, by editor name
 
 
 @dataclass(frozen=True)
 class Settings:
-    model: str = "gpt-4.1-mini"
-    base_url: str | None = None
-    api_key_env: str = "OPENAI_API_KEY"
-    prices: Mapping[str, Price] | None = None  # None: the built-in table (and prices.json)
-    max_cost: Decimal | None = None
-    max_steps: int | None = 50
-    permission_mode: str = "ask"
-    store_url: str | None = None
-    question_budget_turns: int = QUESTION_BUDGET_TURNS
-    prompt_timeout: float = 300.0  # seconds a prompt waits before it counts as dismissed
-    model_timeout: float = ModelConfig.timeout  # seconds to the model's first chunk
-    model_idle_timeout: float = ModelConfig.idle_timeout  # seconds of silence mid-stream
-    # Outside the workspace, shown to commands read-only (never from a repository's file).
-    readable_paths: tuple[str, ...] = ()
-    limits: Limits | None = None  # what one command may use; None: the machine's defaults
+    """The settings in use: a field for each of `EDITOR` (its `field`), the schema's default."""
+
+    model: str = EDITOR["model"].default
+    base_url: str | None = EDITOR["baseUrl"].default
+    api_key_env: str = EDITOR["apiKeyEnv"].default
+    prices: Mapping[str, Price] | None = EDITOR["prices"].default  # None: built in, prices.json
+    max_cost: Decimal | None = EDITOR["maxCost"].default
+    max_steps: int | None = EDITOR["maxSteps"].default
+    permission_mode: str = EDITOR["permissionMode"].default
+    store_url: str | None = EDITOR["storeUrl"].default
+    question_budget_turns: int = EDITOR["questionBudgetTurns"].default
+    prompt_timeout: float = EDITOR["promptTimeout"].default
+    model_timeout: float = EDITOR["modelTimeout"].default
+    model_idle_timeout: float = EDITOR["modelIdleTimeout"].default
+    readable_paths: tuple[str, ...] = EDITOR["readablePaths"].default
+    limits: Limits | None = EDITOR["limits"].default
 
     def updated(self, raw: Mapping[str, Any]) -> tuple[Settings, list[str]]:
         """These settings with the given keys applied. Unknown keys are the client's own and
@@ -64,12 +55,12 @@ class Settings:
         if "apiKey" in raw:
             problems.append("apiKey: the key never goes in settings; set apiKeyEnv to the NAME "
                             "of the environment variable that holds it")  # fmt: skip
-        for key, (attr, check) in SETTINGS.items():
+        for key, setting in EDITOR.items():
             if key not in raw:
                 continue
             value = raw[key]
             try:
-                changes[attr] = DEFAULTS[attr] if value is None else check(value)
+                changes[setting.field] = setting.default if value is None else setting.check(value)
             except SettingError as exc:
                 problems.append(f"{key}: {exc}")
         new = dataclasses.replace(self, **changes)
@@ -106,129 +97,6 @@ class Settings:
             "limits": (self.limits or Limits.default()).as_setting(),
         }
 
-
-def _text(value: Any) -> str:
-    if not isinstance(value, str) or not value.strip() or len(value) > 200:
-        raise SettingError("must be a non-empty string of at most 200 characters")
-    if any(ord(c) < 32 for c in value):
-        raise SettingError("must not contain control characters")
-    return value.strip()
-
-
-def _no_hidden(url: str) -> str:
-    """A URL with no character a person cannot see or that reorders what they see (controls,
-    bidi and zero-width formatting, separators, spaces): refused, naming the code points, never
-    echoing the URL (it may hold a password)."""
-    hidden = [c for c in url if unicodedata.category(c)[0] in "CZ"]
-    if hidden:
-        points = ", ".join(dict.fromkeys(f"U+{ord(c):04X}" for c in hidden))
-        raise SettingError(f"must not contain invisible, bidi, space or control characters "
-                           f"(it holds {points})")  # fmt: skip
-    return url
-
-
-def _url(value: Any) -> str:
-    url = _no_hidden(_text(value))
-    if not re.match(r"https?://[^/?#]", url):
-        raise SettingError("must be an http:// or https:// URL")
-    return url
-
-
-def _env_name(value: Any) -> str:
-    if not isinstance(value, str) or not _ENV_NAME.fullmatch(value):
-        raise SettingError("must be the NAME of an environment variable (letters, digits, _)")
-    if _KEYISH.search(value):
-        raise SettingError("looks like a key itself; give the NAME of the variable holding it")
-    return value
-
-
-def _usd(value: Any) -> Decimal:
-    if isinstance(value, bool) or not isinstance(value, int | float | str):
-        raise SettingError("must be a number of US dollars")
-    try:
-        amount = Decimal(str(value))
-    except InvalidOperation:
-        raise SettingError("must be a number of US dollars") from None
-    if not amount.is_finite() or amount <= 0:
-        raise SettingError("must be a positive amount of US dollars")
-    return amount
-
-
-def _count(value: Any) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= 1_000_000:
-        raise SettingError("must be a whole number from 1 to 1000000")
-    return value
-
-
-def _mode(value: Any) -> str:
-    if value not in MODES:
-        raise SettingError(f"must be one of {', '.join(MODES)}")
-    return str(value)
-
-
-def _store_url(value: Any) -> str:
-    url = _no_hidden(_text(value))
-    if url.partition("://")[0].lower() not in SCHEMES:
-        raise SettingError(f"must be a URL with one of the schemes {', '.join(SCHEMES)}")
-    return url
-
-
-def _prices(value: Any) -> dict[str, Price]:
-    if not isinstance(value, Mapping):
-        raise SettingError('must be an object {"model": {"input", "cached_input", "output"}}')
-    table = {}
-    for model, entry in value.items():
-        if not isinstance(entry, Mapping):
-            raise SettingError(f"{model!r} needs an object of prices")
-        try:
-            table[str(model)] = parse_price(entry)
-        except ValueError as exc:
-            raise SettingError(f"{model!r}: {exc}") from None
-    return table
-
-
-def _seconds(value: Any) -> float:
-    if isinstance(value, bool) or not isinstance(value, int | float) or not 1 <= value <= 86400:
-        raise SettingError("must be a number of seconds from 1 to 86400")
-    return float(value)
-
-
-MAX_READABLE_PATHS = 64
-
-
-def _readable_paths(value: Any) -> tuple[str, ...]:
-    if not isinstance(value, list | tuple) or len(value) > MAX_READABLE_PATHS:
-        raise SettingError(f"must be a list of at most {MAX_READABLE_PATHS} absolute paths")
-    problem = readable_paths_problem(value)
-    if problem:
-        raise SettingError(problem)
-    return tuple(dict.fromkeys(str(v).rstrip("/") for v in value))
-
-
-def _limits(value: Any) -> Limits:
-    try:
-        return Limits.parse(value)
-    except ValueError as exc:
-        raise SettingError(str(exc)) from None
-
-
-SETTINGS: dict[str, tuple[str, Callable[[Any], Any]]] = {
-    "model": ("model", _text),
-    "baseUrl": ("base_url", _url),
-    "apiKeyEnv": ("api_key_env", _env_name),
-    "prices": ("prices", _prices),
-    "maxCost": ("max_cost", _usd),
-    "maxSteps": ("max_steps", _count),
-    "permissionMode": ("permission_mode", _mode),
-    "storeUrl": ("store_url", _store_url),
-    "questionBudgetTurns": ("question_budget_turns", _count),
-    "promptTimeout": ("prompt_timeout", _seconds),
-    "modelTimeout": ("model_timeout", _seconds),
-    "modelIdleTimeout": ("model_idle_timeout", _seconds),
-    "readablePaths": ("readable_paths", _readable_paths),
-    "limits": ("limits", _limits),
-}
-DEFAULTS = {f.name: f.default for f in dataclasses.fields(Settings)}
 
 # What widens what the agent may do, once a session has its settings: such a change waits for
 # the person (`narrowed`, `Daemon.confirm_changes`). Each, by the setting keys that change it.

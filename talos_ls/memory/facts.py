@@ -199,6 +199,14 @@ class FactStore:
         row = self.store.fact_get(str(key))
         return None if row is None else _fact(row)
 
+    def named(self, key: str, agent_id: str | None = None) -> builtins.list[Fact]:
+        """The facts `key` names, in `agent_id`'s memory when given: the one with that key,
+        else every one whose key starts with it (a person types the start of a key a list
+        showed). One fact is a match; the caller says what is wrong with none or several."""
+        facts = [f for f in self.list(agent_id) if f.key.startswith(key)] if key else []
+        exact = [f for f in facts if f.key == key]
+        return exact or facts
+
     def list(self, agent_id: str | None = None, *, include_closed: bool = True) -> list[Fact]:
         facts = [_fact(row) for row in self.store.fact_list(agent_id)]
         return facts if include_closed else [f for f in facts if f.live]

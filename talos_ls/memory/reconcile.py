@@ -17,14 +17,42 @@ was a side of (`FactStore`), so a forgotten fact is never one answer of a questi
 
 from __future__ import annotations
 
+import re
 import time
 import uuid
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 from ..store import Store
 from ..text import normalize_text
 from .facts import Fact, FactStore
+
+_SUBJECT = r"^(?P<s>[\w .'/-]{1,40}?)"
+_SLOT_PATTERNS = (
+    (re.compile(_SUBJECT + r"\s+(?:uses?|should use|must use)\s+(?P<v>.+)$", re.I), "use"),
+    (re.compile(_SUBJECT + r"\s+(?:is|are)\s+(?P<v>.+)$", re.I), "is"),
+    (re.compile(_SUBJECT + r"\s*:\s+(?P<v>.+)$"), "is"),
+)
+# A rule starting with these is an instruction, not a statement about a subject.
+_IMPERATIVE = frozenset(
+    {"always", "never", "please", "do", "dont", "don't", "use", "avoid", "prefer"}
+)
+
+
+def parse_slot(rule: str) -> tuple[str, str, str] | None:
+    """(subject, attribute, value) for rules shaped like "tests use pytest", else None."""
+    text = rule.strip().rstrip(".!").strip("*_` ")
+    for pattern, attribute in _SLOT_PATTERNS:
+        match = pattern.match(text)
+        if match:
+            subject, value = match.group("s").strip(), match.group("v").strip().strip("*_`")
+            first = normalize_text(subject).split(" ")[0] if normalize_text(subject) else ""
+            if first in _IMPERATIVE or not normalize_text(value):
+                return None
+            return subject, attribute, value
+    return None
+
 
 WINNER_AT_LEAST = 0.7
 LOSER_AT_MOST = 0.3
@@ -128,6 +156,17 @@ class Reconciler:
         says it, so nothing was stored and no evidence moved."""
         key, stored = self.facts.add_once(agent_id, statement, **attrs)
         return key, (self.reconcile(key) if stored else "already held")
+
+    def remember(
+        self, agent_id: str, statement: str, source: str, slot: Mapping[str, str] | None = None
+    ) -> tuple[str, str]:
+        """What a person says to remember (`talos memory add`, `talos.memory.remember`): its
+        slot as given, else read from the statement ("tests use pytest"), so it is reconciled
+        with what else is held on that slot. ValueError for a slot given in part."""
+        slot = dict(slot or {})
+        if not slot and (parsed := parse_slot(statement)):
+            slot = dict(zip(("subject", "attribute", "value"), parsed, strict=True))
+        return self.add(agent_id, statement, source=source, **slot)
 
     def reconcile(self, key: str) -> str:
         """Compare a (new) fact with the live facts in its slot. Returns what happened:

@@ -28,21 +28,11 @@ from ..files import read_regular
 from ..store import StoreError
 from ..text import normalize_text
 from .facts import Fact, FactStore
-from .reconcile import Reconciler
+from .reconcile import Reconciler, parse_slot
 
 RULES_FILES = ("AGENTS.md", "CLAUDE.md", ".talos/rules.md")
 MAX_RULES_BYTES = 256 * 1024
 _BULLET = re.compile(r"^\s*(?:[-*+]|\d+[.)])\s+")
-_SUBJECT = r"^(?P<s>[\w .'/-]{1,40}?)"
-_SLOT_PATTERNS = (
-    (re.compile(_SUBJECT + r"\s+(?:uses?|should use|must use)\s+(?P<v>.+)$", re.I), "use"),
-    (re.compile(_SUBJECT + r"\s+(?:is|are)\s+(?P<v>.+)$", re.I), "is"),
-    (re.compile(_SUBJECT + r"\s*:\s+(?P<v>.+)$"), "is"),
-)
-# A rule starting with these is an instruction, not a statement about a subject.
-_IMPERATIVE = frozenset(
-    {"always", "never", "please", "do", "dont", "don't", "use", "avoid", "prefer"}
-)
 
 
 def parse_rules(text: str) -> list[str]:
@@ -59,20 +49,6 @@ def parse_rules(text: str) -> list[str]:
         if normalize_text(rule):
             rules.append(rule)
     return list(dict.fromkeys(rules))
-
-
-def parse_slot(rule: str) -> tuple[str, str, str] | None:
-    """(subject, attribute, value) for rules shaped like "tests use pytest", else None."""
-    text = rule.strip().rstrip(".!").strip("*_` ")
-    for pattern, attribute in _SLOT_PATTERNS:
-        match = pattern.match(text)
-        if match:
-            subject, value = match.group("s").strip(), match.group("v").strip().strip("*_`")
-            first = normalize_text(subject).split(" ")[0] if normalize_text(subject) else ""
-            if first in _IMPERATIVE or not normalize_text(value):
-                return None
-            return subject, attribute, value
-    return None
 
 
 @dataclass

@@ -29,8 +29,8 @@ from urllib.parse import parse_qsl, unquote
 import platformdirs
 
 from ..redact import redact_url
-from .base import Store, StoreError, parse_timeout
-from .sqlite import DEFAULT_TIMEOUT_S, SQLiteStore
+from .base import DEFAULT_TIMEOUT_S, Store, StoreError, parse_timeout
+from .sqlite import SQLiteStore
 
 ENV_URL = "TALOS_STORE_URL"
 SCHEMES = ("sqlite", "redis", "rediss", "redis+cluster", "rediss+cluster", "redis+sentinel",

@@ -101,6 +101,9 @@ SETTLED_PROPOSAL_STATUSES = tuple(s for s in PROPOSAL_STATUSES if s not in OPEN_
 
 
 PROBE_AGENT = "talos:probe"  # the store probe writes only this agent's turn counter
+# How long an atomic step waits (SQLite: for another writer; Redis: for the server) when the
+# URL sets no `timeout=`: here, not in a backend, because both backends and `faults` read it.
+DEFAULT_TIMEOUT_S = 2.0
 
 
 class StoreError(TalosError):

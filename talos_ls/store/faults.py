@@ -17,6 +17,8 @@ import sqlite3
 from pathlib import Path
 from urllib.parse import parse_qsl, unquote
 
+from .base import DEFAULT_TIMEOUT_S
+
 READ_ONLY = "read-only"
 FULL = "full"
 CORRUPT = "corrupt"
@@ -131,8 +133,6 @@ def where_of(url: str) -> str:
 
 
 def _timeout(url: str) -> float:
-    from .sqlite import DEFAULT_TIMEOUT_S  # sqlite.py imports this module
-
     for name, value in parse_qsl(url.partition("?")[2]):
         if name == "timeout":
             try:

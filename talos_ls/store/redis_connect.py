@@ -27,8 +27,7 @@ from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import parse_qsl, unquote
 
-from .base import StoreError, parse_timeout
-from .sqlite import DEFAULT_TIMEOUT_S
+from .base import DEFAULT_TIMEOUT_S, StoreError, parse_timeout
 
 PASSWORD_ENV = "TALOS_REDIS_PASSWORD"
 SENTINEL_PASSWORD_ENV = "TALOS_REDIS_SENTINEL_PASSWORD"

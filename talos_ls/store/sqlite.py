@@ -38,7 +38,6 @@ from .base import (
 )
 
 APPLICATION_ID = 0x54414C53  # "TALS"
-DEFAULT_TIMEOUT_S = 2.0
 OPEN_RETRY_S = 10.0  # how long opening waits out other daemons preparing the same file
 LEASE_KEEP_S = 7 * 86400.0  # an owner's lease this long expired is deleted
 _SQLITE_MAGIC = b"SQLite format 3\x00"

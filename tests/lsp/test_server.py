@@ -157,6 +157,20 @@ async def test_running_tasks_show_in_the_status(editor, model):
     await editor.finished(task_id)
 
 
+async def test_remember_and_forget_take_the_same_path_as_the_terminal(editor):
+    """`talos.memory.remember` reads the statement's slot as `talos memory add` does, so the
+    person's word is reconciled with what else is held on it; `talos.memory.forget` takes the
+    start of a key a list showed, as `talos memory forget` does, and refuses an ambiguous one."""
+    first = await editor.command("talos.memory.remember", {"statement": "Tests use pytest"})
+    assert first["outcome"] == "alone"  # a slot: ('Tests', 'use', 'pytest')
+    later = await editor.command("talos.memory.remember", {"statement": "Tests use nose"})
+    assert later["outcome"] not in ("alone", "no slot")  # met the first on its slot
+    with pytest.raises(JsonRpcException, match="facts start with ''|no fact ''"):
+        await editor.command("talos.memory.forget", {"key": ""})
+    forgot = await editor.command("talos.memory.forget", {"key": first["key"][:10]})
+    assert forgot == {"key": first["key"], "retracted": True}
+
+
 async def test_remembering_a_fact_twice_holds_it_once(editor):
     first = await editor.command("talos.memory.remember", {"statement": "Tests use pytest"})
     again = await editor.command("talos.memory.remember", {"statement": "tests use pytest."})
