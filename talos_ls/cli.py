@@ -4,7 +4,7 @@
 they were, or were not, asked something: every candidate with its status, turns and ask count,
 the turn each agent's question budget reopens, and every fact with its confidence and evidence.
 
-Every command shares one error path (`errors.py`): an expected failure is one line on stderr,
+Every command shares one error path (`cli_report.py`): an expected failure is one line on stderr,
 `talos: error: <what is wrong>; <how to fix it>` (with --json, one JSON object on stdout), a
 traceback only with --verbose. Exit codes: 0 success, 1 a failure (the store, the model, the
 sandbox; a task failed or stopped), 2 a usage error, 130 interrupted (Ctrl-C), 141 stdout
@@ -32,11 +32,12 @@ from typing import TYPE_CHECKING, Any, NoReturn
 
 from . import __version__, completion
 from .agent.workspace import SandboxError, Workspace
+from .cli_report import INTERRUPTED, USAGE, CliError, report, setup_logging, store_error
 from .display import visible
 from .edits import apply
 from .edits import proposals as edits
 from .edits.apply import DiskFiles
-from .errors import INTERRUPTED, USAGE, CliError, report, setup_logging, store_error
+from .errors import TalosError
 from .gates.permissions import MODES
 from .gates.question_queue import QUESTION_BUDGET_TURNS, QuestionCandidate
 from .memory.facts import SOURCES, Fact, FactStore
@@ -692,7 +693,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         if code == INTERRUPTED:
             _exit_if_stuck()
         return code
-    except CliError as exc:
+    except TalosError as exc:
         try:
             return report(exc, as_json)
         except BrokenPipeError:
@@ -702,12 +703,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("\ntalos: interrupted", file=sys.stderr)
         return INTERRUPTED
-    except Exception as exc:
+    except Exception as exc:  # a bug
         if verbose:
             raise
-        what = f"unexpected {type(exc).__name__}: {exc}"
-        fix = "run with --verbose for the traceback, and please report it"
-        return report(CliError("internal", f"{what}; {fix}"), as_json)
+        return report(exc, as_json)
 
 
 if __name__ == "__main__":

@@ -1,8 +1,8 @@
 """`talos run`, `talos skills`, `talos doctor`, `talos permissions` and `talos demo`: the
 commands that need the agent, the host or the terminal.
 
-Errors go through `errors.CliError` (one line, or one JSON object with --json). `talos run` owns
-Ctrl-C: the first SIGINT cancels the running task (recorded `cancelled` in the store, its
+Errors go through `cli_report.CliError` (one line, or one JSON object with --json). `talos run`
+owns Ctrl-C: the first SIGINT cancels the running task (recorded `cancelled` in the store, its
 transcript kept), says so in one line and exits 130; a second one exits at once.
 """
 
@@ -27,10 +27,10 @@ from .agent.model import ModelConfig
 from .agent.skills import discover
 from .agent.tasks import Task
 from .agent.workspace import SandboxError, Workspace
+from .cli_report import FAILED, INTERRUPTED, STORE_FAULTS, USAGE, CliError, report, store_error
 from .display import visible
 from .doctor import doctor as run_doctor
 from .edits.proposals import Proposal
-from .errors import FAILED, INTERRUPTED, STORE_FAULTS, USAGE, CliError, report, store_error
 from .gates.permissions import PERMISSIONS_FILE, Policy
 from .host import Host, HostConfig
 from .project import chosen

@@ -29,6 +29,7 @@ import platformdirs
 from .agent.cost import DEFAULT_PRICES, PRICES_ENV, Caps, Price, load_prices
 from .agent.limits import Limits
 from .agent.model import DEFAULT_BASE_URL, ModelConfig
+from .errors import TalosError
 from .files import FileTooLarge, NotRegularFile, read_regular
 from .redact import redact_url
 from .settings import NEVER, SETTINGS, STRICTER, Setting, SettingError
@@ -38,7 +39,7 @@ WORKSPACE_FILE = Path(".talos") / CONFIG_NAME
 MAX_CONFIG_BYTES = 256 * 1024
 
 
-class ConfigError(ValueError):
+class ConfigError(TalosError):
     """A setting was refused. The message names the file (or flag, or variable) and the key,
     one line per problem; `problems` holds the lines."""
 

@@ -20,7 +20,7 @@ from .agent.limits import Limits, describe_enforcement
 from .agent.model import ModelClient, ModelConfig, ModelError
 from .agent.sandbox import Sandbox, sizes_tmpfs
 from .agent.skills import discover
-from .errors import store_problem
+from .cli_report import store_problem
 from .store import StoreError, default_store_url, open_store
 
 EDITOR_CLIENTS = {"VS Code": "code", "Neovim": "nvim"}

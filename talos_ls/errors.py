@@ -1,145 +1,59 @@
-"""The CLI's one error path: every expected failure is a `CliError` that `cli.main` prints as
-one line, `talos: error: <what is wrong>; <how to fix it>`, on stderr, or, with `--json`, as
-one JSON object on stdout (`{"error": {"kind", "message"}, "exit_code"}`), so a script reading
-stdout always gets JSON. Tracebacks only with `--verbose`.
+"""Talos's errors: one root, so that every surface can tell an expected failure from a bug.
 
-Exit codes: 0 done, 1 a failure (the store, the model, the sandbox, a task failed or stopped),
-2 a usage error (a bad option value, an empty request), 130 interrupted (Ctrl-C).
+A `TalosError` is an expected failure: something outside the code is not as it must be (a
+command's argument, a path, a file, a setting, the store, the model's endpoint, a cap), and its
+message says what, and how to fix it, in words for the person. Any other exception is a bug.
+This module imports nothing of Talos's, so any layer can raise one.
 
-Log records are part of the same path: without `--verbose` a log line is one line (the
-exception's message, not its traceback), and a store fault a background write logged during
-`talos run` is kept for the run's own error line (`StoreFaults`) instead of being printed once
-per failed write.
+    TalosError                means                               raised in (defined in the first)
+    ├── ParamsError           a command's argument is wrong       lsp/daemon.py, lsp/prompts.py,
+    │                                                             server.py
+    ├── TooBusy               too many tasks wait: try later      lsp/daemon.py
+    ├── JsonRpcRequestFailed  TooBusy as LSP's RequestFailed      lsp/transport.py, server.py
+    │                         (also pygls's JsonRpcException, which pygls answers with)
+    ├── Refused               a TCP connection may not speak      lsp/tcp.py
+    ├── TcpError              --tcp or --token-file unusable      lsp/tcp.py
+    ├── SettingError          one setting's value refused         settings.py
+    ├── ConfigError           config files, variables or flags    config.py
+    ├── CliError              a CLI failure: kind, exit code      cli_report.py, cli.py,
+    │                                                             commands.py, project.py
+    ├── StoreError            the store failed; `reason` says how store/, lsp/health.py,
+    │                                                             lsp/daemon.py
+    ├── ModelError            the model's endpoint is unusable    agent/model.py
+    ├── CapReached            a cap or the loop guard stopped it  agent/cost.py
+    ├── ToolError             the model's tool call is refused    agent/tools.py
+    ├── SandboxError          a path the agent may not use        agent/workspace.py,
+    │                                                             agent/search.py, agent/sandbox.py
+    ├── TooManyMounts         a command needs too many covers     agent/workspace_layout.py
+    ├── SkillError            a SKILL.md is malformed             agent/skills.py
+    ├── ProposalError         a proposal cannot be made, applied, edits/proposals.py, host.py,
+    │                         rejected or undone                  cli.py
+    ├── NotRegularFile        a FIFO, a device... is no file      files.py
+    └── FileTooLarge          a file over the reader's limit      files.py
+        (both also OSError: the same read raises the OS's own, and readers catch both as one)
+
+How each surface reports them:
+- LSP (`server.py`): a command's ParamsError or SandboxError is answered -32602 (Invalid
+  Params), TooBusy -32803 (Request Failed), any other TalosError -32603 with its message; one
+  raised in a notification handler or a background job is shown (`window/showMessage`).
+- CLI (`cli.py`, `cli_report.py`): a CliError is one line, or one JSON object, with its kind
+  and exit code; any other TalosError the same with kind `failed`, exit code 1.
+- Agent loop: a tool's ToolError, SandboxError or ProposalError goes back to the model as the
+  tool's result (`agent/tools.py`); a ModelError fails the task, CapReached stops it, anything
+  else fails it too, its traceback logged (`agent/tasks.py`).
+
+Anything else is a bug. The language server logs it with its traceback (the exception's message
+withheld: it may quote a prompt or code, `lsp/logs.py`), tells the person "internal error" and
+where the log is, and goes on serving (`lsp/transport.py`); the CLI says the same in one line,
+the traceback in its --log-file (exit code 1).
+
+A class whose name starts with `_` is control flow inside its module (`agent/model.py`'s stream
+faults, `gates/shell.py`'s `_Budget`): it never leaves that module, and is no TalosError. A
+ValueError raised for a caller's wrong argument stays one: where outside input can cause it,
+the code that passes the input on catches it and says what is wrong (a setting's check,
+`Daemon.remember`).
 """
 
-from __future__ import annotations
 
-import json
-import logging
-import sys
-import threading
-from typing import Any
-
-from .display import VisibleFilter, visible
-from .redact import RedactingFilter, redact
-from .store import StoreError, faults
-
-OK, FAILED, USAGE, INTERRUPTED = 0, 1, 2, 130
-
-
-class CliError(Exception):
-    """An expected failure: `message` says what is wrong and how to fix it."""
-
-    def __init__(self, kind: str, message: str, code: int = FAILED) -> None:
-        super().__init__(message)
-        self.kind, self.message, self.code = kind, message, code
-
-
-def store_problem(url: str, exc: StoreError) -> str:
-    """What is wrong with the store, and how to fix it, from the fault's `reason`."""
-    return faults.describe(url, exc, "--store")
-
-
-def store_error(url: str, exc: StoreError) -> CliError:
-    return CliError("store", store_problem(url, exc))
-
-
-def report(error: CliError, as_json: bool) -> int:
-    """Print `error` once, as a line on stderr or a JSON object on stdout; its exit code."""
-    message = redact(error.message)
-    if as_json:
-        out = {"error": {"kind": error.kind, "message": message}, "exit_code": error.code}
-        print(json.dumps(out, ensure_ascii=False))
-    else:
-        print(f"talos: error: {visible(message, single_line=True)}", file=sys.stderr)
-    return error.code
-
-
-class StoreFaults(logging.Filter):
-    """Keeps the StoreErrors that log records carry (a background write that failed) and, but
-    with --verbose, drops those records: the command reports the fault once, at its end."""
-
-    def __init__(self, verbose: bool) -> None:
-        super().__init__()
-        self.verbose = verbose
-        self.seen: list[StoreError] = []
-        self._lock = threading.Lock()
-
-    def filter(self, record: logging.LogRecord) -> bool:
-        exc = record.exc_info[1] if record.exc_info else None
-        if isinstance(exc, StoreError):
-            with self._lock:
-                self.seen.append(exc)
-            return self.verbose
-        return True
-
-
-class _Copying(logging.StreamHandler):
-    """Each handler filters a copy: redaction and folding change the record, and the log
-    file still wants the traceback the terminal leaves out. It writes to the current
-    `sys.stderr`: the terminal's live display redirects it, so a log line lands above the
-    status line instead of across it or a prompt."""
-
-    @property  # type: ignore[override]
-    def stream(self) -> Any:
-        return sys.stderr
-
-    @stream.setter
-    def stream(self, value: Any) -> None:
-        pass  # always the current sys.stderr
-
-    def handle(self, record: logging.LogRecord) -> bool:
-        return bool(super().handle(logging.makeLogRecord(record.__dict__)))
-
-
-class _CopyingFile(logging.FileHandler):
-    def handle(self, record: logging.LogRecord) -> bool:
-        return bool(super().handle(logging.makeLogRecord(record.__dict__)))
-
-
-STORE_FAULTS = StoreFaults(verbose=False)
-
-
-def setup_logging(verbose: bool, log_file: str | None) -> None:
-    """stderr gets WARNING and up as single lines (DEBUG with tracebacks under --verbose);
-    `log_file` gets DEBUG with tracebacks. Both are redacted (keys, credentials), and their
-    control characters escaped (`display.VisibleFilter`)."""
-    root = logging.getLogger()
-    for handler in list(root.handlers):
-        root.removeHandler(handler)
-    STORE_FAULTS.verbose = verbose
-    STORE_FAULTS.seen.clear()
-    console = _Copying()
-    console.setLevel(logging.DEBUG if verbose else logging.WARNING)
-    console.addFilter(STORE_FAULTS)  # before redaction: it needs the exception itself
-    console.setFormatter(logging.Formatter("talos: %(levelname)s: %(message)s"))
-    console.addFilter(_Redacting(keep_traceback=verbose))
-    console.addFilter(VisibleFilter())  # after: it escapes the final text
-    root.addHandler(console)
-    level = logging.DEBUG if verbose else logging.WARNING
-    if log_file:
-        file = _CopyingFile(log_file, encoding="utf-8")
-        file.setLevel(logging.DEBUG)
-        file.setFormatter(logging.Formatter("%(asctime)s %(name)s %(levelname)s: %(message)s"))
-        file.addFilter(_Redacting(keep_traceback=True))
-        file.addFilter(VisibleFilter())
-        root.addHandler(file)
-        level = logging.DEBUG
-    root.setLevel(level)
-    for noisy in ("httpx", "httpcore", "openai", "asyncio", "markdown_it"):
-        logging.getLogger(noisy).setLevel(logging.INFO if verbose else logging.WARNING)
-
-
-class _Redacting(RedactingFilter):
-    """The redaction filter; without a traceback wanted, the exception is folded into the
-    message first (RedactingFilter would turn it into a traceback text)."""
-
-    def __init__(self, keep_traceback: bool) -> None:
-        super().__init__()
-        self.keep_traceback = keep_traceback
-
-    def filter(self, record: logging.LogRecord) -> bool:
-        if not self.keep_traceback and record.exc_info and record.exc_info[1] is not None:
-            record.msg, record.args = f"{record.getMessage()}: {record.exc_info[1]}", None
-            record.exc_info = None
-        return super().filter(record)
+class TalosError(Exception):
+    """An expected failure; the message says what is wrong, for the person."""

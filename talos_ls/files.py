@@ -16,6 +16,8 @@ import stat
 from pathlib import Path
 from typing import BinaryIO
 
+from .errors import TalosError
+
 SECRET_FILE_GLOBS = (".env*",)  # dotenv and direnv files: .env, .env.local, .env-prod, .envrc
 
 
@@ -26,11 +28,11 @@ def is_secrets_file(name: str) -> bool:
     return name.lower().startswith(".env")
 
 
-class NotRegularFile(OSError):
+class NotRegularFile(TalosError, OSError):
     """A FIFO, a device, a socket or a directory where a regular file was expected."""
 
 
-class FileTooLarge(OSError):
+class FileTooLarge(TalosError, OSError):
     """A file over the size limit of the reader."""
 
 

@@ -44,7 +44,7 @@ from .agent.model import ModelClient, ModelConfig
 from .agent.sandbox import Sandbox, SandboxState
 from .agent.skills import Skill, discover
 from .agent.tasks import FINAL, Task, TaskRegistry
-from .agent.workspace import Workspace, agent_id
+from .agent.workspace import SandboxError, Workspace, agent_id
 from .display import visible
 from .edits import apply
 from .edits.apply import DiskFiles
@@ -294,7 +294,7 @@ class Host:
             if rel and any(p.status in OPEN for p in self.proposals.list(rel)):
                 try:  # written on disk under a proposal (the editor's buffer wins if open)
                     text, _ = await self.offload.run(self._current, rel)
-                except (OSError, ValueError):
+                except (OSError, ValueError, SandboxError):
                     text = ""  # gone or unreadable: not the proposal's base any more
                 self.document_changed(rel, text)
         self.report_status()

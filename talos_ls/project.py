@@ -13,8 +13,8 @@ import sys
 from pathlib import Path
 
 from .agent.workspace import agent_id
+from .cli_report import USAGE, CliError
 from .display import visible
-from .errors import USAGE, CliError
 
 __all__ = ["agent_id", "chosen", "find_root"]
 

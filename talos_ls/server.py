@@ -26,11 +26,17 @@ from typing import Any
 from urllib.parse import unquote, urlparse
 
 from lsprotocol import types
-from pygls.exceptions import JsonRpcException, JsonRpcInternalError, JsonRpcInvalidParams
+from pygls.exceptions import (
+    FeatureNotificationError,
+    JsonRpcException,
+    JsonRpcInternalError,
+    JsonRpcInvalidParams,
+)
 from pygls.lsp.server import LanguageServer
 
 from . import __version__
 from .agent.workspace import SandboxError
+from .errors import TalosError
 from .lsp import review, transport
 from .lsp import tcp as tcp_transport
 from .lsp.actions import code_actions
@@ -38,7 +44,6 @@ from .lsp.daemon import Daemon, Params, ParamsError, TooBusy
 from .lsp.logs import configure_logging
 from .lsp.port import LspPort
 from .lsp.prompts import PromptBook
-from .store import StoreError
 
 logger = logging.getLogger(__name__)
 SHUTDOWN_S = 2.0
@@ -115,8 +120,13 @@ class TalosServer(LanguageServer):
         return None if item is None else item.title
 
     def report_server_error(self, error: Exception, source: Any) -> None:
-        if not self.closing:
-            super().report_server_error(error, source)
+        """What no request's answer carries. pygls shows the exception's text, then stops the
+        server's thread pool: one bug would end the daemon. Here a request's error was answered
+        already (`transport.HardenedProtocol`), and a failed send was logged (saying so would
+        need another); a notification's, or its background job's, is shown as
+        `transport.failure` words it, and the server goes on."""
+        if source is FeatureNotificationError and not self.closing:
+            self.show(types.MessageType.Error, f"Talos: {transport.failure(error)}")
 
     def refresh_lenses(self) -> None:
         """Ask the client to fetch code lenses again, when it can be asked."""
@@ -165,16 +175,24 @@ class TalosServer(LanguageServer):
         return {"diff": diff, "uri": uri if shown is not None and shown.success else None}
 
     def spawn(self, coro: Awaitable[Any]) -> None:
+        """Run a notification's work in the background; its failure is reported as the
+        notification's would be."""
         job = asyncio.ensure_future(coro)
         self._jobs.add(job)
-        job.add_done_callback(self._jobs.discard)
+        job.add_done_callback(self._job_done)
+
+    def _job_done(self, job: asyncio.Future) -> None:
+        self._jobs.discard(job)
+        if not job.cancelled() and isinstance(exc := job.exception(), Exception):
+            self.report_server_error(exc, FeatureNotificationError)
 
     # ------------------------------------------------------------ commands
     async def call(
         self, command: str, arguments: Sequence[Any], run: Callable[[Params], Any]
     ) -> Any:
-        """Run a command's method; a bad field or an unavailable store is a JSON-RPC error
-        whose message says which, and the server goes on serving."""
+        """Run a command's method; an expected failure (`errors.TalosError`: a bad field, an
+        unavailable store) is a JSON-RPC error whose message says what, and the server goes on
+        serving. Anything else is a bug, answered by `transport.HardenedProtocol`."""
         try:
             result = run(Params(command, arguments))
             return await result if asyncio.iscoroutine(result) else result
@@ -183,7 +201,7 @@ class TalosServer(LanguageServer):
                                        else str(exc)) from None  # fmt: skip
         except TooBusy as exc:
             raise transport.JsonRpcRequestFailed(f"{command}: {exc}") from None
-        except (StoreError, ValueError) as exc:
+        except TalosError as exc:
             raise JsonRpcInternalError(f"{command}: {exc}") from None
 
 
@@ -191,7 +209,10 @@ def uri_path(uri: Any) -> Path | None:
     """A `file://` URI as a path; anything else is a bad field."""
     if uri is None:
         return None
-    parsed = urlparse(uri)
+    try:
+        parsed = urlparse(uri)
+    except ValueError:  # "file://[x": an IPv6 host never closed
+        raise ParamsError("the field 'uri' must be a file:// URI; it is no URI") from None
     if parsed.scheme != "file" or parsed.netloc not in ("", "localhost"):
         raise ParamsError(f"the field 'uri' must be a file:// URI, got scheme {parsed.scheme!r}")
     return Path(unquote(parsed.path))
@@ -266,7 +287,7 @@ async def _start(ls: TalosServer) -> None:
     for problem in problems:
         ls.show(types.MessageType.Error, f"Talos setting refused: {problem}")
     D.client_watches = await _watch_through_client(ls)
-    folders = [uri_path(f.uri) for f in ls.workspace.folders.values()]
+    folders = [document_path(f.uri) for f in ls.workspace.folders.values()]
     if not folders and ls.workspace.root_path:
         folders = [Path(ls.workspace.root_path)]
     await D.open([f for f in folders if f is not None])
@@ -323,10 +344,10 @@ async def configuration_changed(ls: TalosServer, params: types.DidChangeConfigur
 @server.feature(types.WORKSPACE_DID_CHANGE_WORKSPACE_FOLDERS)
 async def folders_changed(ls: TalosServer, params: types.DidChangeWorkspaceFoldersParams):
     for folder in params.event.removed:
-        if (path := uri_path(folder.uri)) is not None:
+        if (path := document_path(folder.uri)) is not None:
             await D.remove_folder(path)
     for folder in params.event.added:
-        if (path := uri_path(folder.uri)) is not None:
+        if (path := document_path(folder.uri)) is not None:
             await D.add_folder(path)
 
 

@@ -21,6 +21,7 @@ from .agent.cost import Price, parse_price
 from .agent.limits import Limits
 from .agent.model import IDLE_TIMEOUT, ModelConfig
 from .agent.sandbox import readable_paths_problem
+from .errors import TalosError
 from .gates.permissions import MODES
 from .gates.question_queue import QUESTION_BUDGET_TURNS
 from .store import ENV_URL, SCHEMES
@@ -30,7 +31,7 @@ _KEYISH = re.compile(r"^(sk-|sk_|ghp_|gh[ousr]_|xox[abp]-|AKIA)|^[A-Za-z0-9_\-]{
 MAX_READABLE_PATHS = 64
 
 
-class SettingError(ValueError):
+class SettingError(TalosError):
     """A setting's value was refused; the message says why (never quoting it)."""
 
 

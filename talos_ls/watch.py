@@ -169,7 +169,10 @@ def lsp_changes(events: Iterable[tuple[int, str]]) -> list[tuple[str, str]]:
     found = []
     for kind, uri in events:
         name = _LSP_KINDS.get(kind)
-        parts = urlsplit(uri)
+        try:
+            parts = urlsplit(uri)
+        except ValueError:  # "file://[x": no URI at all
+            continue
         if name is None or parts.scheme != "file" or parts.netloc not in ("", "localhost"):
             continue
         path = unquote(parts.path)

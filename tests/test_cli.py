@@ -183,7 +183,7 @@ def test_log_lines_go_to_the_stderr_of_the_moment(monkeypatch):
     import io
     import logging
 
-    from talos_ls.errors import setup_logging
+    from talos_ls.cli_report import setup_logging
 
     root = logging.getLogger()
     saved = root.handlers[:], root.level

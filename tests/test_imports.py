@@ -26,7 +26,7 @@ LAYERS = {
     "entry points": ("talos_ls.server", "talos_ls.cli", "talos_ls.commands",
                      "talos_ls.completion", "talos_ls.doctor", "talos_ls.demo."),
     "surfaces": ("talos_ls.lsp.", "talos_ls.terminal", "talos_ls.project", "talos_ls.config",
-                 "talos_ls.settings", "talos_ls.errors"),
+                 "talos_ls.settings", "talos_ls.cli_report"),
     "host": ("talos_ls.host", "talos_ls.watch"),
     "domain": ("talos_ls.agent.", "talos_ls.memory.", "talos_ls.gates.", "talos_ls.edits."),
     "store": ("talos_ls.store.",),

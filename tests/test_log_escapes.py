@@ -9,7 +9,7 @@ import logging
 
 import pytest
 
-from talos_ls.errors import setup_logging
+from talos_ls.cli_report import setup_logging
 from talos_ls.lsp.logs import configure_logging
 
 HOSTILE = "name\x1b[31mRED\x1b]0;title\x07\x1b[2J\x9b1m\u202eevil"

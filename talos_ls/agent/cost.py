@@ -26,6 +26,8 @@ from pathlib import Path
 
 import platformdirs
 
+from ..errors import TalosError
+
 MILLION = Decimal(1_000_000)
 PRICES_ENV = "TALOS_PRICES"
 
@@ -113,7 +115,7 @@ def cost_of(price: Price | None, usage: Usage) -> Decimal:
     ) / MILLION  # fmt: skip
 
 
-class CapReached(Exception):
+class CapReached(TalosError):
     """A task hit its cost cap, step cap or loop guard; the message says which."""
 
 

@@ -34,6 +34,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
+from ..errors import TalosError
 from ..redact import add_secret, redact, redact_url
 from .cost import Usage
 
@@ -66,7 +67,7 @@ def _sdk() -> Any:
     return openai
 
 
-class ModelError(Exception):
+class ModelError(TalosError):
     """The model could not be used; the message says what to fix (never the key)."""
 
 

@@ -19,6 +19,7 @@ from pathlib import Path
 
 import platformdirs
 
+from ..errors import TalosError
 from ..files import read_regular
 
 _NAME = re.compile(r"^[a-z0-9][a-z0-9-]{0,63}$")
@@ -33,8 +34,8 @@ class Skill:
     path: Path
 
 
-class SkillError(ValueError):
-    pass
+class SkillError(TalosError):
+    """A SKILL.md that cannot be used; the message says why."""
 
 
 def parse_skill(path: Path) -> Skill:

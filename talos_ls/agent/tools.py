@@ -28,6 +28,7 @@ from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 from ..edits.proposals import Proposal, ProposalBook, ProposalError, apply_blocks
+from ..errors import TalosError
 from ..gates.permissions import Policy, Prompter
 from ..gates.question_queue import QuestionQueue
 from ..memory.facts import FactStore
@@ -96,7 +97,7 @@ class ToolResult:
     failed: bool = False
 
 
-class ToolError(Exception):
+class ToolError(TalosError):
     """Returned to the model as `error: <message>`."""
 
 

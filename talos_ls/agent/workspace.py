@@ -18,6 +18,7 @@ from pathlib import Path
 
 import pathspec
 
+from ..errors import TalosError
 from ..files import (
     FileTooLarge,
     NotRegularFile,
@@ -40,7 +41,7 @@ def agent_id(root: str | os.PathLike[str]) -> str:
     return str(Path(root).resolve())
 
 
-class SandboxError(ValueError):
+class SandboxError(TalosError):
     """A path the agent may not use; the message says which and why."""
 
 

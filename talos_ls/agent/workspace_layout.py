@@ -49,6 +49,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from secrets import token_hex
 
+from ..errors import TalosError
 from . import on_host
 
 logger = logging.getLogger(__name__)
@@ -83,7 +84,7 @@ GIT_REMOVED_IF_MADE = ("objects/info/alternates",)
 GIT_PAUSED = ("rebase-merge", "rebase-apply", "sequencer")
 
 
-class TooManyMounts(Exception):
+class TooManyMounts(TalosError):
     """The command would need more covers than bwrap can make in reasonable time."""
 
 

@@ -22,6 +22,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from ..errors import TalosError
+
 if TYPE_CHECKING:
     from ..store import Store
 
@@ -30,7 +32,7 @@ OPEN = ("pending", "partly_applied")  # what can still be applied
 STATUSES = ("pending", "partly_applied", "applied", "rejected", "stale", "undone")
 
 
-class ProposalError(ValueError):
+class ProposalError(TalosError):
     """A proposal that cannot be made or used; the message says why (and goes to the model
     when the model made it)."""
 

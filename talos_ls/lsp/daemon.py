@@ -25,8 +25,10 @@ from ..agent.limits import Limits
 from ..agent.model import ModelConfig
 from ..agent.tasks import Task
 from ..agent.tools import MAX_FACT_CHARS
+from ..agent.workspace import SandboxError
 from ..display import visible
 from ..edits.proposals import OPEN, Proposal, ProposalError
+from ..errors import TalosError
 from ..gates.question_queue import QuestionCandidate
 from ..host import EditorContext, EditorPort, Host, HostConfig
 from ..memory.reconcile import Reconciler
@@ -45,11 +47,11 @@ MAX_QUEUED = 32  # tasks waiting for a slot, per daemon (all folders); more are 
 MAX_SHOWN_CHARS = 4000  # one message of a transcript, as `talos.task.show` renders it
 
 
-class ParamsError(ValueError):
+class ParamsError(TalosError):
     """A command's argument is missing or of the wrong kind; the message names the field."""
 
 
-class TooBusy(RuntimeError):
+class TooBusy(TalosError):
     """A request the daemon refuses for now (too many tasks waiting); the message says what to
     do. The server answers it as a "request failed" error and keeps serving."""
 
@@ -306,8 +308,10 @@ class Daemon:
             self.store = cast(Store, GuardedStore(opened, self.health))
         except StoreError as exc:
             self.health.failed(exc)
-        await self._serve_waiting()
-        self._ready.set()
+        try:
+            await self._serve_waiting()
+        finally:
+            self._ready.set()  # a folder that failed must not hold every command up
 
     async def _serve_waiting(self) -> None:
         waiting, self._waiting = self._waiting, []
@@ -359,7 +363,7 @@ class Daemon:
         try:
             host = Host(self.store, self.host_config(root), self.make_port(root),
                         offload=self.offload)  # fmt: skip
-        except ValueError as exc:
+        except (ValueError, TalosError) as exc:  # a setting a check refused; not a directory
             self.notice(f"Talos cannot serve {visible(str(root))}: {exc}")
             return
         host.nested = lambda: self._inside(root)
@@ -368,6 +372,10 @@ class Daemon:
         except StoreError:  # the store failed meanwhile: served when it is back
             await host.close()
             self._waiting.append(root)
+            return
+        except ValueError as exc:  # the permission rules cannot be read or parsed
+            await host.close()
+            self.notice(f"Talos cannot serve {visible(str(root))}: {exc}; fix it or move it aside")
             return
         self.hosts[root] = host
         host.spawn(host.review_rules())
@@ -479,7 +487,7 @@ class Daemon:
             open_doc = host.port.read_document(rel)
             try:
                 text = open_doc[0] if open_doc else host.workspace.read_text(rel)
-            except (OSError, ValueError):
+            except (OSError, SandboxError):
                 text = ""
             selection = "".join(text.splitlines(keepends=True)[lines[0] : lines[1] + 1])
         shown = tuple(

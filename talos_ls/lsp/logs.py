@@ -6,6 +6,9 @@ code, an answer. Its records keep their text but lose every argument that is not
 scalar, so what reaches the log says what failed, never what was sent. An exception's message
 can quote what was sent too (a bad field's value, a file's bytes): every record keeps the
 exception's type and where it was raised, never its message.
+
+A bug's traceback is written here only; the person is told that it happened and where this log
+is (`internal_error`).
 """
 
 from __future__ import annotations
@@ -19,6 +22,7 @@ from ..display import VisibleFilter
 from ..redact import RedactingFilter
 
 MAX_ARG_CHARS = 64
+_where = "the server's stderr (the editor shows it as the language server's output)"
 
 
 class ScrubPyglsArgs(logging.Filter):
@@ -50,9 +54,16 @@ def _scrub(value: object) -> object:
     return f"<{type(value).__name__} withheld>"
 
 
+def internal_error() -> str:
+    """What the person is told of a bug: that it is one, and where its traceback is."""
+    return f"internal error (a bug); its traceback is in {_where}"
+
+
 def configure_logging(log_file: str | None, level: str = "warning") -> None:
     """One handler (the file, created private, or stderr: stdout carries the protocol)."""
+    global _where
     if log_file:
+        _where = os.path.abspath(log_file)
         fd = os.open(log_file, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
         handler: logging.Handler = logging.StreamHandler(os.fdopen(fd, "a", encoding="utf-8"))
     else:

@@ -42,6 +42,7 @@ from typing import TYPE_CHECKING, Any
 
 from pygls.exceptions import JsonRpcException, JsonRpcInvalidRequest, JsonRpcServerNotInitialized
 
+from ..errors import TalosError
 from .transport import HardenedProtocol, StreamFrameReader, next_body, read_frames, too_big
 
 if TYPE_CHECKING:
@@ -57,7 +58,7 @@ MAX_HELLO = 256 * 1024  # bytes of a connection's first message (an initialize i
 LINGER_S = 1.0  # a refused connection's last bytes are read this long before it is closed
 
 
-class TcpError(ValueError):
+class TcpError(TalosError):
     """`--tcp` or `--token-file` cannot be used; the message says why and what to do."""
 
 
@@ -107,7 +108,7 @@ def read_token(path: str) -> str:
     return token
 
 
-class Refused(Exception):
+class Refused(TalosError):
     """A connection may not speak to the server; `error` is what it is told."""
 
     def __init__(self, msg_id: Any, error: JsonRpcException) -> None:

@@ -56,6 +56,7 @@ from typing import TYPE_CHECKING, Any, BinaryIO
 import cattrs
 from lsprotocol import types
 from pygls.exceptions import (
+    FeatureNotificationError,
     JsonRpcException,
     JsonRpcInternalError,
     JsonRpcInvalidParams,
@@ -70,6 +71,9 @@ from pygls.protocol import (
     JsonRPCResponseMessage,
     LanguageServerProtocol,
 )
+
+from ..errors import TalosError
+from . import logs
 
 if TYPE_CHECKING:
     from pygls.lsp.server import LanguageServer
@@ -247,7 +251,7 @@ def converter() -> cattrs.Converter:
     return conv
 
 
-class JsonRpcRequestFailed(JsonRpcException):
+class JsonRpcRequestFailed(TalosError, JsonRpcException):
     """LSP's RequestFailed: the request was understood but cannot be served now."""
 
     CODE = -32803
@@ -346,13 +350,27 @@ class HardenedProtocol(LanguageServerProtocol):
 
     def _send_handler_result(self, future: Any, *, msg_id: Any) -> None:
         """pygls's, but a request refused for load (`JsonRpcRequestFailed`) is answered
-        without pygls's traceback in the log: a burst of them would flood it."""
-        if not future.cancelled() and isinstance(future.exception(), JsonRpcRequestFailed):
-            self._request_futures.pop(msg_id, None)
+        without pygls's traceback in the log: a burst of them would flood it; and an exception
+        that is no JSON-RPC error is answered as `failure` says (pygls would send its message
+        and traceback to the client)."""
+        exc = None if future.cancelled() else future.exception()
+        if isinstance(exc, JsonRpcRequestFailed):
             logger.info("a request was refused for load")
-            self._send_response(msg_id, error=future.exception().to_response_error())
+            error: JsonRpcException = exc
+        elif exc is not None and not isinstance(exc, JsonRpcException):
+            error = JsonRpcInternalError(failure(exc))
+        else:
+            super()._send_handler_result(future, msg_id=msg_id)
             return
-        super()._send_handler_result(future, msg_id=msg_id)
+        self._request_futures.pop(msg_id, None)
+        self._send_response(msg_id, error=error.to_response_error())
+
+    def _check_handler_result(self, future: Any) -> None:
+        """A notification handler's exception, given to the server's `report_server_error`
+        as it is (pygls passes on only its text)."""
+        exc = None if future.cancelled() else future.exception()
+        if exc is not None:
+            self._server._report_server_error(exc, FeatureNotificationError)
 
     def _forget(self, msg_id: Any, future: Any) -> None:
         if self._request_futures.get(msg_id) is future:
@@ -454,8 +472,7 @@ class HardenedProtocol(LanguageServerProtocol):
         try:
             self.handle_message(message)
         except Exception as exc:  # pygls answers its own handlers' errors; this is a backstop
-            logger.warning("%s failed: %s", method, type(exc).__name__)
-            self.reply_error(msg_id, JsonRpcInternalError(f"{method}: {type(exc).__name__}"))
+            self.reply_error(msg_id, JsonRpcInternalError(f"{method}: {failure(exc)}"))
 
     def _handle_client_notification(self, data: dict[str, Any], method: str) -> None:
         if not self.initialized and method != types.EXIT:
@@ -512,6 +529,16 @@ class HardenedProtocol(LanguageServerProtocol):
             raise JsonRpcInvalidParams(
                 f"{method[:200]}: the params do not have the shape this method takes"
             ) from None
+
+
+def failure(exc: BaseException) -> str:
+    """What the person is told of a handler's exception: a `TalosError`'s message; anything
+    else is a bug, logged with its traceback (`logs.py` withholds its message) and told as an
+    internal error, with where the log is."""
+    if isinstance(exc, TalosError):
+        return str(exc)
+    logger.error("a bug: %s", type(exc).__name__, exc_info=exc)
+    return logs.internal_error()
 
 
 # ---------------------------------------------------------------- transports

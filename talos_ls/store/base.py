@@ -17,6 +17,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from ..errors import TalosError
+
 FACT_FIELDS = (
     "key",
     "agent_id",
@@ -104,7 +106,7 @@ PROBE_AGENT = "talos:probe"  # the store probe writes only this agent's turn cou
 DEFAULT_TIMEOUT_S = 2.0
 
 
-class StoreError(Exception):
+class StoreError(TalosError):
     """A store could not be opened or an atomic step failed. The message names the store URL
     (with any password removed) and says what was wrong; it never carries a traceback's worth
     of internals to the person.

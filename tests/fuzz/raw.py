@@ -17,6 +17,7 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -42,15 +43,16 @@ def rss_kib(pid: int) -> int:
 
 
 class RawServer:
-    """`talos-ls` as a subprocess. `request` and `notify` send well-formed messages; `send`
-    sends any bytes. Responses are kept by id; notifications in `notifications`."""
+    """`talos-ls` as a subprocess (or the Python script `argv` names). `request` and `notify`
+    send well-formed messages; `send` sends any bytes. Responses are kept by id; notifications
+    in `notifications`."""
 
-    def __init__(self, home: Path) -> None:
+    def __init__(self, home: Path, argv: Sequence[str] = ("-m", "talos_ls.server")) -> None:
         home.mkdir(parents=True, exist_ok=True)
         self.stderr_path = home / "server.stderr"
         self._stderr = self.stderr_path.open("wb")
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "talos_ls.server"],
+            [sys.executable, *argv],
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self._stderr,
             env=server_env(home),
         )  # fmt: skip
