@@ -165,7 +165,7 @@ async def test_remember_and_forget_take_the_same_path_as_the_terminal(editor):
     assert first["outcome"] == "alone"  # a slot: ('Tests', 'use', 'pytest')
     later = await editor.command("talos.memory.remember", {"statement": "Tests use nose"})
     assert later["outcome"] not in ("alone", "no slot")  # met the first on its slot
-    with pytest.raises(JsonRpcException, match="facts start with ''|no fact ''"):
+    with pytest.raises(JsonRpcException, match=r"facts start with ''|no fact ''"):
         await editor.command("talos.memory.forget", {"key": ""})
     forgot = await editor.command("talos.memory.forget", {"key": first["key"][:10]})
     assert forgot == {"key": first["key"], "retracted": True}
