@@ -111,8 +111,9 @@ def measure(root: Path, n: int) -> dict:
     target = root / "src" / "mod1.py"  # a source file with four definitions
 
     def modify(i: int) -> float:
-        target.write_text(f"def func_1(x):\n    return x + {i}\n\n\ndef extra_{i % 7}():\n"
-                          "    pass\n")  # fmt: skip
+        target.write_text(
+            f"def func_1(x):\n    return x + {i}\n\n\ndef extra_{i % 7}():\n    pass\n"
+        )
         return apply_us([("modified", str(target))])
 
     new = root / "src" / "brand_new.py"
@@ -134,8 +135,12 @@ def measure(root: Path, n: int) -> dict:
         os.rename(staging / "batch", d)  # `mv`: one event for the directory
         return apply_us([("added", str(d))])
 
-    results: dict = {"n": n, "first_scan_s": first_scan, "second_scan_s": second_scan,
-                     "rss_growth_mib": (rss1 - rss0) / 2**20}  # fmt: skip
+    results: dict = {
+        "n": n,
+        "first_scan_s": first_scan,
+        "second_scan_s": second_scan,
+        "rss_growth_mib": (rss1 - rss0) / 2**20,
+    }
     ops: dict[str, dict] = {}
     ops["apply: 1 file modified (re-parsed)"] = timed_apply(modify, APPLY_CALLS)
     ops["apply: 1 file added / deleted"] = timed_apply(add_or_delete, APPLY_CALLS)
@@ -196,8 +201,12 @@ def main() -> None:
     sizes = [int(s) for s in args.sizes.split(",")]
     results = []
     for n in sizes:  # a fresh process each: the memory figure is the index's alone
-        out = subprocess.run([sys.executable, __file__, "--child", str(n)], check=True,
-                             capture_output=True, text=True).stdout  # fmt: skip
+        out = subprocess.run(
+            [sys.executable, __file__, "--child", str(n)],
+            check=True,
+            capture_output=True,
+            text=True,
+        ).stdout
         results.append(json.loads(out))
         print(f"N = {n:,}: done", file=sys.stderr)
     print(f"Python {platform.python_version()}, {platform.machine()}, {os.cpu_count()} CPUs\n")
@@ -213,9 +222,11 @@ def main() -> None:
         print(f"| {label} | " + " | ".join(fmt.format(r[key]) for r in results) + " |")
     for op in results[0]["ops"]:
         cells = [r["ops"][op] for r in results]
-        print(f"| {op} (µs) | "
-              + " | ".join(f"{c['median_us']:,.0f} / {c['p95_us']:,.0f}" for c in cells)
-              + " |")  # fmt: skip
+        print(
+            f"| {op} (µs) | "
+            + " | ".join(f"{c['median_us']:,.0f} / {c['p95_us']:,.0f}" for c in cells)
+            + " |"
+        )
     print(
         "\n(workspace generation: "
         + ", ".join(f"{r['generate_s']:.0f} s at N = {r['n']:,}" for r in results)

@@ -65,8 +65,7 @@ SOAK_WARMUP = 50
 SOAK_ROWS = (50, 100, 250, 500, 750, 1000)
 USAGE = (1000, 100, 0)  # as tests/load/test_load.py: $0.0012 a call at the bench's prices
 CALL_COST = Decimal("0.0012")
-ANSWER = ("The function returns early when its input is empty, so the loop below never "
-          "sees None. ")  # fmt: skip
+ANSWER = "The function returns early when its input is empty, so the loop below never sees None. "
 COMMON, MISS = "return", "zqxjv_nowhere"
 
 
@@ -129,10 +128,19 @@ def mib(kb: float) -> float:
 
 def git_commit() -> str:
     with contextlib.suppress(OSError, subprocess.CalledProcessError):
-        out = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=REPO, check=True,
-                             capture_output=True, text=True)  # fmt: skip
-        dirty = subprocess.run(["git", "status", "--porcelain", "--", "talos_ls"], cwd=REPO,
-                               capture_output=True, text=True).stdout.strip()  # fmt: skip
+        out = subprocess.run(
+            ["git", "rev-parse", "--short", "HEAD"],
+            cwd=REPO,
+            check=True,
+            capture_output=True,
+            text=True,
+        )
+        dirty = subprocess.run(
+            ["git", "status", "--porcelain", "--", "talos_ls"],
+            cwd=REPO,
+            capture_output=True,
+            text=True,
+        ).stdout.strip()
         return out.stdout.strip() + (" (talos_ls/ modified)" if dirty else "")
     return "?"
 
@@ -147,8 +155,12 @@ class LoadBench(Bench):
         """Arrival time of the first status after `since` (an index into the statuses) whose
         folder counts `files` files."""
         t, _ = await s.until(
-            lambda: next(((t, st) for t, st in s.statuses[since:] if folder_files(st) == files),
-                         None), what, timeout=30.0)  # fmt: skip
+            lambda: next(
+                ((t, st) for t, st in s.statuses[since:] if folder_files(st) == files), None
+            ),
+            what,
+            timeout=30.0,
+        )
         return t
 
     async def change(self, s: Session, do: Any, files: int, what: str) -> float:
@@ -175,8 +187,10 @@ class LoadBench(Bench):
         t0 = time.perf_counter()
         written = make_workspace(root, size)
         gen_s = time.perf_counter() - t0
-        print(f"[1] {written:,} files (generated in {gen_s:.1f} s): index, watcher, search",
-              flush=True)  # fmt: skip
+        print(
+            f"[1] {written:,} files (generated in {gen_s:.1f} s): index, watcher, search",
+            flush=True,
+        )
         s, _ = await self.session("talos", root, f"scale-{size}")
         out: dict[str, Any] = {"files_written": written, "generate_s": gen_s}
         t_ready, st = await self.wait_index(s)
@@ -186,10 +200,12 @@ class LoadBench(Bench):
         watcher = watcher_pid(s.pid)
         out["rss_ready_mb"] = mib(rss_kb(s.pid)["VmRSS"])
         out["watcher_rss_mb"] = mib(rss_kb(watcher)["VmRSS"]) if watcher else None
-        print(f"    index ready in {out['index_ready_s']:.2f} s, {out['files_indexed']:,} "
-              f"files; RSS {out['rss_ready_mb']:.1f} MiB, watcher "
-              f"{out['watcher_rss_mb'] or 0:.1f} MiB",
-              flush=True)  # fmt: skip
+        print(
+            f"    index ready in {out['index_ready_s']:.2f} s, {out['files_indexed']:,} "
+            f"files; RSS {out['rss_ready_mb']:.1f} MiB, watcher "
+            f"{out['watcher_rss_mb'] or 0:.1f} MiB",
+            flush=True,
+        )
 
         # The watcher is up once a change shows (it starts before the index scan).
         d0 = root / "src" / "p0" / "m0" / "d0"
@@ -197,18 +213,34 @@ class LoadBench(Bench):
         for k in range(20):
             (d0 / f"warm_{k}.py").write_text(module(k))
             with contextlib.suppress(TimeoutError):
-                await s.until(lambda: (n := folder_files(s.statuses[-1][1]) if s.statuses
-                                       else None) and n > base, "the watcher", 3.0)  # fmt: skip
+                await s.until(
+                    lambda: (
+                        (n := folder_files(s.statuses[-1][1]) if s.statuses else None) and n > base
+                    ),
+                    "the watcher",
+                    3.0,
+                )
                 break
         for warm in d0.glob("warm_*.py"):
             warm.unlink()
-        await s.until(lambda: s.statuses and folder_files(s.statuses[-1][1]) == base,
-                      "the warm-up undone", 30.0)  # fmt: skip
+        await s.until(
+            lambda: s.statuses and folder_files(s.statuses[-1][1]) == base,
+            "the warm-up undone",
+            30.0,
+        )
         await asyncio.sleep(0.5)
 
-        times: dict[str, list[float]] = {k: [] for k in (
-            "file_added", "file_deleted", "dir_moved_in", "dir_removed", "dir_written",
-            "dir_written_removed")}  # fmt: skip
+        times: dict[str, list[float]] = {
+            k: []
+            for k in (
+                "file_added",
+                "file_deleted",
+                "dir_moved_in",
+                "dir_removed",
+                "dir_written",
+                "dir_written_removed",
+            )
+        }
         staging = self.work / "staging"
         staging.mkdir(exist_ok=True)
         write_s = []
@@ -220,8 +252,7 @@ class LoadBench(Bench):
                     s, lambda new=new, rep=rep: new.write_text(module(rep)), n + 1, "a file added"
                 )
             )
-            times["file_deleted"].append(await self.change(
-                s, new.unlink, n, "a file deleted"))  # fmt: skip
+            times["file_deleted"].append(await self.change(s, new.unlink, n, "a file deleted"))
 
             pkg = staging / f"pkg_{rep}"
             pkg.mkdir()
@@ -249,15 +280,20 @@ class LoadBench(Bench):
 
             gen = root / "src" / "p2" / f"gen_{rep}"
             times["dir_written"].append(await self.change(s, write_dir, n + 100, "written"))
-            times["dir_written_removed"].append(await self.change(
-                s, lambda gen=gen: shutil.rmtree(gen), n, "removed"))  # fmt: skip
+            times["dir_written_removed"].append(
+                await self.change(s, lambda gen=gen: shutil.rmtree(gen), n, "removed")
+            )
         out["watch_ms"] = {k: summary(v) for k, v in times.items()}
         out["dir_write_ms"] = summary(write_s)
         out["rss_after_watching_mb"] = mib(rss_kb(s.pid)["VmRSS"])
         out["watcher_rss_after_mb"] = mib(rss_kb(watcher)["VmRSS"]) if watcher else None
-        print("    watching: " + ", ".join(
-            f"{k} {v['median']:.0f}/{v['max']:.0f} ms" for k, v in out["watch_ms"].items()),
-            flush=True)  # fmt: skip
+        print(
+            "    watching: "
+            + ", ".join(
+                f"{k} {v['median']:.0f}/{v['max']:.0f} ms" for k, v in out["watch_ms"].items()
+            ),
+            flush=True,
+        )
 
         out["search"] = await self.search_figures(s, root, f"scale-{size}", search_reps)
         await self.finish(s, f"scale-{size}")
@@ -307,22 +343,31 @@ class LoadBench(Bench):
             await s.command("talos.task.show", {"task_id": last[name]})  # the record flushed
             result = self.tool_result(label, last[name])
             hits = len(re.findall(r"^\S+:\d+: ", result, re.M))
-            peak = max((kb for at, kb in sampler.samples
-                        if any(a <= at <= b for a, b in spans[name])), default=0)  # fmt: skip
+            peak = max(
+                (kb for at, kb in sampler.samples if any(a <= at <= b for a, b in spans[name])),
+                default=0,
+            )
             out["through_tasks"][name] = {
-                "tool": tool, "args": args, "task_ms": summary(elapsed[name]), "hits": hits,
-                "result_chars": len(result), "result_cut": "characters cut" in result,
+                "tool": tool,
+                "args": args,
+                "task_ms": summary(elapsed[name]),
+                "hits": hits,
+                "result_chars": len(result),
+                "result_cut": "characters cut" in result,
                 "not_done": [m for m in ends[name] if not m.startswith("done")],
                 "peak_rss_mb": mib(peak),
-            }  # fmt: skip
+            }
         out["rss_samples"] = len(sampler.samples)
         base = out["through_tasks"]["baseline"]["task_ms"]["median"]
         for name, v in out["through_tasks"].items():
             v["over_baseline_ms"] = v["task_ms"]["median"] - base
-            print(f"    search through tasks, {name}: {v['task_ms']['median']:.1f} ms "
-                  f"({v['over_baseline_ms']:+.1f}), the model got {v['hits']} hits in "
-                  f"{v['result_chars']:,} characters, peak RSS "
-                  f"{v['peak_rss_mb']:.1f} MiB", flush=True)  # fmt: skip
+            print(
+                f"    search through tasks, {name}: {v['task_ms']['median']:.1f} ms "
+                f"({v['over_baseline_ms']:+.1f}), the model got {v['hits']} hits in "
+                f"{v['result_chars']:,} characters, peak RSS "
+                f"{v['peak_rss_mb']:.1f} MiB",
+                flush=True,
+            )
 
         ws = Workspace(root)
         for name, pattern, limit, rg in (
@@ -338,10 +383,16 @@ class LoadBench(Bench):
                 hits = await search(ws, pattern, ".", limit, rg=rg)
                 elapsed.append(time.perf_counter() - t0)
                 found = len(hits)
-            out["in_process"][name] = {"ms": summary(elapsed), "hits": found,
-                                       "ripgrep": rg is not None}  # fmt: skip
-            print(f"    search() in process, {name}: {summary(elapsed)['median']:.1f} ms, "
-                  f"{found} hits", flush=True)  # fmt: skip
+            out["in_process"][name] = {
+                "ms": summary(elapsed),
+                "hits": found,
+                "ripgrep": rg is not None,
+            }
+            print(
+                f"    search() in process, {name}: {summary(elapsed)['median']:.1f} ms, "
+                f"{found} hits",
+                flush=True,
+            )
         return out
 
     # ------------------------------------------------------------------ 2
@@ -388,8 +439,10 @@ class LoadBench(Bench):
         for _, step in marks:
             at_once += step
             peak_progress = max(peak_progress, at_once)
-        peak_status = max((sum(r["state"] == "running" for r in st["running"])
-                           for _, st in s.statuses[since:]), default=0)  # fmt: skip
+        peak_status = max(
+            (sum(r["state"] == "running" for r in st["running"]) for _, st in s.statuses[since:]),
+            default=0,
+        )
         listed = {t["id"]: t["state"] for t in await s.command("talos.task.list", {})}
         status = await s.command("talos.status", {})
         await self.finish(s, "concurrent")
@@ -435,8 +488,9 @@ class LoadBench(Bench):
             if i % 50 == 0:
                 samples.append((i, rss_kb(s.pid)["VmRSS"]))
                 wal = db.with_name(db.name + "-wal")
-                db_kb.append((i, db.stat().st_size // KIB,
-                              wal.stat().st_size // KIB if wal.exists() else 0))  # fmt: skip
+                db_kb.append(
+                    (i, db.stat().st_size // KIB, wal.stat().st_size // KIB if wal.exists() else 0)
+                )
                 if i % 250 == 0:
                     print(f"    {i} tasks, RSS {mib(samples[-1][1]):.1f} MiB", flush=True)
         wall = time.perf_counter() - t0
@@ -489,29 +543,42 @@ def table(r: dict[str, Any]) -> list[str]:
         }
         for key, name in names.items():
             v = sc["watch_ms"][key]
-            rows.append(f"| 1. {name} -> status, median / max ms ({v['n']}) | "
-                        f"{v['median']:.0f} / {v['max']:.0f} |")  # fmt: skip
+            rows.append(
+                f"| 1. {name} -> status, median / max ms ({v['n']}) | "
+                f"{v['median']:.0f} / {v['max']:.0f} |"
+            )
         se = sc["search"]
         base = se["through_tasks"]["baseline"]["task_ms"]["median"]
-        rows.append(f"| 1. task calling `read_file` (baseline), start -> end, median ms | "
-                    f"{base:.1f} |")  # fmt: skip
-        what = {"common": f"`{COMMON}` (limit 50)", "common_1000": f"`{COMMON}` (limit 1000)",
-                "miss": "a miss"}  # fmt: skip
+        rows.append(
+            f"| 1. task calling `read_file` (baseline), start -> end, median ms | {base:.1f} |"
+        )
+        what = {
+            "common": f"`{COMMON}` (limit 50)",
+            "common_1000": f"`{COMMON}` (limit 1000)",
+            "miss": "a miss",
+        }
         for key, name in what.items():
             v = se["through_tasks"][key]
-            rows.append(f"| 1. task calling `search` {name}, over the baseline, median ms "
-                        f"(the model got {v['hits']} hits, {v['result_chars']:,} chars) | "
-                        f"{v['over_baseline_ms']:.1f} |")  # fmt: skip
-        for key, name in {**what, "common_re2": f"`{COMMON}`, RE2 fallback (no rg)",
-                          "miss_re2": "a miss, RE2 fallback (no rg)"}.items():  # fmt: skip
+            rows.append(
+                f"| 1. task calling `search` {name}, over the baseline, median ms "
+                f"(the model got {v['hits']} hits, {v['result_chars']:,} chars) | "
+                f"{v['over_baseline_ms']:.1f} |"
+            )
+        for key, name in {
+            **what,
+            "common_re2": f"`{COMMON}`, RE2 fallback (no rg)",
+            "miss_re2": "a miss, RE2 fallback (no rg)",
+        }.items():
             v = se["in_process"][key]
             rows.append(
                 f"| 1. `search()` in process, {name}, median / max ms "
                 f"({v['hits']} hits) | {v['ms']['median']:.1f} / {v['ms']['max']:.1f} |"
             )
         peak = max(v["peak_rss_mb"] for v in se["through_tasks"].values())
-        rows.append(f"| 1. server RSS before the searches / peak during them (20 ms), MiB | "
-                    f"{se['rss_before_mb']:.1f} / {peak:.1f} |")  # fmt: skip
+        rows.append(
+            f"| 1. server RSS before the searches / peak during them (20 ms), MiB | "
+            f"{se['rss_before_mb']:.1f} / {peak:.1f} |"
+        )
     co = r.get("concurrent")
     if co:
         ca = co["code_action_ms"]
@@ -564,8 +631,11 @@ def main() -> int:
     parser.add_argument("--quick", action="store_true", help="2,000 files, 100 soak tasks")
     parser.add_argument("--only", help="figures to run, e.g. 1,3")
     parser.add_argument("--files", type=int, help="workspace size for figure 1")
-    parser.add_argument("--tasks", type=int, help=f"soak tasks for figure 3 (more than the "
-                        f"{SOAK_WARMUP} of the warm-up)")  # fmt: skip
+    parser.add_argument(
+        "--tasks",
+        type=int,
+        help=f"soak tasks for figure 3 (more than the {SOAK_WARMUP} of the warm-up)",
+    )
     parser.add_argument("--json", metavar="PATH", help="write every figure here")
     parser.add_argument("--keep", action="store_true", help="keep the temporary directory")
     args = parser.parse_args()
@@ -587,15 +657,19 @@ def main() -> int:
     if so:
         print("soak RSS (KiB) by tasks done:", so["rss_kb"])
         print("soak store (tasks done, file KiB, WAL KiB):", so["store_kb"])
-        print(f"soak: {so['n_not_done']} not done; {so['tasks_listed']} tasks listed; cost "
-              f"{so['cost_session']} (expected {so['cost_expected']})")  # fmt: skip
+        print(
+            f"soak: {so['n_not_done']} not done; {so['tasks_listed']} tasks listed; cost "
+            f"{so['cost_session']} (expected {so['cost_expected']})"
+        )
     co = results.get("concurrent")
     if co:
-        print(f"concurrent: states {co['states']}, not done {co['not_done']}, all started in "
-              f"{co['all_started_ms']:.1f} ms; codeAction max sent "
-              f"{co['code_action_max_sent_at_s']:.3f} s after the first start, "
-              f"{co['code_action_over_10ms']} over 10 ms, after the starts: "
-              f"{co['code_action_ms_after_start_burst']}")  # fmt: skip
+        print(
+            f"concurrent: states {co['states']}, not done {co['not_done']}, all started in "
+            f"{co['all_started_ms']:.1f} ms; codeAction max sent "
+            f"{co['code_action_max_sent_at_s']:.3f} s after the first start, "
+            f"{co['code_action_over_10ms']} over 10 ms, after the starts: "
+            f"{co['code_action_ms_after_start_burst']}"
+        )
     return finish(results, args.json)
 
 

@@ -774,10 +774,15 @@ class Bench:
         target.parent.mkdir(parents=True, exist_ok=True)
         base = "".join(f"x_{i} = {i}\n" for i in range(2 * hunks))
         target.write_text(base)
-        one = json.dumps({"path": "src/review.py", "blocks": [
-            {"search": "x_0 = 0\n", "replace": "x_0 = 'zero'\n"}]})  # fmt: skip
-        negated = "".join(f"x_{i} = {i}\n" if i % 2 else f"x_{i} = -{i}\n"
-                          for i in range(2 * hunks))  # fmt: skip
+        one = json.dumps(
+            {
+                "path": "src/review.py",
+                "blocks": [{"search": "x_0 = 0\n", "replace": "x_0 = 'zero'\n"}],
+            }
+        )
+        negated = "".join(
+            f"x_{i} = {i}\n" if i % 2 else f"x_{i} = -{i}\n" for i in range(2 * hunks)
+        )
         many = json.dumps({"path": "src/review.py", "content": negated})
         s, _ = await self.session("talos", root, "review")
         await self.wait_index(s)
@@ -789,34 +794,45 @@ class Bench:
             t0 = time.perf_counter()
             await s.command("talos.task.start", {"prompt": "zero"})
             t, _, _ = await s.until(
-                lambda t0=t0: next((d for d in s.diagnostics if d[0] > t0 and d[1] == uri
-                                    and d[2] > 0), None), "the diagnostics")  # fmt: skip
+                lambda t0=t0: next(
+                    (d for d in s.diagnostics if d[0] > t0 and d[1] == uri and d[2] > 0), None
+                ),
+                "the diagnostics",
+            )
             if n:
                 to_diagnostics.append(t - t0)
-            (proposal,) = [p for p in await s.command("talos.proposal.list", {})
-                           if p["status"] == "pending"]  # fmt: skip
+            (proposal,) = [
+                p for p in await s.command("talos.proposal.list", {}) if p["status"] == "pending"
+            ]
             await s.command("talos.proposal.reject", {"proposal_id": proposal["id"]})
             await asyncio.sleep(0.1)
         self.model.send(op="propose", arguments=many)
         mark = time.perf_counter()
         await s.command("talos.task.start", {"prompt": "negate"})
-        await s.until(lambda: next((d for d in s.diagnostics if d[0] > mark and d[2] == hunks),
-                                   None), f"{hunks} diagnostics")  # fmt: skip
+        await s.until(
+            lambda: next((d for d in s.diagnostics if d[0] > mark and d[2] == hunks), None),
+            f"{hunks} diagnostics",
+        )
         latencies = []
         for n in range(30 + requests):
             line = (n * 7) % (2 * hunks)
             params = types.CodeActionParams(
                 text_document=types.TextDocumentIdentifier(uri=uri),
-                range=types.Range(start=types.Position(line=line, character=0),
-                                  end=types.Position(line=line, character=0)),
-                context=types.CodeActionContext(diagnostics=[]))  # fmt: skip
+                range=types.Range(
+                    start=types.Position(line=line, character=0),
+                    end=types.Position(line=line, character=0),
+                ),
+                context=types.CodeActionContext(diagnostics=[]),
+            )
             t0 = time.perf_counter()
             await asyncio.wait_for(s.client.text_document_code_action_async(params), WAIT_S)
             if n >= 30:  # after a warm-up
                 latencies.append(time.perf_counter() - t0)
         await self.finish(s, "review")
-        return {"start_to_diagnostics_ms": summary(to_diagnostics),
-                "code_action_50_hunks_ms": summary(latencies)}  # fmt: skip
+        return {
+            "start_to_diagnostics_ms": summary(to_diagnostics),
+            "code_action_50_hunks_ms": summary(latencies),
+        }
 
     # ------------------------------------------------------------------ 6
     async def shutdown(self, reps: int) -> dict[str, Any]:

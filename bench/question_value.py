@@ -63,59 +63,121 @@ ARMS = ("seed", "editor", "value", "gate", "entropy")
 NO_EDITOR = ("seed",)  # arms whose `resolve` hears the request only, as the reference design
 TOUCHED_TASKS = 3  # host.TOUCHED_TASKS
 
-NOUNS = ("parser", "lexer", "cache", "loader", "router", "client", "server", "schema", "worker",
-         "scheduler", "renderer", "storage", "importer", "exporter", "validator")  # fmt: skip
+NOUNS = (
+    "parser",
+    "lexer",
+    "cache",
+    "loader",
+    "router",
+    "client",
+    "server",
+    "schema",
+    "worker",
+    "scheduler",
+    "renderer",
+    "storage",
+    "importer",
+    "exporter",
+    "validator",
+)
 DIRS = ("src", "tools", "lib", "scripts", "plugins")
 
 # (subject, verb, values, requests using its cue words, paraphrases without them, a request
 # naming the value: the person says which, so the conflict needs no question this turn).
 SLOTS = (
-    ("Tests", "use", ("pytest", "unittest", "nose2"),
-     ("fix the failing tests", "add tests for the new option", "the tests are flaky, look"),
-     ("make the suite green again", "check nothing regressed before merging"),
-     "run the tests with {v} and fix what fails"),
-    ("The formatter", "is", ("black", "yapf", "autopep8"),
-     ("run the formatter on everything", "set up the formatter in pre-commit"),
-     ("tidy up the code style", "the diff has style noise, clean it"),
-     "reformat everything with {v}"),
-    ("The database", "is", ("postgres", "sqlite", "mysql"),
-     ("add a database migration for the new column", "speed up the database queries"),
-     ("add a migration for the new column", "why are these queries so slow"),
-     "write the migration for {v}"),
-    ("Docs", "use", ("sphinx", "mkdocs"),
-     ("update the docs for the new flag", "build the docs locally"),
-     ("explain the new flag in the manual", "the manual is out of date"),
-     "update the {v} pages for the new flag"),
-    ("Type checks", "use", ("mypy", "pyright"),
-     ("fix the type checks", "add type checks to CI"),
-     ("make the annotations pass", "annotations are failing in CI"),
-     "make {v} pass"),
-    ("Releases", "use", ("semantic versioning", "calendar versioning"),
-     ("prepare the next releases", "tag the releases properly"),
-     ("bump the version number", "cut a new version"),
-     "bump the version with {v}"),
-)  # fmt: skip
+    (
+        "Tests",
+        "use",
+        ("pytest", "unittest", "nose2"),
+        ("fix the failing tests", "add tests for the new option", "the tests are flaky, look"),
+        ("make the suite green again", "check nothing regressed before merging"),
+        "run the tests with {v} and fix what fails",
+    ),
+    (
+        "The formatter",
+        "is",
+        ("black", "yapf", "autopep8"),
+        ("run the formatter on everything", "set up the formatter in pre-commit"),
+        ("tidy up the code style", "the diff has style noise, clean it"),
+        "reformat everything with {v}",
+    ),
+    (
+        "The database",
+        "is",
+        ("postgres", "sqlite", "mysql"),
+        ("add a database migration for the new column", "speed up the database queries"),
+        ("add a migration for the new column", "why are these queries so slow"),
+        "write the migration for {v}",
+    ),
+    (
+        "Docs",
+        "use",
+        ("sphinx", "mkdocs"),
+        ("update the docs for the new flag", "build the docs locally"),
+        ("explain the new flag in the manual", "the manual is out of date"),
+        "update the {v} pages for the new flag",
+    ),
+    (
+        "Type checks",
+        "use",
+        ("mypy", "pyright"),
+        ("fix the type checks", "add type checks to CI"),
+        ("make the annotations pass", "annotations are failing in CI"),
+        "make {v} pass",
+    ),
+    (
+        "Releases",
+        "use",
+        ("semantic versioning", "calendar versioning"),
+        ("prepare the next releases", "tag the releases properly"),
+        ("bump the version number", "cut a new version"),
+        "bump the version with {v}",
+    ),
+)
 
 # (statement, a request using its cue words, a paraphrase without them); {n} is a module name.
 WEAK = (
-    ("The {n} code is thread-safe", "add a lock where {n} code is not thread-safe",
-     "look for race conditions under concurrent load"),
-    ("The {n} code retries failed requests", "check how {n} code retries failed requests",
-     "make network errors less fatal"),
-    ("The {n} code reads its settings from environment variables",
-     "document which environment variables {n} code reads",
-     "list what has to be configured before deploying"),
-    ("The {n} output is cached on disk", "clear the cached {n} output on disk",
-     "stale results are shown after a change"),
-    ("The {n} code supports Windows paths", "fix Windows paths handling in {n} code",
-     "make it work on the other operating system"),
-)  # fmt: skip
+    (
+        "The {n} code is thread-safe",
+        "add a lock where {n} code is not thread-safe",
+        "look for race conditions under concurrent load",
+    ),
+    (
+        "The {n} code retries failed requests",
+        "check how {n} code retries failed requests",
+        "make network errors less fatal",
+    ),
+    (
+        "The {n} code reads its settings from environment variables",
+        "document which environment variables {n} code reads",
+        "list what has to be configured before deploying",
+    ),
+    (
+        "The {n} output is cached on disk",
+        "clear the cached {n} output on disk",
+        "stale results are shown after a change",
+    ),
+    (
+        "The {n} code supports Windows paths",
+        "fix Windows paths handling in {n} code",
+        "make it work on the other operating system",
+    ),
+)
 
-REF_REQUESTS = ("fix the bug in the {n}", "refactor the {n} module", "why is the {n} so slow",
-                "add a docstring to the {n}", "simplify the {n}")  # fmt: skip
-NONE_REQUESTS = ("update the changelog", "write release notes for this week",
-                 "explain what this function does", "rename this variable to something clear",
-                 "add a license header")  # fmt: skip
+REF_REQUESTS = (
+    "fix the bug in the {n}",
+    "refactor the {n} module",
+    "why is the {n} so slow",
+    "add a docstring to the {n}",
+    "simplify the {n}",
+)
+NONE_REQUESTS = (
+    "update the changelog",
+    "write release notes for this week",
+    "explain what this function does",
+    "rename this variable to something clear",
+    "add a license header",
+)
 EXTRA_RULES = ("Always run the linter before committing.", "Never commit secrets.")
 
 
@@ -261,8 +323,11 @@ def entropy_rank(candidates, turn, request, lookup):
         return 0.0 if c <= 0.0 or c >= 1.0 else -(c * math.log2(c) + (1 - c) * math.log2(1 - c))
 
     def info(cand) -> float:
-        keys = {str(k) for o in cand.options for k in [*(o.get("acted") or []),
-                                                      *(o.get("contradicted") or [])]}  # fmt: skip
+        keys = {
+            str(k)
+            for o in cand.options
+            for k in [*(o.get("acted") or []), *(o.get("contradicted") or [])]
+        }
         live = [f for f in map(lookup, sorted(keys)) if f is not None and f.live]
         if live:
             return round(sum(bits(f.confidence) for f in live), 6)
@@ -305,10 +370,20 @@ class ExpiryLog(logging.Handler):
 
 
 def new_counts() -> dict[str, Any]:
-    return {"turns": 0, "questions": 0, "answered": 0, "dismissed": 0, "useful": 0,
-            "over_asking": 0, "wrong_assumptions": 0, "by_kind": {}, "over_by_kind": {},
-            "wrong_by_cause": {}, "ref_picks": {},
-            "live_expired": {}}  # fmt: skip
+    return {
+        "turns": 0,
+        "questions": 0,
+        "answered": 0,
+        "dismissed": 0,
+        "useful": 0,
+        "over_asking": 0,
+        "wrong_assumptions": 0,
+        "by_kind": {},
+        "over_by_kind": {},
+        "wrong_by_cause": {},
+        "ref_picks": {},
+        "live_expired": {},
+    }
 
 
 def run_arm(session: Session, arm: str, where: Path, dismiss_p: float, evidence_p: float):
@@ -521,8 +596,14 @@ def targets(seed: dict, other: dict) -> dict[str, bool]:
     }
 
 
-def run(sessions: int, turns: int, seed: int, dismiss_p: float = 0.2, evidence_p: float = 0.1,
-        arms: tuple[str, ...] = ARMS) -> dict[str, Any]:  # fmt: skip
+def run(
+    sessions: int,
+    turns: int,
+    seed: int,
+    dismiss_p: float = 0.2,
+    evidence_p: float = 0.1,
+    arms: tuple[str, ...] = ARMS,
+) -> dict[str, Any]:
     totals = {arm: new_counts() for arm in arms}
     digests: dict[str, list[str]] = {arm: [] for arm in arms}
     started = time.perf_counter()
@@ -567,9 +648,15 @@ def run(sessions: int, turns: int, seed: int, dismiss_p: float = 0.2, evidence_p
 
 def table(result: dict[str, Any]) -> str:
     arms = list(result["arms"])
-    rows = [("questions per turn", "questions_per_turn"), ("questions", "questions"),
-            ("answered", "answered"), ("dismissed", "dismissed"), ("useful", "useful"),
-            ("over-asking", "over_asking"), ("wrong assumptions", "wrong_assumptions")]  # fmt: skip
+    rows = [
+        ("questions per turn", "questions_per_turn"),
+        ("questions", "questions"),
+        ("answered", "answered"),
+        ("dismissed", "dismissed"),
+        ("useful", "useful"),
+        ("over-asking", "over_asking"),
+        ("wrong assumptions", "wrong_assumptions"),
+    ]
     out = ["| | " + " | ".join(arms) + " |", "|---|" + "---:|" * len(arms)]
     for label, name in rows:
         out.append(f"| {label} | " + " | ".join(str(result["arms"][a][name]) for a in arms) + " |")
@@ -616,10 +703,12 @@ def main() -> None:
     if unknown := set(arms) - set(ARMS):
         parser.error(f"unknown arm(s) {sorted(unknown)}; known: {', '.join(ARMS)}")
     result = run(args.sessions, args.turns, args.seed, args.dismiss, args.evidence, arms)
-    print(f"{result['sessions']} sessions x {result['turns']} turns, seed {result['seed']}, "
-          f"dismiss {result['dismiss_p']}, evidence {result['evidence_p']}; "
-          f"{result['seconds']} s; identical sessions in every arm: "
-          f"{result['sessions_identical']}")  # fmt: skip
+    print(
+        f"{result['sessions']} sessions x {result['turns']} turns, seed {result['seed']}, "
+        f"dismiss {result['dismiss_p']}, evidence {result['evidence_p']}; "
+        f"{result['seconds']} s; identical sessions in every arm: "
+        f"{result['sessions_identical']}"
+    )
     print(table(result))
     if args.json:
         Path(args.json).write_text(json.dumps(result, indent=2) + "\n")

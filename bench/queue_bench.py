@@ -47,9 +47,16 @@ def seed(qq: QuestionQueue, n: int) -> list[str]:
     n_hist = n - n_open
     for i in range(n_hist):
         turn = T - 400 + (i * 370) // max(n_hist, 1)
-        cand = qq.propose(AGENT, f"Old question {i} about module{i}?", "referent", "seed",
-                          [f"old:{i}"], "evidence_gap", turn,
-                          options=[{"label": "yes"}, {"label": "no"}])  # fmt: skip
+        cand = qq.propose(
+            AGENT,
+            f"Old question {i} about module{i}?",
+            "referent",
+            "seed",
+            [f"old:{i}"],
+            "evidence_gap",
+            turn,
+            options=[{"label": "yes"}, {"label": "no"}],
+        )
         if i % 2 == 0:
             qq.record_answer(cand, "yes", turn + 1)
     # The unanswered half expires, all of it: created by T - 30, so past expiry after T - 10
@@ -57,9 +64,16 @@ def seed(qq: QuestionQueue, n: int) -> list[str]:
     qq.expire_stale(AGENT, T)
     open_ids = []
     for i in range(n_open):
-        cand = qq.propose(AGENT, f"Deploy question {i}: which target{i}?", "referent", "seed",
-                          [f"open:{i}"], "evidence_gap", T - 3 + i % 4,
-                          options=[{"label": "staging"}, {"label": "prod"}])  # fmt: skip
+        cand = qq.propose(
+            AGENT,
+            f"Deploy question {i}: which target{i}?",
+            "referent",
+            "seed",
+            [f"open:{i}"],
+            "evidence_gap",
+            T - 3 + i % 4,
+            options=[{"label": "staging"}, {"label": "prod"}],
+        )
         open_ids.append(cand.candidate_id)
     return open_ids
 
@@ -123,15 +137,23 @@ def bench_size(
     check_open(qq, open_ids)
 
     results["propose (duplicate)"] = timed(
-        lambda i: qq.propose(AGENT, f"Deploy question {i % len(open_ids)}: which target"
-                             f"{i % len(open_ids)}?", "referent", "seed", ["x"], "evidence_gap", T),
+        lambda i: qq.propose(
+            AGENT,
+            f"Deploy question {i % len(open_ids)}: which target{i % len(open_ids)}?",
+            "referent",
+            "seed",
+            ["x"],
+            "evidence_gap",
+            T,
+        ),
         calls,
-    )  # fmt: skip
+    )
     results["propose (new)"] = timed(
-        lambda i: qq.propose(AGENT, f"New question {i}?", "referent", "bench", [f"new:{i}"],
-                             "evidence_gap", T),
+        lambda i: qq.propose(
+            AGENT, f"New question {i}?", "referent", "bench", [f"new:{i}"], "evidence_gap", T
+        ),
         calls,
-    )  # fmt: skip
+    )
     results["note_use (1 hit)"] = timed(
         lambda i: qq.note_use(AGENT, [f"open:{i % len(open_ids)}", "nothing"], T + 1 + i), calls
     )
@@ -139,11 +161,21 @@ def bench_size(
     pool = []
     for i in range(2 * calls):
         a, b = facts.add(AGENT, f"side a {i}"), facts.add(AGENT, f"side b {i}")
-        pool.append(qq.propose(AGENT, f"Answer me {i}?", "disjunction", "bench", [a, b],
-                               "disjunction", T + calls + 2,
-                               options=[{"label": "a", "acted": [a], "contradicted": [b]},
-                                        {"label": "b", "acted": [b],
-                                         "contradicted": [a]}]))  # fmt: skip
+        pool.append(
+            qq.propose(
+                AGENT,
+                f"Answer me {i}?",
+                "disjunction",
+                "bench",
+                [a, b],
+                "disjunction",
+                T + calls + 2,
+                options=[
+                    {"label": "a", "acted": [a], "contradicted": [b]},
+                    {"label": "b", "acted": [b], "contradicted": [a]},
+                ],
+            )
+        )
     t = T + calls + 3
     results["record_answer (answered)"] = timed(
         lambda i: qq.record_answer(pool[i], "a", t).applied or sys.exit("not applied"), calls
@@ -167,8 +199,12 @@ def main() -> None:
     )
     parser.add_argument("--sizes", default="100,1000,10000,100000")
     parser.add_argument("--calls", type=int, default=200)
-    parser.add_argument("--ranking", default="value", choices=["value", "seed"],
-                        help="the queue's ranking (the host's is value)")  # fmt: skip
+    parser.add_argument(
+        "--ranking",
+        default="value",
+        choices=["value", "seed"],
+        help="the queue's ranking (the host's is value)",
+    )
     parser.add_argument("--json", metavar="FILE", help="also write the results as JSON")
     args = parser.parse_args()
     if args.redis_url is None:
@@ -179,7 +215,7 @@ def main() -> None:
     elif args.backend == "redis-cluster" and not args.redis_url.startswith(
         ("redis+cluster", "rediss+cluster")
     ):
-        parser.error("--backend redis-cluster needs a redis+cluster:// URL")  # fmt: skip
+        parser.error("--backend redis-cluster needs a redis+cluster:// URL")
     sizes = [int(s) for s in args.sizes.split(",")]
     all_results = {}
     with tempfile.TemporaryDirectory() as tmp:
@@ -191,8 +227,10 @@ def main() -> None:
     ops = [op for op in all_results[sizes[0]] if not op.startswith("_")]
     shown = "" if args.backend == "sqlite" else f" ({redact_url(args.redis_url)})"
     where = f"{platform.python_version()}, {platform.machine()}"
-    print(f"\nbackend {args.backend}{shown}, ranking {args.ranking}, {args.calls} calls per "
-          f"cell, {where}; median / p95 in microseconds\n")  # fmt: skip
+    print(
+        f"\nbackend {args.backend}{shown}, ranking {args.ranking}, {args.calls} calls per "
+        f"cell, {where}; median / p95 in microseconds\n"
+    )
     print("| operation | " + " | ".join(f"N = {n:,}" for n in sizes) + " |")
     print("|---|" + "---:|" * len(sizes))
     for op in ops:

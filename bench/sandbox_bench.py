@@ -73,8 +73,17 @@ def make_workspace(root: Path, files: int, per_dir: int, commit: bool) -> dict:
     (root / ".talos" / "rules.toml").write_text('[commands]\nallow = ["pytest"]\n')
     (root / "README.md").write_text("# bench workspace\n")
     if commit:
-        git = ["git", "-C", str(root), "-c", "user.name=bench", "-c", "user.email=b@example.com",
-               "-c", "commit.gpgsign=false"]  # fmt: skip
+        git = [
+            "git",
+            "-C",
+            str(root),
+            "-c",
+            "user.name=bench",
+            "-c",
+            "user.email=b@example.com",
+            "-c",
+            "commit.gpgsign=false",
+        ]
         subprocess.run([*git, "add", "-A"], check=True)
         subprocess.run([*git, "commit", "-q", "-m", "bench"], check=True)
     # As a workspace not all written in the last seconds: a directory changed within the
@@ -158,10 +167,14 @@ def bwrap_call(sb: Sandbox, command: str) -> Callable[[], Awaitable[None]]:
 
     async def call() -> None:
         proc = await asyncio.create_subprocess_exec(
-            *argv, cwd=sb.root, env=env, stdin=asyncio.subprocess.DEVNULL,
-            stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT,
+            *argv,
+            cwd=sb.root,
+            env=env,
+            stdin=asyncio.subprocess.DEVNULL,
+            stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.STDOUT,
             start_new_session=True,
-        )  # fmt: skip
+        )
         res = await sandbox_mod._collect(proc, TIMEOUT_S, sandbox_mod.MAX_OUTPUT_BYTES)
         if res.exit_code != 0:
             raise SystemExit(f"bwrap {command!r} failed: {res.text()}")
@@ -179,8 +192,19 @@ def bench_mounts(base: Path, counts: list[int], runs: int) -> list[dict]:
     for n in counts:
         top = base / f"mounts-{n}"
         top.mkdir()
-        argv = ["bwrap", "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc",
-                "--bind", str(top), str(top)]  # fmt: skip
+        argv = [
+            "bwrap",
+            "--ro-bind",
+            "/",
+            "/",
+            "--dev",
+            "/dev",
+            "--proc",
+            "/proc",
+            "--bind",
+            str(top),
+            str(top),
+        ]
         for i in range(n // 2):
             d = top / f"d{i}"
             d.mkdir()
@@ -235,8 +259,9 @@ def provenance() -> dict:
     git = ["git", "-C", str(src.parent)]
     head = subprocess.run([*git, "rev-parse", "--short", "HEAD"], capture_output=True, text=True)
     if head.returncode == 0:
-        dirty = subprocess.run([*git, "status", "--porcelain", "--", str(src)],
-                               capture_output=True, text=True).stdout.strip()  # fmt: skip
+        dirty = subprocess.run(
+            [*git, "status", "--porcelain", "--", str(src)], capture_output=True, text=True
+        ).stdout.strip()
         out["commit"] = head.stdout.strip() + (" with uncommitted changes" if dirty else "")
     return out
 
@@ -278,11 +303,11 @@ async def bench_main(args: argparse.Namespace, base: Path) -> dict:
     }
     out["true"] = await time_interleaved(light, args.runs, args.warmup)
     heavy = {
-        "unsandboxed": run_call(sb, "python3 -c pass", sandboxed=False, writable=False,
-                                network=False),
-        "read-only": run_call(sb, "python3 -c pass", sandboxed=True, writable=False,
-                              network=False),
-    }  # fmt: skip
+        "unsandboxed": run_call(
+            sb, "python3 -c pass", sandboxed=False, writable=False, network=False
+        ),
+        "read-only": run_call(sb, "python3 -c pass", sandboxed=True, writable=False, network=False),
+    }
     out["python"] = await time_interleaved(heavy, args.heavy_runs, min(args.warmup, 3))
 
     print("timing the argv build ...", file=sys.stderr, flush=True)
@@ -301,16 +326,16 @@ async def bench_main(args: argparse.Namespace, base: Path) -> dict:
     found = limits_mod.hierarchies()
     out["cgroup"] = f"cgroup v{found[0].version}" if found else "none"
     if found:
-        out["layout"]["cgroup"] = time_sync(lambda: limits_mod.Cage(sb.limits, found).close(),
-                                            max(5, args.argv_runs // 5))  # fmt: skip
+        out["layout"]["cgroup"] = time_sync(
+            lambda: limits_mod.Cage(sb.limits, found).close(), max(5, args.argv_runs // 5)
+        )
 
     out["workspace"]["secrets"] = sb._secrets.mode
     scale = []
     for text in args.scan_sizes.split(","):
         n, per_dir = parse_size(text, args.files_per_dir)
         for mode in args.modes.split(","):
-            print(f"{mode}: {n:,} files, {per_dir} per directory ...", file=sys.stderr,
-                  flush=True)  # fmt: skip
+            print(f"{mode}: {n:,} files, {per_dir} per directory ...", file=sys.stderr, flush=True)
             scale.append(await bench_size(args, base, n, per_dir, mode))
     out["scale"] = scale
     counts = [int(n) for n in args.mount_counts.split(",") if n]
@@ -321,8 +346,7 @@ async def bench_main(args: argparse.Namespace, base: Path) -> dict:
     return out
 
 
-async def bench_size(args: argparse.Namespace, base: Path, n: int, per_dir: int,
-                     mode: str) -> dict:  # fmt: skip
+async def bench_size(args: argparse.Namespace, base: Path, n: int, per_dir: int, mode: str) -> dict:
     """The argv build and a sandboxed `true` in a workspace of `n` files, its `.env*` files
     found by `mode`: watched (inotify) or scanned (a `stat` per directory)."""
     with tempfile.TemporaryDirectory(prefix="talos-scan-", dir=base) as tmp:
@@ -341,10 +365,9 @@ async def bench_size(args: argparse.Namespace, base: Path, n: int, per_dir: int,
         )
         info[".env* scan"] = time_sync(s._env_files, runs, warmup=2)
         cmds = {
-                "unsandboxed": run_call(s, "true", sandboxed=False, writable=False,
-                                        network=False),
-                "read-only": run_call(s, "true", sandboxed=True, writable=False, network=False),
-            }  # fmt: skip
+            "unsandboxed": run_call(s, "true", sandboxed=False, writable=False, network=False),
+            "read-only": run_call(s, "true", sandboxed=True, writable=False, network=False),
+        }
         info["run"] = await time_interleaved(cmds, args.scan_runs, 3)
         info["mode"] = s._secrets.mode  # what it fell back to, if it did
         s.close()
@@ -353,16 +376,22 @@ async def bench_size(args: argparse.Namespace, base: Path, n: int, per_dir: int,
 
 def report(out: dict) -> None:
     m, ws, t, py, lay = out["machine"], out["workspace"], out["true"], out["python"], out["layout"]
-    print(f"\n{m['date']}; {m['nproc']} CPUs ({m['cpu']}), {m['memory_gib']} GiB, Linux "
-          f"{m['kernel']}, Python {m['python']}, {m['bwrap']}; load average "
-          f"{m['loadavg_start']} at the start, {m['loadavg_end']} at the end")  # fmt: skip
+    print(
+        f"\n{m['date']}; {m['nproc']} CPUs ({m['cpu']}), {m['memory_gib']} GiB, Linux "
+        f"{m['kernel']}, Python {m['python']}, {m['bwrap']}; load average "
+        f"{m['loadavg_start']} at the start, {m['loadavg_end']} at the end"
+    )
     src = out["sandbox_py"]
-    print(f"sandbox.py: {src['path']}, {src.get('commit', 'not a git checkout')}, sha256 "
-          f"{src['sha256']}")  # fmt: skip
-    print(f"workspace: git repo (one commit), {ws['files']:,} files in {ws['dirs']:,} "
-          f"directories ({ws['scannable_dirs']:,} scanned), {ws['env_found']} of "
-          f"{ws['env_planted']} .env* files found, .git/hooks, .talos/; argv of "
-          f"{ws['argv_len']} words")  # fmt: skip
+    print(
+        f"sandbox.py: {src['path']}, {src.get('commit', 'not a git checkout')}, sha256 "
+        f"{src['sha256']}"
+    )
+    print(
+        f"workspace: git repo (one commit), {ws['files']:,} files in {ws['dirs']:,} "
+        f"directories ({ws['scannable_dirs']:,} scanned), {ws['env_found']} of "
+        f"{ws['env_planted']} .env* files found, .git/hooks, .talos/; argv of "
+        f"{ws['argv_len']} words"
+    )
     base = t["unsandboxed"]
     n, n_py = t["unsandboxed"]["n"], py["unsandboxed"]["n"]
     print(f"\nmedian / p95 in ms; {n} calls per row ({n_py} for python3), interleaved\n")
@@ -386,40 +415,54 @@ def report(out: dict) -> None:
     print(f"\n(e) the argv build alone, {lay['argv build']['n']} calls; median / p95 in ms\n")
     print("| part | median / p95 (ms) |")
     print("|---|---:|")
-    for name, label in (("argv build", "`Sandbox.argv` (all of the layout)"),
-                        ("argv build, writable", "`Sandbox.argv`, writable"),
-                        (".env* scan", "of which the `.env*` scan"),
-                        ("toolchains", "of which the toolchains on PATH (remembered)"),
-                        ("hidden paths", "of which the hidden paths (listing only)"),
-                        ("/etc walk", "the /etc walk, every 30 s (not in the line above)"),
-                        ("cgroup", f"a {out['cgroup']} made and removed (in `run`)")):  # fmt: skip
+    for name, label in (
+        ("argv build", "`Sandbox.argv` (all of the layout)"),
+        ("argv build, writable", "`Sandbox.argv`, writable"),
+        (".env* scan", "of which the `.env*` scan"),
+        ("toolchains", "of which the toolchains on PATH (remembered)"),
+        ("hidden paths", "of which the hidden paths (listing only)"),
+        ("/etc walk", "the /etc walk, every 30 s (not in the line above)"),
+        ("cgroup", f"a {out['cgroup']} made and removed (in `run`)"),
+    ):
         if name in lay:
             print(f"| {label} | {fmt(lay[name], 2)} |")
 
     print(f"\nagainst the target: under {TARGET_MS:.0f} ms over an unsandboxed spawn\n")
     print("| variant | overhead, median | overhead, p95 | met |")
     print("|---|---:|---:|---|")
-    for name, r, ref in (("read-only", t["read-only"], base), ("writable", t["writable"], base),
-                         ("with network", t["network"], base),
-                         ("python3, read-only", py["read-only"], py["unsandboxed"])):  # fmt: skip
+    for name, r, ref in (
+        ("read-only", t["read-only"], base),
+        ("writable", t["writable"], base),
+        ("with network", t["network"], base),
+        ("python3, read-only", py["read-only"], py["unsandboxed"]),
+    ):
         dm, dp = r["median_ms"] - ref["median_ms"], r["p95_ms"] - ref["p95_ms"]
-        met = "yes" if dm < TARGET_MS and dp < TARGET_MS else ("median only" if dm < TARGET_MS
-                                                                else "no")  # fmt: skip
+        met = (
+            "yes"
+            if dm < TARGET_MS and dp < TARGET_MS
+            else ("median only" if dm < TARGET_MS else "no")
+        )
         print(f"| {name} | {dm:.1f} ms | {dp:.1f} ms | {met} |")
 
-    print(f"\nthe argv build as the workspace grows (MAX_SCANNED_DIRS = {MAX_SCANNED_DIRS:,});"
-          " median / p95 in ms\n")  # fmt: skip
-    print("| files | per dir | dirs to scan | dirs scanned | .env* found by | .env* hidden | "
-          "first scan | argv build | .env* scan | run unsandboxed | run sandboxed | "
-          "overhead (median) |")  # fmt: skip
+    print(
+        f"\nthe argv build as the workspace grows (MAX_SCANNED_DIRS = {MAX_SCANNED_DIRS:,});"
+        " median / p95 in ms\n"
+    )
+    print(
+        "| files | per dir | dirs to scan | dirs scanned | .env* found by | .env* hidden | "
+        "first scan | argv build | .env* scan | run unsandboxed | run sandboxed | "
+        "overhead (median) |"
+    )
     print("|---:|---:|---:|---:|---|---:|---:|---:|---:|---:|---:|---:|")
     for s in out["scale"]:
         r = s["run"]
         over = r["read-only"]["median_ms"] - r["unsandboxed"]["median_ms"]
-        print(f"| {s['files']:,} | {s['per_dir']} | {s['scannable_dirs']:,} | "
-              f"{s['scanned_dirs']:,} | {s['mode']} | {s['env_found']} of {s['env_planted']} | "
-              f"{s['first scan']:.1f} | {fmt(s['argv build'])} | {fmt(s['.env* scan'])} | "
-              f"{fmt(r['unsandboxed'])} | {fmt(r['read-only'])} | {over:.1f} |")  # fmt: skip
+        print(
+            f"| {s['files']:,} | {s['per_dir']} | {s['scannable_dirs']:,} | "
+            f"{s['scanned_dirs']:,} | {s['mode']} | {s['env_found']} of {s['env_planted']} | "
+            f"{s['first scan']:.1f} | {fmt(s['argv build'])} | {fmt(s['.env* scan'])} | "
+            f"{fmt(r['unsandboxed'])} | {fmt(r['read-only'])} | {over:.1f} |"
+        )
 
 
 def report_mounts(out: dict) -> None:
@@ -442,12 +485,19 @@ def main() -> None:
     parser.add_argument("--argv-runs", type=int, default=500, help="calls per argv-build row")
     parser.add_argument("--scan-runs", type=int, default=40, help="runs per size in the scan")
     parser.add_argument("--warmup", type=int, default=10)
-    parser.add_argument("--scan-sizes", default="2000,20000,100000,100000:2",
-                        help="workspaces for the scan table: N or N:files-per-dir")  # fmt: skip
-    parser.add_argument("--modes", default="watched,scanned",
-                        help="how .env* files are found in the scan table")  # fmt: skip
-    parser.add_argument("--mount-counts", default="0,20,100,400",
-                        help="extra mounts in the bwrap-per-mount table (none: \"\")")  # fmt: skip
+    parser.add_argument(
+        "--scan-sizes",
+        default="2000,20000,100000,100000:2",
+        help="workspaces for the scan table: N or N:files-per-dir",
+    )
+    parser.add_argument(
+        "--modes", default="watched,scanned", help="how .env* files are found in the scan table"
+    )
+    parser.add_argument(
+        "--mount-counts",
+        default="0,20,100,400",
+        help='extra mounts in the bwrap-per-mount table (none: "")',
+    )
     parser.add_argument("--mount-runs", type=int, default=10, help="runs per mount count")
     parser.add_argument("--where", help="parent directory of the temporary workspaces")
     parser.add_argument("--json", metavar="FILE", help="also write the results as JSON")

@@ -48,8 +48,10 @@ def machine() -> str:
             cpu = line.split(":", 1)[1].strip()
             break
     mem = Path("/proc/meminfo").read_text().split("\n", 1)[0].split()[1]
-    return (f"{os.cpu_count()} cores ({cpu}), {int(mem) // 1024} MiB RAM, Linux "
-            f"{platform.release()}, Python {platform.python_version()}")  # fmt: skip
+    return (
+        f"{os.cpu_count()} cores ({cpu}), {int(mem) // 1024} MiB RAM, Linux "
+        f"{platform.release()}, Python {platform.python_version()}"
+    )
 
 
 def one(way: str, load: int, require_all: bool) -> dict:
@@ -76,14 +78,22 @@ def one(way: str, load: int, require_all: bool) -> dict:
         log = Path(tempfile.mkstemp(prefix=f"suite-{way}-", suffix=".log")[1])
         log.write_text(done.stdout + done.stderr)
         sys.stderr.write(f"{way}: failed; its whole output is in {log}\n")
-    return {"way": way, "load": load, "rc": done.returncode, "wall_s": wall, "cpu_s": cpu,
-            "loadavg": loadavg, "summary": summary}  # fmt: skip
+    return {
+        "way": way,
+        "load": load,
+        "rc": done.returncode,
+        "wall_s": wall,
+        "cpu_s": cpu,
+        "loadavg": loadavg,
+        "summary": summary,
+    }
 
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--ways", default="parallel,serial",
-                    help=f"comma-separated, in order: {', '.join(WAYS)}")  # fmt: skip
+    ap.add_argument(
+        "--ways", default="parallel,serial", help=f"comma-separated, in order: {', '.join(WAYS)}"
+    )
     ap.add_argument("--runs", type=int, default=1, help="runs of each way")
     ap.add_argument("--load", type=int, default=0, help="busy loops beside each run")
     ap.add_argument("--require-all", action="store_true", help="TALOS_TEST_REQUIRE_ALL=1")
@@ -92,8 +102,10 @@ def main() -> int:
     unknown = [w for w in ways if w not in WAYS]
     if unknown:
         ap.error(f"unknown way {unknown[0]!r}: choose from {', '.join(WAYS)}")
-    print(f"{machine()}; {datetime.datetime.now().isoformat(timespec='minutes')}; "
-          f"busy loops beside each run: {args.load}")  # fmt: skip
+    print(
+        f"{machine()}; {datetime.datetime.now().isoformat(timespec='minutes')}; "
+        f"busy loops beside each run: {args.load}"
+    )
     print("\n| way | run | wall | CPU (user+sys) | load avg at start | rc | pytest says |")
     print("|---|---|---|---|---|---|---|")
     failed = 0
@@ -102,8 +114,11 @@ def main() -> int:
             r = one(way, args.load, args.require_all)
             failed += r["rc"] != 0
             m, s = divmod(round(r["wall_s"]), 60)
-            print(f"| {way} | {run} | {m}m{s:02d}s | {r['cpu_s']:.0f} s | {r['loadavg']:.1f} | "
-                  f"{r['rc']} | {r['summary']} |", flush=True)  # fmt: skip
+            print(
+                f"| {way} | {run} | {m}m{s:02d}s | {r['cpu_s']:.0f} s | {r['loadavg']:.1f} | "
+                f"{r['rc']} | {r['summary']} |",
+                flush=True,
+            )
     return 1 if failed else 0
 
 

@@ -72,14 +72,15 @@ def _parser() -> argparse.ArgumentParser:
         help=f"store URL, e.g. sqlite:////abs/path/talos.db (default: ${ENV_URL}, else "
         "talos.db in the user state directory)",
     )
-    parser.add_argument("--verbose", "-v", action="store_true",
-                        help="log at DEBUG on stderr, and show tracebacks")  # fmt: skip
-    parser.add_argument("--log-file", metavar="PATH",
-                        help="also log at DEBUG to PATH (keys, credentials redacted)")  # fmt: skip
+    parser.add_argument(
+        "--verbose", "-v", action="store_true", help="log at DEBUG on stderr, and show tracebacks"
+    )
+    parser.add_argument(
+        "--log-file", metavar="PATH", help="also log at DEBUG to PATH (keys, credentials redacted)"
+    )
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     listing = _Parser(add_help=False)
-    listing.add_argument("--agent", metavar="A",
-                         help="only this agent (default: this workspace's)")  # fmt: skip
+    listing.add_argument("--agent", metavar="A", help="only this agent (default: this workspace's)")
     listing.add_argument("--all-agents", action="store_true", help="every agent in the store")
     listing.add_argument("--workspace", metavar="DIR", help=WORKSPACE_HELP)
     listing.add_argument("--json", action="store_true", help="print JSON instead of a table")
@@ -92,8 +93,12 @@ def _parser() -> argparse.ArgumentParser:
         "default, every status with --all. Each agent's line says when its budget reopens.",
     )
     q.add_argument("--all", action="store_true", help="include answered and expired ones")
-    q.add_argument("--budget-turns", type=_count, metavar="K", help="the K the agents run "
-                   f"with (default: config, else {QUESTION_BUDGET_TURNS})")  # fmt: skip
+    q.add_argument(
+        "--budget-turns",
+        type=_count,
+        metavar="K",
+        help=f"the K the agents run with (default: config, else {QUESTION_BUDGET_TURNS})",
+    )
     m = sub.add_parser(
         "memory",
         parents=[listing],
@@ -104,12 +109,16 @@ def _parser() -> argparse.ArgumentParser:
     actions = m.add_subparsers(dest="action", metavar="ACTION")
     # Sub-actions leave --agent/--json alone unless given, so `talos memory --agent A` works.
     late = _Parser(add_help=False)
-    late.add_argument("--agent", metavar="A", default=argparse.SUPPRESS,
-                      help="the agent (default for add: this directory's workspace)")  # fmt: skip
-    late.add_argument("--json", action="store_true", default=argparse.SUPPRESS,
-                      help="print JSON instead of text")  # fmt: skip
-    late.add_argument("--workspace", metavar="DIR", default=argparse.SUPPRESS,
-                      help=WORKSPACE_HELP)  # fmt: skip
+    late.add_argument(
+        "--agent",
+        metavar="A",
+        default=argparse.SUPPRESS,
+        help="the agent (default for add: this directory's workspace)",
+    )
+    late.add_argument(
+        "--json", action="store_true", default=argparse.SUPPRESS, help="print JSON instead of text"
+    )
+    late.add_argument("--workspace", metavar="DIR", default=argparse.SUPPRESS, help=WORKSPACE_HELP)
     add = actions.add_parser(
         "add",
         parents=[late],
@@ -123,9 +132,11 @@ def _parser() -> argparse.ArgumentParser:
     add.add_argument("--value")
     add.add_argument("--source", default="person", choices=SOURCES)
     forget = actions.add_parser(
-        "forget", help="retract a fact", description="Retract a fact (its key, or the "
-        "shortened key `talos memory` shows, if unambiguous)."
-    )  # fmt: skip
+        "forget",
+        help="retract a fact",
+        description="Retract a fact (its key, or the "
+        "shortened key `talos memory` shows, if unambiguous).",
+    )
     forget.add_argument("key")
     actions.add_parser(
         "conflicts",
@@ -141,106 +152,174 @@ def _parser() -> argparse.ArgumentParser:
         "nothing waits); proposals are shown as diffs and applied on confirmation or with "
         "--apply. Exit codes: 0 done, 1 the task failed or was stopped, 2 a usage error.",
     )
-    r.add_argument("request", nargs="?",
-                   help="what to do, in your words; - reads it from stdin")  # fmt: skip
+    r.add_argument("request", nargs="?", help="what to do, in your words; - reads it from stdin")
     r.add_argument("--file", metavar="PATH", help="read the request from a file")
     r.add_argument("--workspace", metavar="DIR", help=WORKSPACE_HELP)
-    r.add_argument("--model", help="model name (default: $TALOS_MODEL, else the config "
-                   "files' model, else gpt-4.1-mini; see talos config)")  # fmt: skip
-    r.add_argument("--base-url", help="an OpenAI-compatible endpoint, e.g. http://localhost:"
-                   "11434/v1 for Ollama (default: $OPENAI_BASE_URL, else OpenAI)")  # fmt: skip
-    r.add_argument("--api-key-env", metavar="VAR", help="the variable holding the key "
-                   "(default: the config file's api_key_env, else OPENAI_API_KEY)")  # fmt: skip
-    r.add_argument("--mode", choices=MODES, help="permission mode (default: the config files' "
-                   "mode, else ask)")  # fmt: skip
+    r.add_argument(
+        "--model",
+        help="model name (default: $TALOS_MODEL, else the config "
+        "files' model, else gpt-4.1-mini; see talos config)",
+    )
+    r.add_argument(
+        "--base-url",
+        help="an OpenAI-compatible endpoint, e.g. http://localhost:"
+        "11434/v1 for Ollama (default: $OPENAI_BASE_URL, else OpenAI)",
+    )
+    r.add_argument(
+        "--api-key-env",
+        metavar="VAR",
+        help="the variable holding the key "
+        "(default: the config file's api_key_env, else OPENAI_API_KEY)",
+    )
+    r.add_argument(
+        "--mode", choices=MODES, help="permission mode (default: the config files' mode, else ask)"
+    )
     r.add_argument("--apply", action="store_true", help="apply proposals without asking")
-    r.add_argument("--max-cost", type=_usd, metavar="USD", help="stop the task at this cost "
-                   "(a model without a price needs --max-tokens instead)")  # fmt: skip
-    r.add_argument("--max-tokens", type=_count, metavar="N",
-                   help="stop the task after this many tokens in and out")  # fmt: skip
-    r.add_argument("--max-steps", type=_count, metavar="N",
-                   help="stop after this many model calls (default: config, else 50)")  # fmt: skip
-    r.add_argument("--budget-turns", type=_count, metavar="K", help="one question per K turns "
-                   f"at most (default: config, else {QUESTION_BUDGET_TURNS})")  # fmt: skip
-    r.add_argument("--readable-path", action="append", metavar="PATH",
-                   help="show commands this absolute path outside the workspace, read-only "
-                   "(repeatable; default: the config file's readable_paths)")  # fmt: skip
+    r.add_argument(
+        "--max-cost",
+        type=_usd,
+        metavar="USD",
+        help="stop the task at this cost (a model without a price needs --max-tokens instead)",
+    )
+    r.add_argument(
+        "--max-tokens",
+        type=_count,
+        metavar="N",
+        help="stop the task after this many tokens in and out",
+    )
+    r.add_argument(
+        "--max-steps",
+        type=_count,
+        metavar="N",
+        help="stop after this many model calls (default: config, else 50)",
+    )
+    r.add_argument(
+        "--budget-turns",
+        type=_count,
+        metavar="K",
+        help=f"one question per K turns at most (default: config, else {QUESTION_BUDGET_TURNS})",
+    )
+    r.add_argument(
+        "--readable-path",
+        action="append",
+        metavar="PATH",
+        help="show commands this absolute path outside the workspace, read-only "
+        "(repeatable; default: the config file's readable_paths)",
+    )
     r.add_argument("--json", action="store_true", help="print the result as JSON on stdout")
-    sk = sub.add_parser("skills", help="list the skills the agent can load",
-                        description="Skills from the package, the user config directory and "
-                        "the workspace's .talos/skills/ (a later one of a name wins).")  # fmt: skip
+    sk = sub.add_parser(
+        "skills",
+        help="list the skills the agent can load",
+        description="Skills from the package, the user config directory and "
+        "the workspace's .talos/skills/ (a later one of a name wins).",
+    )
     sk.add_argument("--workspace", metavar="DIR", help=WORKSPACE_HELP)
-    doc = sub.add_parser("doctor", help="check the configuration and say what to fix",
-                         description="Check for real: the store takes a write (and passes "
-                         "PRAGMA quick_check), the key is set (nothing is sent without one), the "
-                         "endpoint lists its models, the sandbox runs, rg is there. Exit code 1 "
-                         "when something needs fixing.")  # fmt: skip
+    doc = sub.add_parser(
+        "doctor",
+        help="check the configuration and say what to fix",
+        description="Check for real: the store takes a write (and passes "
+        "PRAGMA quick_check), the key is set (nothing is sent without one), the "
+        "endpoint lists its models, the sandbox runs, rg is there. Exit code 1 "
+        "when something needs fixing.",
+    )
     doc.add_argument("--workspace", metavar="DIR", help=WORKSPACE_HELP)
     doc.add_argument("--base-url")
     doc.add_argument("--api-key-env", metavar="VAR")
-    perm = sub.add_parser("permissions", help="where the permission rules come from; trust the "
-                          "workspace's own rules file",
-                          description="Show the permission rules in force and where each comes "
-                          "from. A workspace's .talos/permissions.json came with the repository: "
-                          "until you trust its exact content, only its deny and ask rules "
-                          "apply.")  # fmt: skip
+    perm = sub.add_parser(
+        "permissions",
+        help="where the permission rules come from; trust the workspace's own rules file",
+        description="Show the permission rules in force and where each comes "
+        "from. A workspace's .talos/permissions.json came with the repository: "
+        "until you trust its exact content, only its deny and ask rules "
+        "apply.",
+    )
     perm.add_argument("--workspace", metavar="DIR", help=WORKSPACE_HELP)
     perm.add_argument(
         "--trust",
         action="store_true",
         help="trust the workspace's .talos/permissions.json as it is now",
     )
-    pr = sub.add_parser("proposals", help="the proposed edits waiting for review",
-                        description="Proposals Talos made in this workspace (in any editor or "
-                        "terminal) that are still to review: pending, partly applied or stale "
-                        "(--all: every one).")  # fmt: skip
+    pr = sub.add_parser(
+        "proposals",
+        help="the proposed edits waiting for review",
+        description="Proposals Talos made in this workspace (in any editor or "
+        "terminal) that are still to review: pending, partly applied or stale "
+        "(--all: every one).",
+    )
     pr.add_argument("--workspace", metavar="DIR", help=WORKSPACE_HELP)
     pr.add_argument("--all", action="store_true", help="include applied, rejected, undone")
     pr.add_argument("--diff", action="store_true", help="show each one's diff")
     pr.add_argument("--json", action="store_true", help="print JSON")
-    ap = sub.add_parser("apply", help="apply a proposal (or some of its hunks)",
-                        description="Write a proposal into its file, refused when the file "
-                        "changed since the proposal was made (it is stale). Exit code 1 when "
-                        "it was not applied.")  # fmt: skip
+    ap = sub.add_parser(
+        "apply",
+        help="apply a proposal (or some of its hunks)",
+        description="Write a proposal into its file, refused when the file "
+        "changed since the proposal was made (it is stale). Exit code 1 when "
+        "it was not applied.",
+    )
     ap.add_argument("id")
-    ap.add_argument("--hunk", type=_count, action="append", metavar="N",
-                    help="only hunk N (1 is the first; repeat for more)")  # fmt: skip
+    ap.add_argument(
+        "--hunk",
+        type=_count,
+        action="append",
+        metavar="N",
+        help="only hunk N (1 is the first; repeat for more)",
+    )
     ap.add_argument("--workspace", metavar="DIR", help=WORKSPACE_HELP)
     rj = sub.add_parser("reject", help="reject a proposal", description="Reject a proposal.")
     rj.add_argument("id")
     rj.add_argument("--workspace", metavar="DIR", help=WORKSPACE_HELP)
-    ud = sub.add_parser("undo", help="undo the last applied proposal",
-                        description="Put back the file a proposal changed (the last applied "
-                        "one, or ID), if the file is still as the proposal left it.")  # fmt: skip
+    ud = sub.add_parser(
+        "undo",
+        help="undo the last applied proposal",
+        description="Put back the file a proposal changed (the last applied "
+        "one, or ID), if the file is still as the proposal left it.",
+    )
     ud.add_argument("id", nargs="?")
     ud.add_argument("--workspace", metavar="DIR", help=WORKSPACE_HELP)
-    ts = sub.add_parser("tasks", help="the workspace's recent tasks",
-                        description="Tasks run in this workspace (by talos run or an editor), "
-                        "newest last: id, state, cost, title.")  # fmt: skip
+    ts = sub.add_parser(
+        "tasks",
+        help="the workspace's recent tasks",
+        description="Tasks run in this workspace (by talos run or an editor), "
+        "newest last: id, state, cost, title.",
+    )
     ts.add_argument("--workspace", metavar="DIR", help=WORKSPACE_HELP)
-    ts.add_argument("--limit", type=_count, default=20, metavar="N",
-                    help="the last N tasks (default 20)")  # fmt: skip
+    ts.add_argument(
+        "--limit", type=_count, default=20, metavar="N", help="the last N tasks (default 20)"
+    )
     ts.add_argument("--json", action="store_true", help="print JSON")
-    sh = sub.add_parser("show", help="a task's transcript",
-                        description="What a task did: its state, error and transcript (the "
-                        "model's words and its tool calls, shown as plain text).")  # fmt: skip
+    sh = sub.add_parser(
+        "show",
+        help="a task's transcript",
+        description="What a task did: its state, error and transcript (the "
+        "model's words and its tool calls, shown as plain text).",
+    )
     sh.add_argument("task", help="the task's id, or an unambiguous prefix of it")
     sh.add_argument("--workspace", metavar="DIR", help=WORKSPACE_HELP)
     sh.add_argument("--json", action="store_true", help="print JSON")
-    cf = sub.add_parser("config", help="the settings in force and where each comes from",
-                        description="Every setting's value and its origin: a flag, a variable, "
-                        "the workspace's .talos/config.toml, your config.toml (in the user "
-                        "config directory: ~/.config/talos/ on Linux) or the default "
-                        "(docs/config.md).")  # fmt: skip
+    cf = sub.add_parser(
+        "config",
+        help="the settings in force and where each comes from",
+        description="Every setting's value and its origin: a flag, a variable, "
+        "the workspace's .talos/config.toml, your config.toml (in the user "
+        "config directory: ~/.config/talos/ on Linux) or the default "
+        "(docs/config.md).",
+    )
     cf.add_argument("--workspace", metavar="DIR", help=WORKSPACE_HELP)
     cf.add_argument("--json", action="store_true", help="print JSON")
-    co = sub.add_parser("completion", help="print the shell completion script",
-                        description="Print the completion script for SHELL; see docs/config.md "
-                        "for where to put it.")  # fmt: skip
+    co = sub.add_parser(
+        "completion",
+        help="print the shell completion script",
+        description="Print the completion script for SHELL; see docs/config.md "
+        "for where to put it.",
+    )
     co.add_argument("shell", choices=completion.SHELLS)
-    sub.add_parser("demo", help="a complete scripted session: no API key, no network",
-                   description="Two turns of a real Talos session in a temporary workspace, "
-                   "with a scripted model and scripted replies, labelled as such.")  # fmt: skip
+    sub.add_parser(
+        "demo",
+        help="a complete scripted session: no API key, no network",
+        description="Two turns of a real Talos session in a temporary workspace, "
+        "with a scripted model and scripted replies, labelled as such.",
+    )
     return parser
 
 
@@ -283,8 +362,11 @@ def _table(
         cells = list(row)
         if last_flexible and sys.stdout.isatty():  # piped output keeps the whole text
             cells[-1] = _clip(cells[-1], max(room, 20))
-        lines.append("  ".join(c.ljust(w) for c, w in zip(cells[:-1], widths, strict=False))
-                     + "  " + cells[-1])  # fmt: skip
+        lines.append(
+            "  ".join(c.ljust(w) for c, w in zip(cells[:-1], widths, strict=False))
+            + "  "
+            + cells[-1]
+        )
     return "\n".join(line.rstrip() for line in lines)
 
 
@@ -368,8 +450,17 @@ def _questions(store: Store, args: argparse.Namespace) -> int:
                 )
             )
         if rows:
-            headers = ("ID", "STATUS", "KIND", "ASKED", "CREATED", "SEEN", "EXPIRES", "DELIVERED",
-                       "QUESTION")  # fmt: skip
+            headers = (
+                "ID",
+                "STATUS",
+                "KIND",
+                "ASKED",
+                "CREATED",
+                "SEEN",
+                "EXPIRES",
+                "DELIVERED",
+                "QUESTION",
+            )
             _say(_table(headers, rows))
         else:
             _say("  no open questions")
@@ -438,8 +529,11 @@ def _memory_add(store: Store, args: argparse.Namespace) -> int:
     try:
         key, outcome = reconciler.remember(agent, args.statement, args.source, slot)
     except ValueError as exc:
-        raise CliError("usage", f"{exc}; give --subject, --attribute and --value together, "
-                       "or none of them", USAGE) from None  # fmt: skip
+        raise CliError(
+            "usage",
+            f"{exc}; give --subject, --attribute and --value together, or none of them",
+            USAGE,
+        ) from None
     fact = reconciler.facts.get(key)
     where = f"'{fact.subject} {fact.attribute}'" if fact and fact.subject else ""
     held = "already held" if outcome == "already held" else "stored"
@@ -503,9 +597,23 @@ def _proposals(store: Store, args: argparse.Namespace) -> int:
     book, _ = _book(store, args)
     shown = [p for p in book.list() if args.all or p.status in (*edits.OPEN, "stale")]
     if args.json:
-        print(json.dumps([{"id": p.id, "path": p.path, "status": p.status, "task": p.task_id,
-                           "hunks": len(p.hunks), "diff": p.diff()} for p in shown],
-                         indent=2, ensure_ascii=False))  # fmt: skip
+        print(
+            json.dumps(
+                [
+                    {
+                        "id": p.id,
+                        "path": p.path,
+                        "status": p.status,
+                        "task": p.task_id,
+                        "hunks": len(p.hunks),
+                        "diff": p.diff(),
+                    }
+                    for p in shown
+                ],
+                indent=2,
+                ensure_ascii=False,
+            )
+        )
         return 0
     if not shown:
         _say("no proposal to review" + ("" if args.all else " (--all for every one)"))
@@ -544,15 +652,37 @@ def _undo(store: Store, args: argparse.Namespace) -> int:
 def _tasks(store: Store, args: argparse.Namespace) -> int:
     rows = store.task_list(agent_id(_workspace(args)))[-args.limit :]
     if args.json:
-        print(json.dumps([{k: r.get(k) for k in ("id", "state", "cost", "title", "error",
-                                                  "created_at", "updated_at")} for r in rows],
-                         indent=2, ensure_ascii=False))  # fmt: skip
+        print(
+            json.dumps(
+                [
+                    {
+                        k: r.get(k)
+                        for k in (
+                            "id",
+                            "state",
+                            "cost",
+                            "title",
+                            "error",
+                            "created_at",
+                            "updated_at",
+                        )
+                    }
+                    for r in rows
+                ],
+                indent=2,
+                ensure_ascii=False,
+            )
+        )
         return 0
     if not rows:
         _say("no task has run in this workspace yet (talos run 'what to do' starts one)")
         return 0
-    _say(_table(("ID", "STATE", "COST", "TITLE"),
-                [(r["id"], r["state"], f"${r['cost']}", r["title"]) for r in rows]))  # fmt: skip
+    _say(
+        _table(
+            ("ID", "STATE", "COST", "TITLE"),
+            [(r["id"], r["state"], f"${r['cost']}", r["title"]) for r in rows],
+        )
+    )
     return 0
 
 
@@ -565,10 +695,14 @@ def _find_task(store: Store, args: argparse.Namespace) -> dict[str, Any]:
     if len(matches) == 1:
         return matches[0]
     if not matches:
-        raise CliError("tasks", f"no task has the id {args.task!r} in this workspace; talos "
-                       "tasks lists them (--workspace for another)")  # fmt: skip
-    raise CliError("tasks", f"{len(matches)} tasks have ids starting {args.task!r}; give more "
-                   "of the id")  # fmt: skip
+        raise CliError(
+            "tasks",
+            f"no task has the id {args.task!r} in this workspace; talos "
+            "tasks lists them (--workspace for another)",
+        )
+    raise CliError(
+        "tasks", f"{len(matches)} tasks have ids starting {args.task!r}; give more of the id"
+    )
 
 
 def _show(store: Store, args: argparse.Namespace) -> int:
@@ -599,9 +733,16 @@ def _store_command(args: argparse.Namespace) -> int:
     except StoreError as exc:
         raise store_error(url, exc) from None
     try:
-        by_store = {"questions": _questions, "memory": _memory, "proposals": _proposals,
-                    "apply": _apply, "reject": _reject, "undo": _undo, "tasks": _tasks,
-                    "show": _show}  # fmt: skip
+        by_store = {
+            "questions": _questions,
+            "memory": _memory,
+            "proposals": _proposals,
+            "apply": _apply,
+            "reject": _reject,
+            "undo": _undo,
+            "tasks": _tasks,
+            "show": _show,
+        }
         return by_store[args.command](store, args)
     except edits.ProposalError as exc:
         raise CliError("proposal", f"{exc}; talos proposals lists what is left to review") from None
@@ -664,8 +805,11 @@ def _stdout_gone() -> int:
 def _exit_if_stuck() -> None:
     """After Ctrl-C, exit now if a thread would hold the exit up (one still blocked reading
     the terminal): everything was recorded and closed before this."""
-    stuck = [t for t in threading.enumerate()
-             if t is not threading.main_thread() and t.is_alive() and not t.daemon]  # fmt: skip
+    stuck = [
+        t
+        for t in threading.enumerate()
+        if t is not threading.main_thread() and t.is_alive() and not t.daemon
+    ]
     if stuck:
         with contextlib.suppress(OSError, ValueError):
             sys.stdout.flush()
@@ -687,8 +831,11 @@ def main(argv: Sequence[str] | None = None) -> int:
             setup_logging(args.verbose, args.log_file)
         except OSError as exc:
             why = exc.strerror or exc
-            raise CliError("usage", f"cannot write the log file {args.log_file}: {why}; give "
-                           "a writable path", USAGE) from None  # fmt: skip
+            raise CliError(
+                "usage",
+                f"cannot write the log file {args.log_file}: {why}; give a writable path",
+                USAGE,
+            ) from None
         code = _dispatch(args)
         if code == INTERRUPTED:
             _exit_if_stuck()

@@ -48,21 +48,29 @@ def workspace(args: argparse.Namespace) -> Path:
 def read_request(args: argparse.Namespace) -> str:
     """The request: the argument, stdin for `-`, or --file PATH. Empty is a usage error."""
     if args.file is not None and args.request is not None:
-        raise CliError("usage", "give the request as an argument, `-` or --file, not two of "
-                       "them", USAGE)  # fmt: skip
+        raise CliError(
+            "usage", "give the request as an argument, `-` or --file, not two of them", USAGE
+        )
     if args.file is not None:
         try:
             text = Path(args.file).read_text(encoding="utf-8")
         except (OSError, UnicodeDecodeError) as exc:
             why = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
-            raise CliError("usage", f"cannot read the request from {args.file}: {why}; give a "
-                           "readable UTF-8 text file", USAGE) from None  # fmt: skip
+            raise CliError(
+                "usage",
+                f"cannot read the request from {args.file}: {why}; give a readable UTF-8 text file",
+                USAGE,
+            ) from None
         where = f"the file {args.file}"
     elif args.request == "-":
         text, where = sys.stdin.read(), "stdin"
     elif args.request is None:
-        raise CliError("usage", "no request; say what to do (talos run 'fix the failing "
-                       "test'), or use `-` for stdin or --file PATH", USAGE)  # fmt: skip
+        raise CliError(
+            "usage",
+            "no request; say what to do (talos run 'fix the failing "
+            "test'), or use `-` for stdin or --file PATH",
+            USAGE,
+        )
     else:
         text, where = args.request, "the request"
     if not text.strip():
@@ -76,8 +84,11 @@ def run(args: argparse.Namespace) -> int:
     model = ModelConfig(args.model, base_url=args.base_url, api_key_env=args.api_key_env)
     missing = model.missing_key()
     if missing is not None:  # said at once: nothing sent, nothing retried, no task
-        raise CliError("model", f"{missing}: export it, or use --base-url for a local server "
-                       "(any value will do for a server that needs no key)")  # fmt: skip
+        raise CliError(
+            "model",
+            f"{missing}: export it, or use --base-url for a local server "
+            "(any value will do for a server that needs no key)",
+        )
     try:
         store = open_store(args.store)
     except StoreError as exc:
@@ -127,8 +138,9 @@ def _loop(coro: Any, interrupted: _Interrupt) -> int:
         for leftover in asyncio.all_tasks(loop):
             leftover.cancel()
         with contextlib.suppress(Exception):
-            loop.run_until_complete(asyncio.gather(*asyncio.all_tasks(loop),
-                                                   return_exceptions=True))  # fmt: skip
+            loop.run_until_complete(
+                asyncio.gather(*asyncio.all_tasks(loop), return_exceptions=True)
+            )
             loop.run_until_complete(loop.shutdown_asyncgens())
             if not interrupted.count:
                 loop.run_until_complete(loop.shutdown_default_executor())
@@ -150,11 +162,17 @@ async def _run(
     except SandboxError as exc:
         raise CliError("usage", f"{exc}; give a workspace directory", USAGE) from None
     caps = Caps(max_cost=args.max_cost, max_steps=args.max_steps, max_tokens=args.max_tokens)
-    config = HostConfig(workspace=root, model=model, mode=args.mode, auto_apply=args.apply,
-                        caps=caps, budget_turns=args.budget_turns,
-                        prices=args.effective.prices,
-                        readable_paths=args.effective.readable_paths(),
-                        limits=args.effective.limits())  # fmt: skip
+    config = HostConfig(
+        workspace=root,
+        model=model,
+        mode=args.mode,
+        auto_apply=args.apply,
+        caps=caps,
+        budget_turns=args.budget_turns,
+        prices=args.effective.prices,
+        readable_paths=args.effective.readable_paths(),
+        limits=args.effective.limits(),
+    )
     try:
         host = Host(store, config, port)
     except ValueError as exc:  # a cap that cannot be enforced
@@ -206,11 +224,15 @@ def _interrupted(args: argparse.Namespace, task: Task | None) -> int:
     if task is None:
         message = "interrupted before the task started; nothing was recorded"
     else:
-        message = (f"interrupted: task {task.id} was cancelled; its transcript is kept "
-                   f"(talos show {task.id})")  # fmt: skip
+        message = (
+            f"interrupted: task {task.id} was cancelled; its transcript is kept "
+            f"(talos show {task.id})"
+        )
     if args.json:
-        out: dict[str, Any] = {"error": {"kind": "interrupted", "message": message},
-                               "exit_code": INTERRUPTED}  # fmt: skip
+        out: dict[str, Any] = {
+            "error": {"kind": "interrupted", "message": message},
+            "exit_code": INTERRUPTED,
+        }
         if task is not None:
             out["task"] = task.id
         print(json.dumps(out, ensure_ascii=False))
@@ -251,12 +273,16 @@ def _proposal_line(p: Proposal) -> tuple[str, str]:
     if p.status == "applied":
         return "green", f"proposal {p.id} applied to {path}"
     if p.status in ("pending", "partly_applied"):
-        return "yellow", (f"proposal {p.id} to {path} is {p.status.replace('_', ' ')}, not "
-                          f"applied: talos apply {p.id} applies it later (talos proposals "
-                          "--diff shows it)")  # fmt: skip
+        return "yellow", (
+            f"proposal {p.id} to {path} is {p.status.replace('_', ' ')}, not "
+            f"applied: talos apply {p.id} applies it later (talos proposals "
+            "--diff shows it)"
+        )
     if p.status == "stale":
-        return "yellow", (f"proposal {p.id} to {path} is stale (the file changed after it "
-                          "was made): ask again for a fresh one")  # fmt: skip
+        return "yellow", (
+            f"proposal {p.id} to {path} is stale (the file changed after it "
+            "was made): ask again for a fresh one"
+        )
     return "dim", f"proposal {p.id} to {path}: {p.status}"
 
 
@@ -276,45 +302,67 @@ def _report_outcome(
     unapplied = [p for p in proposals if p.status != "applied"]
     problems: list[str] = []
     if task.state != "done":
-        fix = ("; raise the cap (--max-cost, --max-tokens, --max-steps) to let it go further"
-               if task.state == "stopped" else
-               f"; talos show {task.id} has the transcript (talos doctor checks the model "
-               "settings)")  # fmt: skip
+        fix = (
+            "; raise the cap (--max-cost, --max-tokens, --max-steps) to let it go further"
+            if task.state == "stopped"
+            else f"; talos show {task.id} has the transcript (talos doctor checks the model "
+            "settings)"
+        )
         problems.append(f"task {task.state}: {task.error or 'no reason recorded'}{fix}")
     if args.apply:
         for path, why in refused:
-            problems.append(f"the write to {path} was refused ({why}); nothing was written: "
-                            "change --mode or the permission rules")  # fmt: skip
+            problems.append(
+                f"the write to {path} was refused ({why}); nothing was written: "
+                "change --mode or the permission rules"
+            )
         for p in unapplied:
-            problems.append(f"proposal {p.id} to {p.path} was not applied ({p.status}); "
-                            f"talos apply {p.id} applies it if it can")  # fmt: skip
+            problems.append(
+                f"proposal {p.id} to {p.path} was not applied ({p.status}); "
+                f"talos apply {p.id} applies it if it can"
+            )
     code = FAILED if problems else 0
     if quiet:
         return code
     if args.json:
-        print(json.dumps({
-            "outcome": task.state,
-            "result": task.result,
-            "error": task.error,
-            "exit_code": code,
-            "task": task.id,
-            "turn": turn,
-            "proposals": [{"id": p.id, "path": p.path, "status": p.status, "diff": p.diff()}
-                          for p in proposals],
-            "refused_writes": [{"path": path, "reason": why} for path, why in refused],
-            "problems": problems,
-            "cost": str(spent.cost),
-            "tokens": {"in": spent.tokens_in, "out": spent.tokens_out,
-                       "cached": spent.tokens_cached},
-            "unpriced": spent.unpriced,
-            "usage_estimated": spent.estimated,
-            "questions": [{"question": host.phrase(q).question_text,
-                           "options": [o["label"] for o in q.options],
-                           "answered": r.applied,
-                           "answer": q.options[r.option_index]["label"]
-                           if r.applied and r.option_index is not None else None}
-                          for q, r in host.answers],
-        }, indent=2, ensure_ascii=False))  # fmt: skip
+        print(
+            json.dumps(
+                {
+                    "outcome": task.state,
+                    "result": task.result,
+                    "error": task.error,
+                    "exit_code": code,
+                    "task": task.id,
+                    "turn": turn,
+                    "proposals": [
+                        {"id": p.id, "path": p.path, "status": p.status, "diff": p.diff()}
+                        for p in proposals
+                    ],
+                    "refused_writes": [{"path": path, "reason": why} for path, why in refused],
+                    "problems": problems,
+                    "cost": str(spent.cost),
+                    "tokens": {
+                        "in": spent.tokens_in,
+                        "out": spent.tokens_out,
+                        "cached": spent.tokens_cached,
+                    },
+                    "unpriced": spent.unpriced,
+                    "usage_estimated": spent.estimated,
+                    "questions": [
+                        {
+                            "question": host.phrase(q).question_text,
+                            "options": [o["label"] for o in q.options],
+                            "answered": r.applied,
+                            "answer": q.options[r.option_index]["label"]
+                            if r.applied and r.option_index is not None
+                            else None,
+                        }
+                        for q, r in host.answers
+                    ],
+                },
+                indent=2,
+                ensure_ascii=False,
+            )
+        )
         return code
     if task.result:
         console.print(labelled("talos:", task.result))
@@ -322,12 +370,19 @@ def _report_outcome(
         style, line = _proposal_line(p)
         console.print(Text(line, style=style))
     for path, why in refused:
-        console.print(Text(visible(f"the write to {path} was refused: {why}", single_line=True),
-                           style="yellow"))  # fmt: skip
+        console.print(
+            Text(
+                visible(f"the write to {path} was refused: {why}", single_line=True), style="yellow"
+            )
+        )
     cost = "unpriced model" if spent.unpriced else f"${spent.cost:.4f}"
     estimated = " (usage estimated: the endpoint reported none)" if spent.estimated else ""
-    console.print(Text(f"{task.state}: {spent.tokens_in} tokens in, {spent.tokens_out} out, "
-                       f"{cost}{estimated}", style="dim"))  # fmt: skip
+    console.print(
+        Text(
+            f"{task.state}: {spent.tokens_in} tokens in, {spent.tokens_out} out, {cost}{estimated}",
+            style="dim",
+        )
+    )
     if problems:
         report(CliError("task", problems[0], FAILED), as_json=False)
         for more in problems[1:]:
@@ -338,8 +393,10 @@ def _report_outcome(
 def skills(args: argparse.Namespace) -> int:
     found, problems = discover(workspace(args))
     for skill in found.values():  # a workspace's skill is the workspace's text: shown plainly
-        print(f"{skill.name:16}  {visible(skill.description, single_line=True)}\n"
-              f"{'':16}  [{visible(str(skill.path.parent), single_line=True)}]")  # fmt: skip
+        print(
+            f"{skill.name:16}  {visible(skill.description, single_line=True)}\n"
+            f"{'':16}  [{visible(str(skill.path.parent), single_line=True)}]"
+        )
     for problem in problems:
         print(visible(problem, single_line=True), file=sys.stderr)
     return 0

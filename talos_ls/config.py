@@ -88,12 +88,18 @@ class Effective(Mapping[str, Value]):
         return self.settings[name].value
 
     def model_config(self) -> ModelConfig:
-        return ModelConfig(self.value("model"), base_url=self.value("base_url"),
-                           api_key_env=self.value("api_key_env"))  # fmt: skip
+        return ModelConfig(
+            self.value("model"),
+            base_url=self.value("base_url"),
+            api_key_env=self.value("api_key_env"),
+        )
 
     def caps(self) -> Caps:
-        return Caps(max_cost=self.value("max_cost"), max_steps=self.value("max_steps"),
-                    max_tokens=self.value("max_tokens"))  # fmt: skip
+        return Caps(
+            max_cost=self.value("max_cost"),
+            max_steps=self.value("max_steps"),
+            max_tokens=self.value("max_tokens"),
+        )
 
     def readable_paths(self) -> tuple[Path, ...]:
         return tuple(Path(p) for p in self.value("readable_paths"))
@@ -200,8 +206,10 @@ def _parse_file(
         if forbidden is not None and name in IN_FILES and IN_FILES[name].workspace == NEVER:
             forbidden.append(name)
         elif name in ("api_key", "apiKey", "key", "openai_api_key"):
-            problems.append(f"{where}: {name}: the key never goes in a file; set api_key_env to "
-                            "the NAME of the environment variable that holds it")  # fmt: skip
+            problems.append(
+                f"{where}: {name}: the key never goes in a file; set api_key_env to "
+                "the NAME of the environment variable that holds it"
+            )
         elif name == "prices":
             table = _parse_prices(where, raw, problems)
             if table is not None:
@@ -217,14 +225,17 @@ def _parse_file(
 
 def _parse_prices(where: str, raw: Any, problems: list[str]) -> dict[str, Price] | None:
     if not isinstance(raw, dict):
-        problems.append(f'{where}: prices: must be a table: [prices."MODEL"] with '
-                        "input, cached_input and output, USD per million tokens")  # fmt: skip
+        problems.append(
+            f'{where}: prices: must be a table: [prices."MODEL"] with '
+            "input, cached_input and output, USD per million tokens"
+        )
         return None
     for model, entry in raw.items():
         if isinstance(entry, dict):
             for extra in sorted(set(entry) - set(PRICE_FIELDS)):
-                problems.append(f"{where}: prices.{model}: unknown key {extra!r}"
-                                f"{_suggest(extra, PRICE_FIELDS)}")  # fmt: skip
+                problems.append(
+                    f"{where}: prices.{model}: unknown key {extra!r}{_suggest(extra, PRICE_FIELDS)}"
+                )
     try:
         table: dict[str, Price] = IN_FILES["prices"].check(raw)
     except SettingError as exc:
@@ -257,9 +268,11 @@ def load(
     if ws_path is not None and ws_data is not None:
         theirs = _parse_file(ws_path, ws_data, problems, forbidden)
         for name in forbidden:
-            warnings.append(f"{shown_path(ws_path)}: {name} ignored: only your own "
-                            f"{shown_path(user_path)}, a flag or a variable may set it "
-                            f"({IN_FILES[name].why_never})")  # fmt: skip
+            warnings.append(
+                f"{shown_path(ws_path)}: {name} ignored: only your own "
+                f"{shown_path(user_path)}, a flag or a variable may set it "
+                f"({IN_FILES[name].why_never})"
+            )
 
     values: dict[str, Value] = {}
     for name, key in KEYS.items():
@@ -270,9 +283,11 @@ def load(
             where = shown_path(ws_path)
             mine = values[name].value
             if key.workspace == STRICTER and not key.stricter(theirs[name], mine):
-                warnings.append(f"{where}: {name} ignored: {theirs[name]} is looser than "
-                                f"{mine} ({values[name].origin}); a workspace may only make "
-                                "it stricter")  # fmt: skip
+                warnings.append(
+                    f"{where}: {name} ignored: {theirs[name]} is looser than "
+                    f"{mine} ({values[name].origin}); a workspace may only make "
+                    "it stricter"
+                )
             else:
                 values[name] = Value(theirs[name], str(ws_path))
         variable = (env.get(key.env) or "").strip() if key.env else ""
@@ -287,9 +302,15 @@ def load(
     prices, origins = _price_table(user_path, user.get("prices", {}), env, problems)
     if problems:
         raise ConfigError(problems)
-    return Effective(values, prices, origins, key_set=bool(env.get(values["api_key_env"].value)),
-                     user_file=user_path, workspace_file=ws_path,
-                     warnings=warnings)  # fmt: skip
+    return Effective(
+        values,
+        prices,
+        origins,
+        key_set=bool(env.get(values["api_key_env"].value)),
+        user_file=user_path,
+        workspace_file=ws_path,
+        warnings=warnings,
+    )
 
 
 def _price_table(
@@ -355,16 +376,18 @@ def as_dict(effective: Effective) -> dict[str, Any]:
         out[name] = {"value": shown, "origin": effective[name].origin}
     out["api_key_env"]["set"] = effective.key_set
     out["prices"] = {
-        model: {**{f: str(getattr(p, f)) for f in PRICE_FIELDS},
-                "origin": effective.price_origins[model]}
+        model: {
+            **{f: str(getattr(p, f)) for f in PRICE_FIELDS},
+            "origin": effective.price_origins[model],
+        }
         for model, p in sorted(effective.prices.items())
-    }  # fmt: skip
+    }
     out["files"] = {
         "user": {"path": str(effective.user_file), "exists": effective.user_file.is_file()},
-        "workspace": None if effective.workspace_file is None else {
-            "path": str(effective.workspace_file),
-            "exists": effective.workspace_file.is_file()},
-    }  # fmt: skip
+        "workspace": None
+        if effective.workspace_file is None
+        else {"path": str(effective.workspace_file), "exists": effective.workspace_file.is_file()},
+    }
     out["warnings"] = list(effective.warnings)
     return out
 
@@ -384,8 +407,13 @@ def render(effective: Effective, *, as_json: bool = False) -> str:
             shown += " (OpenAI)"
         rows.append((name, shown, effective[name].origin))
     for model, p in sorted(effective.prices.items()):
-        rows.append((f"prices.{model}", f"{p.input} / {p.cached_input} / {p.output}",
-                     effective.price_origins[model]))  # fmt: skip
+        rows.append(
+            (
+                f"prices.{model}",
+                f"{p.input} / {p.cached_input} / {p.output}",
+                effective.price_origins[model],
+            )
+        )
     widths = [max(len(r[i]) for r in [("SETTING", "VALUE", "FROM"), *rows]) for i in (0, 1)]
     lines = [
         f"{a.ljust(widths[0])}  {b.ljust(widths[1])}  {c}".rstrip()

@@ -61,8 +61,13 @@ def check_model(config: ModelConfig) -> list[Check]:
     except ModelError as exc:
         checks.append((False, f"{exc}; check the URL and the key, or start your local server"))
     except Exception as exc:  # a check reports, it never raises
-        checks.append((False, f"model endpoint {config.shown_endpoint}: {type(exc).__name__}: "
-                       f"{exc}; is it an OpenAI-compatible endpoint?"))  # fmt: skip
+        checks.append(
+            (
+                False,
+                f"model endpoint {config.shown_endpoint}: {type(exc).__name__}: "
+                f"{exc}; is it an OpenAI-compatible endpoint?",
+            )
+        )
     return checks
 
 
@@ -82,9 +87,14 @@ def check_limits(root: Path, limits: Limits) -> list[Check]:
     ok, how = describe_enforcement()
     checks = [(True, f"command limits: {limits.describe()} (talos config: limits)"), (ok, how)]
     if sandbox.bwrap and not sizes_tmpfs(sandbox.bwrap):
-        checks.append((False, "command limits: this bubblewrap cannot size a tmpfs (--size came "
-                       "in 0.7.0), so the sandbox's /tmp is bounded only by Talos's watch, "
-                       "after it has grown; upgrade bubblewrap"))  # fmt: skip
+        checks.append(
+            (
+                False,
+                "command limits: this bubblewrap cannot size a tmpfs (--size came "
+                "in 0.7.0), so the sandbox's /tmp is bounded only by Talos's watch, "
+                "after it has grown; upgrade bubblewrap",
+            )
+        )
     return checks
 
 
@@ -92,17 +102,25 @@ def check_search() -> Check:
     rg = shutil.which("rg")
     if rg:
         return True, f"search: ripgrep ({rg})"
-    return False, ("search: ripgrep (rg) not found, so search falls back to the slower built-in "
-                   "one; apt-get install ripgrep")  # fmt: skip
+    return False, (
+        "search: ripgrep (rg) not found, so search falls back to the slower built-in "
+        "one; apt-get install ripgrep"
+    )
 
 
 def doctor(args: argparse.Namespace, root: Path) -> int:
-    config = ModelConfig("doctor", base_url=args.base_url, api_key_env=args.api_key_env,
-                         max_retries=0, timeout=5)  # fmt: skip
+    config = ModelConfig(
+        "doctor", base_url=args.base_url, api_key_env=args.api_key_env, max_retries=0, timeout=5
+    )
     effective = getattr(args, "effective", None)
     limits = effective.limits() if effective is not None else Limits.default()
-    checks: list[Check] = [check_store(args.store), *check_model(config), check_sandbox(root),
-                           *check_limits(root, limits), check_search()]  # fmt: skip
+    checks: list[Check] = [
+        check_store(args.store),
+        *check_model(config),
+        check_sandbox(root),
+        *check_limits(root, limits),
+        check_search(),
+    ]
     for name, command in EDITOR_CLIENTS.items():
         path = shutil.which(command)
         checks.append((True, f"{name}: {path}" if path else f"{name}: not found (optional)"))

@@ -145,8 +145,9 @@ class EditorContext:
         if self.selection:
             parts.append(f"Selected text:\n```\n{self.selection[:MAX_CONTEXT_CHARS]}\n```")
         if self.diagnostics:
-            parts.append("Problems reported there:\n" +
-                         "\n".join(f"- {d}" for d in self.diagnostics[:20]))  # fmt: skip
+            parts.append(
+                "Problems reported there:\n" + "\n".join(f"- {d}" for d in self.diagnostics[:20])
+            )
         return "\n".join(parts)
 
 
@@ -210,19 +211,29 @@ class Host:
         # The value ranking: it asked less and better than the seed's order on
         # bench/question_value.py (bench/README.md, "Question value").
         gate = QUESTION_GATE_THRESHOLD if config.confidence_gate is None else config.confidence_gate
-        self.queue = QuestionQueue(store, facts=self.facts, budget_turns=config.budget_turns,
-                                   ranking="value", gate_threshold=gate)  # fmt: skip
+        self.queue = QuestionQueue(
+            store,
+            facts=self.facts,
+            budget_turns=config.budget_turns,
+            ranking="value",
+            gate_threshold=gate,
+        )
         self.rules = RulesFiles(self.facts, self.queue.reconciler)
         self.assembler = ContextAssembler(
             self.facts, confidence_gate_threshold=config.confidence_gate
         )
-        self.sandbox = Sandbox(self.workspace.root, hidden=store.local_files(),
-                               readable=config.readable_paths, limits=config.limits)  # fmt: skip
+        self.sandbox = Sandbox(
+            self.workspace.root,
+            hidden=store.local_files(),
+            readable=config.readable_paths,
+            limits=config.limits,
+        )
         self.proposals = ProposalBook(store, self.agent_id)
         self.meter = CostMeter(prices=dict(config.prices or load_prices()))
         config.caps.require_enforceable(config.model.model, self.meter.prices)
-        self.registry = TaskRegistry(store, self.meter, config.concurrency, self.offload,
-                                     on_change=self._task_changed)  # fmt: skip
+        self.registry = TaskRegistry(
+            store, self.meter, config.concurrency, self.offload, on_change=self._task_changed
+        )
         self.model = ModelClient(config.model)
         self.loop = AgentLoop(self.model, self.meter, config.caps, self.registry)
         self.index = WorkspaceIndex(self.workspace.root)
@@ -235,8 +246,11 @@ class Host:
         self._stop = asyncio.Event()
         self._status_dirty = False
         self._status_job: asyncio.Task | None = None
-        self._last_stored: dict[str, Any] = {"turn": 0, "open_questions": 0,
-                                             "budget_opens_at_turn": None}  # fmt: skip
+        self._last_stored: dict[str, Any] = {
+            "turn": 0,
+            "open_questions": 0,
+            "budget_opens_at_turn": None,
+        }
         # The workspace folders open inside this one, with their policies (a daemon serving
         # several sets it): their deny and ask rules bind this folder's tasks too.
         self.nested: Callable[[], Sequence[tuple[str, Policy]]] = lambda: ()
@@ -253,8 +267,10 @@ class Host:
         root = self.workspace.root
         self.sandbox_state = await self.offload.run(self.sandbox.probe)
         if not self.sandbox_state.available:
-            self.port.notice(f"Commands run without a sandbox: {self.sandbox_state.detail}. Each "
-                             "command will be asked before it runs.")  # fmt: skip
+            self.port.notice(
+                f"Commands run without a sandbox: {self.sandbox_state.detail}. Each "
+                "command will be asked before it runs."
+            )
         # The folder's rules, shared by its tasks (an "Always allow" or a trust counts for all).
         # The mode is only ever a task's (`for_task` in `turn`): this one is never asked for a
         # decision, and were it asked, read-only would refuse.
@@ -266,8 +282,9 @@ class Host:
         await self.offload.run(self.proposals.load)  # what an earlier server left to review
         # Tasks a dead process left running are interrupted, here and while we run.
         self._interrupted(await self.registry.recover(self.agent_id))
-        self.spawn(self.registry.keep_alive(self.agent_id, self._stop, self._interrupted),
-                   daemon=True)  # fmt: skip
+        self.spawn(
+            self.registry.keep_alive(self.agent_id, self._stop, self._interrupted), daemon=True
+        )
         if self.config.watch:  # first: a change during the scan is applied after it
             self.spawn(watch(root, self.files_changed, self._stop), daemon=True)
         if self.config.background_index:
@@ -289,8 +306,11 @@ class Host:
         await self.offload.run(self.index.apply, changes)
         for path in {path for _, path in changes}:
             where = Path(path)
-            rel = where.relative_to(self.workspace.root).as_posix() \
-                if where.is_relative_to(self.workspace.root) else None  # fmt: skip
+            rel = (
+                where.relative_to(self.workspace.root).as_posix()
+                if where.is_relative_to(self.workspace.root)
+                else None
+            )
             if rel and any(p.status in OPEN for p in self.proposals.list(rel)):
                 try:  # written on disk under a proposal (the editor's buffer wins if open)
                     text, _ = await self.offload.run(self._current, rel)
@@ -318,19 +338,31 @@ class Host:
         async def run(task: Task) -> str:
             await self.port.begin(task)  # the editor's progress, shown once it answers
             ctx = tools.ToolContext(
-                agent_id=self.agent_id, task_id=task.id, turn=prepared.turn,
-                workspace=self.workspace, policy=policy, proposals=self.proposals,
-                facts=self.facts, queue=self.queue,
+                agent_id=self.agent_id,
+                task_id=task.id,
+                turn=prepared.turn,
+                workspace=self.workspace,
+                policy=policy,
+                proposals=self.proposals,
+                facts=self.facts,
+                queue=self.queue,
                 prompter=self.port.confirm if self.port.interactive else None,
                 skills={name: s.body for name, s in self.skills.items()},
                 on_proposal=lambda p: self.spawn(self.port.show_proposal(p)),
-                read_document=self.port.read_document, sandbox=sandbox,
-                offload=self.offload, notice=self.port.notice,
-            )  # fmt: skip
+                read_document=self.port.read_document,
+                sandbox=sandbox,
+                offload=self.offload,
+                notice=self.port.notice,
+            )
             stream = getattr(self.port, "stream", None)
-            text = await loop.run(ctx, task, prepared.prompt, prepared.system,
-                                  on_text=(lambda piece: stream(task, piece)) if stream else None,
-                                  on_step=lambda message: self._step(task, message))  # fmt: skip
+            text = await loop.run(
+                ctx,
+                task,
+                prepared.prompt,
+                prepared.system,
+                on_text=(lambda piece: stream(task, piece)) if stream else None,
+                on_step=lambda message: self._step(task, message),
+            )
             await self._settle_proposals(task, policy)
             return text
 
@@ -378,8 +410,9 @@ class Host:
         memory. Never raises: without it, questions are asked."""
         touched: list[str] = []
         try:
-            recent = sorted(self.registry.list(self.agent_id), key=lambda t: t.created_at,
-                            reverse=True)[:TOUCHED_TASKS]  # fmt: skip
+            recent = sorted(
+                self.registry.list(self.agent_id), key=lambda t: t.created_at, reverse=True
+            )[:TOUCHED_TASKS]
             since = recent[-1].created_at if len(recent) == TOUCHED_TASKS else 0.0
             touched += [path for at, path in reversed(self._edits) if at >= since]
             proposed = self.proposals.list()
@@ -440,9 +473,11 @@ class Host:
             grants = ", ".join(
                 visible(g, single_line=True) for g in self.policy.untrusted_grants[:5]
             )
-            self.port.notice(f"Not trusted: the workspace's .talos/permissions.json would allow "
-                             f"{grants}; only its deny and ask rules apply (talos permissions "
-                             "--trust to trust it).")  # fmt: skip
+            self.port.notice(
+                f"Not trusted: the workspace's .talos/permissions.json would allow "
+                f"{grants}; only its deny and ask rules apply (talos permissions "
+                "--trust to trust it)."
+            )
 
     def phrase(self, question: QuestionCandidate) -> QuestionCandidate:
         """The question as the person should see it: a confirmation names the fact's statement
@@ -465,8 +500,12 @@ class Host:
         the task that was running meanwhile still runs, it hears the chosen option."""
         result = await self.offload.run(self._record, question, reply or "")
         self.answers.append((question, result))
-        if task is not None and result.applied and result.option_index is not None \
-                and task.state not in FINAL:  # fmt: skip
+        if (
+            task is not None
+            and result.applied
+            and result.option_index is not None
+            and task.state not in FINAL
+        ):
             label = question.options[result.option_index]["label"]
             task.notes.append(
                 f"The person answered the question {question.question_text!r}: {label}."
@@ -529,9 +568,11 @@ class Host:
 
     async def _apply_or_say(self, proposal: Proposal) -> None:
         if not await self.apply_proposal(proposal.id) and proposal.status == "stale":
-            self.port.notice(f"Proposal {proposal.id} was not applied: "
-                             f"{visible(proposal.path, single_line=True)} changed since it was "
-                             "made (it is stale).")  # fmt: skip
+            self.port.notice(
+                f"Proposal {proposal.id} was not applied: "
+                f"{visible(proposal.path, single_line=True)} changed since it was "
+                "made (it is stale)."
+            )
 
     def _current(self, path: str) -> tuple[str, int | None]:
         """A file's text as the person sees it: the editor's buffer, else the disk."""
@@ -618,19 +659,32 @@ class Host:
         return {
             **stored,
             "root": visible(str(self.workspace.root), single_line=True),
-            "running": [{"id": t.id, "title": visible(t.title, single_line=True),
-                         "state": t.state, "step": visible(t.activity, single_line=True),
-                         "cost": str(spent.cost), "tokens_in": spent.tokens_in,
-                         "tokens_out": spent.tokens_out, "unpriced": spent.unpriced}
-                        for t in running for spent in [self.meter.task(t.id)]],
+            "running": [
+                {
+                    "id": t.id,
+                    "title": visible(t.title, single_line=True),
+                    "state": t.state,
+                    "step": visible(t.activity, single_line=True),
+                    "cost": str(spent.cost),
+                    "tokens_in": spent.tokens_in,
+                    "tokens_out": spent.tokens_out,
+                    "unpriced": spent.unpriced,
+                }
+                for t in running
+                for spent in [self.meter.task(t.id)]
+            ],
             "tokens_in": session.tokens_in,
             "tokens_out": session.tokens_out,
             "cost_session": str(session.cost),
-            "index": {"ready": self.index.ready.is_set(), "files": len(self.index),
-                      "watched_by": "server" if self.config.watch else "editor"},
-            "sandbox": None if state is None else {"available": state.available,
-                                                    "detail": state.detail},
-        }  # fmt: skip
+            "index": {
+                "ready": self.index.ready.is_set(),
+                "files": len(self.index),
+                "watched_by": "server" if self.config.watch else "editor",
+            },
+            "sandbox": None
+            if state is None
+            else {"available": state.available, "detail": state.detail},
+        }
 
     def _stored_status(self) -> dict[str, Any]:
         """From the store; while it fails, what it said last (the status never fails)."""

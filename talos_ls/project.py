@@ -68,8 +68,11 @@ def chosen(given: str | None, *, announce: bool = True) -> Path:
     if given is not None:
         root = Path(given)
         if not root.is_dir():
-            raise CliError("usage", f"workspace {root} is not a directory; give an existing "
-                           "directory to --workspace", USAGE)  # fmt: skip
+            raise CliError(
+                "usage",
+                f"workspace {root} is not a directory; give an existing directory to --workspace",
+                USAGE,
+            )
         return root
     root = find_root()
     if announce:

@@ -20,9 +20,14 @@ SECRET_NAME = re.compile(r"KEY|TOKEN|SECRET|PASSW|CREDENTIAL|AUTH|PAT\b|_PAT_", 
 MIN_KNOWN = 8  # shorter values would redact ordinary words
 
 _SHAPES: tuple[tuple[str, re.Pattern[str]], ...] = (
-    ("private key", re.compile(
-        r"-----BEGIN [A-Z0-9 ]*PRIVATE KEY( BLOCK)?-----.*?"
-        r"(?:-----END [A-Z0-9 ]*PRIVATE KEY( BLOCK)?-----|\Z)", re.DOTALL)),
+    (
+        "private key",
+        re.compile(
+            r"-----BEGIN [A-Z0-9 ]*PRIVATE KEY( BLOCK)?-----.*?"
+            r"(?:-----END [A-Z0-9 ]*PRIVATE KEY( BLOCK)?-----|\Z)",
+            re.DOTALL,
+        ),
+    ),
     ("api key", re.compile(r"\bsk-(?:proj-|ant-[a-z0-9]+-|live-|svcacct-)?[A-Za-z0-9_\-]{20,}")),
     ("github token", re.compile(r"\bgh[pousr]_[A-Za-z0-9]{30,}")),
     ("github token", re.compile(r"\bgithub_pat_[A-Za-z0-9_]{22,}")),
@@ -33,16 +38,21 @@ _SHAPES: tuple[tuple[str, re.Pattern[str]], ...] = (
     ("stripe key", re.compile(r"\b[rs]k_live_[0-9a-zA-Z]{20,}")),
     # The body of a PEM or OpenSSH key read without its BEGIN line (a line range): a line of
     # nothing but 60 to 76 base64 characters mixing upper case, lower case and digits.
-    ("key material", re.compile(
-        r"(?m)(?<![A-Za-z0-9+/=])(?=[A-Za-z0-9+/]*[A-Z])(?=[A-Za-z0-9+/]*[a-z])"
-        r"(?=[A-Za-z0-9+/]*[0-9])[A-Za-z0-9+/]{60,76}={0,2}[ \t]*$")),
-)  # fmt: skip
+    (
+        "key material",
+        re.compile(
+            r"(?m)(?<![A-Za-z0-9+/=])(?=[A-Za-z0-9+/]*[A-Z])(?=[A-Za-z0-9+/]*[a-z])"
+            r"(?=[A-Za-z0-9+/]*[0-9])[A-Za-z0-9+/]{60,76}={0,2}[ \t]*$"
+        ),
+    ),
+)
 # The user information of a URL runs to the last `@` before the host: a password may hold `@`.
-_URL_USERINFO = re.compile(r"\b([a-z][a-z0-9+.\-]*://)([^\s/?#@]*(?:@[^\s/?#@]*)*)@",
-                           re.IGNORECASE)  # fmt: skip
+_URL_USERINFO = re.compile(r"\b([a-z][a-z0-9+.\-]*://)([^\s/?#@]*(?:@[^\s/?#@]*)*)@", re.IGNORECASE)
 _URL_SECRET_PARAM = re.compile(
     r"([?&;](?:[a-z0-9_\-]*(?:password|passwd|pwd|secret|token|auth|api[_\-]?key|key))=)"
-    r"[^&#;\s]*", re.IGNORECASE)  # fmt: skip
+    r"[^&#;\s]*",
+    re.IGNORECASE,
+)
 _TOKENISH = re.compile(r"(?=.*\d)[A-Za-z0-9_\-.~%]{16,}")
 
 

@@ -49,19 +49,26 @@ logger = logging.getLogger(__name__)
 SHUTDOWN_S = 2.0
 CLIENT_S = 5.0  # a request needing no person waits this long for the client (see client_wait)
 PROPOSAL_SCHEME = "talos-proposal"
+# fmt: off
 COMMANDS = (
     "talos.task.start", "talos.task.cancel", "talos.task.list", "talos.task.show",
     "talos.proposal.list", "talos.proposal.show", "talos.proposal.apply",
     "talos.proposal.reject", "talos.proposal.diff", "talos.undo", "talos.questions.list",
     "talos.question.answer", "talos.prompt.answer",
     "talos.memory.list", "talos.memory.remember", "talos.memory.forget", "talos.status",
-)  # fmt: skip
+)
+# fmt: on
 
 
 class TalosServer(LanguageServer):
     def __init__(self) -> None:
-        super().__init__("talos-ls", __version__, protocol_cls=transport.HardenedProtocol,
-                         converter_factory=transport.converter, max_workers=4)  # fmt: skip
+        super().__init__(
+            "talos-ls",
+            __version__,
+            protocol_cls=transport.HardenedProtocol,
+            converter_factory=transport.converter,
+            max_workers=4,
+        )
         self.daemon = Daemon(
             lambda root: LspPort(self, self.daemon, root),
             self._publish_status,
@@ -111,8 +118,10 @@ class TalosServer(LanguageServer):
         if self.deferred_prompts:
             return await self.prompts.ask(kind, message, options, timeout)
         params = types.ShowMessageRequestParams(
-            type=types.MessageType.Info, message=message,
-            actions=[types.MessageActionItem(title=o) for o in options])  # fmt: skip
+            type=types.MessageType.Info,
+            message=message,
+            actions=[types.MessageActionItem(title=o) for o in options],
+        )
         try:
             item = await asyncio.wait_for(self.window_show_message_request_async(params), timeout)
         except (TimeoutError, JsonRpcException):
@@ -168,8 +177,10 @@ class TalosServer(LanguageServer):
             path.write_text(diff)
             uri = path.as_uri()
         try:
-            shown = await asyncio.wait_for(self.window_show_document_async(
-                types.ShowDocumentParams(uri=uri, take_focus=True)), self.client_wait)  # fmt: skip
+            shown = await asyncio.wait_for(
+                self.window_show_document_async(types.ShowDocumentParams(uri=uri, take_focus=True)),
+                self.client_wait,
+            )
         except (TimeoutError, JsonRpcException):
             return {"diff": diff, "uri": None}
         return {"diff": diff, "uri": uri if shown is not None and shown.success else None}
@@ -197,8 +208,9 @@ class TalosServer(LanguageServer):
             result = run(Params(command, arguments))
             return await result if asyncio.iscoroutine(result) else result
         except (ParamsError, SandboxError) as exc:  # a bad field; a path that escapes
-            raise JsonRpcInvalidParams(f"{command}: {exc}" if isinstance(exc, SandboxError)
-                                       else str(exc)) from None  # fmt: skip
+            raise JsonRpcInvalidParams(
+                f"{command}: {exc}" if isinstance(exc, SandboxError) else str(exc)
+            ) from None
         except TooBusy as exc:
             raise transport.JsonRpcRequestFailed(f"{command}: {exc}") from None
         except TalosError as exc:
@@ -302,12 +314,23 @@ async def _watch_through_client(ls: TalosServer) -> bool:
     if not (watched and watched.dynamic_registration):
         return False
     options = types.DidChangeWatchedFilesRegistrationOptions(
-        watchers=[types.FileSystemWatcher(glob_pattern="**/*")])  # fmt: skip
+        watchers=[types.FileSystemWatcher(glob_pattern="**/*")]
+    )
     try:
-        await asyncio.wait_for(ls.client_register_capability_async(types.RegistrationParams(
-            registrations=[types.Registration(
-                id="talos-files", method=types.WORKSPACE_DID_CHANGE_WATCHED_FILES,
-                register_options=options)])), ls.client_wait)  # fmt: skip
+        await asyncio.wait_for(
+            ls.client_register_capability_async(
+                types.RegistrationParams(
+                    registrations=[
+                        types.Registration(
+                            id="talos-files",
+                            method=types.WORKSPACE_DID_CHANGE_WATCHED_FILES,
+                            register_options=options,
+                        )
+                    ]
+                )
+            ),
+            ls.client_wait,
+        )
     except (TimeoutError, JsonRpcException):
         return False
     return True
@@ -319,9 +342,12 @@ async def _pull_configuration(ls: TalosServer) -> list[str]:
     if not (caps and caps.configuration):
         return []
     try:
-        (section,) = await asyncio.wait_for(ls.workspace_configuration_async(
-            types.ConfigurationParams(items=[types.ConfigurationItem(section="talos")])),
-            ls.client_wait)  # fmt: skip
+        (section,) = await asyncio.wait_for(
+            ls.workspace_configuration_async(
+                types.ConfigurationParams(items=[types.ConfigurationItem(section="talos")])
+            ),
+            ls.client_wait,
+        )
     except (TimeoutError, JsonRpcException, ValueError, TypeError):
         return []
     return D.configure(section) if section else []
@@ -413,17 +439,29 @@ def main(argv: Sequence[str] | None = None) -> int:
         "LSP on stdin/stdout unless --tcp is given.",
     )
     parser.add_argument("--version", action="version", version=f"talos-ls {__version__}")
-    parser.add_argument("--tcp", metavar="HOST:PORT", help="listen on TCP instead of stdio, "
-                        "for debugging: HOST must be a loopback address (127.0.0.1, ::1, "
-                        "localhost; PORT 0 picks a free one, logged); one client, which "
-                        "must send the token of --token-file as "
-                        "initializationOptions.tcpToken")  # fmt: skip
-    parser.add_argument("--token-file", metavar="PATH", help="with --tcp (required): a file "
-                        "only you can read (chmod 600) holding the token a client must "
-                        "send")  # fmt: skip
+    parser.add_argument(
+        "--tcp",
+        metavar="HOST:PORT",
+        help="listen on TCP instead of stdio, "
+        "for debugging: HOST must be a loopback address (127.0.0.1, ::1, "
+        "localhost; PORT 0 picks a free one, logged); one client, which "
+        "must send the token of --token-file as "
+        "initializationOptions.tcpToken",
+    )
+    parser.add_argument(
+        "--token-file",
+        metavar="PATH",
+        help="with --tcp (required): a file "
+        "only you can read (chmod 600) holding the token a client must "
+        "send",
+    )
     parser.add_argument("--log-file", metavar="PATH", help="write the log here (default: stderr)")
-    parser.add_argument("--log-level", default="warning", choices=["debug", "info", "warning",
-                        "error"], help="Talos's own log level (default warning)")  # fmt: skip
+    parser.add_argument(
+        "--log-level",
+        default="warning",
+        choices=["debug", "info", "warning", "error"],
+        help="Talos's own log level (default warning)",
+    )
     args = parser.parse_args(argv)
     tcp = None
     if args.tcp:
@@ -431,12 +469,17 @@ def main(argv: Sequence[str] | None = None) -> int:
         if not host or not port.isdigit() or not 0 <= int(port) < 65536:
             parser.error(f"--tcp needs HOST:PORT, got {args.tcp!r}")
         if not args.token_file:
-            parser.error("--tcp needs --token-file PATH: a file only you can read, holding "
-                         "the token a client must send as "
-                         "initializationOptions.tcpToken")  # fmt: skip
+            parser.error(
+                "--tcp needs --token-file PATH: a file only you can read, holding "
+                "the token a client must send as "
+                "initializationOptions.tcpToken"
+            )
         try:
-            tcp = (tcp_transport.loopback(host), int(port),
-                   tcp_transport.read_token(args.token_file))  # fmt: skip
+            tcp = (
+                tcp_transport.loopback(host),
+                int(port),
+                tcp_transport.read_token(args.token_file),
+            )
         except tcp_transport.TcpError as exc:
             parser.error(str(exc))
     elif args.token_file:

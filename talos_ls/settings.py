@@ -184,6 +184,7 @@ class Setting:
 
 # In this order `talos config` lists them and refusals are reported. After the default: the
 # flag, the variable, the workspace rule. `prices` is a table of its own in the config files.
+# fmt: off
 SETTINGS: tuple[Setting, ...] = (
     Setting("model", "model", _text, "gpt-4.1-mini", "--model", "TALOS_MODEL"),
     Setting("base_url", "baseUrl", _url, None, "--base-url", "OPENAI_BASE_URL", NEVER, echo=False),
@@ -205,4 +206,5 @@ SETTINGS: tuple[Setting, ...] = (
             why_never="a repository could show its commands what lies outside it"),
     Setting("limits", "limits", _limits, None, workspace=NEVER,  # None: the machine's
             why_never="a repository could raise the limits on its own commands"),
-)  # fmt: skip
+)
+# fmt: on

@@ -120,8 +120,10 @@ class TerminalPort:
         self.workspace = workspace
         self.scripted = None
         if scripted_answers is not None or scripted_confirms is not None:
-            self.scripted = {"ask": list(scripted_answers or []),
-                             "confirm": list(scripted_confirms or [])}  # fmt: skip
+            self.scripted = {
+                "ask": list(scripted_answers or []),
+                "confirm": list(scripted_confirms or []),
+            }
         self.interactive = interactive or self.scripted is not None
         self.last_status: Mapping[str, Any] = {}
         self.live_enabled = (
@@ -150,9 +152,14 @@ class TerminalPort:
         if not self.live_enabled or self._paused or not self._views or self._live is not None:
             return
         display = _Display(self)
-        live = Live(display, console=self.console, transient=True,
-                    refresh_per_second=REFRESH_PER_SECOND, redirect_stdout=True,
-                    redirect_stderr=True)  # fmt: skip
+        live = Live(
+            display,
+            console=self.console,
+            transient=True,
+            refresh_per_second=REFRESH_PER_SECOND,
+            redirect_stdout=True,
+            redirect_stderr=True,
+        )
         live._live_render = _LiveRender(display, vertical_overflow="crop")
         self._live = live
         live.start(refresh=True)
@@ -195,8 +202,10 @@ class TerminalPort:
         if named:
             line.append(f"{view.task_id} ", style="bold")
         line.append(visible(where, single_line=True), style="bold")
-        line.append(f" · {_elapsed(elapsed)} · {view.tokens_in:,} in / {view.tokens_out:,} out "
-                    f"· {cost}", style="dim")  # fmt: skip
+        line.append(
+            f" · {_elapsed(elapsed)} · {view.tokens_in:,} in / {view.tokens_out:,} out · {cost}",
+            style="dim",
+        )
         return line
 
     # ----------------------------------------------------------- prompts
@@ -231,8 +240,9 @@ class TerminalPort:
             queue = self.scripted[kind]
             reply = queue.pop(0) if queue else None
             shown = "(no reply: dismissed)" if reply is None else visible(reply)
-            self.console.print(Text.assemble((f"> {shown}", "cyan"), "  ",
-                                             ("(scripted reply)", "dim")))  # fmt: skip
+            self.console.print(
+                Text.assemble((f"> {shown}", "cyan"), "  ", ("(scripted reply)", "dim"))
+            )
             return reply
         if not self.interactive:
             return None
@@ -252,9 +262,13 @@ class TerminalPort:
             chosen = [o for o in options if o.casefold() == reply.casefold()]
             if kind == "ask" or not reply or chosen:  # a question takes words; Enter dismisses
                 return chosen[0] if chosen else reply or None
-            self.console.print(Text(f"Not one of the choices: answer 1 to {len(options)} or a "
-                                    "choice's name, or press Enter to dismiss.",
-                                    style="yellow"))  # fmt: skip
+            self.console.print(
+                Text(
+                    f"Not one of the choices: answer 1 to {len(options)} or a "
+                    "choice's name, or press Enter to dismiss.",
+                    style="yellow",
+                )
+            )
 
     def _discard_typeahead(self) -> None:
         """Forget what was typed before the prompt was shown: a stray Enter pressed while the
@@ -416,5 +430,5 @@ def diff_text(diff: str) -> Text:
             if line.startswith("@@")
             else ""
         )
-        out.append(visible(line), style=style)  # fmt: skip
+        out.append(visible(line), style=style)
     return out

@@ -100,10 +100,18 @@ async def watch(
     root = Path(root).resolve()
     env = {k: v for k, v in os.environ.items() if k in _CHILD_ENV}
     proc = await asyncio.create_subprocess_exec(
-        sys.executable, "-P", "-m", "talos_ls.watch", str(root), str(debounce_ms),
-        str(step_ms), stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE, env=env,
+        sys.executable,
+        "-P",
+        "-m",
+        "talos_ls.watch",
+        str(root),
+        str(debounce_ms),
+        str(step_ms),
+        stdin=asyncio.subprocess.PIPE,
+        stdout=asyncio.subprocess.PIPE,
+        env=env,
         cwd="/",
-    )  # fmt: skip
+    )
     assert proc.stdout is not None and proc.stdin is not None
     stopped = asyncio.ensure_future(stop.wait())
     try:

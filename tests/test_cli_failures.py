@@ -126,39 +126,72 @@ def no_key(ctx: Ctx) -> None:
 
 HERE = ["--workspace", "{ws}", "--base-url", "{model}", "--model", "fake-model"]
 CASES = {
-    "read-only store": Case(["run", "fix it", *HERE], 1, ["is read-only", "check its permissions"],
-                            "store", read_only),
-    "corrupted store": Case(["run", "fix it", *HERE], 1, ["is corrupted", "move it aside"],
-                            "store", garbled),
-    "disk full mid-task": Case(["run", "fix it", *HERE], 1, ["disk full", "free some space"],
-                               "store", file_size_limit),
-    "redis gone mid-task": Case(["run", "fix it", *HERE], 1,
-                                ["cannot reach redis://127.0.0.1:", "is redis-server running?"],
-                                "store", redis_gone),
-    "model answers 200 with HTML": Case(["run", "fix it", *HERE], 1,
-                                        ["not a stream (text/html)", "talos show t"],
-                                        "task", html_200),
-    "no API key": Case(["run", "fix it", "--workspace", "{ws}", "--base-url",
-                        "https://api.openai.invalid/v1"], 1,
-                       ["no API key in $OPENAI_API_KEY: export it", "--base-url"], "model",
-                       no_key),
-    "cost cap not a number": Case(["run", "x", *HERE, "--max-cost", "abc"], 2,
-                                  ["argument --max-cost: 'abc' is not an amount in USD"], "usage"),
-    "cost cap nan": Case(["run", "x", *HERE, "--max-cost", "nan"], 2,
-                         ["argument --max-cost", "positive amount"], "usage"),
-    "negative cost cap": Case(["run", "x", *HERE, "--max-cost=-1"], 2,
-                              ["argument --max-cost", "positive amount"], "usage"),
-    "zero steps": Case(["run", "x", *HERE, "--max-steps", "0"], 2,
-                       ["argument --max-steps: '0': must be at least 1"], "usage"),
-    "negative budget turns": Case(["run", "x", *HERE, "--budget-turns=-3"], 2,
-                                  ["argument --budget-turns: '-3': must be at least 1"], "usage"),
-    "empty request on stdin": Case(["run", "-", *HERE], 2, ["stdin is empty"], "usage",
-                                   stdin="  \n"),
-    "unreadable request file": Case(["run", "--file", "{tmp}/nope.txt", *HERE], 2,
-                                    ["cannot read the request from", "nope.txt"], "usage"),
-    "no such workspace": Case(["run", "x", "--workspace", "{tmp}/nope"], 2,
-                              ["is not a directory"], "usage"),
-}  # fmt: skip
+    "read-only store": Case(
+        ["run", "fix it", *HERE], 1, ["is read-only", "check its permissions"], "store", read_only
+    ),
+    "corrupted store": Case(
+        ["run", "fix it", *HERE], 1, ["is corrupted", "move it aside"], "store", garbled
+    ),
+    "disk full mid-task": Case(
+        ["run", "fix it", *HERE], 1, ["disk full", "free some space"], "store", file_size_limit
+    ),
+    "redis gone mid-task": Case(
+        ["run", "fix it", *HERE],
+        1,
+        ["cannot reach redis://127.0.0.1:", "is redis-server running?"],
+        "store",
+        redis_gone,
+    ),
+    "model answers 200 with HTML": Case(
+        ["run", "fix it", *HERE], 1, ["not a stream (text/html)", "talos show t"], "task", html_200
+    ),
+    "no API key": Case(
+        ["run", "fix it", "--workspace", "{ws}", "--base-url", "https://api.openai.invalid/v1"],
+        1,
+        ["no API key in $OPENAI_API_KEY: export it", "--base-url"],
+        "model",
+        no_key,
+    ),
+    "cost cap not a number": Case(
+        ["run", "x", *HERE, "--max-cost", "abc"],
+        2,
+        ["argument --max-cost: 'abc' is not an amount in USD"],
+        "usage",
+    ),
+    "cost cap nan": Case(
+        ["run", "x", *HERE, "--max-cost", "nan"],
+        2,
+        ["argument --max-cost", "positive amount"],
+        "usage",
+    ),
+    "negative cost cap": Case(
+        ["run", "x", *HERE, "--max-cost=-1"], 2, ["argument --max-cost", "positive amount"], "usage"
+    ),
+    "zero steps": Case(
+        ["run", "x", *HERE, "--max-steps", "0"],
+        2,
+        ["argument --max-steps: '0': must be at least 1"],
+        "usage",
+    ),
+    "negative budget turns": Case(
+        ["run", "x", *HERE, "--budget-turns=-3"],
+        2,
+        ["argument --budget-turns: '-3': must be at least 1"],
+        "usage",
+    ),
+    "empty request on stdin": Case(
+        ["run", "-", *HERE], 2, ["stdin is empty"], "usage", stdin="  \n"
+    ),
+    "unreadable request file": Case(
+        ["run", "--file", "{tmp}/nope.txt", *HERE],
+        2,
+        ["cannot read the request from", "nope.txt"],
+        "usage",
+    ),
+    "no such workspace": Case(
+        ["run", "x", "--workspace", "{tmp}/nope"], 2, ["is not a directory"], "usage"
+    ),
+}
 
 
 @pytest.mark.parametrize("as_json", [False, True], ids=["text", "json"])
@@ -172,17 +205,27 @@ def test_failure(name, as_json, tmp_path):
     db.parent.mkdir()
     model = ScriptedModelServer()
     env = {k: v for k, v in os.environ.items() if not k.startswith(("TALOS_", "OPENAI_"))}
-    env.update(TALOS_STORE_URL="sqlite:///" + str(db), XDG_CONFIG_HOME=str(tmp_path / "cfg"),
-               OPENAI_API_KEY="k", COLUMNS="200")  # fmt: skip
+    env.update(
+        TALOS_STORE_URL="sqlite:///" + str(db),
+        XDG_CONFIG_HOME=str(tmp_path / "cfg"),
+        OPENAI_API_KEY="k",
+        COLUMNS="200",
+    )
     ctx = Ctx(tmp_path, ws, model, db, env, url=env["TALOS_STORE_URL"])
     try:
         case.setup(ctx)
         args = [a.format(ws=ws, model=model.url, tmp=tmp_path) for a in case.args]
         if as_json:
             args.append("--json")
-        proc = subprocess.Popen([TALOS, *args], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                stderr=subprocess.PIPE, text=True, env=ctx.env,
-                                preexec_fn=ctx.preexec)  # fmt: skip
+        proc = subprocess.Popen(
+            [TALOS, *args],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            env=ctx.env,
+            preexec_fn=ctx.preexec,
+        )
         helper = threading.Thread(target=ctx.during) if ctx.during else None
         if helper:
             helper.start()

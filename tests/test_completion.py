@@ -46,34 +46,45 @@ def scripts(tmp_path_factory) -> dict[str, Path]:
     return paths
 
 
-def bash_complete(script: Path, *words: str, cwd: Path | None = None,
-                  prog: str = "talos") -> list[str]:  # fmt: skip
+def bash_complete(
+    script: Path, *words: str, cwd: Path | None = None, prog: str = "talos"
+) -> list[str]:
     """What bash's completion function offers for `words` (the last one being completed)."""
     quoted = " ".join("'" + w.replace("'", "'\\''") + "'" for w in (prog, *words))
-    program = (f"source {script}\nCOMP_WORDS=({quoted})\nCOMP_CWORD={len(words)}\n"
-               f"_{prog}\nprintf '%s\\n' \"${{COMPREPLY[@]}}\"\n")  # fmt: skip
-    done = subprocess.run(["bash", "--norc", "--noprofile", "-c", program], cwd=cwd,
-                          capture_output=True, text=True, timeout=30)  # fmt: skip
+    program = (
+        f"source {script}\nCOMP_WORDS=({quoted})\nCOMP_CWORD={len(words)}\n"
+        f"_{prog}\nprintf '%s\\n' \"${{COMPREPLY[@]}}\"\n"
+    )
+    done = subprocess.run(
+        ["bash", "--norc", "--noprofile", "-c", program],
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=30,
+    )
     assert done.returncode == 0 and not done.stderr, done.stderr
     return [line for line in done.stdout.splitlines() if line]
 
 
-@pytest.mark.parametrize("words,expected", [
-    (("me",), ["memory"]),
-    (("run", "--mo"), ["--model", "--mode"]),
-    (("run", "--mode", ""), list(MODES)),
-    (("run", "--mode", "a"), ["ask", "auto-edit"]),
-    (("memory", ""), ["add", "forget", "conflicts"]),
-    # inserted quoted for the command line, as bash puts COMPREPLY in as it is
-    (("memory", "add", "--source", ""), [s.replace(" ", "\\ ") for s in SOURCES]),
-    (("memory", "add", "--source", "rules"), ["rules\\ file"]),
-    (("memory", "add", "--source", "rules\\ f"), ["rules\\ file"]),
-    (("--store", "sqlite:///x.db", "me"), ["memory"]),
-    # `memory` is the value of --store here, not the command: "a" is completed as a command.
-    (("--store", "memory", "ap"), ["apply"]),
-    (("run", "--model", "memory", "--app"), ["--apply"]),
-    (("--st",), ["--store"]),
-])  # fmt: skip
+@pytest.mark.parametrize(
+    "words,expected",
+    [
+        (("me",), ["memory"]),
+        (("run", "--mo"), ["--model", "--mode"]),
+        (("run", "--mode", ""), list(MODES)),
+        (("run", "--mode", "a"), ["ask", "auto-edit"]),
+        (("memory", ""), ["add", "forget", "conflicts"]),
+        # inserted quoted for the command line, as bash puts COMPREPLY in as it is
+        (("memory", "add", "--source", ""), [s.replace(" ", "\\ ") for s in SOURCES]),
+        (("memory", "add", "--source", "rules"), ["rules\\ file"]),
+        (("memory", "add", "--source", "rules\\ f"), ["rules\\ file"]),
+        (("--store", "sqlite:///x.db", "me"), ["memory"]),
+        # `memory` is the value of --store here, not the command: "a" is completed as a command.
+        (("--store", "memory", "ap"), ["apply"]),
+        (("run", "--model", "memory", "--app"), ["--apply"]),
+        (("--st",), ["--store"]),
+    ],
+)
 def test_bash_completes_commands_options_and_choices(scripts, words, expected):
     assert bash_complete(scripts["bash"], *words) == expected
 
@@ -85,8 +96,9 @@ def test_bash_offers_each_parser_its_own_commands_and_options(scripts):
         commands = list(_commands(parser))
         if commands:
             assert bash_complete(scripts["bash"], *path, "") == commands, path
-        options = [s for a in parser._actions for s in a.option_strings
-                   if a.help != argparse.SUPPRESS]  # fmt: skip
+        options = [
+            s for a in parser._actions for s in a.option_strings if a.help != argparse.SUPPRESS
+        ]
         assert bash_complete(scripts["bash"], *path, "-") == options, path
     # the program's own --store is not offered after a command
     assert "--store" not in bash_complete(scripts["bash"], "run", "--")
@@ -121,9 +133,18 @@ def test_text_in_the_parser_cannot_run_as_shell(tmp_path):
         done = subprocess.run([*check, str(path)], capture_output=True, text=True, timeout=30)
         assert done.returncode == 0, done.stderr
     if subprocess.run(["which", "fish"], capture_output=True).returncode == 0:
-        done = subprocess.run(["fish", "--no-config", "-c", f"source {tmp_path / 'tool.fish'}; "
-                               "complete -C 'tool go --f'; complete -C 'tool --level '"],
-                              capture_output=True, text=True, timeout=30)  # fmt: skip
+        done = subprocess.run(
+            [
+                "fish",
+                "--no-config",
+                "-c",
+                f"source {tmp_path / 'tool.fish'}; "
+                "complete -C 'tool go --f'; complete -C 'tool --level '",
+            ],
+            capture_output=True,
+            text=True,
+            timeout=30,
+        )
         assert done.returncode == 0, done.stderr
         assert done.stdout.splitlines()[0].startswith("--fast\tit's $(touch ")
     assert not marker.exists()
@@ -137,9 +158,18 @@ def test_an_unknown_shell_is_refused_naming_the_shells():
 # ------------------------------------------------------------------ zsh
 def test_zsh_loads_the_script_without_error(scripts):
     require_binary("zsh", ZSH_INSTALL)
-    done = subprocess.run(["zsh", "-f", "-c", "autoload -U compinit; compinit -u; "
-                           f"source <(cat {scripts['zsh']}); print -r -- $_comps[talos]"],
-                          capture_output=True, text=True, timeout=30)  # fmt: skip
+    done = subprocess.run(
+        [
+            "zsh",
+            "-f",
+            "-c",
+            "autoload -U compinit; compinit -u; "
+            f"source <(cat {scripts['zsh']}); print -r -- $_comps[talos]",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=30,
+    )
     assert done.returncode == 0 and not done.stderr, done.stderr
     assert done.stdout.strip() == "_talos"
 
@@ -148,8 +178,10 @@ def test_zsh_completes_at_a_real_prompt(scripts, tmp_path):
     """An interactive zsh on a pseudo-terminal, the script sourced from its .zshrc; TAB typed
     after each line."""
     zsh = require_binary("zsh", ZSH_INSTALL)
-    (tmp_path / ".zshrc").write_text(f"autoload -U compinit; compinit -u\nsource {scripts['zsh']}\n"
-                                     "PROMPT='ready> '\nsetopt NO_BEEP\n")  # fmt: skip
+    (tmp_path / ".zshrc").write_text(
+        f"autoload -U compinit; compinit -u\nsource {scripts['zsh']}\n"
+        "PROMPT='ready> '\nsetopt NO_BEEP\n"
+    )
     env = {"ZDOTDIR": str(tmp_path), "HOME": str(tmp_path), "TERM": "dumb", "PATH": "/usr/bin:/bin"}
     term = Terminal([zsh, "-i"], env)
     try:
@@ -176,40 +208,54 @@ def test_zsh_completes_at_a_real_prompt(scripts, tmp_path):
 # ------------------------------------------------------------------ fish
 def fish_complete(script: Path, line: str) -> list[str]:
     fish = require_binary("fish", FISH_INSTALL)
-    done = subprocess.run([fish, "--no-config", "-c", f"source {script}; complete -C {line!r}"],
-                          capture_output=True, text=True, timeout=30)  # fmt: skip
+    done = subprocess.run(
+        [fish, "--no-config", "-c", f"source {script}; complete -C {line!r}"],
+        capture_output=True,
+        text=True,
+        timeout=30,
+    )
     assert done.returncode == 0 and not done.stderr, done.stderr
     return [entry.split("\t")[0] for entry in done.stdout.splitlines()]
 
 
 def test_fish_parses_the_script(scripts):
     fish = require_binary("fish", FISH_INSTALL)
-    done = subprocess.run([fish, "-n", str(scripts["fish"])], capture_output=True, text=True,
-                          timeout=30)  # fmt: skip
+    done = subprocess.run(
+        [fish, "-n", str(scripts["fish"])], capture_output=True, text=True, timeout=30
+    )
     assert done.returncode == 0 and not done.stderr, done.stderr
 
 
-@pytest.mark.parametrize("line,expected", [
-    ("talos me", ["memory"]),
-    ("talos run --mo", ["--mode", "--model"]),
-    ("talos run --mode ", sorted(MODES)),
-    ("talos memory ", ["add", "conflicts", "forget"]),
-    ("talos --store memory ap", ["apply"]),
-    ("talos memory add --source ", sorted(SOURCES)),
-])  # fmt: skip
+@pytest.mark.parametrize(
+    "line,expected",
+    [
+        ("talos me", ["memory"]),
+        ("talos run --mo", ["--mode", "--model"]),
+        ("talos run --mode ", sorted(MODES)),
+        ("talos memory ", ["add", "conflicts", "forget"]),
+        ("talos --store memory ap", ["apply"]),
+        ("talos memory add --source ", sorted(SOURCES)),
+    ],
+)
 def test_fish_completes_commands_options_and_choices(scripts, line, expected):
     assert fish_complete(scripts["fish"], line) == expected
 
 
 def test_fish_describes_each_command_with_its_help(scripts):
     fish = require_binary("fish", FISH_INSTALL)
-    done = subprocess.run([fish, "--no-config", "-c",
-                           f"source {scripts['fish']}; complete -C 'talos '"],
-                          capture_output=True, text=True, timeout=30)  # fmt: skip
+    done = subprocess.run(
+        [fish, "--no-config", "-c", f"source {scripts['fish']}; complete -C 'talos '"],
+        capture_output=True,
+        text=True,
+        timeout=30,
+    )
     described = dict(line.split("\t", 1) for line in done.stdout.splitlines())
-    helps = {a.dest: " ".join(a.help.split()) for sp in _parser()._actions
-             if isinstance(sp, argparse._SubParsersAction)
-             for a in sp._choices_actions}  # fmt: skip
+    helps = {
+        a.dest: " ".join(a.help.split())
+        for sp in _parser()._actions
+        if isinstance(sp, argparse._SubParsersAction)
+        for a in sp._choices_actions
+    }
     assert set(described) == set(helps)
     for name, text in helps.items():  # the help, or its start when it is long
         assert described[name] == text or text.startswith(described[name].rstrip("…")), name

@@ -66,23 +66,37 @@ def test_no_file_gives_every_default(user, ws):
 # so it is taken; "-" skips a layer the setting does not have.
 LAYERS = [
     ("model", '"gpt-4.1"', '"gpt-4o"', "gpt-4o-mini", "o4-mini", "TALOS_MODEL"),
-    ("base_url", '"http://user.example/v1"', "-", "http://env.example/v1",
-     "http://flag.example/v1", "OPENAI_BASE_URL"),
-    ("store", '"sqlite:////tmp/user.db"', "-", "sqlite:////tmp/env.db", "sqlite:////tmp/f.db",
-     "TALOS_STORE_URL"),
+    (
+        "base_url",
+        '"http://user.example/v1"',
+        "-",
+        "http://env.example/v1",
+        "http://flag.example/v1",
+        "OPENAI_BASE_URL",
+    ),
+    (
+        "store",
+        '"sqlite:////tmp/user.db"',
+        "-",
+        "sqlite:////tmp/env.db",
+        "sqlite:////tmp/f.db",
+        "TALOS_STORE_URL",
+    ),
     ("api_key_env", '"MY_KEY"', "-", "-", "OTHER_KEY", None),
     ("mode", '"auto-edit"', '"ask"', "-", "full-auto", None),
     ("max_cost", "2.5", "1", "-", Decimal("7"), None),
     ("max_tokens", "100000", "5000", "-", 900000, None),
     ("max_steps", "40", "10", "-", 99, None),
     ("budget_turns", "8", "12", "-", 3, None),
-]  # fmt: skip
+]
 
 
-@pytest.mark.parametrize("name,in_user,in_ws,in_env,as_flag,variable", LAYERS,
-                         ids=[row[0] for row in LAYERS])  # fmt: skip
-def test_each_layer_wins_over_the_ones_below(user, ws, name, in_user, in_ws, in_env, as_flag,
-                                             variable):  # fmt: skip
+@pytest.mark.parametrize(
+    "name,in_user,in_ws,in_env,as_flag,variable", LAYERS, ids=[row[0] for row in LAYERS]
+)
+def test_each_layer_wins_over_the_ones_below(
+    user, ws, name, in_user, in_ws, in_env, as_flag, variable
+):
     key = config.KEYS[name]
     env: dict[str, str] = {}
     flags: dict[str, object] = {}
@@ -120,7 +134,8 @@ def test_a_flag_and_a_variable_are_checked_too(user):
         "$OPENAI_BASE_URL: must be an http:// or https:// URL"
     )
     assert 'TALOS_MODEL: "a\\u0007b" must not contain control characters' in problem(
-        None, env={"TALOS_MODEL": "a\x07b"})  # fmt: skip
+        None, env={"TALOS_MODEL": "a\x07b"}
+    )
 
 
 # ------------------------------------------------------------------ every value checked
@@ -136,12 +151,12 @@ BAD = [
     ("budget_turns", "-3", "budget_turns: -3 must be a whole number from 1 to 1000000"),
     ("mode", '"yolo"', 'mode: "yolo" must be one of ' + ", ".join(MODES)),
     ("model", '""', 'model: "" must be a non-empty string of at most 200 characters'),
-    ("model", "[1, 2]", "model: \"[1, 2]\" must be a non-empty string"),
+    ("model", "[1, 2]", 'model: "[1, 2]" must be a non-empty string'),
     ("base_url", '"ftp://example.com"', "base_url: must be an http:// or https:// URL"),
     ("store", '"mysql://db/x"', "store: must be a URL with one of the schemes"),
     ("api_key_env", '"sk_abcdefghijklmnopqrstuvwxyz0123456789"', "api_key_env: looks like a key"),
     ("api_key_env", '"MY KEY"', "api_key_env: must be the NAME of an environment variable"),
-]  # fmt: skip
+]
 
 
 @pytest.mark.parametrize("name,literal,message", BAD, ids=[f"{n}={v}" for n, v, _ in BAD])
@@ -198,14 +213,19 @@ def test_not_utf8_is_refused(user):
     assert problem(None) == f"{user}: not UTF-8 text (byte 9)"
 
 
-@pytest.mark.parametrize("text,message", [
-    ("max_cots = 1\n", "unknown key 'max_cots' (did you mean max_cost?)"),
-    ("maxCost = 1\n", "unknown key 'maxCost' (did you mean max_cost? the file uses the CLI's"),
-    ("permissionMode = 'ask'\n", "unknown key 'permissionMode' (did you mean mode?"),
-    ("colour = 'blue'\n", "unknown key 'colour'"),
-    ('[prices."m"]\ninptu = 1\ninput = 1\ncached_input = 1\noutput = 1\n',
-     "prices.m: unknown key 'inptu' (did you mean input?)"),
-])  # fmt: skip
+@pytest.mark.parametrize(
+    "text,message",
+    [
+        ("max_cots = 1\n", "unknown key 'max_cots' (did you mean max_cost?)"),
+        ("maxCost = 1\n", "unknown key 'maxCost' (did you mean max_cost? the file uses the CLI's"),
+        ("permissionMode = 'ask'\n", "unknown key 'permissionMode' (did you mean mode?"),
+        ("colour = 'blue'\n", "unknown key 'colour'"),
+        (
+            '[prices."m"]\ninptu = 1\ninput = 1\ncached_input = 1\noutput = 1\n',
+            "prices.m: unknown key 'inptu' (did you mean input?)",
+        ),
+    ],
+)
 def test_an_unknown_key_is_an_error_with_a_suggestion(user, text, message):
     write(user, text)
     assert problem(None).startswith(f"{user}: {message}")
@@ -254,8 +274,18 @@ def test_a_hostile_workspace_file_changes_nothing(user, ws):
     assert model.endpoint == "https://api.openai.com/v1" and model.api_key_env == "OPENAI_API_KEY"
     assert got.value("readable_paths") == () and got.value("limits") is None
     named = {w.split(": ")[1].split()[0] for w in got.warnings}
-    assert named == {"base_url", "api_key_env", "store", "prices", "mode", "max_cost",
-                     "max_tokens", "max_steps", "readable_paths", "limits"}  # fmt: skip
+    assert named == {
+        "base_url",
+        "api_key_env",
+        "store",
+        "prices",
+        "mode",
+        "max_cost",
+        "max_tokens",
+        "max_steps",
+        "readable_paths",
+        "limits",
+    }
     shown = next(w for w in got.warnings if "readable_paths ignored" in w)
     assert "show its commands what lies outside it" in shown, shown
     assert all(w.startswith(f"{path}: ") for w in got.warnings)
@@ -272,13 +302,20 @@ def test_a_forbidden_key_is_ignored_whatever_its_value(user, ws):
 
 def test_a_workspace_may_make_the_mode_and_caps_stricter(user, ws):
     write(user, 'mode = "auto-edit"\nmax_cost = 2\n')
-    path = write(ws / ".talos" / "config.toml",
-                 'mode = "read-only"\nmax_cost = 0.25\nmax_tokens = 5000\nmax_steps = 8\n'
-                 'model = "gpt-4o-mini"\nbudget_turns = 9\n')  # fmt: skip
+    path = write(
+        ws / ".talos" / "config.toml",
+        'mode = "read-only"\nmax_cost = 0.25\nmax_tokens = 5000\nmax_steps = 8\n'
+        'model = "gpt-4o-mini"\nbudget_turns = 9\n',
+    )
     got = load(ws, {}, {})
-    for name, value in [("mode", "read-only"), ("max_cost", Decimal("0.25")),
-                        ("max_tokens", 5000), ("max_steps", 8), ("model", "gpt-4o-mini"),
-                        ("budget_turns", 9)]:  # fmt: skip
+    for name, value in [
+        ("mode", "read-only"),
+        ("max_cost", Decimal("0.25")),
+        ("max_tokens", 5000),
+        ("max_steps", 8),
+        ("model", "gpt-4o-mini"),
+        ("budget_turns", 9),
+    ]:
         assert got[name] == config.Value(value, str(path)), name
     assert got.warnings == []
     caps = got.caps()
@@ -325,8 +362,11 @@ def test_prices_layer_over_prices_json_and_under_talos_prices(user, tmp_path):
             }
         )
     )
-    write(user, '[prices.local-b]\ninput = 2\ncached_input = 2\noutput = 2\n'
-                '[prices.local-c]\ninput = 2\ncached_input = 2\noutput = 2\n')  # fmt: skip
+    write(
+        user,
+        "[prices.local-b]\ninput = 2\ncached_input = 2\noutput = 2\n"
+        "[prices.local-c]\ninput = 2\ncached_input = 2\noutput = 2\n",
+    )
     got = load(None, {}, {})
     assert got.price_origins["local-a"] == str(legacy)
     assert got.price_origins["local-b"] == str(user) and got.prices["local-b"].input == 2
@@ -343,8 +383,10 @@ def test_prices_layer_over_prices_json_and_under_talos_prices(user, tmp_path):
 
 
 def test_a_priced_user_model_makes_the_cost_cap_enforceable(user):
-    write(user, 'model = "local"\nmax_cost = 1\n[prices.local]\ninput = 1\n'
-                "cached_input = 0\noutput = 1\n")  # fmt: skip
+    write(
+        user,
+        'model = "local"\nmax_cost = 1\n[prices.local]\ninput = 1\ncached_input = 0\noutput = 1\n',
+    )
     got = load(None, {}, {})
     got.caps().require_enforceable(got.value("model"), got.prices)  # no error
     with pytest.raises(ValueError, match="has no price"):
@@ -353,8 +395,11 @@ def test_a_priced_user_model_makes_the_cost_cap_enforceable(user):
 
 # ------------------------------------------------------------------ `talos config`
 def test_render_shows_each_value_and_its_origin_never_a_secret(user, ws):
-    write(user, 'base_url = "https://me:hunter2@proxy.example/v1"\napi_key_env = "MY_KEY"\n'
-                'store = "redis://:s3cret@db.example:6379/0"\n')  # fmt: skip
+    write(
+        user,
+        'base_url = "https://me:hunter2@proxy.example/v1"\napi_key_env = "MY_KEY"\n'
+        'store = "redis://:s3cret@db.example:6379/0"\n',
+    )
     write(ws / ".talos" / "config.toml", "max_steps = 7\n")
     secret = "sk-proj-" + "z" * 40
     got = load(ws, {"max_cost": Decimal("0.2")}, {"MY_KEY": secret, "TALOS_MODEL": "gpt-4o"})
@@ -372,10 +417,16 @@ def test_render_shows_each_value_and_its_origin_never_a_secret(user, ws):
     assert data["model"] == {"value": "gpt-4o", "origin": "$TALOS_MODEL"}
     assert data["max_cost"] == {"value": "0.2", "origin": "--max-cost"}
     assert data["api_key_env"] == {"value": "MY_KEY", "origin": str(user), "set": True}
-    assert data["prices"]["gpt-4.1"] == {"input": "2.00", "cached_input": "0.50",
-                                         "output": "8.00", "origin": "default"}  # fmt: skip
-    assert data["files"]["workspace"] == {"path": str(ws / ".talos" / "config.toml"),
-                                          "exists": True}  # fmt: skip
+    assert data["prices"]["gpt-4.1"] == {
+        "input": "2.00",
+        "cached_input": "0.50",
+        "output": "8.00",
+        "origin": "default",
+    }
+    assert data["files"]["workspace"] == {
+        "path": str(ws / ".talos" / "config.toml"),
+        "exists": True,
+    }
     user.unlink()
     unset = load(None, {}, {})
     assert "OPENAI_API_KEY (NOT set)" in config.render(unset)
@@ -417,8 +468,13 @@ def test_the_examples_in_docs_config_md_load(user, ws):
     write(user, blocks[0] + blocks[1])
     got = load(ws, {}, {})
     assert got.readable_paths() == (Path("/opt/datasets"), Path("/var/run/postgresql"))
-    assert got.limits().as_setting() == {"processes": 1024, "memory_mb": 8192, "tmp_mb": 4096,
-                                         "file_mb": 4096, "cpu_seconds": 600}  # fmt: skip
+    assert got.limits().as_setting() == {
+        "processes": 1024,
+        "memory_mb": 8192,
+        "tmp_mb": 4096,
+        "file_mb": 4096,
+        "cpu_seconds": 600,
+    }
     write(user, blocks[2])
     write(ws / ".talos" / "config.toml", blocks[3])
     got = load(ws, {}, {})
@@ -430,17 +486,20 @@ def test_the_examples_in_docs_config_md_load(user, ws):
             assert line.split("`")[1].strip("[]") in config.KEYS, line
 
 
-@pytest.mark.parametrize("text, says", [
-    ('readable_paths = ["relative/dir"]', "not an absolute path"),
-    ('readable_paths = ["/"]', "would show everything"),
-    ('readable_paths = ["/proc/1"]', "the sandbox's own"),
-    ('readable_paths = ["/tmp"]', "name a directory inside it"),
-    ('readable_paths = ["/srv/../root"]', "without . or .."),
-    ('readable_paths = "/srv"', "a list of at most 64 absolute paths"),
-    ("[limits]\nprocesses = 2", "processes must be a whole number from 16"),
-    ("[limits]\nmemroy_mb = 512", "unknown key 'memroy_mb'"),
-    ("limits = 5", "must be a table"),
-])  # fmt: skip
+@pytest.mark.parametrize(
+    "text, says",
+    [
+        ('readable_paths = ["relative/dir"]', "not an absolute path"),
+        ('readable_paths = ["/"]', "would show everything"),
+        ('readable_paths = ["/proc/1"]', "the sandbox's own"),
+        ('readable_paths = ["/tmp"]', "name a directory inside it"),
+        ('readable_paths = ["/srv/../root"]', "without . or .."),
+        ('readable_paths = "/srv"', "a list of at most 64 absolute paths"),
+        ("[limits]\nprocesses = 2", "processes must be a whole number from 16"),
+        ("[limits]\nmemroy_mb = 512", "unknown key 'memroy_mb'"),
+        ("limits = 5", "must be a table"),
+    ],
+)
 def test_readable_paths_and_limits_are_checked(user, text, says):
     write(user, text + "\n")
     message = problem(None)

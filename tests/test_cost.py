@@ -63,8 +63,9 @@ def test_caps_and_guard():
 def test_price_overrides(tmp_path, monkeypatch):
     path = tmp_path / "prices.json"
     mine = {"input": "0.1", "cached_input": "0", "output": "0.2"}
-    path.write_text(json.dumps({"gpt-4o": {"input": 1, "cached_input": 0.5, "output": 2},
-                                "my-model": mine}))  # fmt: skip
+    path.write_text(
+        json.dumps({"gpt-4o": {"input": 1, "cached_input": 0.5, "output": 2}, "my-model": mine})
+    )
     monkeypatch.setenv("TALOS_PRICES", str(path))
     prices = load_prices()
     assert prices["gpt-4o"].input == Decimal("1") and prices["my-model"].output == Decimal("0.2")

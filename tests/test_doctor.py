@@ -24,14 +24,23 @@ TALOS = str(Path(sys.executable).with_name("talos"))
 
 def env_for(tmp_path: Path, **extra: str) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith(("TALOS_", "OPENAI_"))}
-    env.update(TALOS_STORE_URL="sqlite:///" + str(tmp_path / "talos.db"),
-               XDG_CONFIG_HOME=str(tmp_path / "config"), **extra)  # fmt: skip
+    env.update(
+        TALOS_STORE_URL="sqlite:///" + str(tmp_path / "talos.db"),
+        XDG_CONFIG_HOME=str(tmp_path / "config"),
+        **extra,
+    )
     return env
 
 
 def doctor(tmp_path, ws, *args, env=None, **kw):
-    return subprocess.run([TALOS, "doctor", "--workspace", str(ws), *args], capture_output=True,
-                          text=True, env=env or env_for(tmp_path), timeout=60, **kw)  # fmt: skip
+    return subprocess.run(
+        [TALOS, "doctor", "--workspace", str(ws), *args],
+        capture_output=True,
+        text=True,
+        env=env or env_for(tmp_path),
+        timeout=60,
+        **kw,
+    )
 
 
 def lines(out: str, prefix: str) -> list[str]:
@@ -78,13 +87,23 @@ class Recorder:
 
 def test_all_ok(tmp_path, server, ws):
     require_sandbox()
-    r = doctor(tmp_path, ws, "--base-url", server.url, "--api-key-env", "TALOS_TEST_KEY",
-               env=env_for(tmp_path, TALOS_TEST_KEY="k"))  # fmt: skip
+    r = doctor(
+        tmp_path,
+        ws,
+        "--base-url",
+        server.url,
+        "--api-key-env",
+        "TALOS_TEST_KEY",
+        env=env_for(tmp_path, TALOS_TEST_KEY="k"),
+    )
     assert r.returncode == 0, r.stdout
     assert not lines(r.stdout, "problem"), r.stdout
-    for expected in ("takes a write and reads it back and its pages are sound",
-                     "API key in $TALOS_TEST_KEY", f"model endpoint {server.url} answers",
-                     "command sandbox: bubblewrap"):  # fmt: skip
+    for expected in (
+        "takes a write and reads it back and its pages are sound",
+        "API key in $TALOS_TEST_KEY",
+        f"model endpoint {server.url} answers",
+        "command sandbox: bubblewrap",
+    ):
         assert expected in r.stdout, r.stdout
 
 
@@ -99,8 +118,9 @@ def test_no_key_for_a_remote_endpoint_contacts_nothing(tmp_path, ws):
         env.pop("no_proxy", None)
         r = doctor(tmp_path, ws, *base, env=env)
         assert r.returncode == 1
-        assert ("problem no API key in $OPENAI_API_KEY: export it, or use --base-url for a local "
-                "server") in r.stdout  # fmt: skip
+        assert (
+            "problem no API key in $OPENAI_API_KEY: export it, or use --base-url for a local server"
+        ) in r.stdout
         assert proxy.hits == []
         keyed = doctor(tmp_path, ws, *base, env={**env, "OPENAI_API_KEY": "k"})
         assert "ok      model endpoint http://models.doctor.test/v1 answers" in keyed.stdout
@@ -157,7 +177,9 @@ def test_without_a_sandbox_or_ripgrep(tmp_path, server, ws):
     env = env_for(tmp_path, PATH=path_without(tmp_path, "bwrap", "rg"))
     r = doctor(tmp_path, ws, "--base-url", server.url, env=env)
     assert r.returncode == 1
-    assert ("problem no command sandbox, so every command is asked: bubblewrap (bwrap) is not "
-            "installed: apt-get install bubblewrap") in r.stdout  # fmt: skip
+    assert (
+        "problem no command sandbox, so every command is asked: bubblewrap (bwrap) is not "
+        "installed: apt-get install bubblewrap"
+    ) in r.stdout
     assert "problem search: ripgrep (rg) not found" in r.stdout
     assert "apt-get install ripgrep" in r.stdout

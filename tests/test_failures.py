@@ -29,11 +29,20 @@ def seeded(url):
     store = open_store(url)
     qq = QuestionQueue(store)
     cand, a, _b = disjunction(qq, qq.facts, turn=0)
-    qq.propose("a1", "Which parser?", "referent", "t", ["r#1"], "evidence_gap", 0,
-               options=[{"label": "src"}, {"label": "tools"}])  # fmt: skip
+    qq.propose(
+        "a1",
+        "Which parser?",
+        "referent",
+        "t",
+        ["r#1"],
+        "evidence_gap",
+        0,
+        options=[{"label": "src"}, {"label": "tools"}],
+    )
     assert qq.next_question("a1", 0) is not None
-    answered = qq.propose("a1", "Old one?", "referent", "t", ["old"], "evidence_gap", 0,
-                          options=[{"label": "x"}])  # fmt: skip
+    answered = qq.propose(
+        "a1", "Old one?", "referent", "t", ["old"], "evidence_gap", 0, options=[{"label": "x"}]
+    )
     qq.record_answer(answered, "x", 0)
     return store, qq, cand, a
 
@@ -129,8 +138,18 @@ def test_disk_full(db):
             assert "full" in str(exc)
             refused += 1
     assert refused > 0
-    assert qq.propose("a1", "A long new question? " + "y" * 3000, "referent", "t",
-                      [f"k{i}" for i in range(200)], "evidence_gap", 1) is None  # fmt: skip
+    assert (
+        qq.propose(
+            "a1",
+            "A long new question? " + "y" * 3000,
+            "referent",
+            "t",
+            [f"k{i}" for i in range(200)],
+            "evidence_gap",
+            1,
+        )
+        is None
+    )
     for call in (
         lambda: qq.note_use("a1", [key], 1),
         lambda: qq.next_question("a1", 5),

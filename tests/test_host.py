@@ -16,10 +16,13 @@ from .system import path_without, processes
 
 K = 5
 AMBIGUOUS = {
-    "src/parser.py": "x = 1\n", "tools/parser.py": "x = 1\n",
-    "app/config.py": "x = 1\n", "lib/config.py": "x = 1\n",
-    "a/util.py": "x = 1\n", "b/util.py": "x = 1\n",
-}  # fmt: skip
+    "src/parser.py": "x = 1\n",
+    "tools/parser.py": "x = 1\n",
+    "app/config.py": "x = 1\n",
+    "lib/config.py": "x = 1\n",
+    "a/util.py": "x = 1\n",
+    "b/util.py": "x = 1\n",
+}
 
 
 class ScriptedPort:
@@ -81,12 +84,19 @@ def host_for(tmp_path, server, root, port, url=None):
 
 
 async def test_thirty_turns_one_question_per_k(tmp_path, server):
-    root = workspace(tmp_path, {**AMBIGUOUS, "AGENTS.md": "- Tests use unittest\n",
-                                "CLAUDE.md": "- Tests use pytest\n"})  # fmt: skip
+    root = workspace(
+        tmp_path,
+        {**AMBIGUOUS, "AGENTS.md": "- Tests use unittest\n", "CLAUDE.md": "- Tests use pytest\n"},
+    )
     port = ScriptedPort(root, replies=["skip"] * 30)  # deflects every time: nothing settles
     host, store = host_for(tmp_path, server, root, port)
-    requests = itertools.cycle(["fix the parser and its tests", "check the config and its tests",
-                                "tidy the util and its tests"])  # fmt: skip
+    requests = itertools.cycle(
+        [
+            "fix the parser and its tests",
+            "check the config and its tests",
+            "tidy the util and its tests",
+        ]
+    )
     asked_at = []
     for _ in range(30):
         server.script.append(reply("done"))
@@ -105,8 +115,9 @@ async def test_thirty_turns_one_question_per_k(tmp_path, server):
 
 
 async def test_dismissal_is_never_an_answer(tmp_path, server):
-    root = workspace(tmp_path, {"AGENTS.md": "- Tests use unittest\n",
-                                "CLAUDE.md": "- Tests use pytest\n"})  # fmt: skip
+    root = workspace(
+        tmp_path, {"AGENTS.md": "- Tests use unittest\n", "CLAUDE.md": "- Tests use pytest\n"}
+    )
     port = ScriptedPort(root, replies=[None])
     host, store = host_for(tmp_path, server, root, port)
     server.script.append(reply("done"))
@@ -131,8 +142,10 @@ async def test_a_reply_during_the_task_reaches_the_agent(tmp_path, server):
     root = workspace(tmp_path, {**rules, "src/app.py": "x = 1\n"})
     port = ScriptedPort(root, replies=["pytest"], reply_delay=0.2)
     host, store = host_for(tmp_path, server, root, port)
-    server.script += [reply("Listing.", [("c1", "list_files", "{}")], delay=0.1),  # ~0.5 s
-                      reply("Writing pytest tests.")]  # fmt: skip
+    server.script += [
+        reply("Listing.", [("c1", "list_files", "{}")], delay=0.1),  # ~0.5 s
+        reply("Writing pytest tests."),
+    ]
     result = await host.turn("write the tests")
     task = await host.wait(result.task)
     assert task.state == "done"
@@ -152,9 +165,10 @@ async def test_headless_asks_nothing_and_proposals_wait(tmp_path, server):
     port = ScriptedPort(root)
     port.interactive = False
     host, store = host_for(tmp_path, server, root, port)
-    server.script += [reply(None, [("c1", "propose_edit",
-                                    '{"path": "src/app.py", "content": "x = 2\\n"}')]),
-                      reply("proposed")]  # fmt: skip
+    server.script += [
+        reply(None, [("c1", "propose_edit", '{"path": "src/app.py", "content": "x = 2\\n"}')]),
+        reply("proposed"),
+    ]
     result = await host.turn("write the tests")
     await host.wait(result.task)
     assert result.question is None and port.asked == []
@@ -177,9 +191,10 @@ async def test_what_a_task_end_shows_does_not_wait_on_a_background_prune(tmp_pat
     at_end = []
     port.end = lambda task: at_end.append(sorted(p.status for p in host.proposals.list()))
     for path in ("src/app.py", "src/b.py"):
-        server.script += [reply(None, [("c1", "propose_edit",
-                                        f'{{"path": "{path}", "content": "x = 2\\n"}}')]),
-                          reply("proposed")]  # fmt: skip
+        server.script += [
+            reply(None, [("c1", "propose_edit", f'{{"path": "{path}", "content": "x = 2\\n"}}')]),
+            reply("proposed"),
+        ]
     await host.wait((await host.turn("make x 2")).task)
     (undone,) = host.proposals.list()
     assert await host.apply_proposal(undone.id)
@@ -200,8 +215,9 @@ def _host_process(url, root, barrier, results, turns):
         server.script = [reply("done") for _ in range(turns)]
         port = ScriptedPort(root, replies=["skip"] * turns)
         store = open_store(url)
-        host = Host(store, HostConfig(workspace=root, model=ModelConfig("m", base_url=server.url)),
-                    port)  # fmt: skip
+        host = Host(
+            store, HostConfig(workspace=root, model=ModelConfig("m", base_url=server.url)), port
+        )
         asked = []
         for i in range(turns):
             await asyncio.to_thread(barrier.wait, 60)
@@ -222,12 +238,16 @@ def _host_process(url, root, barrier, results, turns):
 
 
 def test_two_hosts_in_two_processes_share_one_budget(tmp_path, store_url):
-    root = workspace(tmp_path, {**AMBIGUOUS, "AGENTS.md": "- Tests use unittest\n",
-                                "CLAUDE.md": "- Tests use pytest\n"})  # fmt: skip
+    root = workspace(
+        tmp_path,
+        {**AMBIGUOUS, "AGENTS.md": "- Tests use unittest\n", "CLAUDE.md": "- Tests use pytest\n"},
+    )
     ctx = processes()
     barrier, results = ctx.Barrier(2), ctx.Queue()
-    procs = [ctx.Process(target=_host_process, args=(store_url, root, barrier, results, 12))
-             for _ in range(2)]  # fmt: skip
+    procs = [
+        ctx.Process(target=_host_process, args=(store_url, root, barrier, results, 12))
+        for _ in range(2)
+    ]
     for p in procs:
         p.start()
     outcomes = [results.get(timeout=180) for _ in procs]

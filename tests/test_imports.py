@@ -23,15 +23,27 @@ PACKAGE = Path(__file__).resolve().parents[1] / "talos_ls"
 # Top to bottom; a module is in the first layer one of whose prefixes it starts with (a
 # package prefix ends with "."). Keep in step with docs/architecture.md.
 LAYERS = {
-    "entry points": ("talos_ls.server", "talos_ls.cli", "talos_ls.commands",
-                     "talos_ls.completion", "talos_ls.doctor", "talos_ls.demo."),
-    "surfaces": ("talos_ls.lsp.", "talos_ls.terminal", "talos_ls.project", "talos_ls.config",
-                 "talos_ls.settings", "talos_ls.cli_report"),
+    "entry points": (
+        "talos_ls.server",
+        "talos_ls.cli",
+        "talos_ls.commands",
+        "talos_ls.completion",
+        "talos_ls.doctor",
+        "talos_ls.demo.",
+    ),
+    "surfaces": (
+        "talos_ls.lsp.",
+        "talos_ls.terminal",
+        "talos_ls.project",
+        "talos_ls.config",
+        "talos_ls.settings",
+        "talos_ls.cli_report",
+    ),
     "host": ("talos_ls.host", "talos_ls.watch"),
     "domain": ("talos_ls.agent.", "talos_ls.memory.", "talos_ls.gates.", "talos_ls.edits."),
     "store": ("talos_ls.store.",),
     "base": ("talos_ls.",),
-}  # fmt: skip
+}
 LSP_SURFACE = ("talos_ls.server", "talos_ls.lsp.")
 BACKENDS = ("talos_ls.store.sqlite", "talos_ls.store.redis", "talos_ls.store.redis_connect")
 
@@ -129,8 +141,7 @@ def test_no_import_cycles():
 def layer(module: str) -> int:
     """0 for the top layer; a package is in the layer of its modules."""
     for rank, prefixes in enumerate(LAYERS.values()):
-        if any((module + ".").startswith(p) if p.endswith(".") else module == p
-               for p in prefixes):  # fmt: skip
+        if any((module + ".").startswith(p) if p.endswith(".") else module == p for p in prefixes):
             return rank
     return len(LAYERS) - 1  # `talos_ls` itself
 
@@ -143,8 +154,9 @@ def upward(graph: Graph) -> list[str]:
     for module, targets in sorted(graph.items()):
         for target in targets:
             if target.startswith("talos_ls") and layer(target) < layer(module):
-                found.append(f"{module} ({names[layer(module)]}) imports {target} "
-                             f"({names[layer(target)]})")  # fmt: skip
+                found.append(
+                    f"{module} ({names[layer(module)]}) imports {target} ({names[layer(target)]})"
+                )
             elif target.split(".")[0] in ("pygls", "lsprotocol") and not (
                 module == LSP_SURFACE[0] or module.startswith(LSP_SURFACE[1])
             ):

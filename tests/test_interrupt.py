@@ -37,8 +37,15 @@ class ControllingTerminal(Terminal):
             os.setsid()
             fcntl.ioctl(0, termios.TIOCSCTTY, 0)
 
-        self.proc = subprocess.Popen(argv, stdin=slave, stdout=slave, stderr=slave, env=env,
-                                     close_fds=True, preexec_fn=control)  # fmt: skip
+        self.proc = subprocess.Popen(
+            argv,
+            stdin=slave,
+            stdout=slave,
+            stderr=slave,
+            env=env,
+            close_fds=True,
+            preexec_fn=control,
+        )
         os.close(slave)
         self.master = master
         self.raw = b""
@@ -55,8 +62,17 @@ def start(tmp_path: Path, server, url: str) -> Terminal:
     ws.mkdir()
     (ws / "app.py").write_text("x = 1\n")
     server.script.append(hang("Let me think about"))  # output, then keep-alives for ever
-    argv = [TALOS, "run", "fix app.py", "--workspace", str(ws), "--base-url", server.url,
-            "--model", "fake-model"]  # fmt: skip
+    argv = [
+        TALOS,
+        "run",
+        "fix app.py",
+        "--workspace",
+        str(ws),
+        "--base-url",
+        server.url,
+        "--model",
+        "fake-model",
+    ]
     term = ControllingTerminal(argv, env_for(tmp_path, url))
     deadline = time.monotonic() + 30
     while not server.requests:  # the model call is under way
@@ -76,8 +92,9 @@ def test_ctrl_c_during_a_model_call(tmp_path, server):
     # bound is for that hang, not a measure of speed.
     assert term.finish(timeout=60) == 130
     text = plain(term.raw)
-    assert "Traceback" not in text and "CancelledError" not in text and "KeyboardInterrupt" \
-        not in text, text  # fmt: skip
+    assert (
+        "Traceback" not in text and "CancelledError" not in text and "KeyboardInterrupt" not in text
+    ), text
     assert text.count("talos: interrupted") == 1
     assert server.disconnected.wait(60)  # the stream to the model was closed
     store = open_store(url)
@@ -86,8 +103,9 @@ def test_ctrl_c_during_a_model_call(tmp_path, server):
     finally:
         store.close()
     assert row is not None and row["state"] == "cancelled"
-    assert any(m.get("role") == "user" and "fix app.py" in str(m.get("content"))
-               for m in row["transcript"])  # the transcript is kept  # fmt: skip
+    assert any(
+        m.get("role") == "user" and "fix app.py" in str(m.get("content")) for m in row["transcript"]
+    )  # the transcript is kept
 
 
 def test_second_ctrl_c_exits_at_once(tmp_path, server):

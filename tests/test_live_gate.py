@@ -69,8 +69,14 @@ def test_a_separated_conflict_alone_spends_no_budget(vq, facts):
     assert vq.get(cand.candidate_id).status == "expired"
     assert vq.store.qq_last_delivery("a1") is None
     # The budget is open: a new candidate is asked at the very next turn.
-    fresh, _, _ = disjunction(vq, facts, turn=2, a_text="Lee likes tea", b_text="Lee likes coffee",
-                              text="Tea or coffee for Lee?")  # fmt: skip
+    fresh, _, _ = disjunction(
+        vq,
+        facts,
+        turn=2,
+        a_text="Lee likes tea",
+        b_text="Lee likes coffee",
+        text="Tea or coffee for Lee?",
+    )
     assert vq.next_question("a1", 2).candidate_id == fresh.candidate_id
 
 
@@ -173,8 +179,14 @@ def parser_gap():
 
 
 def parser_resolved(target="src/parser.py", surface="the parser"):
-    return {"surface": surface, "start": 4, "end": 14, "status": "resolved",
-            "candidates": [target], "resolved_text": target}  # fmt: skip
+    return {
+        "surface": surface,
+        "start": 4,
+        "end": 14,
+        "status": "resolved",
+        "candidates": [target],
+        "resolved_text": target,
+    }
 
 
 def test_a_reference_resolved_later_expires_its_question(vq, caplog):
@@ -221,10 +233,13 @@ def test_a_conflict_the_request_picks_a_side_of_waits_for_another_turn(vq, facts
     assert got is not None and got.candidate_id == cand.candidate_id
 
 
-@pytest.mark.parametrize("request_text", [
-    "morning or afternoon for the Dana meetings?",  # both sides: still open
-    "book the Dana meetings",  # neither
-])  # fmt: skip
+@pytest.mark.parametrize(
+    "request_text",
+    [
+        "morning or afternoon for the Dana meetings?",  # both sides: still open
+        "book the Dana meetings",  # neither
+    ],
+)
 def test_a_request_naming_both_sides_or_neither_leaves_the_question(vq, facts, request_text):
     cand, _, _ = disjunction(vq, facts, turn=0)
     assert vq.next_question("a1", 1, request_text).candidate_id == cand.candidate_id

@@ -11,42 +11,59 @@ from talos_ls.lsp.settings import Settings
 
 
 def test_good_values_apply():
-    s, problems = Settings().updated({
-        "model": "gpt-4o", "baseUrl": "http://localhost:11434/v1", "apiKeyEnv": "MY_KEY",
-        "maxCost": 0.25, "maxSteps": 10, "permissionMode": "read-only",
-        "storeUrl": "redis://127.0.0.1:6379/0", "questionBudgetTurns": 3, "promptTimeout": 30,
-        "prices": {"local": {"input": 0, "cached_input": 0, "output": 0}}, "unknown": 1,
-    })  # fmt: skip
+    s, problems = Settings().updated(
+        {
+            "model": "gpt-4o",
+            "baseUrl": "http://localhost:11434/v1",
+            "apiKeyEnv": "MY_KEY",
+            "maxCost": 0.25,
+            "maxSteps": 10,
+            "permissionMode": "read-only",
+            "storeUrl": "redis://127.0.0.1:6379/0",
+            "questionBudgetTurns": 3,
+            "promptTimeout": 30,
+            "prices": {"local": {"input": 0, "cached_input": 0, "output": 0}},
+            "unknown": 1,
+        }
+    )
     assert problems == []
     assert (s.model, s.base_url, s.api_key_env, s.max_cost, s.max_steps) == (
-        "gpt-4o", "http://localhost:11434/v1", "MY_KEY", Decimal("0.25"), 10)  # fmt: skip
+        "gpt-4o",
+        "http://localhost:11434/v1",
+        "MY_KEY",
+        Decimal("0.25"),
+        10,
+    )
     assert (s.permission_mode, s.question_budget_turns, s.prompt_timeout) == ("read-only", 3, 30)
     assert s.price_table()["local"].output == 0 and "gpt-4o" in s.price_table()
     assert s.model_config().api_key_env == "MY_KEY"
 
 
-@pytest.mark.parametrize("key, value, says", [
-    ("model", "", "non-empty string"),
-    ("model", "a\x1bb", "control characters"),
-    ("baseUrl", "file:///etc/passwd", "http:// or https://"),
-    ("apiKeyEnv", "MY KEY", "NAME of an environment variable"),
-    ("apiKeyEnv", "AKIAIOSFODNN7EXAMPLE", "looks like a key"),
-    ("maxCost", -1, "positive"),
-    ("maxCost", "NaN", "positive"),
-    ("maxCost", True, "US dollars"),
-    ("maxSteps", 0, "whole number"),
-    ("maxSteps", 2.5, "whole number"),
-    ("permissionMode", "yolo", "one of"),
-    ("storeUrl", "mysql://x", "schemes"),
-    ("questionBudgetTurns", "5", "whole number"),
-    ("prices", {"m": {"input": 1}}, "'m'"),
-    ("promptTimeout", 0, "seconds"),
-    ("readablePaths", ["etc"], "not an absolute path"),
-    ("readablePaths", ["/dev/shm"], "the sandbox's own"),
-    ("readablePaths", "/srv", "a list"),
-    ("limits", {"processes": 0}, "processes must be"),
-    ("limits", {"memoryMb": 512}, "unknown key"),
-])  # fmt: skip
+@pytest.mark.parametrize(
+    "key, value, says",
+    [
+        ("model", "", "non-empty string"),
+        ("model", "a\x1bb", "control characters"),
+        ("baseUrl", "file:///etc/passwd", "http:// or https://"),
+        ("apiKeyEnv", "MY KEY", "NAME of an environment variable"),
+        ("apiKeyEnv", "AKIAIOSFODNN7EXAMPLE", "looks like a key"),
+        ("maxCost", -1, "positive"),
+        ("maxCost", "NaN", "positive"),
+        ("maxCost", True, "US dollars"),
+        ("maxSteps", 0, "whole number"),
+        ("maxSteps", 2.5, "whole number"),
+        ("permissionMode", "yolo", "one of"),
+        ("storeUrl", "mysql://x", "schemes"),
+        ("questionBudgetTurns", "5", "whole number"),
+        ("prices", {"m": {"input": 1}}, "'m'"),
+        ("promptTimeout", 0, "seconds"),
+        ("readablePaths", ["etc"], "not an absolute path"),
+        ("readablePaths", ["/dev/shm"], "the sandbox's own"),
+        ("readablePaths", "/srv", "a list"),
+        ("limits", {"processes": 0}, "processes must be"),
+        ("limits", {"memoryMb": 512}, "unknown key"),
+    ],
+)
 def test_a_bad_value_is_refused_and_the_last_good_one_stays(key, value, says):
     good, _ = Settings().updated({"maxSteps": 7, "model": "gpt-4o"})
     new, problems = good.updated({key: value})
@@ -84,8 +101,9 @@ def test_the_status_says_whether_the_model_has_a_price():
 
 
 def test_readable_paths_and_limits_reach_the_status():
-    s, problems = Settings().updated({"readablePaths": ["/srv/data"],
-                                      "limits": {"processes": 200, "memory_mb": 1024}})  # fmt: skip
+    s, problems = Settings().updated(
+        {"readablePaths": ["/srv/data"], "limits": {"processes": 200, "memory_mb": 1024}}
+    )
     assert problems == []
     assert s.readable_paths == ("/srv/data",)
     assert s.limits is not None and (s.limits.processes, s.limits.memory) == (200, 1024 * 2**20)

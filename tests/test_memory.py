@@ -25,10 +25,18 @@ def rec(facts) -> Reconciler:
     return Reconciler(facts)
 
 
-def slot_fact(facts, value, source="rules file", agent="a1", subject="tests", attribute="use",
-              **kw):  # fmt: skip
-    return facts.add(agent, f"{subject} {attribute} {value}", subject=subject,
-                     attribute=attribute, value=value, source=source, **kw)  # fmt: skip
+def slot_fact(
+    facts, value, source="rules file", agent="a1", subject="tests", attribute="use", **kw
+):
+    return facts.add(
+        agent,
+        f"{subject} {attribute} {value}",
+        subject=subject,
+        attribute=attribute,
+        value=value,
+        source=source,
+        **kw,
+    )
 
 
 # ----------------------------------------------------------------- facts
@@ -52,12 +60,23 @@ def test_bad_facts_name_the_field(facts, kwargs, match):
 
 
 def test_slot_source_and_origin_are_stored(facts):
-    key = facts.add("a1", "Tests use pytest", subject="tests", attribute="use", value="pytest",
-                    source="rules file", origin="AGENTS.md")  # fmt: skip
+    key = facts.add(
+        "a1",
+        "Tests use pytest",
+        subject="tests",
+        attribute="use",
+        value="pytest",
+        source="rules file",
+        origin="AGENTS.md",
+    )
     f = facts.get(key)
     assert (f.subject, f.attribute, f.value, f.source, f.origin) == (
-        "tests", "use", "pytest", "rules file", "AGENTS.md"
-    )  # fmt: skip
+        "tests",
+        "use",
+        "pytest",
+        "rules file",
+        "AGENTS.md",
+    )
     assert f.precedence == 2 and facts.get(facts.add("a1", "x")).source == "model"
 
 
@@ -94,17 +113,30 @@ def test_same_value_corroborates(facts, rec):
 
 
 def test_a_source_saying_it_again_is_already_held(facts, rec):
-    key, outcome = rec.add("a1", "Tests use pytest", subject="tests", attribute="use",
-                           value="pytest", source="person")  # fmt: skip
+    key, outcome = rec.add(
+        "a1", "Tests use pytest", subject="tests", attribute="use", value="pytest", source="person"
+    )
     assert outcome == "alone"
     before = facts.list("a1")
     for _ in range(30):  # said thirty times: still one fact, and no evidence
-        assert rec.add("a1", " tests  USE pytest.", subject="Tests", attribute="use",
-                       value="PyTest", source="person") == (key, "already held")  # fmt: skip
+        assert rec.add(
+            "a1",
+            " tests  USE pytest.",
+            subject="Tests",
+            attribute="use",
+            value="PyTest",
+            source="person",
+        ) == (key, "already held")
     assert facts.list("a1") == before
     # The same slot and value in other words, from the same source: held already too.
-    assert rec.add("a1", "we run the tests with pytest", subject="tests", attribute="use",
-                   value="pytest", source="person") == (key, "already held")  # fmt: skip
+    assert rec.add(
+        "a1",
+        "we run the tests with pytest",
+        subject="tests",
+        attribute="use",
+        value="pytest",
+        source="person",
+    ) == (key, "already held")
     assert facts.list("a1") == before
 
 
@@ -151,9 +183,17 @@ def test_superseding_a_side_directly_ends_the_conflict(facts, rec):
 def test_a_conflict_left_open_by_an_older_version_is_not_listed(facts, rec, store):
     a, b = slot_fact(facts, "unittest"), slot_fact(facts, "pytest")
     store.fact_close(a, 1.0, None)  # closed without ending its disjoin, as before the fix
-    store.journal_add({"id": "j:old", "agent_id": "a1", "kind": "disjoin", "target": a,
-                       "payload": {"disjunction_id": "dj-old", "other": b},
-                       "captured_at": 0.0, "invalid_at": None})  # fmt: skip
+    store.journal_add(
+        {
+            "id": "j:old",
+            "agent_id": "a1",
+            "kind": "disjoin",
+            "target": a,
+            "payload": {"disjunction_id": "dj-old", "other": b},
+            "captured_at": 0.0,
+            "invalid_at": None,
+        }
+    )
     assert rec.conflicts("a1") == []
     assert facts.retract(a) is False  # already closed; its stale disjoin is closed now
     assert rec.merge_log_entries("a1") == []
@@ -190,8 +230,10 @@ def test_other_slots_and_agents_do_not_conflict(facts, rec):
     other_slot = slot_fact(facts, "pytest", subject="lint")
     no_slot = facts.add("a1", "tests use pytest")
     assert [rec.reconcile(k) for k in (other_agent, other_slot, no_slot)] == [
-        "alone", "alone", "no slot"
-    ]  # fmt: skip
+        "alone",
+        "alone",
+        "no slot",
+    ]
 
 
 def test_evidence_settles_and_a_contradiction_reopens(facts, rec):
@@ -219,9 +261,14 @@ def test_gate_shapes(facts):
     refuse = ContextAssembler(facts, confidence_gate_threshold=0.6)
     result = refuse.assemble("a1", "deploys")
     assert result.records == []
-    assert result.metadata["gate"] == {"applied": True, "gate_score": 0.5, "threshold": 0.6,
-                                       "mode": "refuse", "gated": True,
-                                       "refused_keys": [weak, other]}  # fmt: skip
+    assert result.metadata["gate"] == {
+        "applied": True,
+        "gate_score": 0.5,
+        "threshold": 0.6,
+        "mode": "refuse",
+        "gated": True,
+        "refused_keys": [weak, other],
+    }
     flag = ContextAssembler(facts, confidence_gate_threshold=0.6, confidence_gate_mode="flag")
     flagged = flag.assemble("a1", "deploys")
     assert flagged.keys == [weak, other] and flagged.metadata["gate"]["gated"] is True
@@ -233,8 +280,13 @@ def test_gate_shapes(facts):
         and "refused_keys" not in passing.metadata["gate"]
     )
     nothing = refuse.assemble("a1", "lunch")
-    assert nothing.metadata["gate"] == {"applied": False, "gate_score": None, "threshold": 0.6,
-                                        "mode": "refuse", "gated": False}  # fmt: skip
+    assert nothing.metadata["gate"] == {
+        "applied": False,
+        "gate_score": None,
+        "threshold": 0.6,
+        "mode": "refuse",
+        "gated": False,
+    }
     assert refuse.assemble("a1", None).metadata["gate"]["applied"] is False
 
 
@@ -273,21 +325,30 @@ def test_disjunction_producer(qq, facts, rec):
 @pytest.mark.parametrize(
     "a, b, expected",
     [
-        ("Tests use pytest", "Tests use unittest",
-         'I have two conflicting notes: "Tests use pytest" and "Tests use unittest". '
-         "Which is right?"),
+        (
+            "Tests use pytest",
+            "Tests use unittest",
+            'I have two conflicting notes: "Tests use pytest" and "Tests use unittest". '
+            "Which is right?",
+        ),
         # Workspace text stays as it is (surfaces escape it); no markup is added, none read.
-        ("[bold]Tests[/bold] use\x1b[2J py", "Tests use 'x' \"y\" [/]",
-         'I have two conflicting notes: "[bold]Tests[/bold] use\x1b[2J py" and '
-         "\"Tests use 'x' \"y\" [/]\". Which is right?"),
+        (
+            "[bold]Tests[/bold] use\x1b[2J py",
+            "Tests use 'x' \"y\" [/]",
+            'I have two conflicting notes: "[bold]Tests[/bold] use\x1b[2J py" and '
+            '"Tests use \'x\' "y" [/]". Which is right?',
+        ),
         # One line, whatever the statement's lines.
-        ("Tests\nuse\r\n  pytest\u2028now", "Tests\tuse unittest",
-         'I have two conflicting notes: "Tests use pytest now" and "Tests use unittest". '
-         "Which is right?"),
+        (
+            "Tests\nuse\r\n  pytest\u2028now",
+            "Tests\tuse unittest",
+            'I have two conflicting notes: "Tests use pytest now" and "Tests use unittest". '
+            "Which is right?",
+        ),
         # Statements that read alike tell nothing apart: the options do.
         ("Tests use pytest", "tests  use PYTEST", "I have two conflicting notes. Which is right?"),
     ],
-)  # fmt: skip
+)
 def test_conflict_question_wording(facts, a, b, expected):
     fa, fb = facts.get(facts.add("a1", a)), facts.get(facts.add("a1", b))
     assert Reconciler.conflict_question(fa, fb) == expected
@@ -296,8 +357,9 @@ def test_conflict_question_wording(facts, a, b, expected):
 
 def test_conflict_question_cuts_long_statements(facts):
     long_a, long_b = "Tests use " + "pytest " * 40, "Tests use " + "unittest " * 40
-    text = Reconciler.conflict_question(facts.get(facts.add("a1", long_a)),
-                                        facts.get(facts.add("a1", long_b)))  # fmt: skip
+    text = Reconciler.conflict_question(
+        facts.get(facts.add("a1", long_a)), facts.get(facts.add("a1", long_b))
+    )
     first, second = text.split('"')[1], text.split('"')[3]
     assert len(first) == len(second) == 120 and first.endswith("\u2026")
     assert long_a.startswith(first[:-1]) and long_b.startswith(second[:-1])
@@ -306,13 +368,22 @@ def test_conflict_question_cuts_long_statements(facts):
 
 def test_labels_fall_back_to_statements(qq, facts):
     a, b = facts.add("a1", "Dana likes mornings"), facts.add("a1", "Dana likes evenings")
-    qq.store.journal_add({"id": "j:1", "agent_id": "a1", "kind": "disjoin", "target": a,
-                          "payload": {"disjunction_id": "dj-1", "other": b},
-                          "captured_at": 0.0, "invalid_at": None})  # fmt: skip
+    qq.store.journal_add(
+        {
+            "id": "j:1",
+            "agent_id": "a1",
+            "kind": "disjoin",
+            "target": a,
+            "payload": {"disjunction_id": "dj-1", "other": b},
+            "captured_at": 0.0,
+            "invalid_at": None,
+        }
+    )
     qq.propose_from_disjunctions("a1", 0)
     assert [o["label"] for o in qq.candidates("a1")[0].options] == [
-        "Dana likes mornings", "Dana likes evenings"
-    ]  # fmt: skip
+        "Dana likes mornings",
+        "Dana likes evenings",
+    ]
 
 
 def test_retracted_disjoin_expires_its_question(qq, facts, rec):
@@ -330,9 +401,17 @@ def test_live_disjoins_are_read_once_per_pass(qq, facts, monkeypatch):
     sides = [facts.add("a1", f"side {i}") for i in range(6)]
     for i in range(3):
         payload = {"disjunction_id": f"dj-{i}", "other": sides[2 * i + 1]}
-        qq.store.journal_add({"id": f"j:{i}", "agent_id": "a1", "kind": "disjoin",
-                              "target": sides[2 * i], "captured_at": float(i), "invalid_at": None,
-                              "payload": payload})  # fmt: skip
+        qq.store.journal_add(
+            {
+                "id": f"j:{i}",
+                "agent_id": "a1",
+                "kind": "disjoin",
+                "target": sides[2 * i],
+                "captured_at": float(i),
+                "invalid_at": None,
+                "payload": payload,
+            }
+        )
     assert qq.propose_from_disjunctions("a1", 0) == 3
     for i in (1, 2):
         qq.store.journal_close("a1", f"j:{i}", 1.0)
@@ -438,8 +517,9 @@ def test_a_superseded_rule_returns_when_what_beat_it_is_forgotten(facts, tmp_pat
     rec = Reconciler(facts)
     rules = RulesFiles(facts, rec)
     (rule,) = rules.sync("a1", tmp_path).added
-    person, outcome = rec.add("a1", "tests use pytest", subject="tests", attribute="use",
-                              value="pytest", source="person")  # fmt: skip
+    person, outcome = rec.add(
+        "a1", "tests use pytest", subject="tests", attribute="use", value="pytest", source="person"
+    )
     assert outcome == "won" and facts.get(rule).superseded_by == person
     assert RulesFiles(facts, rec).sync("a1", tmp_path).added == []  # still beaten
     facts.retract(person)
@@ -496,8 +576,16 @@ def test_scenario_conflicting_rules_become_one_question(qq, facts, tmp_path):
     RulesFiles(facts, qq.reconciler).sync("a1", tmp_path)
     by_value = {f.value: f.key for f in facts.list("a1", include_closed=False)}
     # Other candidates compete for the budget meanwhile.
-    qq.propose("a1", "Which deploy target?", "referent", "t", ["deploy#1"], "evidence_gap", 1,
-               options=[{"label": "staging"}, {"label": "prod"}])  # fmt: skip
+    qq.propose(
+        "a1",
+        "Which deploy target?",
+        "referent",
+        "t",
+        ["deploy#1"],
+        "evidence_gap",
+        1,
+        options=[{"label": "staging"}, {"label": "prod"}],
+    )
     assert qq.propose_from_disjunctions("a1", 1) == 1
     assert qq.next_question("a1", 1, "add tests for the parser").disjunction_id  # the one
     assert all(qq.next_question("a1", t, "add tests for the deploy") is None for t in (2, 3, 4))
@@ -520,8 +608,11 @@ def test_scenario_fix_the_parser(qq, tmp_path):
     record = resolve("a1", 7, "fix the parser", WorkspaceIndex.build(tmp_path))
     (ref,) = record.references
     assert (ref["surface"], ref["start"], ref["end"], ref["status"]) == (
-        "the parser", 4, 14, "evidence_gap"
-    )  # fmt: skip
+        "the parser",
+        4,
+        14,
+        "evidence_gap",
+    )
     assert ref["candidates"] == ["src/parser.py", "tools/parser.py"]
     assert qq.propose_from_resolution(record, 7) == 1
     (cand,) = qq.candidates("a1")
@@ -577,7 +668,9 @@ def test_two_daemons_syncing_the_same_rules_store_each_rule_once(facts, tmp_path
     assert second.sync("a1", tmp_path).added == []  # the same keys: nothing added twice
     live = facts.list("a1", include_closed=False)
     assert sorted(f.statement for f in live) == [
-        "Keep functions small", "Tests use pytest", "Tests use unittest"
-    ]  # fmt: skip
+        "Keep functions small",
+        "Tests use pytest",
+        "Tests use unittest",
+    ]
     assert {f.key for f in live} == set(added)
     assert len(Reconciler(facts).merge_log_entries("a1")) == 1

@@ -25,8 +25,14 @@ def talos(tmp_path):
     env = {k: v for k, v in os.environ.items() if k != "TALOS_STORE_URL"}
 
     def run(*args: str) -> subprocess.CompletedProcess[str]:
-        proc = subprocess.run([TALOS, "--store", url, *args], capture_output=True, text=True,
-                              env=env, cwd=tmp_path, timeout=60)  # fmt: skip
+        proc = subprocess.run(
+            [TALOS, "--store", url, *args],
+            capture_output=True,
+            text=True,
+            env=env,
+            cwd=tmp_path,
+            timeout=60,
+        )
         assert "Traceback" not in proc.stderr, proc.stderr
         return proc
 
@@ -100,10 +106,12 @@ def test_forgetting_a_fact_twice_says_it_was_already_closed(talos):
         (("Tests use pytest",), ("Tests use pytest",)),
         (("Tests use pytest",), ("  tests USE pytest. ",)),  # the same words, told again
         (("Dana prefers mornings",), ("Dana prefers mornings",)),  # no slot
-        (("Tests use pytest", "--source", "rules file"),
-         ("Tests use pytest", "--source", "rules file")),
+        (
+            ("Tests use pytest", "--source", "rules file"),
+            ("Tests use pytest", "--source", "rules file"),
+        ),
     ],
-)  # fmt: skip
+)
 def test_the_same_statement_twice_is_held_once_without_evidence(talos, first, second):
     stored = add(talos, *first)
     (fact,) = facts_of(talos)
@@ -124,7 +132,7 @@ def test_a_repeat_from_another_source_corroborates(talos):
     live = [f for f in facts if f["invalid_at"] is None]
     assert [(f["source"], f["evidence_count"], f["corroborations"]) for f in live] == [
         ("person", 1, 1)
-    ]  # fmt: skip
+    ]
     assert live[0]["confidence"] == pytest.approx(0.7)
     # Said again by the person: already held, nothing moves.
     add(talos, "Tests use pytest")

@@ -18,19 +18,30 @@ KEY = "sk-test-0123456789abcdef"
 @pytest.fixture
 def client(server, monkeypatch):
     monkeypatch.setenv("TALOS_TEST_KEY", KEY)
-    return ModelClient(ModelConfig("fake-model", base_url=server.url, api_key_env="TALOS_TEST_KEY",
-                                   max_backoff=0.05))  # fmt: skip
+    return ModelClient(
+        ModelConfig(
+            "fake-model", base_url=server.url, api_key_env="TALOS_TEST_KEY", max_backoff=0.05
+        )
+    )
 
 
 async def test_text_tool_calls_and_usage(server, client):
-    server.script.append(reply("Let me look.", tool_calls=[
-        ("call_1", "read_file", '{"path": "src/app.py"}'),
-        ("call_2", "search", '{"pattern": "def main"}'),
-    ], usage=(120, 30, 64)))  # fmt: skip
+    server.script.append(
+        reply(
+            "Let me look.",
+            tool_calls=[
+                ("call_1", "read_file", '{"path": "src/app.py"}'),
+                ("call_2", "search", '{"pattern": "def main"}'),
+            ],
+            usage=(120, 30, 64),
+        )
+    )
     pieces = []
-    result = await client.complete([{"role": "user", "content": "hi"}],
-                                   tools=[{"type": "function", "function": {"name": "read_file"}}],
-                                   on_text=pieces.append)  # fmt: skip
+    result = await client.complete(
+        [{"role": "user", "content": "hi"}],
+        tools=[{"type": "function", "function": {"name": "read_file"}}],
+        on_text=pieces.append,
+    )
     assert result.text == "Let me look." and "".join(pieces) == "Let me look."
     assert [(c.id, c.name, c.arguments) for c in result.tool_calls] == [
         ("call_1", "read_file", '{"path": "src/app.py"}'),
@@ -48,8 +59,11 @@ async def test_text_tool_calls_and_usage(server, client):
 
 
 async def test_429_then_success_honours_retry_after(server, client):
-    server.script += [error(429, "slow down", headers={"Retry-After": "0"}),
-                      error(503, "overloaded"), reply("ok")]  # fmt: skip
+    server.script += [
+        error(429, "slow down", headers={"Retry-After": "0"}),
+        error(503, "overloaded"),
+        reply("ok"),
+    ]
     assert (await client.complete([{"role": "user", "content": "x"}])).text == "ok"
     assert len(server.requests) == 3
 
@@ -64,13 +78,17 @@ async def test_retries_are_bounded(server, client):
 @pytest.mark.parametrize(
     "step, words",
     [
-        (error(401, f"Incorrect API key provided: {KEY}", "invalid_api_key"),
-         "rejected the API key (401): check $TALOS_TEST_KEY"),
-        (error(404, "The model `fake-model` does not exist", "model_not_found"),
-         "does not know model 'fake-model'"),
+        (
+            error(401, f"Incorrect API key provided: {KEY}", "invalid_api_key"),
+            "rejected the API key (401): check $TALOS_TEST_KEY",
+        ),
+        (
+            error(404, "The model `fake-model` does not exist", "model_not_found"),
+            "does not know model 'fake-model'",
+        ),
         (error(400, f"bad request echoing {KEY}"), "bad request echoing ***"),
     ],
-)  # fmt: skip
+)
 async def test_clear_errors_never_show_the_key(server, client, caplog, step, words):
     caplog.set_level(logging.DEBUG)
     server.script.append(step)
@@ -85,8 +103,11 @@ async def test_unreachable_endpoint(monkeypatch):
     from .redis_server import free_port
 
     monkeypatch.delenv("OPENAI_API_KEY", raising=False)
-    client = ModelClient(ModelConfig("m", base_url=f"http://127.0.0.1:{free_port()}/v1",
-                                     max_retries=1, max_backoff=0.01))  # fmt: skip
+    client = ModelClient(
+        ModelConfig(
+            "m", base_url=f"http://127.0.0.1:{free_port()}/v1", max_retries=1, max_backoff=0.01
+        )
+    )
     with pytest.raises(
         ModelError, match=r"no connection to http://127\.0\.0\.1:\d+/v1, 2 attempts"
     ):

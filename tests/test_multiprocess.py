@@ -53,8 +53,15 @@ def worker(url, barrier, results, agents=("a1",), turns=TURNS):
             barrier.wait(timeout=60)  # every process reaches each turn together: maximum contention
             group = turn // 4
             for agent in agents:
-                qq.propose(agent, f"Question {group}?", "referent", "t", [f"k{group}"],
-                           "evidence_gap", turn)  # fmt: skip
+                qq.propose(
+                    agent,
+                    f"Question {group}?",
+                    "referent",
+                    "t",
+                    [f"k{group}"],
+                    "evidence_gap",
+                    turn,
+                )
                 qq.note_use(agent, [f"k{group}", f"k{group - 1}"], turn)
                 got = qq.next_question(agent, turn)
                 if got is not None:

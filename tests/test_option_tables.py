@@ -25,18 +25,30 @@ spec.loader.exec_module(tables)
         ("  -I, --ignore=PATTERN       do not list", "gnu", [["-I --ignore", 1]]),
         ("  -F, --classify[=WHEN]      append indicator", "gnu", [["-F", 0], ["--classify", 2]]),
         ("  -p, --indicator-style=slash", "gnu", [["-p", 0]]),
-        ("  -c, -C NUM, --context[=NUM]   output NUM", "gnu",
-         [["-c", 0], ["-C", 1], ["--context", 2]]),
+        (
+            "  -c, -C NUM, --context[=NUM]   output NUM",
+            "gnu",
+            [["-c", 0], ["-C", 1], ["--context", 2]],
+        ),
         ("  -c  --format=FORMAT   use the specified FORMAT", "gnu", [["-c --format", 1]]),
         ("  -e script, --expression=script", "gnu", [["-e --expression", 1]]),
         ("  -e,  --execute=COMMAND           execute", "gnu", [["-e --execute", 1]]),
-        ("      --exclude-caches-under exclude everything under", "gnu",
-         [["--exclude-caches-under", 0]]),
-        ("     --alt-svc <file name> Enable alt-svc with this cache file", "gnu",
-         [["--alt-svc", 1]]),
+        (
+            "      --exclude-caches-under exclude everything under",
+            "gnu",
+            [["--exclude-caches-under", 0]],
+        ),
+        (
+            "     --alt-svc <file name> Enable alt-svc with this cache file",
+            "gnu",
+            [["--alt-svc", 1]],
+        ),
         ("     --ciphers <list of ciphers> SSL ciphers to use", "gnu", [["--ciphers", 1]]),
-        (" -D, --sched-deadline <ns> deadline parameter for DEADLINE", "gnu",
-         [["-D --sched-deadline", 1]]),
+        (
+            " -D, --sched-deadline <ns> deadline parameter for DEADLINE",
+            "gnu",
+            [["-D --sched-deadline", 1]],
+        ),
         ("    -u, --untracked-files[=<mode>]", "git", [["-u --untracked-files", 2]]),
         ("    -m, --message <message>", "git", [["-m --message", 1]]),
         ("       --stat[=<width>[,<name-width>[,<count>]]]", "git", [["--stat", 2]]),
@@ -44,7 +56,7 @@ spec.loader.exec_module(tables)
         ("    -f program-file  Program  text is read from file instead", "gnu", [["-f", 1]]),
         ("    -W version       show version information and exit.", "gnu", [["-W", 1]]),
     ],
-)  # fmt: skip
+)
 def test_each_help_layout_is_read_as_the_program_means_it(line, style, expected):
     found = tables.parse_line(line, retry=style != "git")
     assert found is not None, line

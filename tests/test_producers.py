@@ -27,8 +27,15 @@ def record(refs, agent="a1", key="res:turn7"):
 
 
 def gap(start, end, candidates, question="Who is meant?", surface="them"):
-    return {"surface": surface, "start": start, "end": end, "kind": "definite_reference",
-            "status": "evidence_gap", "candidates": candidates, "question": question}  # fmt: skip
+    return {
+        "surface": surface,
+        "start": start,
+        "end": end,
+        "kind": "definite_reference",
+        "status": "evidence_gap",
+        "candidates": candidates,
+        "question": question,
+    }
 
 
 # ------------------------------------------------------------------- gate
@@ -85,8 +92,12 @@ def test_gate_topic_falls_back(qq):
 
 # ------------------------------------------------------------- resolution
 def test_one_referent_question_per_gap(qq):
-    rec = record([gap(0, 3, ["Dana", "Priya", "dana"], question="Who is 'she'?"),
-                  {"surface": "it", "start": 9, "end": 11, "status": "resolved"}])  # fmt: skip
+    rec = record(
+        [
+            gap(0, 3, ["Dana", "Priya", "dana"], question="Who is 'she'?"),
+            {"surface": "it", "start": 9, "end": 11, "status": "resolved"},
+        ]
+    )
     assert qq.propose_from_resolution(rec, 7) == 1
     (cand,) = qq.candidates("a1")
     assert cand.question_text == "Who is 'she'?"
@@ -105,8 +116,9 @@ def test_one_referent_question_per_gap(qq):
 
 
 def test_two_gaps_give_two_questions(qq):
-    rec = record([gap(0, 3, ["a.py", "b.py"], question=None, surface="the parser"),
-                  gap(10, 18, ["x", "y"])])  # fmt: skip
+    rec = record(
+        [gap(0, 3, ["a.py", "b.py"], question=None, surface="the parser"), gap(10, 18, ["x", "y"])]
+    )
     assert qq.propose_from_resolution(rec, 0) == 2
     texts = sorted(c.question_text for c in qq.candidates("a1"))
     assert texts == ["Who is meant?", "Who or what does 'the parser' refer to?"]

@@ -16,8 +16,9 @@ from talos_ls.project import agent_id, find_root
 TALOS = str(Path(sys.executable).with_name("talos"))
 
 
-@pytest.mark.parametrize("marker", [".git", ".talos", "pyproject.toml", "package.json",
-                                    "Cargo.toml", "go.mod"])  # fmt: skip
+@pytest.mark.parametrize(
+    "marker", [".git", ".talos", "pyproject.toml", "package.json", "Cargo.toml", "go.mod"]
+)
 def test_nearest_marked_ancestor(tmp_path, marker):
     root = tmp_path / "proj"
     deep = root / "src" / "pkg" / "tests"
@@ -57,24 +58,52 @@ def test_memory_added_from_a_subdirectory_reaches_run(tmp_path, server):
     (ws / "tests").mkdir(parents=True)
     (ws / "pyproject.toml").write_text("[project]\nname = 'x'\n")
     env = {k: v for k, v in os.environ.items() if not k.startswith(("TALOS_", "OPENAI_"))}
-    env.update(TALOS_STORE_URL="sqlite:///" + str(tmp_path / "t.db"),
-               XDG_CONFIG_HOME=str(tmp_path / "cfg"))  # fmt: skip
-    added = subprocess.run([TALOS, "memory", "add", "deploys need approval from Dana"],
-                           cwd=ws / "tests", capture_output=True, text=True, env=env,
-                           timeout=60)  # fmt: skip
+    env.update(
+        TALOS_STORE_URL="sqlite:///" + str(tmp_path / "t.db"), XDG_CONFIG_HOME=str(tmp_path / "cfg")
+    )
+    added = subprocess.run(
+        [TALOS, "memory", "add", "deploys need approval from Dana"],
+        cwd=ws / "tests",
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=60,
+    )
     assert added.returncode == 0, added.stderr
     assert f"for agent {ws.resolve()}:" in added.stdout
-    assert added.stderr.strip() == f"workspace: {ws.resolve()} (the nearest project root; " \
-        "--workspace to choose another)"  # fmt: skip
-    listed = subprocess.run([TALOS, "memory", "--json"], cwd=ws / "tests", capture_output=True,
-                            text=True, env=env, timeout=60)  # fmt: skip
+    assert (
+        added.stderr.strip() == f"workspace: {ws.resolve()} (the nearest project root; "
+        "--workspace to choose another)"
+    )
+    listed = subprocess.run(
+        [TALOS, "memory", "--json"],
+        cwd=ws / "tests",
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=60,
+    )
     assert listed.stderr == ""  # with --json nothing but the JSON
     assert "approval from Dana" in listed.stdout
     server.script.append(reply("Noted."))
-    ran = subprocess.run([TALOS, "run", "who approves deploys?", "--workspace", str(ws),
-                          "--base-url", server.url, "--model", "fake-model"],
-                         capture_output=True, text=True, env=env, timeout=60,
-                         stdin=subprocess.DEVNULL)  # fmt: skip
+    ran = subprocess.run(
+        [
+            TALOS,
+            "run",
+            "who approves deploys?",
+            "--workspace",
+            str(ws),
+            "--base-url",
+            server.url,
+            "--model",
+            "fake-model",
+        ],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=60,
+        stdin=subprocess.DEVNULL,
+    )
     assert ran.returncode == 0, ran.stderr
     system = server.requests[0]["body"]["messages"][0]["content"]
     assert "deploys need approval from Dana" in system

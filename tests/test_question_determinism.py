@@ -61,9 +61,15 @@ def fresh_store(backend, tmp_path, request):
 
 
 def gap(start, candidates):
-    return {"surface": "the parser", "start": start, "end": start + 10, "status": "evidence_gap",
-            "kind": "definite_reference", "candidates": candidates,
-            "question": f"Which parser is meant at {start}?"}  # fmt: skip
+    return {
+        "surface": "the parser",
+        "start": start,
+        "end": start + 10,
+        "status": "evidence_gap",
+        "kind": "definite_reference",
+        "candidates": candidates,
+        "question": f"Which parser is meant at {start}?",
+    }
 
 
 def run_session(store, ranking: str = "seed") -> dict:
@@ -75,13 +81,21 @@ def run_session(store, ranking: str = "seed") -> dict:
     # Six facts with equal BM25 scores: search orders them by age (`valid_from`), then key.
     deploy = [facts.add(AGENT, f"deploy target staging-{i}") for i in range(6)]
     facts.observe({k: "contradicted" for k in deploy})  # 0.3 each: weak, worth confirming
-    for subject, attribute, values in (("tests", "use", ("unittest", "pytest")),
-                                       ("database", "engine", ("mysql", "postgres"))):  # fmt: skip
+    for subject, attribute, values in (
+        ("tests", "use", ("unittest", "pytest")),
+        ("database", "engine", ("mysql", "postgres")),
+    ):
         keys = [
-            facts.add(AGENT, f"{subject} {attribute} {v}", subject=subject, attribute=attribute,
-                      value=v, source="rules file")
+            facts.add(
+                AGENT,
+                f"{subject} {attribute} {v}",
+                subject=subject,
+                attribute=attribute,
+                value=v,
+                source="rules file",
+            )
             for v in values
-        ]  # fmt: skip
+        ]
         rec.reconcile(keys[-1])
 
     def named(text: str) -> str:  # fact keys differ between runs; their statements do not
@@ -96,10 +110,13 @@ def run_session(store, ranking: str = "seed") -> dict:
                 meta = {"gate": {"gated": True, "mode": "refuse", "refused_keys": [key]}}
                 qq.propose_from_gate(AGENT, meta, turn, request)
         if turn % 4 == 0:  # two evidence gaps in one record: two same-turn referent questions
-            refs = [gap(turn, ["src/parser.py", "tools/parser.py"]),
-                    gap(turn + 50, ["lib/parser.py", "old/parser.py"])]  # fmt: skip
-            record = SimpleNamespace(agent_id=AGENT, key=f"res:{turn}",
-                                     references_json=json.dumps(refs))  # fmt: skip
+            refs = [
+                gap(turn, ["src/parser.py", "tools/parser.py"]),
+                gap(turn + 50, ["lib/parser.py", "old/parser.py"]),
+            ]
+            record = SimpleNamespace(
+                agent_id=AGENT, key=f"res:{turn}", references_json=json.dumps(refs)
+            )
             qq.propose_from_resolution(record, turn)
         injected = [f.key for f in facts.search(AGENT, request, limit=2)]
         qq.note_use(AGENT, injected, turn)
@@ -135,10 +152,18 @@ def test_same_turn_candidates_are_asked_in_proposal_order(store):
     """The tie the seed left to a uuid4: same turn, same use, never asked."""
     qq = QuestionQueue(store, expiry_turns=100)
     made = [
-        qq.propose(AGENT, f"Is fact {i} right?", "confirmation", "test", [f"fact:{i}"],
-                   "gate_refusal", 3, options=[{"label": "yes"}, {"label": "no"}])
+        qq.propose(
+            AGENT,
+            f"Is fact {i} right?",
+            "confirmation",
+            "test",
+            [f"fact:{i}"],
+            "gate_refusal",
+            3,
+            options=[{"label": "yes"}, {"label": "no"}],
+        )
         for i in range(12)
-    ]  # fmt: skip
+    ]
     asked = []
     for turn in range(3, 3 + 5 * 12, 5):
         qq.note_use(AGENT, [c.target_keys[0] for c in made], turn)

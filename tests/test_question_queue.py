@@ -41,8 +41,16 @@ def test_new_candidate_fields(qq, facts):
 
 
 def test_options_stored_with_both_lists(qq):
-    cand = qq.propose("a1", "Which parser?", "referent", "t", ["r#1"], "evidence_gap", 0,
-                      options=[{"label": "src", "acted": None}, {"label": "tools"}])  # fmt: skip
+    cand = qq.propose(
+        "a1",
+        "Which parser?",
+        "referent",
+        "t",
+        ["r#1"],
+        "evidence_gap",
+        0,
+        options=[{"label": "src", "acted": None}, {"label": "tools"}],
+    )
     assert cand.options == [
         {"label": "src", "acted": [], "contradicted": []},
         {"label": "tools", "acted": [], "contradicted": []},
@@ -51,8 +59,15 @@ def test_options_stored_with_both_lists(qq):
 
 def test_same_kind_shared_key_is_a_duplicate_and_touches(qq, facts):
     first, _a, b = disjunction(qq, facts, turn=0)
-    again = qq.propose("a1", "Quite another wording?", "disjunction", "reconciliation",
-                       [b, "other"], "disjunction", 3)  # fmt: skip
+    again = qq.propose(
+        "a1",
+        "Quite another wording?",
+        "disjunction",
+        "reconciliation",
+        [b, "other"],
+        "disjunction",
+        3,
+    )
     assert again.candidate_id == first.candidate_id
     assert again.last_seen_turn == 3
     assert qq.get(first.candidate_id).last_seen_turn == 3
@@ -67,8 +82,9 @@ def test_touch_never_lowers_last_seen(qq, facts):
 
 def test_equal_normalized_text_is_a_duplicate_across_kinds_and_keys(qq):
     first = qq.propose("a1", "Morning or afternoon?", "disjunction", "r", ["k1"], "disjunction", 0)
-    again = qq.propose("a1", "  morning,  OR afternoon ", "confirmation", "r", ["k9"],
-                       "gate_refusal", 1)  # fmt: skip
+    again = qq.propose(
+        "a1", "  morning,  OR afternoon ", "confirmation", "r", ["k9"], "gate_refusal", 1
+    )
     assert again.candidate_id == first.candidate_id
     assert len(qq.candidates("a1")) == 1
 
@@ -128,8 +144,15 @@ def test_expired_is_never_a_duplicate(qq, facts):
     ],
 )
 def test_producer_bugs_raise_value_error(qq, kwargs, match):
-    args = dict(agent_id="a1", question_text="Which one?", kind="referent", source_module="t",
-                target_keys=["k"], ambiguity_signal="evidence_gap", turn=0)  # fmt: skip
+    args = dict(
+        agent_id="a1",
+        question_text="Which one?",
+        kind="referent",
+        source_module="t",
+        target_keys=["k"],
+        ambiguity_signal="evidence_gap",
+        turn=0,
+    )
     args.update(kwargs)
     with pytest.raises(ValueError, match=match):
         qq.propose(**args)
@@ -159,8 +182,9 @@ def test_concurrent_identical_proposals_leave_one(store_url):
 # ------------------------------------------------------------ VOI gate, budget
 def test_voi_truth_table():
     def cand(signal, seen):
-        return QuestionCandidate("c", "a", "q?", "referent", "t", ambiguity_signal=signal,
-                                 last_seen_turn=seen)  # fmt: skip
+        return QuestionCandidate(
+            "c", "a", "q?", "referent", "t", ambiguity_signal=signal, last_seen_turn=seen
+        )
 
     assert passes_voi_gate(cand("evidence_gap", 10), 10)
     assert passes_voi_gate(cand("evidence_gap", 5), 10)
@@ -274,8 +298,9 @@ def test_impact_order(qq):
 # -------------------------------------------------- expiry, staleness, timing
 def test_expiry_is_strict(qq, facts):
     cand, a, _ = disjunction(qq, facts, turn=0)
-    other, c, _ = disjunction(qq, facts, turn=0, text="Tabs or spaces?", a_text="tabs",
-                              b_text="spaces")  # fmt: skip
+    other, c, _ = disjunction(
+        qq, facts, turn=0, text="Tabs or spaces?", a_text="tabs", b_text="spaces"
+    )
     qq.note_use("a1", [c], 20)
     assert qq.next_question("a1", 20).candidate_id == other.candidate_id  # created + 20: ok
     qq.note_use("a1", [a], 21)
@@ -336,8 +361,9 @@ def test_staleness_check_expires_a_delivered_candidate(qq):
 
 
 def test_relevance_timing(qq):
-    cand = qq.propose("a1", "Should the deploy run on Fridays?", "confirmation", "t", ["k"],
-                      "gate_refusal", 0)  # fmt: skip
+    cand = qq.propose(
+        "a1", "Should the deploy run on Fridays?", "confirmation", "t", ["k"], "gate_refusal", 0
+    )
     assert qq.next_question("a1", 0, query_cues="what's for lunch") is None
     assert qq.next_question("a1", 0, query_cues=["kick off the DEPLOY"]).candidate_id == (
         cand.candidate_id
@@ -363,11 +389,7 @@ def test_deflection_cools_then_redelivers(qq, facts):
     assert qq.next_question("a1", 10) is None
     qq.note_use("a1", [a], 11)
     again = qq.next_question("a1", 11)
-    assert (again.candidate_id, again.ask_count, again.delivered_turn) == (
-        cand.candidate_id,
-        2,
-        11,
-    )
+    assert (again.candidate_id, again.ask_count, again.delivered_turn) == (cand.candidate_id, 2, 11)
     assert again.resolved_turn is None  # cleared on re-delivery
     assert qq.get(cand.candidate_id).resolved_turn is None
 
@@ -376,8 +398,9 @@ def test_ignored_question_cools_and_is_reasked(qq, facts):
     ignored, a, _ = disjunction(qq, facts, turn=0)
     assert qq.next_question("a1", 0).candidate_id == ignored.candidate_id
     for turn in range(1, C - 2):
-        qq.propose("a1", "Morning or afternoon, really?", "disjunction", "r", [a], "disjunction",
-                   turn)  # fmt: skip
+        qq.propose(
+            "a1", "Morning or afternoon, really?", "disjunction", "r", [a], "disjunction", turn
+        )
         qq.note_use("a1", [a], turn)
         assert qq.next_question("a1", turn) is None  # waiting for its reply: never re-asked
     other = qq.propose("a1", "Tabs?", "confirmation", "t", ["tabs"], "gate_refusal", C - 2)
@@ -398,11 +421,7 @@ def test_cooled_as_ignored_can_be_redelivered_in_the_same_pass(qq):
     assert qq.next_question("a1", 0) is not None
     qq.note_use("a1", ["k"], C)
     again = qq.next_question("a1", C)
-    assert (again.candidate_id, again.ask_count, again.delivered_turn) == (
-        cand.candidate_id,
-        2,
-        C,
-    )
+    assert (again.candidate_id, again.ask_count, again.delivered_turn) == (cand.candidate_id, 2, C)
 
 
 def test_late_reply_to_ignored_question_is_not_open(qq, facts):
@@ -483,15 +502,33 @@ def test_gate_refusal_answered_no_lowers_confidence(qq, facts):
 
 
 def test_unknown_target_keys_are_skipped(qq):
-    cand = qq.propose("a1", "Which parser?", "referent", "t", ["rec#ref:4:10"], "evidence_gap", 0,
-                      options=[{"label": "src/parser.py", "acted": ["nope"]},
-                               {"label": "tools/parser.py"}])  # fmt: skip
+    cand = qq.propose(
+        "a1",
+        "Which parser?",
+        "referent",
+        "t",
+        ["rec#ref:4:10"],
+        "evidence_gap",
+        0,
+        options=[{"label": "src/parser.py", "acted": ["nope"]}, {"label": "tools/parser.py"}],
+    )
     res = qq.record_answer(cand, "tools/parser.py", 1)
     assert (res.applied, res.option_index) == (True, 1)
     assert qq.get(cand.candidate_id).answer_option == 1
     res = qq.record_answer(
-        qq.propose("a1", "Other?", "referent", "t", ["z"], "evidence_gap", 1,
-                   options=[{"label": "x", "acted": ["missing"]}]), "x", 1)  # fmt: skip
+        qq.propose(
+            "a1",
+            "Other?",
+            "referent",
+            "t",
+            ["z"],
+            "evidence_gap",
+            1,
+            options=[{"label": "x", "acted": ["missing"]}],
+        ),
+        "x",
+        1,
+    )
     assert res.applied
 
 
@@ -564,8 +601,15 @@ def test_prune_keeps_pending_and_is_strict(qq, facts):
     assert qq.get(answered.candidate_id) is None
     assert qq.get(pending.candidate_id).status == "pending"
     # A pruned candidate no longer blocks the same question.
-    again = qq.propose("a1", "Does Dana prefer morning or afternoon meetings?", "disjunction",
-                       "r", ["x"], "disjunction", 501)  # fmt: skip
+    again = qq.propose(
+        "a1",
+        "Does Dana prefer morning or afternoon meetings?",
+        "disjunction",
+        "r",
+        ["x"],
+        "disjunction",
+        501,
+    )
     assert again.candidate_id != answered.candidate_id
 
 
@@ -585,8 +629,12 @@ def test_kill_switch(qq, facts, monkeypatch, value):
     assert (res.applied, res.reason) == (False, "disabled")
     assert qq.propose_from_resolution(object(), 0) == 0
     assert qq.propose_from_disjunctions("a1", 0) == 0
-    assert qq.propose_from_gate("a1", {"gate": {"gated": True, "mode": "refuse",
-                                                "refused_keys": [a]}}, 0, "x") is None  # fmt: skip
+    assert (
+        qq.propose_from_gate(
+            "a1", {"gate": {"gated": True, "mode": "refuse", "refused_keys": [a]}}, 0, "x"
+        )
+        is None
+    )
     assert len(qq.candidates("a1")) == 1 and qq.get(cand.candidate_id).status == "pending"
     monkeypatch.setenv("TALOS_QUESTION_QUEUE_DISABLE", "0")
     assert qq.next_question("a1", 0).candidate_id == cand.candidate_id
@@ -620,8 +668,9 @@ def test_thread_hammer_two_agents(qq):
             for turn in range(turns):
                 barrier.wait(timeout=30)
                 group = turn // 3
-                qq.propose(agent, f"Q{group}?", "referent", "t", [f"k{group}"], "evidence_gap",
-                           turn)  # fmt: skip
+                qq.propose(
+                    agent, f"Q{group}?", "referent", "t", [f"k{group}"], "evidence_gap", turn
+                )
                 qq.note_use(agent, [f"k{group}"], turn)
                 got = qq.next_question(agent, turn)
                 if got is not None:

@@ -34,8 +34,16 @@ def test_stem_hand_checked(word, folded):
 
 
 def ask(qq: QuestionQueue, text: str, turn: int = 0):
-    cand = qq.propose(AGENT, text, "confirmation", "test", [f"fact:{text}"], "gate_refusal", turn,
-                      options=[{"label": "yes"}, {"label": "no"}])  # fmt: skip
+    cand = qq.propose(
+        AGENT,
+        text,
+        "confirmation",
+        "test",
+        [f"fact:{text}"],
+        "gate_refusal",
+        turn,
+        options=[{"label": "yes"}, {"label": "no"}],
+    )
     assert cand is not None
     return cand
 
@@ -64,8 +72,14 @@ def test_the_issue_case_a_conflict_about_tests_is_relevant_to_a_failing_test(qq,
     and "Tests use unittest"; "fix the failing test" shares no exact word with it."""
     rec = Reconciler(facts)
     for value in ("unittest", "pytest"):
-        key = facts.add(AGENT, f"tests use {value}", subject="tests", attribute="use",
-                        value=value, source="rules file")  # fmt: skip
+        key = facts.add(
+            AGENT,
+            f"tests use {value}",
+            subject="tests",
+            attribute="use",
+            value=value,
+            source="rules file",
+        )
     rec.reconcile(key)
     assert qq.propose_from_disjunctions(AGENT, 0) == 1
     assert qq.next_question(AGENT, 0, query_cues="what's for lunch") is None

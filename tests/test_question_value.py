@@ -207,17 +207,20 @@ def _labels(a, b):
     return cand([{"label": a, "acted": ["fa"]}, {"label": b, "acted": ["fb"]}])
 
 
-@pytest.mark.parametrize(("a", "b", "request_text", "settled"), [
-    ("pytest", "unittest", "run the tests with PyTest.", True),
-    ("pytest", "unittest", "port the unittest cases", True),
-    ("pytest", "unittest", "pytest or unittest, which is faster?", False),  # both
-    ("pytest", "unittest", "fix the failing tests", False),  # neither
-    ("semantic versioning", "calendar versioning", "bump it with semantic versioning", True),
-    ("semantic versioning", "calendar versioning", "bump it the semantic way", False),
-    ("black", "Black", "run black", False),  # nothing tells the two apart
-    ("py\u202etest\x1b[8m", "unittest", "add the tests", False),  # a word of a label is not it
-    ("test", "pytest", "run pytest", True),  # whole words: "test" is not in "pytest"
-])  # fmt: skip
+@pytest.mark.parametrize(
+    ("a", "b", "request_text", "settled"),
+    [
+        ("pytest", "unittest", "run the tests with PyTest.", True),
+        ("pytest", "unittest", "port the unittest cases", True),
+        ("pytest", "unittest", "pytest or unittest, which is faster?", False),  # both
+        ("pytest", "unittest", "fix the failing tests", False),  # neither
+        ("semantic versioning", "calendar versioning", "bump it with semantic versioning", True),
+        ("semantic versioning", "calendar versioning", "bump it the semantic way", False),
+        ("black", "Black", "run black", False),  # nothing tells the two apart
+        ("py\u202etest\x1b[8m", "unittest", "add the tests", False),  # a word of a label is not it
+        ("test", "pytest", "run pytest", True),  # whole words: "test" is not in "pytest"
+    ],
+)
 def test_a_request_settles_a_disjunction_only_by_naming_one_label(a, b, request_text, settled):
     assert qv.settled_by_request(_labels(a, b), request_text) is settled
     assert qv.settled_by_request(_labels(b, a), [request_text, "x.py"]) is settled

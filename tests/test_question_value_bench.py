@@ -12,8 +12,15 @@ from pathlib import Path
 import pytest
 
 BENCH = Path(__file__).resolve().parents[1] / "bench" / "question_value.py"
-COUNTS = ("turns", "questions", "answered", "dismissed", "useful", "over_asking",
-          "wrong_assumptions")  # fmt: skip
+COUNTS = (
+    "turns",
+    "questions",
+    "answered",
+    "dismissed",
+    "useful",
+    "over_asking",
+    "wrong_assumptions",
+)
 
 
 @pytest.fixture(scope="module")
@@ -77,10 +84,23 @@ def test_the_ablations_leave_the_ranking_as_it_was(bench):
 def test_the_script_writes_json(tmp_path):
     out = tmp_path / "out.json"
     done = subprocess.run(
-        [sys.executable, str(BENCH), "--sessions", "1", "--turns", "6", "--arms", "seed,value",
-         "--json", str(out)],
-        capture_output=True, text=True, timeout=120, check=True,
-    )  # fmt: skip
+        [
+            sys.executable,
+            str(BENCH),
+            "--sessions",
+            "1",
+            "--turns",
+            "6",
+            "--arms",
+            "seed,value",
+            "--json",
+            str(out),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=True,
+    )
     assert "identical sessions in every arm: True" in done.stdout
     result = json.loads(out.read_text())
     assert set(result["arms"]) == {"seed", "value"}

@@ -10,8 +10,7 @@ import pytest
 from talos_ls.display import visible
 from talos_ls.redact import RedactingFilter, Redactor, redact_url
 
-PEM = ("-----BEGIN RSA PRIVATE KEY-----\nMIIEowIBAAKCAQEAx\nabc\n"
-       "-----END RSA PRIVATE KEY-----")  # fmt: skip
+PEM = "-----BEGIN RSA PRIVATE KEY-----\nMIIEowIBAAKCAQEAx\nabc\n-----END RSA PRIVATE KEY-----"
 
 
 @pytest.mark.parametrize(
@@ -61,9 +60,15 @@ def test_logs_are_redacted(caplog):
     logger = logging.getLogger("talos_ls.test")
     handler = logging.StreamHandler()
     handler.addFilter(RedactingFilter())
-    record = logger.makeRecord("x", logging.WARNING, "f", 1, "key %s at %s",
-                               ("ghp_abcdefghijklmnopqrstuvwxyz0123456789",
-                                "http://u:pw123@h"), None)  # fmt: skip
+    record = logger.makeRecord(
+        "x",
+        logging.WARNING,
+        "f",
+        1,
+        "key %s at %s",
+        ("ghp_abcdefghijklmnopqrstuvwxyz0123456789", "http://u:pw123@h"),
+        None,
+    )
     handler.filter(record)
     assert record.getMessage() == "key [redacted github token] at http://u:***@h"
 

@@ -55,8 +55,14 @@ def test_next_question_round_trips(rstore, monkeypatch):
     got = qq.next_question("a1", 5)
     assert got is not None and got.question_text != "Which parser 1?"
     assert len(calls) == 2  # select, then expire-the-stale-and-deliver
-    assert qq.get(next(c.candidate_id for c in qq.candidates("a1")
-                       if c.question_text == "Which parser 1?")).status == "expired"  # fmt: skip
+    assert (
+        qq.get(
+            next(
+                c.candidate_id for c in qq.candidates("a1") if c.question_text == "Which parser 1?"
+            )
+        ).status
+        == "expired"
+    )
 
 
 def test_every_agent_key_carries_the_hash_tag(rstore, redis_server):
@@ -190,9 +196,17 @@ def test_acl_user_from_the_url_password_from_the_environment(tmp_path, monkeypat
     try:
         admin = redis.Redis(port=server.port)
         admin.execute_command(
-            "ACL", "SETUSER", "talos", "on", ">pw-from-env", "~talos:*",
-            "+@read", "+@write", "+@scripting", "+ping",
-        )  # fmt: skip
+            "ACL",
+            "SETUSER",
+            "talos",
+            "on",
+            ">pw-from-env",
+            "~talos:*",
+            "+@read",
+            "+@write",
+            "+@scripting",
+            "+ping",
+        )
         monkeypatch.setenv("TALOS_REDIS_PASSWORD", "pw-from-env")
         store = open_store(f"redis://talos@127.0.0.1:{server.port}/0")
         qq = QuestionQueue(store)

@@ -37,8 +37,10 @@ def test_a_malformed_url_names_what_is_wrong(url, fault):
 
 
 def test_a_password_in_a_cluster_or_sentinel_url_is_never_shown():
-    for url in ("redis+cluster://talos:hunter2@127.0.0.1:bad",
-                "redis+sentinel://talos:hunter2@127.0.0.1:26379"):  # fmt: skip
+    for url in (
+        "redis+cluster://talos:hunter2@127.0.0.1:bad",
+        "redis+sentinel://talos:hunter2@127.0.0.1:26379",
+    ):
         with pytest.raises(StoreError) as err:
             open_store(url)
         assert "hunter2" not in str(err.value) and "talos:***@" in str(err.value)
@@ -51,8 +53,11 @@ def test_urls_are_read_as_written():
     assert (t.username, t.password) == ("u", "p@ss")
     t = parse("shown", "redis+sentinel://s1,s2:26380/talos?db=3")
     assert (t.topology, t.service, t.db, t.nodes) == (
-        SENTINEL, "talos", 3, [("s1", 26379), ("s2", 26380)]
-    )  # fmt: skip
+        SENTINEL,
+        "talos",
+        3,
+        [("s1", 26379), ("s2", 26380)],
+    )
 
 
 def test_unreachable_cluster_is_one_clear_error():
@@ -99,11 +104,11 @@ def test_agents_are_listed_from_the_index_never_by_scanning(redis_cluster):
         store._client.scan_iter = no_scan
         store._client.scan = no_scan
         listed = store.qq_agents()
-        assert listed == {a: (4 if a == "agent-1" else None)
-                          for i, a in enumerate(agents) if i % 3}  # fmt: skip
+        assert listed == {a: (4 if a == "agent-1" else None) for i, a in enumerate(agents) if i % 3}
         assert {c["agent_id"] for c in store.qq_list()} == set(listed)
-        assert {f["agent_id"] for f in store.fact_list()} == {a for i, a in enumerate(agents)
-                                                              if i % 2}  # fmt: skip
+        assert {f["agent_id"] for f in store.fact_list()} == {
+            a for i, a in enumerate(agents) if i % 2
+        }
     finally:
         store.close()
 

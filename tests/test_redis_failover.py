@@ -86,17 +86,28 @@ def test_cluster_master_killed(tmp_path):
         qq, facts = QuestionQueue(store), FactStore(store)
         agent = "/home/dana/proj"
         victim = cluster.owner(f"talos:{{{agent}}}:ids")
-        other = next(f"agent-{i}" for i in range(100)
-                     if cluster.owner(f"talos:{{agent-{i}}}:ids") is not victim)  # fmt: skip
+        other = next(
+            f"agent-{i}"
+            for i in range(100)
+            if cluster.owner(f"talos:{{agent-{i}}}:ids") is not victim
+        )
         acknowledged = acknowledged_before_the_kill(qq, facts, agent)
         confirmation(qq, "k-elsewhere", turn=0, agent=other)
 
         victim.kill()  # SIGKILL: no shutdown, no hand-over
         started = time.monotonic()
         with pytest.raises(StoreError) as err:
-            store.qq_select(agent, 2, budget_turns=K, cooldown_turns=3, recent_use_turns=10,
-                            signals=["gate_refusal"], cues=None, limit=4,
-                            checked_kinds=[])  # fmt: skip
+            store.qq_select(
+                agent,
+                2,
+                budget_turns=K,
+                cooldown_turns=3,
+                recent_use_turns=10,
+                signals=["gate_refusal"],
+                cues=None,
+                limit=4,
+                checked_kinds=[],
+            )
         assert err.value.reason in FAULTS
         reasons = ride_out_failover(store, qq, agent)
         took = time.monotonic() - started

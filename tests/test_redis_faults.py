@@ -38,10 +38,16 @@ def hammer(url, fact_keys, barrier, progress, phase, results):
             started = time.monotonic()
             group = turn // 3
             key = fact_keys[group % len(fact_keys)]
-            qq.propose("a1", f"Is fact {group} still right?", "confirmation", "t", [key],
-                       "gate_refusal", turn,
-                       options=[{"label": "yes", "acted": [key]},
-                                {"label": "no", "contradicted": [key]}])  # fmt: skip
+            qq.propose(
+                "a1",
+                f"Is fact {group} still right?",
+                "confirmation",
+                "t",
+                [key],
+                "gate_refusal",
+                turn,
+                options=[{"label": "yes", "acted": [key]}, {"label": "no", "contradicted": [key]}],
+            )
             qq.note_use("a1", [key], turn)
             got = qq.next_question("a1", turn)
             if got is not None:

@@ -16,12 +16,7 @@ from talos_ls.gates.producers import answered_referents
 from talos_ls.gates.question_queue import QuestionQueue
 from talos_ls.memory import index as index_mod
 from talos_ls.memory.index import WorkspaceIndex
-from talos_ls.memory.resolve import (
-    Evidence,
-    evidence_notes,
-    resolve,
-    workspace_path,
-)
+from talos_ls.memory.resolve import Evidence, evidence_notes, resolve, workspace_path
 
 
 @pytest.fixture
@@ -94,9 +89,20 @@ def test_record_shape(workspace):
     assert record.agent_id == "a1" and record.turn == 4 and record.key.startswith("res:4:")
     assert record.status == "evidence_gap"
     (ref,) = record.references
-    assert set(ref) == {"surface", "start", "end", "kind", "status", "temporal_role",
-                        "resolved_text", "resolved_epoch", "assumption", "candidates",
-                        "question", "evidence"}  # fmt: skip
+    assert set(ref) == {
+        "surface",
+        "start",
+        "end",
+        "kind",
+        "status",
+        "temporal_role",
+        "resolved_text",
+        "resolved_epoch",
+        "assumption",
+        "candidates",
+        "question",
+        "evidence",
+    }
     assert ref["evidence"] is None  # no evidence given: nothing weighed
     assert resolve("a1", 4, "rename the Parser class", workspace).status == "resolved"
 
@@ -215,8 +221,11 @@ def test_gitignore_excludes_and_reincludes(tmp_path):
     gitignore = write(tmp_path, ".gitignore", "*.log\n")
     index.apply([("modified", gitignore)])
     assert index.files == [
-        ".gitignore", "generated/later.py", "generated/parser.py", "src/parser.py"
-    ]  # fmt: skip
+        ".gitignore",
+        "generated/later.py",
+        "generated/parser.py",
+        "src/parser.py",
+    ]
     assert index.match_noun("parser", None) == ["generated/parser.py", "src/parser.py"]
     assert index.match_symbol("later") == ["later in generated/later.py"]
 
@@ -230,8 +239,7 @@ def test_nested_gitignore(tmp_path):
     assert index.files == [".gitignore", "a.tmp", "sub/.gitignore", "sub/keep.log"]
     nested = write(tmp_path, "sub/.gitignore", "")
     index.apply([("modified", nested)])  # only sub/ is walked again
-    assert index.files == [".gitignore", "a.tmp", "sub/.gitignore", "sub/b.tmp",
-                           "sub/deeper/c.tmp"]  # fmt: skip
+    assert index.files == [".gitignore", "a.tmp", "sub/.gitignore", "sub/b.tmp", "sub/deeper/c.tmp"]
     added = write(tmp_path, "sub/deeper/d.log", "")
     index.apply([("added", added)])
     assert "sub/deeper/d.log" not in index.files  # the root's *.log still applies
@@ -247,14 +255,16 @@ def test_symlinks_and_fifos_are_never_followed_or_opened(tmp_path, parses):
     os.mkfifo(root / "pipe.py")
     index = WorkspaceIndex.build(root)
     assert index.files == ["real.py"]
-    index.apply([
-        ("added", str(root / "linked")),
-        ("added", str(root / "linked" / "secret.py")),
-        ("modified", str(root / "alias.py")),
-        ("modified", str(root / "pipe.py")),
-        ("added", str(outside / "secret.py")),  # outside the root
-        ("added", str(root / ".." / "outside" / "secret.py")),
-    ])  # fmt: skip
+    index.apply(
+        [
+            ("added", str(root / "linked")),
+            ("added", str(root / "linked" / "secret.py")),
+            ("modified", str(root / "alias.py")),
+            ("modified", str(root / "pipe.py")),
+            ("added", str(outside / "secret.py")),  # outside the root
+            ("added", str(root / ".." / "outside" / "secret.py")),
+        ]
+    )
     assert index.files == ["real.py"] and index.match_symbol("leaked") == []
     assert all(not p.startswith(str(outside)) and "linked" not in p for p in parses)
     assert str(root / "pipe.py") not in parses and str(root / "alias.py") not in parses
@@ -263,12 +273,14 @@ def test_symlinks_and_fifos_are_never_followed_or_opened(tmp_path, parses):
 def test_skipped_directories_stay_skipped_on_apply(tmp_path):
     write(tmp_path, "a.py")
     index = WorkspaceIndex.build(tmp_path)
-    index.apply([
-        ("added", write(tmp_path, "node_modules/lib/parser.js", "function parse() {}\n")),
-        ("added", str(tmp_path / "node_modules")),
-        ("added", write(tmp_path, "build/out/parser.py")),
-        ("added", write(tmp_path, ".git/parser.py")),
-    ])  # fmt: skip
+    index.apply(
+        [
+            ("added", write(tmp_path, "node_modules/lib/parser.js", "function parse() {}\n")),
+            ("added", str(tmp_path / "node_modules")),
+            ("added", write(tmp_path, "build/out/parser.py")),
+            ("added", write(tmp_path, ".git/parser.py")),
+        ]
+    )
     assert index.files == ["a.py"]
 
 
@@ -279,8 +291,10 @@ def test_lookups_are_sorted_by_path_whatever_the_order_of_arrival(tmp_path):
         index.apply([("added", write(tmp_path, rel, "def helper():\n    pass\n"))])
     assert index.match_noun("util", None) == ["a/util.py", "m/util.py", "z/util.py"]
     assert index.match_symbol("helper") == [
-        "helper in a/util.py", "helper in m/util.py", "helper in z/util.py"
-    ]  # fmt: skip
+        "helper in a/util.py",
+        "helper in m/util.py",
+        "helper in z/util.py",
+    ]
     index.apply([("added", write(tmp_path, "app_settings.toml", ""))])
     assert index.match_noun("settings", "config") == ["app_settings.toml"]  # a new stem is seen
 
@@ -422,7 +436,10 @@ def weighed(index, evidence, text="fix the parser"):
 def test_the_active_document_settles_the_reference_and_no_question_is_proposed(workspace, qq):
     record, ref = weighed(workspace, Evidence(active="tools/parser.py"))
     assert (ref["status"], ref["resolved_text"], ref["question"]) == (
-        "resolved", "tools/parser.py", None)  # fmt: skip
+        "resolved",
+        "tools/parser.py",
+        None,
+    )
     assert ref["candidates"] == PARSERS  # what it was chosen among stays on record
     assert ref["evidence"] == {
         "rule": "active document",
@@ -434,8 +451,10 @@ def test_the_active_document_settles_the_reference_and_no_question_is_proposed(w
     assert qq.propose_from_resolution(record, 1) == 0
     assert qq.next_question("a1", 1, "fix the parser") is None
     (note,) = evidence_notes(record)
-    assert note == ("'the parser' is taken to mean tools/parser.py (it is the active document), "
-                    "not src/parser.py.")  # fmt: skip
+    assert note == (
+        "'the parser' is taken to mean tools/parser.py (it is the active document), "
+        "not src/parser.py."
+    )
 
 
 def test_an_active_document_that_is_no_candidate_decides_nothing(workspace, qq):
@@ -445,12 +464,15 @@ def test_an_active_document_that_is_no_candidate_decides_nothing(workspace, qq):
     assert evidence_notes(record) == []
 
 
-@pytest.mark.parametrize("selection", [
-    "from tools.parser import LIMIT\n",
-    "import tools.parser as p",
-    "see tools/parser.py:3 for the limit",
-    "x = tools.parser.load_config()",
-])  # fmt: skip
+@pytest.mark.parametrize(
+    "selection",
+    [
+        "from tools.parser import LIMIT\n",
+        "import tools.parser as p",
+        "see tools/parser.py:3 for the limit",
+        "x = tools.parser.load_config()",
+    ],
+)
 def test_the_selection_naming_one_candidate_settles_it(workspace, selection):
     _, ref = weighed(workspace, Evidence(active="web/app.ts", selection=selection))
     assert ref["status"] == "resolved" and ref["resolved_text"] == "tools/parser.py"
@@ -460,17 +482,19 @@ def test_the_selection_naming_one_candidate_settles_it(workspace, selection):
 def test_active_document_and_selection_naming_different_candidates_still_ask(workspace):
     _, ref = weighed(workspace, Evidence(active="src/parser.py", selection="import tools.parser"))
     assert ref["status"] == "evidence_gap" and ref["question"]
-    assert ref["evidence"] == {"rule": "active document", "decided": False,
-                               "candidates": PARSERS}  # fmt: skip
+    assert ref["evidence"] == {"rule": "active document", "decided": False, "candidates": PARSERS}
 
 
-@pytest.mark.parametrize("message", [
-    'File "{root}/tools/parser.py", line 3, in <module>',
-    "tools/parser.py:3:1: E999 SyntaxError",
-    "file://{root}/tools/parser.py: unused import",
-    'Module "tools.parser" has no attribute "LIMITS"',
-    "./tools/parser.py(3): error",
-])  # fmt: skip
+@pytest.mark.parametrize(
+    "message",
+    [
+        'File "{root}/tools/parser.py", line 3, in <module>',
+        "tools/parser.py:3:1: E999 SyntaxError",
+        "file://{root}/tools/parser.py: unused import",
+        'Module "tools.parser" has no attribute "LIMITS"',
+        "./tools/parser.py(3): error",
+    ],
+)
 def test_a_diagnostic_in_range_naming_one_candidate_settles_it(workspace, message):
     diagnostics = ("line too long (120 > 99)", message.format(root=workspace.root))
     record, ref = weighed(workspace, Evidence(active="README.md", diagnostics=diagnostics))
@@ -500,16 +524,16 @@ def test_two_candidates_both_touched_still_ask(workspace, qq):
     record, ref = weighed(workspace, Evidence(touched=("src/parser.py", "./tools/parser.py")))
     assert ref["status"] == "evidence_gap"
     assert ref["question"] == "Which do you mean by 'the parser': src/parser.py or tools/parser.py?"
-    assert ref["evidence"] == {"rule": "recently touched", "decided": False,
-                               "candidates": PARSERS}  # fmt: skip
+    assert ref["evidence"] == {"rule": "recently touched", "decided": False, "candidates": PARSERS}
     assert qq.propose_from_resolution(record, 1) == 1
     assert evidence_notes(record) == []
 
 
 def test_the_stronger_evidence_wins(workspace):
     # the active document over a diagnostic and a touched file naming the other one
-    evidence = Evidence(active="src/parser.py", diagnostics=("tools/parser.py:1: E1",),
-                        touched=("tools/parser.py",))  # fmt: skip
+    evidence = Evidence(
+        active="src/parser.py", diagnostics=("tools/parser.py:1: E1",), touched=("tools/parser.py",)
+    )
     assert weighed(workspace, evidence)[1]["evidence"]["rule"] == "active document"
     assert weighed(workspace, evidence)[1]["resolved_text"] == "src/parser.py"
     # a diagnostic over a touched file
@@ -533,18 +557,25 @@ def test_an_indeterminate_reference_can_be_settled_too(workspace):
     assert "pkg4/util.py" in ref["candidates"] and len(ref["candidates"]) == 5
 
 
-@pytest.mark.parametrize("outside", [
-    "/elsewhere/tools/parser.py:3: E1",
-    "{root}/../tools/parser.py:3",
-    "../ws/tools/parser.py",
-    "{root}x/tools/parser.py",
-    "file:///elsewhere/tools/parser.py",
-    "src/../../tools/parser.py",
-])  # fmt: skip
+@pytest.mark.parametrize(
+    "outside",
+    [
+        "/elsewhere/tools/parser.py:3: E1",
+        "{root}/../tools/parser.py:3",
+        "../ws/tools/parser.py",
+        "{root}x/tools/parser.py",
+        "file:///elsewhere/tools/parser.py",
+        "src/../../tools/parser.py",
+    ],
+)
 def test_paths_outside_the_workspace_name_nothing(workspace, outside):
     text = outside.format(root=workspace.root)
-    for evidence in (Evidence(active=text), Evidence(selection=text),
-                     Evidence(diagnostics=(text,)), Evidence(touched=(text,))):  # fmt: skip
+    for evidence in (
+        Evidence(active=text),
+        Evidence(selection=text),
+        Evidence(diagnostics=(text,)),
+        Evidence(touched=(text,)),
+    ):
         _, ref = weighed(workspace, evidence)
         assert ref["status"] == "evidence_gap" and ref["evidence"] is None, evidence
 
@@ -556,16 +587,36 @@ def test_workspace_path_normalizes_or_refuses():
     assert workspace_path("tools\\parser.py", root) == "tools/parser.py"
     assert workspace_path("/w/ws/a/../tools/parser.py", root) == "tools/parser.py"
     assert workspace_path("file:///w/ws/my%20dir/x.py", root) == "my dir/x.py"
-    for bad in ("", ".", "..", "/w/ws", "/w/wsx/a.py", "/etc/passwd", "a/../../b", "a\0b",
-                "x" * 5000, "//w/ws/a.py"):  # fmt: skip
+    for bad in (
+        "",
+        ".",
+        "..",
+        "/w/ws",
+        "/w/wsx/a.py",
+        "/etc/passwd",
+        "a/../../b",
+        "a\0b",
+        "x" * 5000,
+        "//w/ws/a.py",
+    ):
         assert workspace_path(bad, root) is None, bad
 
 
-@pytest.mark.parametrize("odd", [
-    "\0\x1b[31m\u202e" * 100, "tools.parser." * 10_000, ":" * 50_000, "a.b.c.d.e.f" * 1000,
-    "\udcff\ud800 tools/parser.py", "(((((" + "/" * 10_000, "file://%zz%00",
-    ":1" * 20_000 + "x", "tools/parser.py" * 5000, (":1" * 2040 + "x ") * 10,
-])  # fmt: skip
+@pytest.mark.parametrize(
+    "odd",
+    [
+        "\0\x1b[31m\u202e" * 100,
+        "tools.parser." * 10_000,
+        ":" * 50_000,
+        "a.b.c.d.e.f" * 1000,
+        "\udcff\ud800 tools/parser.py",
+        "(((((" + "/" * 10_000,
+        "file://%zz%00",
+        ":1" * 20_000 + "x",
+        "tools/parser.py" * 5000,
+        (":1" * 2040 + "x ") * 10,
+    ],
+)
 def test_odd_evidence_text_never_crashes(workspace, odd):
     started = time.monotonic()
     evidence = Evidence(active=odd, selection=odd, diagnostics=(odd,) * 100, touched=(odd,) * 100)
@@ -583,11 +634,14 @@ def test_non_string_evidence_does_not_cost_the_turn(workspace):
     assert ref["status"] == "evidence_gap"
 
 
-@pytest.mark.parametrize("text", [
-    "fix the parser in tools/parser.py",
-    "fix the parser, the one in tools.parser",
-    "fix the parser (./tools/parser.py:12)",
-])  # fmt: skip
+@pytest.mark.parametrize(
+    "text",
+    [
+        "fix the parser in tools/parser.py",
+        "fix the parser, the one in tools.parser",
+        "fix the parser (./tools/parser.py:12)",
+    ],
+)
 def test_the_request_naming_one_candidate_settles_it_without_any_editor(workspace, qq, text):
     record, ref = weighed(workspace, None, text)
     assert ref["status"] == "resolved" and ref["resolved_text"] == "tools/parser.py"
@@ -601,8 +655,9 @@ def test_the_request_outranks_the_editor_and_naming_both_still_asks(workspace):
         workspace, Evidence(active="src/parser.py"), "fix the parser in tools/parser.py"
     )
     assert (ref["resolved_text"], ref["evidence"]["rule"]) == ("tools/parser.py", "request")
-    _, ref = weighed(workspace, Evidence(active="src/parser.py"),
-                     "the parser: src/parser.py or tools/parser.py?")  # fmt: skip
+    _, ref = weighed(
+        workspace, Evidence(active="src/parser.py"), "the parser: src/parser.py or tools/parser.py?"
+    )
     assert ref["status"] == "evidence_gap"
     assert ref["evidence"] == {"rule": "request", "decided": False, "candidates": PARSERS}
 
@@ -637,12 +692,15 @@ def test_the_latest_answer_wins(workspace):
     assert weighed(workspace, Evidence(answers=answers))[1]["resolved_text"] == "src/parser.py"
 
 
-@pytest.mark.parametrize("answer", [
-    ("Which do you mean by 'the lexer': src/lexer.py or tools/lexer.py?", "tools/parser.py"),
-    (ASKED, "web/app.ts"),  # not a candidate now
-    (ASKED, "option 2"),  # the labels were numbered: nothing to match
-    ("Which do you mean by 'the parsers'?", "tools/parser.py"),  # other words
-])  # fmt: skip
+@pytest.mark.parametrize(
+    "answer",
+    [
+        ("Which do you mean by 'the lexer': src/lexer.py or tools/lexer.py?", "tools/parser.py"),
+        (ASKED, "web/app.ts"),  # not a candidate now
+        (ASKED, "option 2"),  # the labels were numbered: nothing to match
+        ("Which do you mean by 'the parsers'?", "tools/parser.py"),  # other words
+    ],
+)
 def test_an_answer_about_other_words_or_files_decides_nothing(workspace, answer):
     _, ref = weighed(workspace, Evidence(answers=(answer,)))
     assert ref["status"] == "evidence_gap" and ref["evidence"] is None
@@ -650,9 +708,11 @@ def test_an_answer_about_other_words_or_files_decides_nothing(workspace, answer)
 
 def test_the_queue_lists_the_answered_referents_most_recent_first(store):
     qq = QuestionQueue(store, budget_turns=1)
-    script = [("the parser", PARSERS, "tools/parser.py"),
-              ("the lexer", ["a/lexer.py", "b/lexer.py"], ""),  # dismissed: not an answer
-              ("the loader", ["a/loader.py", "b/loader.py"], "b/loader.py")]  # fmt: skip
+    script = [
+        ("the parser", PARSERS, "tools/parser.py"),
+        ("the lexer", ["a/lexer.py", "b/lexer.py"], ""),  # dismissed: not an answer
+        ("the loader", ["a/loader.py", "b/loader.py"], "b/loader.py"),
+    ]
     asked = []
     for turn, (surface, candidates, reply) in enumerate(script):
         ref = {

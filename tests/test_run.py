@@ -35,26 +35,50 @@ def ws(tmp_path):
 
 def env_for(tmp_path, **extra):
     env = {k: v for k, v in os.environ.items() if not k.startswith(("TALOS_", "OPENAI_"))}
-    env.update(TALOS_STORE_URL="sqlite:///" + str(tmp_path / "talos.db"), COLUMNS="200",
-               XDG_CONFIG_HOME=str(tmp_path / "config"), **extra)  # fmt: skip
+    env.update(
+        TALOS_STORE_URL="sqlite:///" + str(tmp_path / "talos.db"),
+        COLUMNS="200",
+        XDG_CONFIG_HOME=str(tmp_path / "config"),
+        **extra,
+    )
     return env
 
 
 def run(args, tmp_path, **kw):
-    return subprocess.run([TALOS, *args], capture_output=True, text=True, timeout=60,
-                          stdin=subprocess.DEVNULL, env=env_for(tmp_path), **kw)  # fmt: skip
+    return subprocess.run(
+        [TALOS, *args],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        stdin=subprocess.DEVNULL,
+        env=env_for(tmp_path),
+        **kw,
+    )
 
 
 def script_edit(server):
-    server.script += [reply("Reading.", [("c1", "read_file", '{"path": "src/app.py"}')]),
-                      reply(None, [("c2", "propose_edit", EDIT)]),
-                      reply("main now returns 2.")]  # fmt: skip
+    server.script += [
+        reply("Reading.", [("c1", "read_file", '{"path": "src/app.py"}')]),
+        reply(None, [("c2", "propose_edit", EDIT)]),
+        reply("main now returns 2."),
+    ]
 
 
 def test_without_a_tty_nothing_prompts_and_nothing_is_applied(tmp_path, server, ws):
     script_edit(server)
-    r = run(["run", "make main return 2 and add tests", "--workspace", str(ws),
-             "--base-url", server.url, "--model", "fake-model"], tmp_path)  # fmt: skip
+    r = run(
+        [
+            "run",
+            "make main return 2 and add tests",
+            "--workspace",
+            str(ws),
+            "--base-url",
+            server.url,
+            "--model",
+            "fake-model",
+        ],
+        tmp_path,
+    )
     assert r.returncode == 0, r.stderr
     out = ANSI.sub("", r.stdout)
     assert "talos: main now returns 2." in out and "not applied" in out
@@ -67,8 +91,21 @@ def test_without_a_tty_nothing_prompts_and_nothing_is_applied(tmp_path, server, 
 
 def test_apply_and_json(tmp_path, server, ws):
     script_edit(server)
-    r = run(["run", "make main return 2", "--workspace", str(ws), "--base-url", server.url,
-             "--model", "fake-model", "--apply", "--json"], tmp_path)  # fmt: skip
+    r = run(
+        [
+            "run",
+            "make main return 2",
+            "--workspace",
+            str(ws),
+            "--base-url",
+            server.url,
+            "--model",
+            "fake-model",
+            "--apply",
+            "--json",
+        ],
+        tmp_path,
+    )
     assert r.returncode == 0, r.stderr
     data = json.loads(r.stdout)
     assert data["outcome"] == "done" and data["result"] == "main now returns 2."
@@ -92,12 +129,22 @@ def test_exit_codes(tmp_path, server, ws):
 
 
 def test_in_a_pseudo_terminal(tmp_path, server, ws):
-    server.script += [reply("Reading.", [("c1", "read_file", '{"path": "src/app.py"}')],
-                            delay=0.05),
-                      reply(None, [("c2", "propose_edit", EDIT)], delay=0.05),
-                      reply("main now returns 2; tests will use pytest.")]  # fmt: skip
-    argv = [TALOS, "run", "make main return 2 and add tests", "--workspace", str(ws),
-            "--base-url", server.url, "--model", "fake-model"]  # fmt: skip
+    server.script += [
+        reply("Reading.", [("c1", "read_file", '{"path": "src/app.py"}')], delay=0.05),
+        reply(None, [("c2", "propose_edit", EDIT)], delay=0.05),
+        reply("main now returns 2; tests will use pytest."),
+    ]
+    argv = [
+        TALOS,
+        "run",
+        "make main return 2 and add tests",
+        "--workspace",
+        str(ws),
+        "--base-url",
+        server.url,
+        "--model",
+        "fake-model",
+    ]
     term = Terminal(argv, env_for(tmp_path))
     term.until("Which is right?")
     assert "1. pytest" in plain(term.raw)
@@ -181,12 +228,30 @@ def test_permissions_command_shows_sources_and_trusts(tmp_path, ws):
 def test_cost_cap_message_keeps_the_caps_digits(tmp_path, server, ws):
     prices = tmp_path / "prices.json"
     prices.write_text('{"fake-model": {"input": 1, "cached_input": 0.5, "output": 2}}')
-    server.script += [reply("Reading.", [("c1", "read_file", '{"path": "src/app.py"}')]),
-                      reply("never reached")]  # fmt: skip
-    r = subprocess.run([TALOS, "run", "x", "--workspace", str(ws), "--base-url", server.url,
-                        "--model", "fake-model", "--max-cost", "0.00001"], capture_output=True,
-                       text=True, timeout=60, stdin=subprocess.DEVNULL,
-                       env=env_for(tmp_path, TALOS_PRICES=str(prices)))  # fmt: skip
+    server.script += [
+        reply("Reading.", [("c1", "read_file", '{"path": "src/app.py"}')]),
+        reply("never reached"),
+    ]
+    r = subprocess.run(
+        [
+            TALOS,
+            "run",
+            "x",
+            "--workspace",
+            str(ws),
+            "--base-url",
+            server.url,
+            "--model",
+            "fake-model",
+            "--max-cost",
+            "0.00001",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        stdin=subprocess.DEVNULL,
+        env=env_for(tmp_path, TALOS_PRICES=str(prices)),
+    )
     assert r.returncode == 1
     (line,) = r.stderr.splitlines()
     assert "cost cap reached: $0.00002 of $0.00001 for this task" in line, line
@@ -196,29 +261,57 @@ def test_cost_cap_message_keeps_the_caps_digits(tmp_path, server, ws):
 def test_read_only_apply_is_not_success(tmp_path, server, ws):
     """The model says it fixed the file; the mode refused the write: exit 1, saying so."""
     server.script += [reply(None, [("c1", "propose_edit", EDIT)]), reply("Fixed main().")]
-    args = ["run", "fix main", "--workspace", str(ws), "--base-url", server.url, "--model",
-            "fake-model", "--mode", "read-only", "--apply"]  # fmt: skip
+    args = [
+        "run",
+        "fix main",
+        "--workspace",
+        str(ws),
+        "--base-url",
+        server.url,
+        "--model",
+        "fake-model",
+        "--mode",
+        "read-only",
+        "--apply",
+    ]
     r = run(args, tmp_path)
     assert r.returncode == 1
     assert "the write to src/app.py was refused: no writes in read-only mode" in r.stdout
     (line,) = r.stderr.splitlines()
-    assert line.startswith("talos: error: the write to src/app.py was refused (no writes in "
-                           "read-only mode); nothing was written")  # fmt: skip
+    assert line.startswith(
+        "talos: error: the write to src/app.py was refused (no writes in "
+        "read-only mode); nothing was written"
+    )
     server.script += [reply(None, [("c1", "propose_edit", EDIT)]), reply("Fixed main().")]
     data = json.loads(run([*args, "--json"], tmp_path).stdout)
     assert data["exit_code"] == 1 and data["outcome"] == "done"
-    assert data["refused_writes"] == [{"path": "src/app.py",
-                                       "reason": "no writes in read-only mode"}]  # fmt: skip
+    assert data["refused_writes"] == [
+        {"path": "src/app.py", "reason": "no writes in read-only mode"}
+    ]
     assert (ws / "src" / "app.py").read_text() == "def main():\n    return 1\n"
 
 
 def test_a_proposal_left_pending_says_how_to_apply_it_later(tmp_path, server, ws):
     script_edit(server)
-    r = run(["run", "make main return 2", "--workspace", str(ws), "--base-url", server.url,
-             "--model", "fake-model"], tmp_path)  # fmt: skip
+    r = run(
+        [
+            "run",
+            "make main return 2",
+            "--workspace",
+            str(ws),
+            "--base-url",
+            server.url,
+            "--model",
+            "fake-model",
+        ],
+        tmp_path,
+    )
     assert r.returncode == 0, r.stderr
-    found = re.search(r"proposal (\S+) to src/app.py is pending, not applied: talos apply (\S+) "
-                      r"applies it later", " ".join(ANSI.sub("", r.stdout).split()))  # fmt: skip
+    found = re.search(
+        r"proposal (\S+) to src/app.py is pending, not applied: talos apply (\S+) "
+        r"applies it later",
+        " ".join(ANSI.sub("", r.stdout).split()),
+    )
     assert found and found.group(1) == found.group(2), r.stdout
     later = run(["apply", found.group(1), "--workspace", str(ws)], tmp_path)
     assert later.returncode == 0, later.stderr
@@ -228,25 +321,47 @@ def test_a_proposal_left_pending_says_how_to_apply_it_later(tmp_path, server, ws
 def test_request_from_stdin_and_from_a_file(tmp_path, server, ws):
     server.script += [reply("one"), reply("two")]
     base = ["--workspace", str(ws), "--base-url", server.url, "--model", "fake-model"]
-    piped = subprocess.run([TALOS, "run", "-", *base], input="explain\nthe code\n", text=True,
-                           capture_output=True, timeout=60, env=env_for(tmp_path))  # fmt: skip
+    piped = subprocess.run(
+        [TALOS, "run", "-", *base],
+        input="explain\nthe code\n",
+        text=True,
+        capture_output=True,
+        timeout=60,
+        env=env_for(tmp_path),
+    )
     assert piped.returncode == 0, piped.stderr
     request = tmp_path / "request.md"
     request.write_text("summarise src/app.py\n")
     filed = run(["run", "--file", str(request), *base], tmp_path)
     assert filed.returncode == 0, filed.stderr
-    users = [next(m["content"] for m in r["body"]["messages"] if m["role"] == "user")
-             for r in server.requests]  # fmt: skip
+    users = [
+        next(m["content"] for m in r["body"]["messages"] if m["role"] == "user")
+        for r in server.requests
+    ]
     assert users[0].startswith("explain\nthe code") and users[1].startswith("summarise")
     both = run(["run", "x", "--file", str(request), *base], tmp_path)
     assert both.returncode == 2 and "not two of them" in both.stderr
 
 
 def test_tasks_and_show(tmp_path, server, ws):
-    server.script += [reply("Reading.", [("c1", "read_file", '{"path": "src/app.py"}')]),
-                      reply("It returns 1.\x1b[31m")]  # fmt: skip
-    r = run(["run", "what does main return?", "--workspace", str(ws), "--base-url", server.url,
-             "--model", "fake-model", "--json"], tmp_path)  # fmt: skip
+    server.script += [
+        reply("Reading.", [("c1", "read_file", '{"path": "src/app.py"}')]),
+        reply("It returns 1.\x1b[31m"),
+    ]
+    r = run(
+        [
+            "run",
+            "what does main return?",
+            "--workspace",
+            str(ws),
+            "--base-url",
+            server.url,
+            "--model",
+            "fake-model",
+            "--json",
+        ],
+        tmp_path,
+    )
     task = json.loads(r.stdout)["task"]
     listed = run(["tasks", "--workspace", str(ws)], tmp_path)
     assert listed.returncode == 0

@@ -39,8 +39,11 @@ def ws(tmp_path, monkeypatch):
 
 
 def run(sandbox, command, *, sandboxed=True, writable=False, network=False, timeout=20.0, **kw):
-    return asyncio.run(sandbox.run(command, sandboxed=sandboxed, writable=writable,
-                                   network=network, timeout=timeout, **kw))  # fmt: skip
+    return asyncio.run(
+        sandbox.run(
+            command, sandboxed=sandboxed, writable=writable, network=network, timeout=timeout, **kw
+        )
+    )
 
 
 def test_nothing_secret_is_in_reach(ws, tmp_path):
@@ -61,9 +64,11 @@ def test_nothing_secret_is_in_reach(ws, tmp_path):
 
 def test_workspace_is_read_only_unless_approved_and_protected_paths_always(ws):
     sandbox = Sandbox(ws, bwrap=require_sandbox())
-    writes = ("echo x > new.txt; echo x > .talos/permissions.json; "
-              "echo x > .git/hooks/pre-commit; echo x >> .git/config; echo x > .env; "
-              "umount .env; echo done")  # fmt: skip
+    writes = (
+        "echo x > new.txt; echo x > .talos/permissions.json; "
+        "echo x > .git/hooks/pre-commit; echo x >> .git/config; echo x > .env; "
+        "umount .env; echo done"
+    )
     ro = run(sandbox, writes).output
     assert "Read-only file system" in ro and not (ws / "new.txt").exists()
     rw = run(sandbox, writes, writable=True).output
@@ -92,8 +97,7 @@ def test_output_cap_and_timeout_kill_everything(ws):
     assert len(flood.output) < 20_000  # head and tail only
     marker = "talos-sandbox-orphan-marker"
     s = unique_seconds(300)
-    slow = run(sandbox, f"(sleep {s} && echo {marker}) & nohup sleep {s} & sleep {s}",
-               timeout=1)  # fmt: skip
+    slow = run(sandbox, f"(sleep {s} && echo {marker}) & nohup sleep {s} & sleep {s}", timeout=1)
     assert slow.killed == "timeout" and "no result after 1 s" in slow.output
     left = subprocess.run(["pgrep", "-f", f"sleep {s}"], capture_output=True, text=True)
     assert left.stdout == "", "a sandboxed process outlived its command"
@@ -127,15 +131,21 @@ def test_git_metadata_cannot_be_replaced_or_created(ws, tmp_path):
     sandbox = Sandbox(ws, bwrap=require_sandbox())
     config = (ws / ".git" / "config").read_bytes()
     hooks = sorted(p.name for p in (ws / ".git" / "hooks").iterdir())
-    run(sandbox, "mv .git .git2; rm -rf .git; echo '[core] fsmonitor = touch /tmp/x' > .git/config",
-        writable=True)  # fmt: skip
+    run(
+        sandbox,
+        "mv .git .git2; rm -rf .git; echo '[core] fsmonitor = touch /tmp/x' > .git/config",
+        writable=True,
+    )
     assert (ws / ".git" / "config").read_bytes() == config and not (ws / ".git2").exists()
     assert sorted(p.name for p in (ws / ".git" / "hooks").iterdir()) == hooks
     bare = tmp_path / "bare"
     bare.mkdir()
     fresh = Sandbox(bare, bwrap=sandbox.bwrap)
-    out = run(fresh, "git init -q . ; mkdir -p .talos/skills; echo x > .talos/rules.md; echo ok",
-              writable=True).output  # fmt: skip
+    out = run(
+        fresh,
+        "git init -q . ; mkdir -p .talos/skills; echo x > .talos/rules.md; echo ok",
+        writable=True,
+    ).output
     assert out.rstrip().endswith("ok")
     assert sorted(p.name for p in bare.iterdir()) == []  # no .git, no .talos: stand-ins gone
 
@@ -149,8 +159,11 @@ def test_every_secrets_file_is_unreadable(ws, tmp_path):
     os.symlink(target, ws / "sub" / ".env.staging")  # a link: its target is hidden
     (ws / "deep" / "a" / "b").mkdir(parents=True)
     (ws / "deep" / "a" / "b" / ".env").write_text(f"KEY={SECRET}\n")
-    out = run(sandbox, "cat .envrc sub/.env.staging deep/a/b/.env config/shared.txt; grep -r K .",
-              writable=True).output  # fmt: skip
+    out = run(
+        sandbox,
+        "cat .envrc sub/.env.staging deep/a/b/.env config/shared.txt; grep -r K .",
+        writable=True,
+    ).output
     assert SECRET not in out
 
 
@@ -167,8 +180,10 @@ def test_only_the_toolchains_on_path_are_bound_from_a_home(ws, tmp_path, monkeyp
     assert home / "src" / "talos" / ".venv" in tools and home / ".cargo" in tools
     assert home / "src" not in tools
     sandbox = Sandbox(ws, bwrap=require_sandbox())
-    out = run(sandbox, f"ls {venv_bin.parent}; cat {home}/src/other/notes.txt "
-                       f"{home}/.cargo/credentials.toml").output  # fmt: skip
+    out = run(
+        sandbox,
+        f"ls {venv_bin.parent}; cat {home}/src/other/notes.txt {home}/.cargo/credentials.toml",
+    ).output
     assert "bin" in out and "private" not in out
 
 
@@ -234,8 +249,12 @@ def test_a_workspace_that_holds_a_home_is_never_writable(ws, monkeypatch):
     monkeypatch.setenv("HOME", str(ws))
     sandbox = Sandbox(ws, bwrap=require_sandbox())
     (ws / ".bashrc").write_text("# mine\n")
-    out = run(sandbox, "echo x > new.txt; echo 'touch PWNED' >> .bashrc; mkdir -p .ssh; "
-              "echo key >> .ssh/authorized_keys; echo done", writable=True).output  # fmt: skip
+    out = run(
+        sandbox,
+        "echo x > new.txt; echo 'touch PWNED' >> .bashrc; mkdir -p .ssh; "
+        "echo key >> .ssh/authorized_keys; echo done",
+        writable=True,
+    ).output
     assert "Read-only file system" in out and out.rstrip().endswith("done"), out
     assert not (ws / "new.txt").exists() and not (ws / ".ssh").exists()
     assert (ws / ".bashrc").read_text() == "# mine\n"

@@ -128,24 +128,41 @@ def test_a_readable_path_is_shown_read_only_with_its_credentials_still_hidden(ws
     (tmp_path / "alias").symlink_to(shared)
     (tmp_path / "next-door").mkdir()
     (tmp_path / "next-door" / "x.txt").write_text("next door\n")
-    sandbox = Sandbox(ws, bwrap=require_sandbox(),
-                      readable=[shared, f"/{tmp_path}/alias/", tmp_path / "missing"])  # fmt: skip
-    out = run(sandbox, f"cat {shared}/data.txt {tmp_path}/alias/data.txt "
-              f"{shared}/dot-ssh/id_rsa {tmp_path}/alias/dot-ssh/id_rsa {shared}/netrc "
-              f"{tmp_path}/alias/netrc {tmp_path}/next-door/x.txt 2>&1; "
-              f"echo x > {shared}/new 2>&1; echo done", writable=True)  # fmt: skip
+    sandbox = Sandbox(
+        ws, bwrap=require_sandbox(), readable=[shared, f"/{tmp_path}/alias/", tmp_path / "missing"]
+    )
+    out = run(
+        sandbox,
+        f"cat {shared}/data.txt {tmp_path}/alias/data.txt "
+        f"{shared}/dot-ssh/id_rsa {tmp_path}/alias/dot-ssh/id_rsa {shared}/netrc "
+        f"{tmp_path}/alias/netrc {tmp_path}/next-door/x.txt 2>&1; "
+        f"echo x > {shared}/new 2>&1; echo done",
+        writable=True,
+    )
     assert out.count("shared data") == 2, out
     assert "PRIVATE KEY" not in out and "NETRC-PASSWORD" not in out, out
     assert "next door" not in out and "Read-only file system" in out, out
     assert not (shared / "new").exists()
 
 
-@pytest.mark.parametrize("paths, says", [
-    (["/"], "everything"), (["/proc/self"], "own"), (["/sys"], "own"), (["/run"], "inside"),
-    (["srv"], "absolute"), (["/srv/./x"], ". or .."), (["/srv\nx"], "control"),
-    (["//proc"], "own"), (["//"], "everything"), (["///sys//class"], "own"),
-    (["/root"], "home"), (["/home"], "home"), (["/home/"], "home"),
-])  # fmt: skip
+@pytest.mark.parametrize(
+    "paths, says",
+    [
+        (["/"], "everything"),
+        (["/proc/self"], "own"),
+        (["/sys"], "own"),
+        (["/run"], "inside"),
+        (["srv"], "absolute"),
+        (["/srv/./x"], ". or .."),
+        (["/srv\nx"], "control"),
+        (["//proc"], "own"),
+        (["//"], "everything"),
+        (["///sys//class"], "own"),
+        (["/root"], "home"),
+        (["/home"], "home"),
+        (["/home/"], "home"),
+    ],
+)
 def test_readable_paths_that_are_refused(paths, says):
     problem = readable_paths_problem(paths)
     assert problem and says in problem, problem
@@ -157,8 +174,12 @@ def test_readable_paths_are_judged_by_what_they_lead_to(ws, tmp_path):
     by what it leads to; one pointed there after the settings were read is left out when a
     command runs: the sandbox's /proc stays its own (the daemon's processes out of sight)."""
     home = tmp_path / "home"
-    for name, target in (("to-proc", "/proc"), ("to-home", home), ("to-tmp", tmp_path),
-                         ("to-state", home / ".local" / "state" / "talos")):  # fmt: skip
+    for name, target in (
+        ("to-proc", "/proc"),
+        ("to-home", home),
+        ("to-tmp", tmp_path),
+        ("to-state", home / ".local" / "state" / "talos"),
+    ):
         (tmp_path / name).symlink_to(target)
         problem = readable_paths_problem([str(tmp_path / name)])
         assert problem and f"(that is '{os.path.realpath(target)}')" in problem, problem
@@ -191,8 +212,11 @@ def test_the_limits_parse_and_say_what_they_are():
 def test_the_limits_are_set_inside_the_sandbox(ws):
     limits = Limits.parse({"processes": 77, "file_mb": 3, "cpu_seconds": 40})
     sandbox = Sandbox(ws, bwrap=require_sandbox(), limits=limits)
-    out = run(sandbox, "ulimit -u; ulimit -H -u; ulimit -f; ulimit -t; ulimit -H -t; ulimit -c; "
-              "ulimit -H -u 5000 2>&1 | tail -1; ulimit -u")  # fmt: skip
+    out = run(
+        sandbox,
+        "ulimit -u; ulimit -H -u; ulimit -f; ulimit -t; ulimit -H -t; ulimit -c; "
+        "ulimit -H -u 5000 2>&1 | tail -1; ulimit -u",
+    )
     lines = out.split("\n")
     assert lines[:6] == ["77", "77", str(3 * 1024), "41", "42", "0"], out
     assert "Operation not permitted" in lines[6] or "cannot modify" in lines[6], out
@@ -203,21 +227,35 @@ def test_the_tmpfs_of_the_sandbox_are_sized(ws):
     """/tmp as the limit says, /dev/shm and /var/tmp at most that, /run small; /dev and bwrap's
     root read-only (unsized tmpfs both). Filling them: tests/attacks/test_limits.py."""
     sandbox = Sandbox(ws, bwrap=require_sandbox(), limits=Limits.parse({"tmp_mb": 8}))
-    out = run(sandbox, "df -B1 --output=size,target /tmp /dev/shm /var/tmp /run | tail -n +2; "
-              "echo x > /dev/planted; echo x > /planted; echo done")  # fmt: skip
+    out = run(
+        sandbox,
+        "df -B1 --output=size,target /tmp /dev/shm /var/tmp /run | tail -n +2; "
+        "echo x > /dev/planted; echo x > /planted; echo done",
+    )
     sizes = {line.split()[1]: int(line.split()[0]) for line in out.splitlines()[:4]}
-    assert sizes == {"/tmp": 8 * MIB, "/dev/shm": 8 * MIB, "/var/tmp": 8 * MIB,
-                     "/run": lim.SMALL_TMPFS}, out  # fmt: skip
+    assert sizes == {
+        "/tmp": 8 * MIB,
+        "/dev/shm": 8 * MIB,
+        "/var/tmp": 8 * MIB,
+        "/run": lim.SMALL_TMPFS,
+    }, out
     assert out.count("Read-only file system") == 2 and out.rstrip().endswith("done"), out
 
 
 @pytest.mark.skipif(os.geteuid() != 0, reason="root without capabilities: only as root")
 def test_root_without_capabilities_is_told_why_there_is_no_sandbox(tmp_path):
     require_sandbox()
-    code = ("from pathlib import Path; from talos_ls.agent.sandbox import Sandbox; "
-            "print(Sandbox(Path('.')).probe().detail)")  # fmt: skip
-    done = subprocess.run([*as_ordinary_user(), sys.executable, "-c", code], capture_output=True,
-                          text=True, timeout=60, cwd=tmp_path)  # fmt: skip
+    code = (
+        "from pathlib import Path; from talos_ls.agent.sandbox import Sandbox; "
+        "print(Sandbox(Path('.')).probe().detail)"
+    )
+    done = subprocess.run(
+        [*as_ordinary_user(), sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        cwd=tmp_path,
+    )
     assert "CAP_SETFCAP" in done.stdout and "ordinary user" in done.stdout, done
 
 
@@ -240,8 +278,13 @@ def test_doctor_says_how_the_limits_are_enforced(ws):
         assert ok and "bounded by the kernel" in how, how
     if os.geteuid() == 0:
         code = "from talos_ls.agent.limits import describe_enforcement as d; print(d())"
-        done = subprocess.run([*as_another_user(), sys.executable, "-c", code], text=True,
-                              capture_output=True, timeout=60, cwd="/")  # fmt: skip
+        done = subprocess.run(
+            [*as_another_user(), sys.executable, "-c", code],
+            text=True,
+            capture_output=True,
+            timeout=60,
+            cwd="/",
+        )
         assert "(True, 'command limits: processes bounded by the kernel per sandbox" in (
             done.stdout
         ), done
@@ -250,9 +293,14 @@ def test_doctor_says_how_the_limits_are_enforced(ws):
 def cpuset_base():
     """A cgroup v1 cpuset hierarchy this process may make children in, or a skip: a new
     cpuset has no CPUs, so a child can be made there and no process moved into it."""
-    base = next((Path(p.split()[4]) for p in Path("/proc/self/mountinfo").read_text().splitlines()
-                 if " - cgroup " in p and "cpuset" in p.split(" - ")[1].split()[2].split(",")),
-                None)  # fmt: skip
+    base = next(
+        (
+            Path(p.split()[4])
+            for p in Path("/proc/self/mountinfo").read_text().splitlines()
+            if " - cgroup " in p and "cpuset" in p.split(" - ")[1].split()[2].split(",")
+        ),
+        None,
+    )
     own = dict(line.split(":", 2)[1:] for line in Path("/proc/self/cgroup").read_text().split())
     if base is None or own.get("cpuset") != "/" or not os.access(base, os.W_OK):
         pytest.skip("needs a writable cgroup v1 cpuset hierarchy (root, cgroup v1)")
@@ -270,8 +318,9 @@ def test_a_cgroup_that_can_be_made_but_not_joined_is_not_used(ws, monkeypatch):
     unjoinable = lim._Hierarchy(1, base, ())
     monkeypatch.setattr(lim, "_FOUND", [[unjoinable]])
     sandbox = Sandbox(ws, bwrap=require_sandbox())
-    done = asyncio.run(sandbox.run("touch ran", sandboxed=True, writable=True, network=False,
-                                   timeout=30))  # fmt: skip
+    done = asyncio.run(
+        sandbox.run("touch ran", sandboxed=True, writable=True, network=False, timeout=30)
+    )
     assert done.exit_code == 125, done
     assert "could not move the command into its cgroup" in done.output, done.output
     assert "it did not run" in done.output and not (ws / "ran").exists()
@@ -284,11 +333,16 @@ def test_only_a_signal_says_a_file_or_cpu_limit_was_reached(ws):
     command's own are not a limit."""
     sandbox = Sandbox(ws, bwrap=require_sandbox(), limits=Limits.parse({"file_mb": 1}))
     said = "[killed: a file reached the size limit of 1 MiB (SIGXFSZ)]"
-    cases = {"exec head -c 3000000 /dev/zero > big1": None, "head -c 3000000 /dev/zero > big2":
-             None, "sh -c 'exit 153'": 153, "exit 152": 152}  # fmt: skip
+    cases = {
+        "exec head -c 3000000 /dev/zero > big1": None,
+        "head -c 3000000 /dev/zero > big2": None,
+        "sh -c 'exit 153'": 153,
+        "exit 152": 152,
+    }
     for command, code in cases.items():
-        done = asyncio.run(sandbox.run(command, sandboxed=True, writable=True, network=False,
-                                       timeout=30))  # fmt: skip
+        done = asyncio.run(
+            sandbox.run(command, sandboxed=True, writable=True, network=False, timeout=30)
+        )
         if code is None:
             assert said in done.output and done.killed == "limit", (command, done)
         else:

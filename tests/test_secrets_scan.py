@@ -58,8 +58,11 @@ def test_watching_sees_every_kind_of_change_between_two_commands(tree, tmp_path)
     shutil.rmtree(tree / "moved_in")
     (tree / "a").rename(tmp_path / "gone")  # moved out of the workspace
     (tmp_path / "gone" / "b" / ".env.later").write_text("not ours\n")
-    assert found(scan) == {f"{tree}/src/renamed/.env.local", f"{tree}/plain.txt",
-                           in_node_modules(tree)}  # fmt: skip
+    assert found(scan) == {
+        f"{tree}/src/renamed/.env.local",
+        f"{tree}/plain.txt",
+        in_node_modules(tree),
+    }
     (tree / "node_modules" / "x").rename(tree / ".venv" / "x")  # into a virtualenv: found
     assert f"{tree}/.venv/x/.env" in found(scan)
     assert scan.mode == "watched"

@@ -69,8 +69,9 @@ def _keys_with_spec() -> list[tuple[str, str]]:
 def _command(name: str, spelling: str, value: str | None, joined: bool) -> str:
     """A command line giving `spelling` (with `value`) to `name` (`git log`, `sort`)."""
     words = name.split()
-    given = spelling if value is None else (
-        f"{spelling}={value}" if joined else f"{spelling} {value}")  # fmt: skip
+    given = (
+        spelling if value is None else (f"{spelling}={value}" if joined else f"{spelling} {value}")
+    )
     if words[0] == "git" and len(words) == 1:
         return f"git {given} status"
     if words[0] == "find":  # predicates take words of their own
@@ -100,8 +101,9 @@ def _dangerous(table_key: str, sp: options.Spec | None) -> list[tuple[str, bool,
                 continue
             option = None
             if sp is not None:
-                option = sp.long.get(entry) or (sp.short.get(entry[1:]) if len(entry) == 2
-                                                else None)  # fmt: skip
+                option = sp.long.get(entry) or (
+                    sp.short.get(entry[1:]) if len(entry) == 2 else None
+                )
             if sp is not None and option is None:
                 continue  # not an option of this subcommand (`git *` covers all of them)
             names = option.names if option else (entry,)
@@ -158,32 +160,83 @@ def test_every_program_the_built_in_rules_allow_has_an_option_table():
 
 # ===================================================== 1. options as the program reads them
 READ_OUTSIDE = [
-    "grep -f/etc/passwd src", "grep -rnf/etc/passwd src", "grep -xf/etc/passwd src",
-    "grep --file=/etc/passwd src", "grep --file /etc/passwd src", "grep -f passwd src",
-    "grep -e x -f../x src", "date -f/etc/passwd", "date --file=/etc/hostname",
-    "file -f/etc/passwd", "wc --files0-from=/etc/x", "du --files0-from=/etc/x",
-    "sort --files0-from=/etc/x", "sort -T/tmp f", "git blame --contents=/etc/passwd src/a.py",
-    "git ls-files -X/etc/passwd", "git log -O/etc/passwd -p", "head -n1 -- /etc/passwd",
-    "cat -v ~/x", "grep -f.env src", "rg -f/etc/passwd src", "rg --ignore-file=/etc/x x",
-    "diff --from-file=/etc/passwd src/a.py", "tar -cf x.tar -T/etc/x",
-]  # fmt: skip
+    "grep -f/etc/passwd src",
+    "grep -rnf/etc/passwd src",
+    "grep -xf/etc/passwd src",
+    "grep --file=/etc/passwd src",
+    "grep --file /etc/passwd src",
+    "grep -f passwd src",
+    "grep -e x -f../x src",
+    "date -f/etc/passwd",
+    "date --file=/etc/hostname",
+    "file -f/etc/passwd",
+    "wc --files0-from=/etc/x",
+    "du --files0-from=/etc/x",
+    "sort --files0-from=/etc/x",
+    "sort -T/tmp f",
+    "git blame --contents=/etc/passwd src/a.py",
+    "git ls-files -X/etc/passwd",
+    "git log -O/etc/passwd -p",
+    "head -n1 -- /etc/passwd",
+    "cat -v ~/x",
+    "grep -f.env src",
+    "rg -f/etc/passwd src",
+    "rg --ignore-file=/etc/x x",
+    "diff --from-file=/etc/passwd src/a.py",
+    "tar -cf x.tar -T/etc/x",
+]
 RUNS_HIDDEN = [
-    "sort --compress-prog=./x -S 1 src/a.py", "sort --compress=./x src/a.py",
-    "grep --derefer root .", "grep --dereference-r root .", "git diff --ext-di",
-    "git log --outp=x", "git diff --output=/tmp/x", "git show --textc HEAD",
-    "rg --pr ./x x", "rg --fol x", "find . -exe true ;", "find . -fpr x",
-    "tree -o x", "ls --deref src", "file -C -m x", "git log --bogus", "ls --frobnicate",
-    "git branch -D main", "git branch --edit-desc", "diff -r src src",
-]  # fmt: skip
+    "sort --compress-prog=./x -S 1 src/a.py",
+    "sort --compress=./x src/a.py",
+    "grep --derefer root .",
+    "grep --dereference-r root .",
+    "git diff --ext-di",
+    "git log --outp=x",
+    "git diff --output=/tmp/x",
+    "git show --textc HEAD",
+    "rg --pr ./x x",
+    "rg --fol x",
+    "find . -exe true ;",
+    "find . -fpr x",
+    "tree -o x",
+    "ls --deref src",
+    "file -C -m x",
+    "git log --bogus",
+    "ls --frobnicate",
+    "git branch -D main",
+    "git branch --edit-desc",
+    "diff -r src src",
+]
 STILL_UNASKED = [
-    "git status", "git status --short", "git diff --stat", "git diff --cached -- src",
-    "git log --oneline -5", "git log -n 3 --stat", "git log --graph --all --decorate",
-    "git log -c -1", "git show HEAD --stat", "git branch -a", "git rev-parse --short HEAD",
-    "git ls-files -m", "git blame -L 1,2 src/a.py", "ls -la", "ls -1 src", "grep -rn x src",
-    "grep -5 x src/a.py", "rg x", "rg -n -i --type py x src", "find . -name '*.py' -type f",
-    "head -20 src/a.py", "tail -n +2 src/a.py", "sort -k2,2 -t: src/a.py", "wc -l src/a.py",
-    "diff -r --no-dereference src src", "python --version", "date +%Y", "echo -n hi",
-]  # fmt: skip
+    "git status",
+    "git status --short",
+    "git diff --stat",
+    "git diff --cached -- src",
+    "git log --oneline -5",
+    "git log -n 3 --stat",
+    "git log --graph --all --decorate",
+    "git log -c -1",
+    "git show HEAD --stat",
+    "git branch -a",
+    "git rev-parse --short HEAD",
+    "git ls-files -m",
+    "git blame -L 1,2 src/a.py",
+    "ls -la",
+    "ls -1 src",
+    "grep -rn x src",
+    "grep -5 x src/a.py",
+    "rg x",
+    "rg -n -i --type py x src",
+    "find . -name '*.py' -type f",
+    "head -20 src/a.py",
+    "tail -n +2 src/a.py",
+    "sort -k2,2 -t: src/a.py",
+    "wc -l src/a.py",
+    "diff -r --no-dereference src src",
+    "python --version",
+    "date +%Y",
+    "echo -n hi",
+]
 
 
 def test_attached_and_joined_values_are_path_checked(ws):
@@ -192,7 +245,9 @@ def test_attached_and_joined_values_are_path_checked(ws):
         decision = p.check_command(command)
         assert decision.verdict == "ask", (command, decision)
         assert "outside the workspace" in decision.reason or "secrets file" in decision.reason, (
-            command, decision.reason)  # fmt: skip
+            command,
+            decision.reason,
+        )
 
 
 def test_prefixes_clusters_and_unknown_options_of_allowed_programs_are_asked(ws):
@@ -210,10 +265,16 @@ def test_legitimate_reading_still_runs_unasked(ws):
 
 def test_runners_are_read_with_their_tables_so_deny_rules_hold(ws):
     p = policy(ws, "full-auto")
-    for command in ("nice --adj 5 sudo -n true", "timeout --sig KILL 5 sudo -n true",
-                    "env --split='sudo -n true'", "env --spl 'sudo -n true'",
-                    "flock lock -c 'sudo -n true'", "stdbuf --out=0 sudo -n true",
-                    "rm --recu --for /", "rm -Rf /"):  # fmt: skip
+    for command in (
+        "nice --adj 5 sudo -n true",
+        "timeout --sig KILL 5 sudo -n true",
+        "env --split='sudo -n true'",
+        "env --spl 'sudo -n true'",
+        "flock lock -c 'sudo -n true'",
+        "stdbuf --out=0 sudo -n true",
+        "rm --recu --for /",
+        "rm -Rf /",
+    ):
         assert p.check_command(command).verdict == "deny", command
     # An option a runner does not have: where its program starts is unknown.
     assert p.check_command("env --frobnicate sudo -n true").verdict != "allow"
@@ -231,33 +292,71 @@ def test_rules_match_however_an_option_is_spelt():
 # ======================================================== 2. substitutions bash expands
 # Commands in substitutions the reader now sees (deny and ask rules judge them).
 VISIBLE = [
-    "cat <<EOF\n$(touch p)\nEOF", "cat <<-EOF\n\t${x:-$(touch p)}\nEOF", 'cat <<< "$(touch p)"',
-    'cat > "$(touch p)"', "[[ -v a[$(touch p)] ]]", "echo $(( a[$(touch p)] ))",
-]  # fmt: skip
+    "cat <<EOF\n$(touch p)\nEOF",
+    "cat <<-EOF\n\t${x:-$(touch p)}\nEOF",
+    'cat <<< "$(touch p)"',
+    'cat > "$(touch p)"',
+    "[[ -v a[$(touch p)] ]]",
+    "echo $(( a[$(touch p)] ))",
+]
 # What bash evaluates that the reader cannot: opaque.
 SUBSTITUTIONS = [
-    "cat <<EOF\n`touch p`\nEOF", "cat <<EOF\nx $y `touch p`\nEOF",
-    "test -v 'a[$(touch p)]'", "[ -v 'a[$(touch p)]' ]", "[[ -v 'a[$(touch p)]' ]]",
-    "printf -v 'a[$(touch p)]' %s 1", "read 'a[$(touch p)]' < /dev/null",
-    "read -a 'a[$(touch p)]' < /dev/null", "declare 'a[$(touch p)]=1'", "local 'a[`touch p`]'",
-    "export 'a[$(touch p)]=1'", "readonly 'a[$(touch p)]=1'", "typeset 'a[$(touch p)]'",
-    "unset 'a[$(touch p)]'", "mapfile -t 'a[$(touch p)]' < /dev/null",
-    "readarray 'a[$(touch p)]' < /dev/null", "wait -p 'a[$(touch p)]'",
-    "getopts ab 'a[$(touch p)]'", "let 'a[$(touch p)]=1'", "x='a[$(touch p)]'; echo $((x))",
-    "x='a[$(touch p)]'; (( x ))", "x='a[$(touch p)]'; [[ $x -eq 0 ]]",
-    "[[ 'a[$(touch p)]' -eq 0 ]]", "read x < f; echo $((x + 1))", "echo $(( $(cat f) ))",
-    "echo ${!x}", "echo ${x@P}", "declare -i n; n='a[$(touch p)]'", "declare -n r=x",
-    "compgen -W '$(touch p)'", "mapfile -C 'touch p' -c 1 a < /dev/null",
-    "hash -p ./evil ls; ls", "enable -f ./x.so x", "f() { echo $(($1)); }; f 'a[$(touch p)]'",
-    "for v in $(cat f); do echo $((v)); done", "echo ${a[$(cat f)]}", "echo ${s:$(cat f)}",
-    'read "$name" < /dev/null', "echo ${x:0:$_}", "command read 'a[$(touch p)]'",
-]  # fmt: skip
+    "cat <<EOF\n`touch p`\nEOF",
+    "cat <<EOF\nx $y `touch p`\nEOF",
+    "test -v 'a[$(touch p)]'",
+    "[ -v 'a[$(touch p)]' ]",
+    "[[ -v 'a[$(touch p)]' ]]",
+    "printf -v 'a[$(touch p)]' %s 1",
+    "read 'a[$(touch p)]' < /dev/null",
+    "read -a 'a[$(touch p)]' < /dev/null",
+    "declare 'a[$(touch p)]=1'",
+    "local 'a[`touch p`]'",
+    "export 'a[$(touch p)]=1'",
+    "readonly 'a[$(touch p)]=1'",
+    "typeset 'a[$(touch p)]'",
+    "unset 'a[$(touch p)]'",
+    "mapfile -t 'a[$(touch p)]' < /dev/null",
+    "readarray 'a[$(touch p)]' < /dev/null",
+    "wait -p 'a[$(touch p)]'",
+    "getopts ab 'a[$(touch p)]'",
+    "let 'a[$(touch p)]=1'",
+    "x='a[$(touch p)]'; echo $((x))",
+    "x='a[$(touch p)]'; (( x ))",
+    "x='a[$(touch p)]'; [[ $x -eq 0 ]]",
+    "[[ 'a[$(touch p)]' -eq 0 ]]",
+    "read x < f; echo $((x + 1))",
+    "echo $(( $(cat f) ))",
+    "echo ${!x}",
+    "echo ${x@P}",
+    "declare -i n; n='a[$(touch p)]'",
+    "declare -n r=x",
+    "compgen -W '$(touch p)'",
+    "mapfile -C 'touch p' -c 1 a < /dev/null",
+    "hash -p ./evil ls; ls",
+    "enable -f ./x.so x",
+    "f() { echo $(($1)); }; f 'a[$(touch p)]'",
+    "for v in $(cat f); do echo $((v)); done",
+    "echo ${a[$(cat f)]}",
+    "echo ${s:$(cat f)}",
+    'read "$name" < /dev/null',
+    "echo ${x:0:$_}",
+    "command read 'a[$(touch p)]'",
+]
 SUBSTITUTIONS_FINE = [
-    "cat <<'EOF'\n$(touch p)\nEOF", "cat <<\\EOF\n`touch p`\nEOF", "echo $((1 + 2))",
-    "n=3; echo $((n * 2))", "for ((i = 0; i < 3; i++)); do echo $i; done", "echo ${#x} ${!a[@]}",
-    "read -r line < /dev/null", "printf -v out %s 1", "x=1; [[ $x -eq 1 ]]", "echo ${x:1:2}",
-    "declare -a list=(a b)", "export LANG=C.UTF-8", "unset FOO",
-]  # fmt: skip
+    "cat <<'EOF'\n$(touch p)\nEOF",
+    "cat <<\\EOF\n`touch p`\nEOF",
+    "echo $((1 + 2))",
+    "n=3; echo $((n * 2))",
+    "for ((i = 0; i < 3; i++)); do echo $i; done",
+    "echo ${#x} ${!a[@]}",
+    "read -r line < /dev/null",
+    "printf -v out %s 1",
+    "x=1; [[ $x -eq 1 ]]",
+    "echo ${x:1:2}",
+    "declare -a list=(a b)",
+    "export LANG=C.UTF-8",
+    "unset FOO",
+]
 
 
 def test_every_substitution_bash_expands_is_visited_or_opaque(ws):
@@ -286,51 +385,130 @@ def test_a_quoted_here_document_delimiter_keeps_its_body_text():
 ENV_PAYLOADS = [
     "GIT_CONFIG_PARAMETERS=\"'core.pager=touch p'\" git log",
     "GIT_CONFIG_COUNT=1 GIT_CONFIG_KEY_0=core.pager GIT_CONFIG_VALUE_0='touch p' git log",
-    "GIT_CONFIG_GLOBAL=./x git log", "GIT_CONFIG_SYSTEM=./x git log",
-    "GIT_EXTERNAL_DIFF='touch p' git diff", "GIT_PAGER='touch p' git log",
-    "GIT_EDITOR='touch p' git commit", "GIT_SSH_COMMAND='touch p' git fetch",
-    "GIT_SSH=./x git fetch", "GIT_ASKPASS=./x git fetch", "GIT_EXEC_PATH=. git log",
-    "GIT_TEMPLATE_DIR=./t git init x", "GIT_DIR=/tmp/x git log", "GIT_WORK_TREE=/ git status",
-    "PAGER='touch p' man ls", "MANPAGER='touch p' man ls", "LESSOPEN='|touch p %s' less x",
-    "LESSCLOSE='touch p' less x", "EDITOR='touch p' crontab -e", "VISUAL=./x git commit",
-    "SSH_ASKPASS=./x ssh h", "BASH_ENV=./x bash -c true", "ENV=./x sh -c true",
-    "PROMPT_COMMAND='touch p' bash -i", "LD_PRELOAD=./x.so ls", "LD_LIBRARY_PATH=. ls",
-    "LD_AUDIT=./x.so ls", "PYTHONSTARTUP=x python3", "PYTHONPATH=. python3 -c 1",
-    "NODE_OPTIONS='--require ./x' node -e 1", "PERL5OPT=-Mx perl -e 1", "RUBYOPT=-rx ruby -e 1",
-    "PATH=./bin:$PATH ls", "HOME=. git log", "XDG_CONFIG_HOME=. git log",
+    "GIT_CONFIG_GLOBAL=./x git log",
+    "GIT_CONFIG_SYSTEM=./x git log",
+    "GIT_EXTERNAL_DIFF='touch p' git diff",
+    "GIT_PAGER='touch p' git log",
+    "GIT_EDITOR='touch p' git commit",
+    "GIT_SSH_COMMAND='touch p' git fetch",
+    "GIT_SSH=./x git fetch",
+    "GIT_ASKPASS=./x git fetch",
+    "GIT_EXEC_PATH=. git log",
+    "GIT_TEMPLATE_DIR=./t git init x",
+    "GIT_DIR=/tmp/x git log",
+    "GIT_WORK_TREE=/ git status",
+    "PAGER='touch p' man ls",
+    "MANPAGER='touch p' man ls",
+    "LESSOPEN='|touch p %s' less x",
+    "LESSCLOSE='touch p' less x",
+    "EDITOR='touch p' crontab -e",
+    "VISUAL=./x git commit",
+    "SSH_ASKPASS=./x ssh h",
+    "BASH_ENV=./x bash -c true",
+    "ENV=./x sh -c true",
+    "PROMPT_COMMAND='touch p' bash -i",
+    "LD_PRELOAD=./x.so ls",
+    "LD_LIBRARY_PATH=. ls",
+    "LD_AUDIT=./x.so ls",
+    "PYTHONSTARTUP=x python3",
+    "PYTHONPATH=. python3 -c 1",
+    "NODE_OPTIONS='--require ./x' node -e 1",
+    "PERL5OPT=-Mx perl -e 1",
+    "RUBYOPT=-rx ruby -e 1",
+    "PATH=./bin:$PATH ls",
+    "HOME=. git log",
+    "XDG_CONFIG_HOME=. git log",
     "TAR_OPTIONS=-Ix tar -xf a",
-    "RIPGREP_CONFIG_PATH=./x rg x", "CC='touch p' make", "MAKEFLAGS=-Ex make",
-    "env GIT_PAGER='touch p' git log", "env -i GIT_EXTERNAL_DIFF=x git diff",
-    "export GIT_PAGER='touch p'; git log", "declare -x GIT_PAGER='touch p'; git log",
-    "GIT_PAGER='touch p'; export GIT_PAGER; git log", "read GIT_PAGER < f; git log",
-    "printf -v GIT_PAGER %s x; export GIT_PAGER; git log", "strace -E LD_PRELOAD=./x ls",
-    "env -S 'GIT_PAGER=x git log'", "npm_config_script_shell=./x npm test",
-]  # fmt: skip
+    "RIPGREP_CONFIG_PATH=./x rg x",
+    "CC='touch p' make",
+    "MAKEFLAGS=-Ex make",
+    "env GIT_PAGER='touch p' git log",
+    "env -i GIT_EXTERNAL_DIFF=x git diff",
+    "export GIT_PAGER='touch p'; git log",
+    "declare -x GIT_PAGER='touch p'; git log",
+    "GIT_PAGER='touch p'; export GIT_PAGER; git log",
+    "read GIT_PAGER < f; git log",
+    "printf -v GIT_PAGER %s x; export GIT_PAGER; git log",
+    "strace -E LD_PRELOAD=./x ls",
+    "env -S 'GIT_PAGER=x git log'",
+    "npm_config_script_shell=./x npm test",
+]
 FLAG_PAYLOADS = [
-    "ssh -o ProxyCommand='touch p' h", "ssh -oproxycommand=x h", "ssh -o 'LocalCommand x' h",
-    "ssh -o PermitLocalCommand=yes h", "ssh -F cfg h", "ssh -o KnownHostsCommand=x h",
-    "scp -S ./x a b:", "scp -o ProxyCommand=x a b:", "sftp -S ./x h", "sftp -b batch h",
-    "sftp -D ./server", "vim -c '!touch p' x", "vim '+!touch p' x", "vim -S s.vim x",
-    "vim --cmd x x", "vim -es x", "nvim -l x.lua", "nvim -u init.lua x", "vi -c x x",
-    "ex x", "view -c x x", "rsync -e x a b", "rsync --rsh=x a b", "rsync --rsync-path=x a b",
-    "less '+!touch p' x", "less -k keys x", "man -P x ls", "man --pager=x ls", "man -H ls",
-    "tar --to-command=x -xf a", "tar -I x -xf a", "tar --use-compress=x -xf a",
-    "tar --checkpoint-action=exec=x -cf a .", "tar --info-script=x -cf a .", "tar -F x -cf a .",
-    "sort --compress-program=x f", "zip -TT x a.zip f", "git clone -u x r d",
-    "git clone --upload-pack=x r d", "git fetch --upload-pack=x r",
+    "ssh -o ProxyCommand='touch p' h",
+    "ssh -oproxycommand=x h",
+    "ssh -o 'LocalCommand x' h",
+    "ssh -o PermitLocalCommand=yes h",
+    "ssh -F cfg h",
+    "ssh -o KnownHostsCommand=x h",
+    "scp -S ./x a b:",
+    "scp -o ProxyCommand=x a b:",
+    "sftp -S ./x h",
+    "sftp -b batch h",
+    "sftp -D ./server",
+    "vim -c '!touch p' x",
+    "vim '+!touch p' x",
+    "vim -S s.vim x",
+    "vim --cmd x x",
+    "vim -es x",
+    "nvim -l x.lua",
+    "nvim -u init.lua x",
+    "vi -c x x",
+    "ex x",
+    "view -c x x",
+    "rsync -e x a b",
+    "rsync --rsh=x a b",
+    "rsync --rsync-path=x a b",
+    "less '+!touch p' x",
+    "less -k keys x",
+    "man -P x ls",
+    "man --pager=x ls",
+    "man -H ls",
+    "tar --to-command=x -xf a",
+    "tar -I x -xf a",
+    "tar --use-compress=x -xf a",
+    "tar --checkpoint-action=exec=x -cf a .",
+    "tar --info-script=x -cf a .",
+    "tar -F x -cf a .",
+    "sort --compress-program=x f",
+    "zip -TT x a.zip f",
+    "git clone -u x r d",
+    "git clone --upload-pack=x r d",
+    "git fetch --upload-pack=x r",
     "git ls-remote --upload-pack=x r",
-    "git pull --upload-pack=x r", "git push --receive-pack=x r", "git difftool -x x",
-    "git difftool --extcmd=x", "git rebase --exec x", "git rebase -x x", "git bisect run x",
-    "git submodule foreach x", "git grep --open-files-in-pager=x y",
+    "git pull --upload-pack=x r",
+    "git push --receive-pack=x r",
+    "git difftool -x x",
+    "git difftool --extcmd=x",
+    "git rebase --exec x",
+    "git rebase -x x",
+    "git bisect run x",
+    "git submodule foreach x",
+    "git grep --open-files-in-pager=x y",
     "git archive --exec=x --remote=r",
-    "git filter-branch --tree-filter x", "git clone -c core.fsmonitor=x r d",
-    "git clone --config core.fsmonitor=x r d", "git clone --template=./t r d", "git -c x=y log",
-    "git --config-env=core.pager=X log", "git --exec-path=. log", "curl -K cfg",
+    "git filter-branch --tree-filter x",
+    "git clone -c core.fsmonitor=x r d",
+    "git clone --config core.fsmonitor=x r d",
+    "git clone --template=./t r d",
+    "git -c x=y log",
+    "git --config-env=core.pager=X log",
+    "git --exec-path=. log",
+    "curl -K cfg",
     "curl --config=cfg",
-    "wget -e x", "wget --execute=x", "wget --use-askpass=x u", "make --eval='x:'", "make -E x",
-    "make SHELL=./x", "make CC=./x", "awk -f x.awk f", "awk 'BEGIN{system(\"x\")}'",
-    "awk '{print | \"x\"}' f", "gawk --load=x f", "mawk -f x f", "sort $X f", "git $X",
-]  # fmt: skip
+    "wget -e x",
+    "wget --execute=x",
+    "wget --use-askpass=x u",
+    "make --eval='x:'",
+    "make -E x",
+    "make SHELL=./x",
+    "make CC=./x",
+    "awk -f x.awk f",
+    "awk 'BEGIN{system(\"x\")}'",
+    "awk '{print | \"x\"}' f",
+    "gawk --load=x f",
+    "mawk -f x f",
+    "sort $X f",
+    "git $X",
+]
 
 
 def test_environment_that_makes_programs_run_others_is_opaque(ws):
@@ -339,8 +517,12 @@ def test_environment_that_makes_programs_run_others_is_opaque(ws):
         decision = p.check_command(command)
         assert decision.verdict == "ask", (command, decision)
         assert analyze(command).opaque, command
-    for harmless in ("GIT_AUTHOR_NAME=me git log", "LANG=C ls", "TZ=UTC date",
-                     "PYTHONUNBUFFERED=1 python3 x.py"):  # fmt: skip
+    for harmless in (
+        "GIT_AUTHOR_NAME=me git log",
+        "LANG=C ls",
+        "TZ=UTC date",
+        "PYTHONUNBUFFERED=1 python3 x.py",
+    ):
         assert not analyze(harmless).opaque, harmless
 
 
@@ -361,8 +543,16 @@ def test_flags_that_run_programs_are_opaque(ws):
         decision = p.check_command(command)
         assert decision.verdict == "ask", (command, decision)
         assert analyze(command).opaque, command
-    fine = ["ssh -o ConnectTimeout=5 h", "vim +12 x", "less +5 x", "make -j4",
-            "awk '{print $1}' f", "awk '$1 || $2' f", "tar -xf a.tar", "sort -u f"]  # fmt: skip
+    fine = [
+        "ssh -o ConnectTimeout=5 h",
+        "vim +12 x",
+        "less +5 x",
+        "make -j4",
+        "awk '{print $1}' f",
+        "awk '$1 || $2' f",
+        "tar -xf a.tar",
+        "sort -u f",
+    ]
     for command in fine:
         assert not analyze(command).opaque, (command, analyze(command).all_risks)
 
@@ -402,8 +592,15 @@ def test_a_glob_is_judged_from_the_directory_it_starts_in(ws):
     bracket syntax (`[^x]`, `[[:alpha:]]`) is matched as bash matches it, so a link among the
     matches (`passwd` -> /etc/passwd) is found."""
     p = policy(ws)
-    for command in ("ls /*/*/zz*", "ls /*/zz*", "cat ../*/nothing*", "cat [^x]asswd",
-                    "cat p[[:alpha:]]sswd", "cat pass[^]x]d", "cat */../pass*"):  # fmt: skip
+    for command in (
+        "ls /*/*/zz*",
+        "ls /*/zz*",
+        "cat ../*/nothing*",
+        "cat [^x]asswd",
+        "cat p[[:alpha:]]sswd",
+        "cat pass[^]x]d",
+        "cat */../pass*",
+    ):
         decision = p.check_command(command)
         assert decision.verdict == "ask", (command, decision)
         assert "outside the workspace" in decision.reason, (command, decision.reason)
@@ -415,8 +612,7 @@ def _check_in_thread(p, command: str, hang: float = 120.0):
     """`p.check_command(command)` in a thread; fails if it has not returned after `hang`
     seconds (a walk with no bound runs for hours)."""
     result = {}
-    thread = threading.Thread(target=lambda: result.update(d=p.check_command(command)),
-                              daemon=True)  # fmt: skip
+    thread = threading.Thread(target=lambda: result.update(d=p.check_command(command)), daemon=True)
     thread.start()
     thread.join(hang)
     assert not thread.is_alive(), f"checking {command!r} did not end: the glob walk is unbounded"
@@ -466,20 +662,31 @@ def test_the_check_runs_where_the_caller_puts_it_with_the_folders_read_before(ws
 
 # A5: every word with `=` before env's (or sudo's) program is an assignment.
 ENV_DENIED = [
-    "env A.B=1 sudo -n true", "env -S 'A.B=1 sudo -n true'", "env -iS'A.B=1 sudo -n true'",
-    "env --split-string='A=1 sudo -n true'", "find . -exec env A.B=1 sudo -n true ;",
-    "env A.B=1 git push origin main", "env A=1 B.C=2 git push origin main",
-    "sudo A=1 git push origin main", "env -S 'A.B=1 git push' origin main",
-    "env -S 'env -S \"git push origin main\"'", "env =x git push origin main",
-]  # fmt: skip
+    "env A.B=1 sudo -n true",
+    "env -S 'A.B=1 sudo -n true'",
+    "env -iS'A.B=1 sudo -n true'",
+    "env --split-string='A=1 sudo -n true'",
+    "find . -exec env A.B=1 sudo -n true ;",
+    "env A.B=1 git push origin main",
+    "env A=1 B.C=2 git push origin main",
+    "sudo A=1 git push origin main",
+    "env -S 'A.B=1 git push' origin main",
+    "env -S 'env -S \"git push origin main\"'",
+    "env =x git push origin main",
+]
 ENV_OPAQUE = [
-    "env 'BASH_FUNC_ls%%=() { touch p; }' bash -c ls", "env BASH_FUNC_x=1 bash -c x",
-    "env A-B=1 true", "env -S 'BASH_FUNC_ls%%=x' bash -c ls", "env -u X 'BASH_FUNC_ls%%=x' ls",
+    "env 'BASH_FUNC_ls%%=() { touch p; }' bash -c ls",
+    "env BASH_FUNC_x=1 bash -c x",
+    "env A-B=1 true",
+    "env -S 'BASH_FUNC_ls%%=x' bash -c ls",
+    "env -u X 'BASH_FUNC_ls%%=x' ls",
     "export 'BASH_FUNC_ls%%=() { touch p; }'; bash -c ls",
     "declare -x 'BASH_FUNC_ls%%=() { touch p; }'; bash -c ls",
-    "strace -E 'BASH_FUNC_ls%%=() { touch p; }' bash -c ls", "systemd-run -E A.B=1 true",
-    "env -S 'x \\c' true", "env -S '${HOME}' true",
-]  # fmt: skip
+    "strace -E 'BASH_FUNC_ls%%=() { touch p; }' bash -c ls",
+    "systemd-run -E A.B=1 true",
+    "env -S 'x \\c' true",
+    "env -S '${HOME}' true",
+]
 
 
 def test_env_takes_every_word_with_an_equals_sign_before_its_program(ws):
@@ -498,27 +705,46 @@ def test_env_takes_every_word_with_an_equals_sign_before_its_program(ws):
 
 # A6: what bash expands that the grammar did not parse is opaque.
 UNPARSED = [
-    "cat <<EOF\n  $(touch p)\nEOF", "cat <<-EOF\n\t$(touch p)\n\tEOF",
-    "cat <<EOF\n\t`touch p`\nEOF", "cat <<EOF; touch p\nx\nEOF",
-    "cat <<EOF\nx $(echo) y\n  $(touch p)\nEOF", "cat <<EOF\n  $((a[$(touch p)]))\nEOF",
-    "cat <<EOF\n  $[1]\nEOF", "cat << EOF >out\n   ${x:-$(touch p)}\nEOF",
-    "x=$(cat <<EOF\n  $(touch p)\nEOF\n)", "echo ${x:-`touch p`}", "echo \"${x:-`touch p`}\"",
-    "cat <<EOF\n${x:-`touch p`}\nEOF", "echo `echo \\`touch p\\``", "echo `echo \\$(touch p)`",
-    "tou\\\nch p", "echo $\\\n(touch p)", "cat <<EOF\n$\\\n(touch p)\nEOF",
-    "cat <<EOF\nEOF \n$(touch p)\nEOF", "cat <<EOF\n EOF\ntouch p\nEOF",
-]  # fmt: skip
+    "cat <<EOF\n  $(touch p)\nEOF",
+    "cat <<-EOF\n\t$(touch p)\n\tEOF",
+    "cat <<EOF\n\t`touch p`\nEOF",
+    "cat <<EOF; touch p\nx\nEOF",
+    "cat <<EOF\nx $(echo) y\n  $(touch p)\nEOF",
+    "cat <<EOF\n  $((a[$(touch p)]))\nEOF",
+    "cat <<EOF\n  $[1]\nEOF",
+    "cat << EOF >out\n   ${x:-$(touch p)}\nEOF",
+    "x=$(cat <<EOF\n  $(touch p)\nEOF\n)",
+    "echo ${x:-`touch p`}",
+    'echo "${x:-`touch p`}"',
+    "cat <<EOF\n${x:-`touch p`}\nEOF",
+    "echo `echo \\`touch p\\``",
+    "echo `echo \\$(touch p)`",
+    "tou\\\nch p",
+    "echo $\\\n(touch p)",
+    "cat <<EOF\n$\\\n(touch p)\nEOF",
+    "cat <<EOF\nEOF \n$(touch p)\nEOF",
+    "cat <<EOF\n EOF\ntouch p\nEOF",
+]
 # The grammar nests the rest of a here-document's line inside it: those commands are read.
 HEREDOC_LINE = [
-    "cat <<EOF | touch p\nx\nEOF", "cat <<EOF && touch p\nx\nEOF", "cat <<EOF || touch p\nx\nEOF",
+    "cat <<EOF | touch p\nx\nEOF",
+    "cat <<EOF && touch p\nx\nEOF",
+    "cat <<EOF || touch p\nx\nEOF",
     "cat <<A <<B | touch p\na\nA\nb\nB",
-]  # fmt: skip
+]
 PARSED_FINE = [
-    "cat <<EOF\n  plain $x ${y} text\nEOF", "cat <<'EOF'\n  $(touch p)\nEOF",
-    "cat <<-'EOF'\n\t`touch p`\n\tEOF", "cat <<EOF\n  \\$(not run) \\`nor this\\`\nEOF",
-    "echo 'a $(b) `c`' # $(d)", "echo $'\\x41 $(b)'", "git commit -m \"two \\\nlines\"",
-    "python x.py \\\n  --flag", "cat <<EOF\n$(date)\nEOF",
-    "cat <<EOF\n  ${HOME} ${#x} ${y:-text} ${z%.py}\nEOF", "python -c \"a;\\\nb\"",
-]  # fmt: skip
+    "cat <<EOF\n  plain $x ${y} text\nEOF",
+    "cat <<'EOF'\n  $(touch p)\nEOF",
+    "cat <<-'EOF'\n\t`touch p`\n\tEOF",
+    "cat <<EOF\n  \\$(not run) \\`nor this\\`\nEOF",
+    "echo 'a $(b) `c`' # $(d)",
+    "echo $'\\x41 $(b)'",
+    'git commit -m "two \\\nlines"',
+    "python x.py \\\n  --flag",
+    "cat <<EOF\n$(date)\nEOF",
+    "cat <<EOF\n  ${HOME} ${#x} ${y:-text} ${z%.py}\nEOF",
+    'python -c "a;\\\nb"',
+]
 
 
 def test_what_bash_expands_that_the_grammar_did_not_parse_is_opaque(ws):
@@ -539,18 +765,34 @@ def test_what_bash_expands_that_the_grammar_did_not_parse_is_opaque(ws):
 
 # A9: awk's options are read before its program text is found.
 AWK_RUNS = [
-    "awk -v x=1 'BEGIN{system(\"touch p\")}'", "awk -F : '{system($1)}' f",
-    "awk -F: -v a=b 'BEGIN{print | \"sh\"}'", "awk -vx=1 -- 'BEGIN{system(1)}'",
-    "awk -e 'BEGIN{system(\"x\")}'", "gawk --source='BEGIN{system(\"x\")}'",
-    "awk -f x.awk f", "gawk -E x.awk", "mawk -We x.awk", "mawk -W exec x.awk",
-    "mawk -Wsprintf=9,e x.awk", "awk -W source=x", "awk 'BEGIN{f=\"system\"; @f(\"x\")}'",
-    "awk '@load \"x\"; {}' f", "awk -D '{}' f", "awk --debug=cmds '{}' f",
-    "awk -Z 'BEGIN{system(1)}'", "nawk -v x=1 'BEGIN{\"x\" | getline}'",
-]  # fmt: skip
+    "awk -v x=1 'BEGIN{system(\"touch p\")}'",
+    "awk -F : '{system($1)}' f",
+    "awk -F: -v a=b 'BEGIN{print | \"sh\"}'",
+    "awk -vx=1 -- 'BEGIN{system(1)}'",
+    "awk -e 'BEGIN{system(\"x\")}'",
+    "gawk --source='BEGIN{system(\"x\")}'",
+    "awk -f x.awk f",
+    "gawk -E x.awk",
+    "mawk -We x.awk",
+    "mawk -W exec x.awk",
+    "mawk -Wsprintf=9,e x.awk",
+    "awk -W source=x",
+    'awk \'BEGIN{f="system"; @f("x")}\'',
+    "awk '@load \"x\"; {}' f",
+    "awk -D '{}' f",
+    "awk --debug=cmds '{}' f",
+    "awk -Z 'BEGIN{system(1)}'",
+    "nawk -v x=1 'BEGIN{\"x\" | getline}'",
+]
 AWK_FINE = [
-    "awk -F: '{print $1}' f", "awk -v n=2 'NR==n' f", "awk '{print}' f", "mawk -W version",
-    "awk -- '{print $1}' f", "awk -F '|' '{print $2}' f", "awk '$1 || $2' f",
-]  # fmt: skip
+    "awk -F: '{print $1}' f",
+    "awk -v n=2 'NR==n' f",
+    "awk '{print}' f",
+    "mawk -W version",
+    "awk -- '{print $1}' f",
+    "awk -F '|' '{print $2}' f",
+    "awk '$1 || $2' f",
+]
 
 
 def test_awk_options_are_read_before_its_program_is_found(ws):
@@ -568,26 +810,59 @@ def test_awk_options_are_read_before_its_program_is_found(ws):
 
 # And what a fresh look found: runners, sed's script, shells reading their input.
 SUDO_HIDDEN = [
-    "setarch x86_64 sudo -n true", "setarch x86_64 -R sudo -n true", "setarch -R sudo -n true",
-    "linux64 sudo -n true", "prlimit --nofile=9 sudo -n true", "prlimit -n9 sudo -n true",
-    "runcon -t x sudo -n true", "runcon ctx sudo -n true", "fakeroot -l lib sudo -n true",
-    "eatmydata sudo -n true", "sshpass -p pw sudo -n true", "script out -qc 'sudo -n true'",
-    "script -q out -c 'sudo -n true'", "runuser -u root -- sudo -n true",
-    "runuser root -c 'sudo -n true'", "echo x | xargs env", "echo x | xargs -I{} sh -c '{}'",
-    "echo x | xargs -i sh -c 'echo {}'", "find . -exec sh -c 'echo {}' \\;", "sh - <<< x",
-    "bash -e - <<< x", "perf stat sudo -n true", "gdb -batch -ex 'shell sudo'",
-    "tmux new -d 'sudo -n true'", "sed -n '1e sudo -n true' f", "sed 's/x/sudo/e' f",
-    "sed 's/[/]/x/e' f", "sed ':a;e sudo' f", "sed 's/x/y/ e' f", "split --filter=sudo f",
-    "split --fil=sudo f", "sdiff --diff-program=sudo a b", "make -f - x <<< x",
-    "fish -c 'sudo -n true'", "ed f <<< x", "su -s /usr/bin/sudo root",
-    "sg root 'sudo -n true'", "sg - root sudo",
-]  # fmt: skip
+    "setarch x86_64 sudo -n true",
+    "setarch x86_64 -R sudo -n true",
+    "setarch -R sudo -n true",
+    "linux64 sudo -n true",
+    "prlimit --nofile=9 sudo -n true",
+    "prlimit -n9 sudo -n true",
+    "runcon -t x sudo -n true",
+    "runcon ctx sudo -n true",
+    "fakeroot -l lib sudo -n true",
+    "eatmydata sudo -n true",
+    "sshpass -p pw sudo -n true",
+    "script out -qc 'sudo -n true'",
+    "script -q out -c 'sudo -n true'",
+    "runuser -u root -- sudo -n true",
+    "runuser root -c 'sudo -n true'",
+    "echo x | xargs env",
+    "echo x | xargs -I{} sh -c '{}'",
+    "echo x | xargs -i sh -c 'echo {}'",
+    "find . -exec sh -c 'echo {}' \\;",
+    "sh - <<< x",
+    "bash -e - <<< x",
+    "perf stat sudo -n true",
+    "gdb -batch -ex 'shell sudo'",
+    "tmux new -d 'sudo -n true'",
+    "sed -n '1e sudo -n true' f",
+    "sed 's/x/sudo/e' f",
+    "sed 's/[/]/x/e' f",
+    "sed ':a;e sudo' f",
+    "sed 's/x/y/ e' f",
+    "split --filter=sudo f",
+    "split --fil=sudo f",
+    "sdiff --diff-program=sudo a b",
+    "make -f - x <<< x",
+    "fish -c 'sudo -n true'",
+    "ed f <<< x",
+    "su -s /usr/bin/sudo root",
+    "sg root 'sudo -n true'",
+    "sg - root sudo",
+]
 SED_FINE = [
-    "sed -n '1,20p' f", "sed 's/a/b/g' f", "sed -e 's/x/y/' -e '5d' f", "sed '/a/,/b/d' f",
-    "sed ':a;N;$!ba;s/\\n/ /g' f", "sed 's|a|b|g' f", "sed -E 's/(a|b)+/x/2g' f",
-    "sed '/a/{s//X/;p}' f", "sed 'y/abc/xyz/' f", "sed '1i\\\nheader' f", "sed '$!N' f",
+    "sed -n '1,20p' f",
+    "sed 's/a/b/g' f",
+    "sed -e 's/x/y/' -e '5d' f",
+    "sed '/a/,/b/d' f",
+    "sed ':a;N;$!ba;s/\\n/ /g' f",
+    "sed 's|a|b|g' f",
+    "sed -E 's/(a|b)+/x/2g' f",
+    "sed '/a/{s//X/;p}' f",
+    "sed 'y/abc/xyz/' f",
+    "sed '1i\\\nheader' f",
+    "sed '$!N' f",
     "sed --sandbox '1e x' f",
-]  # fmt: skip
+]
 
 
 def test_runners_sed_scripts_and_shells_reading_input_do_not_hide_a_program(ws):
@@ -598,8 +873,13 @@ def test_runners_sed_scripts_and_shells_reading_input_do_not_hide_a_program(ws):
     p = policy(ws, commands={"allow": ["sed"]})
     for command in SED_FINE:
         assert p.check_command(command).verdict == "allow", command
-    for command in ("sed 'r /etc/passwd' f", "sed 'w /tmp/x' f", "sed 's/a/b/w out' f",
-                    "strace -o /tmp/x ls", "flock /etc/lock ls"):  # fmt: skip
+    for command in (
+        "sed 'r /etc/passwd' f",
+        "sed 'w /tmp/x' f",
+        "sed 's/a/b/w out' f",
+        "strace -o /tmp/x ls",
+        "flock /etc/lock ls",
+    ):
         assert p.check_command(command).verdict == "ask", command
 
 
@@ -607,28 +887,86 @@ def test_runners_sed_scripts_and_shells_reading_input_do_not_hide_a_program(ws):
 # Each runs `pwn` (a stub that logs its name) the way bash would; the reader must see it run,
 # or find the line opaque. Runners and programs are the real ones.
 BASH_PAYLOADS = [
-    "cat <<EOF\n  $(pwn)\nEOF", "cat <<-EOF\n\t$(pwn)\n\tEOF", "cat <<EOF | pwn\nx\nEOF",
-    "cat <<EOF && pwn\nx\nEOF", "echo ${x:-`pwn`}", "cat <<EOF\n${x:-`pwn`}\nEOF",
-    "echo `echo \\`pwn\\``", "echo `echo \\$(pwn)`", "pw\\\nn", "echo $\\\n(pwn)",
-    "env A.B=1 pwn", "env -S 'A.B=1 pwn'", "env -iS'pwn'",
+    "cat <<EOF\n  $(pwn)\nEOF",
+    "cat <<-EOF\n\t$(pwn)\n\tEOF",
+    "cat <<EOF | pwn\nx\nEOF",
+    "cat <<EOF && pwn\nx\nEOF",
+    "echo ${x:-`pwn`}",
+    "cat <<EOF\n${x:-`pwn`}\nEOF",
+    "echo `echo \\`pwn\\``",
+    "echo `echo \\$(pwn)`",
+    "pw\\\nn",
+    "echo $\\\n(pwn)",
+    "env A.B=1 pwn",
+    "env -S 'A.B=1 pwn'",
+    "env -iS'pwn'",
     "env 'BASH_FUNC_ls%%=() { pwn; }' bash -c ls",
-    "echo pwn | xargs env", "echo pwn | xargs -I{} sh -c '{}'", "echo pwn | xargs -i@ sh -c @",
-    "touch '$(pwn)'; find . -name '$*' -exec sh -c 'echo {}' \\;", "sh - <<< pwn",
-    "bash -e - <<< pwn", "awk -v x=1 'BEGIN{system(\"pwn\")}'", "awk -F: 'BEGIN{system(\"pwn\")}'",
-    "mawk -Wsprintf=9,e /dev/stdin <<< 'BEGIN{system(\"pwn\")}'", "sed -n '1e pwn' <<< a",
-    "sed 's/a/pwn/e' <<< a", "sed ':x;e pwn' <<< a", "sed 's/x/y/ e' <<< x",
-    "setarch x86_64 pwn", "setarch x86_64 -R pwn", "setarch -R pwn", "linux64 pwn",
-    "prlimit --nofile=100 pwn", "prlimit -n100 pwn", "fakeroot -- pwn",
-    "script -q /dev/null -c pwn", "script /dev/null -qc pwn", "su root -c pwn",
-    "split --filter=pwn /etc/hostname", "sdiff --diff-program=pwn /dev/null /dev/null",
-    "make -f - x <<< $'x:\\n\\tpwn'", "timeout 5 -k 1 pwn", "nice -n 1 pwn",
+    "echo pwn | xargs env",
+    "echo pwn | xargs -I{} sh -c '{}'",
+    "echo pwn | xargs -i@ sh -c @",
+    "touch '$(pwn)'; find . -name '$*' -exec sh -c 'echo {}' \\;",
+    "sh - <<< pwn",
+    "bash -e - <<< pwn",
+    "awk -v x=1 'BEGIN{system(\"pwn\")}'",
+    "awk -F: 'BEGIN{system(\"pwn\")}'",
+    "mawk -Wsprintf=9,e /dev/stdin <<< 'BEGIN{system(\"pwn\")}'",
+    "sed -n '1e pwn' <<< a",
+    "sed 's/a/pwn/e' <<< a",
+    "sed ':x;e pwn' <<< a",
+    "sed 's/x/y/ e' <<< x",
+    "setarch x86_64 pwn",
+    "setarch x86_64 -R pwn",
+    "setarch -R pwn",
+    "linux64 pwn",
+    "prlimit --nofile=100 pwn",
+    "prlimit -n100 pwn",
+    "fakeroot -- pwn",
+    "script -q /dev/null -c pwn",
+    "script /dev/null -qc pwn",
+    "su root -c pwn",
+    "split --filter=pwn /etc/hostname",
+    "sdiff --diff-program=pwn /dev/null /dev/null",
+    "make -f - x <<< $'x:\\n\\tpwn'",
+    "timeout 5 -k 1 pwn",
+    "nice -n 1 pwn",
     "flock /dev/null -c pwn",
-    "command -p pwn", "exec -a x pwn", "time -p pwn", "{pwn,x}", "$'\\x70wn'", "p''wn",
-    "sg root 'pwn x'", "sg - root pwn",
-]  # fmt: skip
-RUNNERS_USED = ("env", "xargs", "sh", "bash", "cat", "echo", "find", "touch", "awk", "mawk",
-                "sed", "setarch", "linux64", "prlimit", "fakeroot", "script", "su", "split",
-                "sdiff", "make", "timeout", "nice", "flock", "ls", "diff", "sg")  # fmt: skip
+    "command -p pwn",
+    "exec -a x pwn",
+    "time -p pwn",
+    "{pwn,x}",
+    "$'\\x70wn'",
+    "p''wn",
+    "sg root 'pwn x'",
+    "sg - root pwn",
+]
+RUNNERS_USED = (
+    "env",
+    "xargs",
+    "sh",
+    "bash",
+    "cat",
+    "echo",
+    "find",
+    "touch",
+    "awk",
+    "mawk",
+    "sed",
+    "setarch",
+    "linux64",
+    "prlimit",
+    "fakeroot",
+    "script",
+    "su",
+    "split",
+    "sdiff",
+    "make",
+    "timeout",
+    "nice",
+    "flock",
+    "ls",
+    "diff",
+    "sg",
+)
 
 
 def test_what_bash_runs_is_what_the_reader_sees(tmp_path):
@@ -649,15 +987,21 @@ def test_what_bash_runs_is_what_the_reader_sees(tmp_path):
         shutil.rmtree(work, ignore_errors=True)
         work.mkdir()
         log.write_text("")
-        subprocess.run([bash, "--norc", "--noprofile", "-c", command], cwd=work,
-                       env={"PATH": str(bin_dir), "HOME": str(work), "LC_ALL": "C"},
-                       stdin=subprocess.DEVNULL, capture_output=True, timeout=60)  # fmt: skip
+        subprocess.run(
+            [bash, "--norc", "--noprofile", "-c", command],
+            cwd=work,
+            env={"PATH": str(bin_dir), "HOME": str(work), "LC_ALL": "C"},
+            stdin=subprocess.DEVNULL,
+            capture_output=True,
+            timeout=60,
+        )
         if "pwn" not in log.read_text():
             continue
         ran += 1
         analysis = analyze(command)
-        seen = {os.path.basename(layer[0]) for c in analysis.commands for layer in c.layers
-                if layer} | {os.path.basename(c.program) for c in analysis.commands}  # fmt: skip
+        seen = {
+            os.path.basename(layer[0]) for c in analysis.commands for layer in c.layers if layer
+        } | {os.path.basename(c.program) for c in analysis.commands}
         if "pwn" not in seen and not analysis.opaque:
             missed.append(command)
     assert not missed, "bash ran pwn where the reader did not see it:\n" + "\n".join(missed)

@@ -157,8 +157,11 @@ def test_a_version_1_file_is_migrated_and_keeps_its_facts(tmp_path):
     store = open_store("sqlite:///" + str(path))
     fact = FactStore(store).get("fact:old")
     assert (fact.statement, fact.confidence, fact.source, fact.subject) == (
-        "tests use unittest", 0.8, "model", None
-    )  # fmt: skip
+        "tests use unittest",
+        0.8,
+        "model",
+        None,
+    )
     assert store.journal_live("a1") == []
     store.close()
     conn = sqlite3.connect(path)

@@ -171,8 +171,12 @@ def test_list_by_agent_path_and_status_oldest_first(store):
 # ---------------------------------------------------------------------- claim
 def test_claim_succeeds_once(store):
     store.proposal_put(proposal())
-    updates = {"status": "applied", "applied_hunks": [0, 1], "applied_hash": "h" * 64,
-               "updated_at": 1001.5}  # fmt: skip
+    updates = {
+        "status": "applied",
+        "applied_hunks": [0, 1],
+        "applied_hash": "h" * 64,
+        "updated_at": 1001.5,
+    }
     got = store.proposal_claim("p1", ["pending"], updates)
     assert got == proposal(**updates)
     assert store.proposal_get("p1") == got
@@ -195,11 +199,24 @@ def test_claim_clears_and_sets_any_field(store):
     got = store.proposal_claim(
         "p1",
         ["applied"],
-        {"status": "undone", "applied_hash": None, "version": None, "task_id": None,
-         "hunks": [{"index": 0}], "created_at": 1.0},
-    )  # fmt: skip
-    expected = proposal(status="undone", applied_hash=None, applied_hunks=[1], version=None,
-                        task_id=None, hunks=[{"index": 0}], created_at=1.0)  # fmt: skip
+        {
+            "status": "undone",
+            "applied_hash": None,
+            "version": None,
+            "task_id": None,
+            "hunks": [{"index": 0}],
+            "created_at": 1.0,
+        },
+    )
+    expected = proposal(
+        status="undone",
+        applied_hash=None,
+        applied_hunks=[1],
+        version=None,
+        task_id=None,
+        hunks=[{"index": 0}],
+        created_at=1.0,
+    )
     assert got == expected == store.proposal_get("p1")
     # created_at moved: the order follows.
     store.proposal_put(proposal("p0", created_at=500.0))
@@ -281,8 +298,9 @@ def test_a_second_daemon_sees_the_same_states(store, store_url):
 def test_prune_keeps_open_ones_and_the_newest_settled(store):
     agent = "/home/dana/proj"
     store.proposal_put(proposal("pending-old", created_at=1.0, updated_at=1.0))
-    store.proposal_put(proposal("partly-old", status="partly_applied", created_at=2.0,
-                                updated_at=2.0))  # fmt: skip
+    store.proposal_put(
+        proposal("partly-old", status="partly_applied", created_at=2.0, updated_at=2.0)
+    )
     for i, status in enumerate(SETTLED_PROPOSAL_STATUSES * 2):  # every settled status, twice
         store.proposal_put(proposal(f"s{i}", status=status, updated_at=100.0 + i))
     store.proposal_put(proposal("tie-a", status="applied", updated_at=200.0))

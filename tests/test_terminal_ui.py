@@ -50,8 +50,18 @@ def talos_run(tmp_path, ws, server, *extra, request="make main return 2", **env)
     SIGINT, as at a real one), TERM with colours, the scripted model priced."""
     prices = tmp_path / "prices.json"
     prices.write_text(json.dumps({"fake-model": PRICE}))
-    argv = [TALOS, "run", request, "--workspace", str(ws), "--base-url", server.url,
-            "--model", "fake-model", *extra]  # fmt: skip
+    argv = [
+        TALOS,
+        "run",
+        request,
+        "--workspace",
+        str(ws),
+        "--base-url",
+        server.url,
+        "--model",
+        "fake-model",
+        *extra,
+    ]
     env = env_for(tmp_path, TERM="xterm-256color", TALOS_PRICES=str(prices), **env)
     return ControllingTerminal(argv, env, tmp_path)
 
@@ -64,10 +74,16 @@ class ControllingTerminal(Terminal):
         master, slave = pty.openpty()
         fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", 60, columns, 0, 0))
         self.proc = subprocess.Popen(
-            list(argv), stdin=slave, stdout=slave, stderr=slave, env=dict(env), cwd=cwd,
-            close_fds=True, start_new_session=True,
+            list(argv),
+            stdin=slave,
+            stdout=slave,
+            stderr=slave,
+            env=dict(env),
+            cwd=cwd,
+            close_fds=True,
+            start_new_session=True,
             preexec_fn=lambda: fcntl.ioctl(0, termios.TIOCSCTTY, 0),
-        )  # fmt: skip
+        )
         os.close(slave)
         self.master = master
         self.raw = b""
@@ -95,10 +111,13 @@ def test_streamed_text_and_the_live_status_line(tmp_path, server, ws):
     live display goes and the answer is printed once."""
     answer = "main returns 1 and nothing calls it; changing it is safe. " * 3
     server.script += [
-        reply("Reading src/app.py first.", [("c1", "read_file", '{"path": "src/app.py"}')],
-              usage=(1000, 50, 0)),
+        reply(
+            "Reading src/app.py first.",
+            [("c1", "read_file", '{"path": "src/app.py"}')],
+            usage=(1000, 50, 0),
+        ),
         reply(answer, usage=(1200, 60, 0), delay=0.08),  # 26 chunks: about two seconds
-    ]  # fmt: skip
+    ]
     started = time.monotonic()
     term = talos_run(tmp_path, ws, server)
     term.until(r"main returns 1 and nothing calls it")  # the first words of step 2
@@ -129,8 +148,11 @@ def test_the_apply_prompt_asks_again_on_a_reply_that_is_no_choice(tmp_path, serv
     term.until(r"Apply proposal (p\w+) to src/app.py\? 1\. Apply 2\. Reject >")
     term.send("yes please\n")  # not one of the choices: asked again, not taken as Reject
     asked = len(term.raw)
-    term.until(r"Not one of the choices: answer 1 to 2 or a choice's name, or press Enter "
-               r"to dismiss\.\s*>", asked)  # fmt: skip
+    term.until(
+        r"Not one of the choices: answer 1 to 2 or a choice's name, or press Enter "
+        r"to dismiss\.\s*>",
+        asked,
+    )
     assert (ws / "src" / "app.py").read_text() == ORIGINAL  # nothing decided yet
     term.send("1\n")
     assert term.finish() == 0, term.seen()
@@ -141,8 +163,10 @@ def test_the_apply_prompt_asks_again_on_a_reply_that_is_no_choice(tmp_path, serv
 def test_keys_pressed_before_a_prompt_appears_do_not_answer_it(tmp_path, server, ws):
     """Enter and "2" typed while the model works are not a dismissal or a Reject of the apply
     prompt that comes after: only a reply to the prompt on screen counts."""
-    server.script += [reply(None, [("c1", "propose_edit", EDIT)]),
-                      reply("main returns 2 now.", delay=0.1)]  # fmt: skip
+    server.script += [
+        reply(None, [("c1", "propose_edit", EDIT)]),
+        reply("main returns 2 now.", delay=0.1),
+    ]
     term = talos_run(tmp_path, ws, server)
     term.until(r"main returns")  # the model is still streaming: no prompt yet
     term.send("\n2\n")
@@ -165,8 +189,14 @@ def test_a_dismissed_apply_prompt_leaves_the_proposal_for_talos_apply(tmp_path, 
     assert term.finish() == 0, term.seen()
     assert re.search(rf"talos apply {proposal}\b[^.]* applies it later", term.seen())
     assert (ws / "src" / "app.py").read_text() == ORIGINAL
-    later = subprocess.run([TALOS, "apply", proposal], cwd=ws, capture_output=True, text=True,
-                           env=env_for(tmp_path), timeout=30)  # fmt: skip
+    later = subprocess.run(
+        [TALOS, "apply", proposal],
+        cwd=ws,
+        capture_output=True,
+        text=True,
+        env=env_for(tmp_path),
+        timeout=30,
+    )
     assert later.returncode == 0, later.stdout + later.stderr
     assert (ws / "src" / "app.py").read_text() == "def main():\n    return 2\n"
 
@@ -181,8 +211,10 @@ def test_a_proposal_gone_stale_at_the_apply_prompt_is_said_so(tmp_path, server, 
     term.send("1\n")
     term.finish()
     after = term.seen(asked)
-    assert (f"Proposal {found.group(1)} was not applied: src/app.py changed since it was made "
-            "(it is stale).") in after, after  # fmt: skip
+    assert (
+        f"Proposal {found.group(1)} was not applied: src/app.py changed since it was made "
+        "(it is stale)."
+    ) in after, after
     assert "applied p" not in after
     assert (ws / "src" / "app.py").read_text() == edited
 
@@ -216,7 +248,7 @@ def test_model_text_with_markup_and_escapes_is_inert_in_the_live_display(tmp_pat
     server.script += [
         reply(said, [("c1", "read_file", '{"path": "src/app.py"}')], delay=0.05),
         reply(f"Done {said} end", delay=0.05),
-    ]  # fmt: skip
+    ]
     term = talos_run(tmp_path, ws, server)
     term.until(r"Done \[conceal\]hidden")  # live, while it streams
     assert term.finish() == 0, term.seen()
@@ -254,11 +286,25 @@ def test_piped_there_is_no_live_display_only_plain_lines(tmp_path, server, ws):
     server.script += [
         reply("Reading src/app.py first.", [("c1", "read_file", '{"path": "src/app.py"}')]),
         reply("main returns 1."),
-    ]  # fmt: skip
-    r = subprocess.run([TALOS, "run", "what does main return", "--workspace", str(ws),
-                        "--base-url", server.url, "--model", "fake-model"], capture_output=True,
-                       text=True, timeout=60, stdin=subprocess.DEVNULL,
-                       env=env_for(tmp_path, TERM="xterm-256color"))  # fmt: skip
+    ]
+    r = subprocess.run(
+        [
+            TALOS,
+            "run",
+            "what does main return",
+            "--workspace",
+            str(ws),
+            "--base-url",
+            server.url,
+            "--model",
+            "fake-model",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        stdin=subprocess.DEVNULL,
+        env=env_for(tmp_path, TERM="xterm-256color"),
+    )
     assert r.returncode == 0, r.stdout + r.stderr
     assert "\x1b" not in r.stdout and not re.search(STATUS, r.stdout)
     lines = r.stdout.splitlines()

@@ -75,8 +75,14 @@ async def test_noise_is_filtered_out(watching):
     (watching.root / ".gitignore").write_text("*.log\nout/\n")
     gitignore = watching.root / ".gitignore"
     await watching.until(gitignore)  # the filter has read the rules again
-    noise = [".git/objects/ab/cd", "node_modules/lib/x.js", "sub/__pycache__/m.pyc",
-             "debug.log", "out/gen.py", "venv/lib/site.py"]  # fmt: skip
+    noise = [
+        ".git/objects/ab/cd",
+        "node_modules/lib/x.js",
+        "sub/__pycache__/m.pyc",
+        "debug.log",
+        "out/gen.py",
+        "venv/lib/site.py",
+    ]
     for rel in noise:
         (watching.root / rel).parent.mkdir(parents=True, exist_ok=True)
         (watching.root / rel).write_text("noise")
@@ -132,8 +138,16 @@ def test_filter(tmp_path):
     (root / ".gitignore").write_text("*.log\n/generated/\n")
     f = WorkspaceFilter(root)
     kept = ["src/a.py", "node_modules", "src/debug.txt", "lib/generated/x.py"]
-    dropped = [".git/HEAD", "node_modules/x/y.js", "a/.venv/lib/z.py", "a/__pycache__/m.pyc",
-               "debug.log", "src/trace.log", "generated/x.py", "src/a.py~"]  # fmt: skip
+    dropped = [
+        ".git/HEAD",
+        "node_modules/x/y.js",
+        "a/.venv/lib/z.py",
+        "a/__pycache__/m.pyc",
+        "debug.log",
+        "src/trace.log",
+        "generated/x.py",
+        "src/a.py~",
+    ]
     assert [r for r in kept if not f(Change.added, str(root / r))] == []
     assert [r for r in dropped if f(Change.modified, str(root / r))] == []
     assert not f(Change.added, str(tmp_path.parent / "elsewhere" / "a.py"))

@@ -60,8 +60,17 @@ def test_reads_that_leave_or_leak_are_refused(ws, path, words):
         ws.read_text(path)
 
 
-@pytest.mark.parametrize("path", [".git/config", ".git/hooks/pre-commit", ".talos/permissions.json",
-                                  ".env", ".env.local", "src/.env.production"])  # fmt: skip
+@pytest.mark.parametrize(
+    "path",
+    [
+        ".git/config",
+        ".git/hooks/pre-commit",
+        ".talos/permissions.json",
+        ".env",
+        ".env.local",
+        "src/.env.production",
+    ],
+)
 def test_protected_paths_are_never_written(ws, path):
     with pytest.raises(SandboxError, match="protected"):
         ws.write_text(path, "x")
@@ -172,8 +181,11 @@ def test_writes_never_follow_a_planted_symlink(ws, tmp_path):
     assert victim.read_text() == "untouched\n"
     assert target.read_text() == "def main():\n    return 2\n"
     assert oct(os.stat(target).st_mode & 0o777) == "0o640"  # the mode is kept
-    assert not [p for p in (ws.root / "src").iterdir() if p.name.endswith(".talos-tmp")
-                and not p.is_symlink()]  # fmt: skip
+    assert not [
+        p
+        for p in (ws.root / "src").iterdir()
+        if p.name.endswith(".talos-tmp") and not p.is_symlink()
+    ]
     os.symlink(victim, ws.root / "src" / "swap.py")
     atomic_write(ws.root, "src/swap.py", b"new\n")  # a symlink at the target is replaced
     assert victim.read_text() == "untouched\n" and not (ws.root / "src" / "swap.py").is_symlink()
@@ -246,8 +258,9 @@ def test_a_write_is_synced_before_it_replaces_and_the_rename_after(ws, monkeypat
 def _fake_rg(tmp_path, body: str) -> str:
     """A stand-in for ripgrep: records its argv and environment, then runs `body`."""
     rg = tmp_path / "rg"
-    rg.write_text(f'#!/bin/sh\nprintf "%s\\n" "$@" > "{tmp_path}/argv"\nenv > "{tmp_path}/env"\n'
-                  f"{body}\n")  # fmt: skip
+    rg.write_text(
+        f'#!/bin/sh\nprintf "%s\\n" "$@" > "{tmp_path}/argv"\nenv > "{tmp_path}/env"\n{body}\n'
+    )
     rg.chmod(0o755)
     return str(rg)
 
@@ -270,8 +283,11 @@ def test_a_search_that_runs_past_its_deadline_stops_and_says_so(ws, tmp_path, en
     its deadline: the hits so far, then a note; the daemon is never held."""
     s = unique_seconds(29)
     rg = _fake_rg(tmp_path, f"printf 'src/app.py\\0001:return hit\\n'; exec sleep {s}")
-    hits = asyncio.run(search(ws, "return", rg=rg if engine == "rg" else None,
-                              deadline=0.5 if engine == "rg" else -1))  # fmt: skip
+    hits = asyncio.run(
+        search(
+            ws, "return", rg=rg if engine == "rg" else None, deadline=0.5 if engine == "rg" else -1
+        )
+    )
     if engine == "rg":
         assert hits[0] == "src/app.py:1: return hit"
     assert hits[-1].startswith("[search stopped after"), hits

@@ -28,8 +28,15 @@ def ws(tmp_path, monkeypatch) -> Path:
     root = tmp_path / "ws"
     for rel in ("dir/sub", "deep/a/b", "node_modules/pkg", ".venv/lib", "vault", "config"):
         (root / rel).mkdir(parents=True)
-    for rel in ("dir/.env", "dir/sub/.envrc", "deep/a/b/.env.production", ".env",
-                "node_modules/pkg/.env", ".venv/lib/.env.local", "vault/prod.txt"):  # fmt: skip
+    for rel in (
+        "dir/.env",
+        "dir/sub/.envrc",
+        "deep/a/b/.env.production",
+        ".env",
+        "node_modules/pkg/.env",
+        ".venv/lib/.env.local",
+        "vault/prod.txt",
+    ):
         (root / rel).write_text(f"KEY={SECRET}\n")
         (root / rel).with_name("notes.txt").write_text(f"{CONTROL}\n")
     os.symlink("../vault/prod.txt", root / "config" / ".env")  # a link: its target is hidden
@@ -43,14 +50,22 @@ def ws(tmp_path, monkeypatch) -> Path:
 
 
 def run(sandbox: Sandbox, command: str, *, writable: bool = True, timeout: float = 30.0) -> str:
-    result = asyncio.run(sandbox.run(command, sandboxed=True, writable=writable, network=False,
-                                     timeout=timeout))  # fmt: skip
+    result = asyncio.run(
+        sandbox.run(command, sandboxed=True, writable=writable, network=False, timeout=timeout)
+    )
     assert result.exit_code is not None, result.output
     return result.output
 
 
-SECRET_FILES = ("dir/.env", "dir/sub/.envrc", "deep/a/b/.env.production", ".env",
-                "node_modules/pkg/.env", ".venv/lib/.env.local", "vault/prod.txt")  # fmt: skip
+SECRET_FILES = (
+    "dir/.env",
+    "dir/sub/.envrc",
+    "deep/a/b/.env.production",
+    ".env",
+    "node_modules/pkg/.env",
+    ".venv/lib/.env.local",
+    "vault/prod.txt",
+)
 
 # Each one command: a directory holding a secret moved, renamed, linked or copied, then read.
 CARRIES = [
@@ -88,11 +103,14 @@ def test_no_secret_is_carried_out_of_cover_by_a_command_nor_found_by_the_next(ws
 
 def test_one_command_moving_renaming_linking_and_copying_finds_no_secret(ws):
     sandbox = Sandbox(ws, bwrap=require_sandbox())
-    out = run(sandbox, "mkdir -p node_modules/n && mv dir node_modules/n/ ; mv deep dp ; "
-              "cp -al dir hl ; ln deep/a/b/.env.production hl2 ; cp -r dir node_modules/c ; "
-              "tar c dir deep | (mkdir tt && tar x -C tt) ; mv dir/sub s2 ; "
-              "grep -rah -e Talos . ; cat hl2 node_modules/n/dir/.env "
-              "dp/a/b/.env.production")  # fmt: skip
+    out = run(
+        sandbox,
+        "mkdir -p node_modules/n && mv dir node_modules/n/ ; mv deep dp ; "
+        "cp -al dir hl ; ln deep/a/b/.env.production hl2 ; cp -r dir node_modules/c ; "
+        "tar c dir deep | (mkdir tt && tar x -C tt) ; mv dir/sub s2 ; "
+        "grep -rah -e Talos . ; cat hl2 node_modules/n/dir/.env "
+        "dp/a/b/.env.production",
+    )
     assert SECRET not in out and CONTROL in out, out
     sandbox.close()
 
@@ -137,8 +155,18 @@ def test_read_only_commands_need_no_pins(ws):
     ro = sandbox.argv("true", writable=False, network=False)
     rw = sandbox.argv("true", writable=True, network=False)
     binds = lambda argv: {argv[i + 1] for i, a in enumerate(argv) if a == "--bind"}  # noqa: E731
-    holding = ("dir", "dir/sub", "deep", "deep/a", "deep/a/b", "vault", "node_modules",
-               "node_modules/pkg", ".venv", ".venv/lib")  # fmt: skip
+    holding = (
+        "dir",
+        "dir/sub",
+        "deep",
+        "deep/a",
+        "deep/a/b",
+        "vault",
+        "node_modules",
+        "node_modules/pkg",
+        ".venv",
+        ".venv/lib",
+    )
     pinned = {str(ws / d) for d in holding}
     assert pinned <= binds(rw), pinned - binds(rw)
     assert not binds(ro) & pinned
@@ -162,13 +190,15 @@ def test_a_stand_in_outlives_the_first_of_two_commands_holding_it(ws):
     sandbox = Sandbox(ws, bwrap=require_sandbox())
 
     async def both() -> list:
-        first = sandbox.run("sleep 0.3", sandboxed=True, writable=True, network=False,
-                            timeout=30)  # fmt: skip
+        first = sandbox.run("sleep 0.3", sandboxed=True, writable=True, network=False, timeout=30)
         second = sandbox.run(
             "sleep 1.5; mkdir -p .talos/skills && echo planted > .talos/rules.md; "
             "echo x > .git/hooks/post-checkout; echo /elsewhere > .git/commondir; ls -A .talos",
-            sandboxed=True, writable=True, network=False, timeout=30,
-        )  # fmt: skip
+            sandboxed=True,
+            writable=True,
+            network=False,
+            timeout=30,
+        )
         return await asyncio.gather(first, second)
 
     _, second = asyncio.run(both())
@@ -180,21 +210,24 @@ def test_a_stand_in_outlives_the_first_of_two_commands_holding_it(ws):
 
 # ================================================================== git
 def git(ws: Path, *args: str) -> str:
-    done = subprocess.run([*GIT, "-C", str(ws), *args], capture_output=True, text=True,
-                          timeout=30)  # fmt: skip
+    done = subprocess.run([*GIT, "-C", str(ws), *args], capture_output=True, text=True, timeout=30)
     return done.stdout + done.stderr
 
 
 def test_an_approved_command_commits_stashes_and_branches(ws, tmp_path):
     """With the person's identity from their own git config (the sandbox's HOME is empty)."""
     (tmp_path / "home").mkdir()
-    (tmp_path / "home" / ".gitconfig").write_text("[user]\n\tname = Pat Person\n"
-                                                  "\temail = pat@example.com\n")  # fmt: skip
+    (tmp_path / "home" / ".gitconfig").write_text(
+        "[user]\n\tname = Pat Person\n\temail = pat@example.com\n"
+    )
     sandbox = Sandbox(ws, bwrap=require_sandbox())
     (ws / "app.py").write_text("x = 1\n")
-    out = run(sandbox, "git add app.py && git commit -qm 'add app' && echo 'x = 2' > app.py && "
-              "git stash && git checkout -qb feature && git commit -q --amend -m "
-              "'add app, amended' && git stash list && echo ok")  # fmt: skip
+    out = run(
+        sandbox,
+        "git add app.py && git commit -qm 'add app' && echo 'x = 2' > app.py && "
+        "git stash && git checkout -qb feature && git commit -q --amend -m "
+        "'add app, amended' && git stash list && echo ok",
+    )
     assert out.rstrip().endswith("ok"), out
     assert git(ws, "log", "--format=%s", "feature").splitlines() == ["add app, amended", "init"]
     assert (
@@ -211,8 +244,12 @@ def test_a_read_only_command_writes_nothing_in_git(ws):
     sandbox = Sandbox(ws, bwrap=require_sandbox())
     (ws / "app.py").write_text("x = 1\n")
     before = git(ws, "rev-parse", "HEAD")
-    out = run(sandbox, f"{' '.join(GIT)} add app.py; {' '.join(GIT)} commit -qm x; "
-              "touch .git/objects/x .git/refs/heads/y", writable=False)  # fmt: skip
+    out = run(
+        sandbox,
+        f"{' '.join(GIT)} add app.py; {' '.join(GIT)} commit -qm x; "
+        "touch .git/objects/x .git/refs/heads/y",
+        writable=False,
+    )
     assert "Read-only file system" in out
     assert git(ws, "rev-parse", "HEAD") == before and "?? app.py" in git(ws, "status", "-s")
     assert not (ws / ".git" / "objects" / "x").exists()
@@ -256,8 +293,17 @@ def test_nothing_git_runs_or_follows_later_can_be_planted(ws, tmp_path):
     outputs = [run(sandbox, c) for c in PLANTS]
     assert (ws / ".git" / "config").read_bytes() == config
     assert sorted(p.name for p in (ws / ".git" / "hooks").iterdir()) == hooks
-    for rel in ("config.worktree", "commondir", "objects/info/alternates", "info/attributes",
-                "rebase-merge", "h2", "i2", "FETCH_HEAD", "ORIG_HEAD.fifo"):  # fmt: skip
+    for rel in (
+        "config.worktree",
+        "commondir",
+        "objects/info/alternates",
+        "info/attributes",
+        "rebase-merge",
+        "h2",
+        "i2",
+        "FETCH_HEAD",
+        "ORIG_HEAD.fifo",
+    ):
         assert not os.path.lexists(ws / ".git" / rel), rel
     assert "[talos: removed .git/COMMIT_EDITMSG" in outputs[9], outputs[9]
     assert "[talos: removed rebase-merge/ from .git" in outputs[-1], outputs[-1]
@@ -279,10 +325,13 @@ def test_the_hooks_directory_the_configuration_names_is_read_only(ws):
     git(ws, "config", "core.hooksPath", ".githooks")
     git(ws, "config", "include.path", "../conf/shared.gitconfig")
     sandbox = Sandbox(ws, bwrap=require_sandbox())
-    out = run(sandbox, "mkdir -p .githooks conf; printf '#!/bin/sh\\ntouch PWNED_hp\\n' > "
-              ".githooks/pre-commit; chmod +x .githooks/pre-commit; mv .githooks g; "
-              "echo '[core] fsmonitor = touch PWNED_inc' > conf/shared.gitconfig; "
-              "echo ok")  # fmt: skip
+    out = run(
+        sandbox,
+        "mkdir -p .githooks conf; printf '#!/bin/sh\\ntouch PWNED_hp\\n' > "
+        ".githooks/pre-commit; chmod +x .githooks/pre-commit; mv .githooks g; "
+        "echo '[core] fsmonitor = touch PWNED_inc' > conf/shared.gitconfig; "
+        "echo ok",
+    )
     assert "Read-only file system" in out and out.rstrip().endswith("ok"), out
     assert not any((ws / p).exists() for p in (".githooks", "conf", "g"))
     (ws / "app.py").write_text("x = 1\n")
@@ -300,8 +349,11 @@ def test_a_git_directory_with_a_link_where_a_protected_path_lies_stays_read_only
     (ws / ".git" / "hooks").rename(shared)
     os.symlink(shared, ws / ".git" / "hooks")
     sandbox = Sandbox(ws, bwrap=require_sandbox())
-    out = run(sandbox, "rm .git/hooks; mkdir .git/hooks; touch .git/hooks/post-commit; "
-              f"{' '.join(GIT)} commit -q --allow-empty -m x; echo done")  # fmt: skip
+    out = run(
+        sandbox,
+        "rm .git/hooks; mkdir .git/hooks; touch .git/hooks/post-commit; "
+        f"{' '.join(GIT)} commit -q --allow-empty -m x; echo done",
+    )
     assert "Read-only file system" in out and out.rstrip().endswith("done"), out
     assert (ws / ".git" / "hooks").is_symlink()
     assert git(ws, "log", "--format=%s").splitlines() == ["init"]
@@ -320,9 +372,12 @@ def test_a_tracked_secrets_file_reads_as_committed_and_git_sees_it_unchanged(ws)
     example.write_text(f"API_KEY={SECRET}\n")  # the person's local edit
     (ws / "app.py").write_text("x = 1\n")
     sandbox = Sandbox(ws, bwrap=require_sandbox())
-    out = run(sandbox, f"cat sub/.env.example; {' '.join(GIT)} status --short; "
-              f"{' '.join(GIT)} add -A && {' '.join(GIT)} commit -qam work && "
-              f"{' '.join(GIT)} show --stat HEAD")  # fmt: skip
+    out = run(
+        sandbox,
+        f"cat sub/.env.example; {' '.join(GIT)} status --short; "
+        f"{' '.join(GIT)} add -A && {' '.join(GIT)} commit -qam work && "
+        f"{' '.join(GIT)} show --stat HEAD",
+    )
     assert SECRET not in out and "put-yours-here" in out, out
     assert " M sub/.env.example" not in out and "app.py" in out, out
     assert git(ws, "show", "HEAD:sub/.env.example") == "API_KEY=put-yours-here\n"
@@ -343,10 +398,13 @@ def test_a_repository_a_command_makes_is_moved_aside_and_nested_ones_are_read_on
     (ws / "lib").mkdir()  # an unpopulated submodule: no .git yet
     config = (ws / "vendored" / ".git" / "config").read_bytes()
     sandbox = Sandbox(ws, bwrap=require_sandbox())
-    out = run(sandbox, "git init -q sub && git -C sub config core.fsmonitor 'touch PWNED_sub' "
-              "&& git -C sub commit -q --allow-empty -m x && git add sub; "
-              "git -C vendored config core.fsmonitor 'touch PWNED_vendored'; "
-              "git init -q lib; echo done")  # fmt: skip
+    out = run(
+        sandbox,
+        "git init -q sub && git -C sub config core.fsmonitor 'touch PWNED_sub' "
+        "&& git -C sub commit -q --allow-empty -m x && git add sub; "
+        "git -C vendored config core.fsmonitor 'touch PWNED_vendored'; "
+        "git init -q lib; echo done",
+    )
     assert out.rstrip().endswith("]") and "done" in out, out
     assert "[talos: moved" in out and "sub/.git aside" in out, out
     assert not (ws / "sub" / ".git").exists() and list((ws / "sub").glob(".git.moved-by-talos-*"))
@@ -367,10 +425,16 @@ def test_config_worktree_cannot_be_written_while_worktree_config_is_on(ws):
     sandbox = Sandbox(ws, bwrap=require_sandbox())
 
     async def meanwhile() -> tuple[str, str]:
-        command = asyncio.ensure_future(sandbox.run(
-            "printf '[core]\\n\\tfsmonitor = touch PWNED_wt\\n' > .git/config.worktree; "
-            "touch written; sleep 3", sandboxed=True, writable=True, network=False, timeout=30,
-        ))  # fmt: skip
+        command = asyncio.ensure_future(
+            sandbox.run(
+                "printf '[core]\\n\\tfsmonitor = touch PWNED_wt\\n' > .git/config.worktree; "
+                "touch written; sleep 3",
+                sandboxed=True,
+                writable=True,
+                network=False,
+                timeout=30,
+            )
+        )
         for _ in range(200):  # the command has written (or failed to) by then
             if (ws / "written").exists():
                 break
@@ -396,9 +460,12 @@ def test_folders_open_inside_the_workspace_keep_their_talos_and_git(ws):
     other.mkdir()
     sandbox = Sandbox(ws, bwrap=require_sandbox())
     sandbox.inner = lambda: [inner, other]
-    out = run(sandbox, "echo '{}' > inner/.talos/permissions.json; mkdir -p other/.talos/skills; "
-              "echo '[core] fsmonitor = touch PWNED' >> inner/.git/config; "
-              "mv inner/.talos inner/t2; echo ok > inner/fine.txt; echo done")  # fmt: skip
+    out = run(
+        sandbox,
+        "echo '{}' > inner/.talos/permissions.json; mkdir -p other/.talos/skills; "
+        "echo '[core] fsmonitor = touch PWNED' >> inner/.git/config; "
+        "mv inner/.talos inner/t2; echo ok > inner/fine.txt; echo done",
+    )
     assert out.count("Read-only file system") >= 3 and "done" in out, out
     assert (inner / ".talos" / "permissions.json").read_text() == (
         '{"commands": {"deny": ["curl"]}}\n'
@@ -428,9 +495,11 @@ def test_two_processes_covering_one_workspace_keep_each_others_paths(ws, tmp_pat
         "c = w.Covers(Path(sys.argv[1]))\n"
         "for i in range(100):\n"
         "    p = Path(sys.argv[2]) / f'{sys.argv[3]}{i}'; p.write_text('s'); c.update([p])\n"
-    )  # fmt: skip
-    racers = [subprocess.Popen([sys.executable, "-c", script, str(file), str(ws), name])
-              for name in ("left", "right", "third")]  # fmt: skip
+    )
+    racers = [
+        subprocess.Popen([sys.executable, "-c", script, str(file), str(ws), name])
+        for name in ("left", "right", "third")
+    ]
     assert [p.wait(timeout=120) for p in racers] == [0, 0, 0]
     kept = {p.name for p in workspace_layout.Covers(file).update([])}
     expected = {f"{side}{i}" for side in ("left", "right", "third") for i in range(100)}

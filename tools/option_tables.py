@@ -33,24 +33,74 @@ NONE, REQUIRED, OPTIONAL = 0, 1, 2
 # find (single-dash predicates with fixed arities), clap (ripgrep)
 GNU_HELP = {
     # the built-in allow rules' readers
-    "ls": "gnu", "cat": "gnu", "head": "gnu", "tail": "gnu", "wc": "gnu", "grep": "gnu",
-    "du": "gnu", "sort": "gnu", "uniq": "gnu", "diff": "gnu", "basename": "gnu",
-    "dirname": "gnu", "date": "gnu", "stat": "gnu", "file": "gnu",
+    "ls": "gnu",
+    "cat": "gnu",
+    "head": "gnu",
+    "tail": "gnu",
+    "wc": "gnu",
+    "grep": "gnu",
+    "du": "gnu",
+    "sort": "gnu",
+    "uniq": "gnu",
+    "diff": "gnu",
+    "basename": "gnu",
+    "dirname": "gnu",
+    "date": "gnu",
+    "stat": "gnu",
+    "file": "gnu",
     # programs with risky or aliased flags
-    "sed": "gnu", "tee": "gnu", "cp": "gnu", "rm": "gnu", "chmod": "gnu", "chown": "gnu",
-    "tar": "gnu", "curl": "gnu", "make": "gnu", "man": "gnu", "wget": "gnu",
+    "sed": "gnu",
+    "tee": "gnu",
+    "cp": "gnu",
+    "rm": "gnu",
+    "chmod": "gnu",
+    "chown": "gnu",
+    "tar": "gnu",
+    "curl": "gnu",
+    "make": "gnu",
+    "man": "gnu",
+    "wget": "gnu",
     # programs that run a program named after their options (su, runuser and script permute:
     # `su root -c CMD`, `script out -c CMD`)
-    "env": "stop", "nice": "stop", "timeout": "stop", "stdbuf": "stop", "chroot": "stop",
-    "nohup": "stop", "ionice": "stop", "chrt": "stop", "taskset": "stop", "flock": "stop",
-    "setpriv": "stop", "unshare": "stop", "nsenter": "stop", "runuser": "gnu", "su": "gnu",
-    "script": "gnu", "watch": "stop", "setsid": "stop", "xargs": "stop",
-    "systemd-run": "stop", "setarch": "stop", "prlimit": "stop", "runcon": "stop",
+    "env": "stop",
+    "nice": "stop",
+    "timeout": "stop",
+    "stdbuf": "stop",
+    "chroot": "stop",
+    "nohup": "stop",
+    "ionice": "stop",
+    "chrt": "stop",
+    "taskset": "stop",
+    "flock": "stop",
+    "setpriv": "stop",
+    "unshare": "stop",
+    "nsenter": "stop",
+    "runuser": "gnu",
+    "su": "gnu",
+    "script": "gnu",
+    "watch": "stop",
+    "setsid": "stop",
+    "xargs": "stop",
+    "systemd-run": "stop",
+    "setarch": "stop",
+    "prlimit": "stop",
+    "runcon": "stop",
     # programs with options that run a program given as text
-    "split": "gnu", "sdiff": "gnu", "diff3": "gnu",
-}  # fmt: skip
-NUMBERS = {"head", "tail", "grep", "diff", "nice", "git log", "git show", "git whatchanged",
-           "git rev-list"}  # fmt: skip
+    "split": "gnu",
+    "sdiff": "gnu",
+    "diff3": "gnu",
+}
+NUMBERS = {
+    "head",
+    "tail",
+    "grep",
+    "diff",
+    "nice",
+    "git log",
+    "git show",
+    "git whatchanged",
+    "git rev-list",
+}
 HELP_FLAG = {"strace": "-h", "mawk": "-Wusage"}
 STOP_HELP = {"strace": "stop", "mawk": "stop"}  # `strace -h`; awk: options end at the program
 VERSION_FLAG = {"mawk": "-Wversion"}
@@ -61,59 +111,191 @@ AWK_FLAVOURS = ("gawk", "mawk")
 SYNOPSIS = {"ssh": "gnu", "scp": "gnu", "sftp": "gnu"}  # BSD man pages: options in SYNOPSIS
 # git subcommands: the built-in allow rules' ones, and those with options that run programs
 GIT_SUBCOMMANDS = (
-    "status", "log", "diff", "show", "branch", "rev-parse", "ls-files", "blame",
-    "clone", "fetch", "pull", "push", "ls-remote", "archive", "difftool",
-    "rebase", "grep", "commit", "add", "checkout", "switch", "restore", "reset",
-    "merge", "cherry-pick", "revert", "tag", "config", "init", "am", "apply",
-    "format-patch", "clean", "rm", "mv", "describe", "shortlog", "whatchanged",
-    "rev-list", "cat-file", "ls-tree", "for-each-ref",
-    "fetch-pack", "send-pack", "gc", "help",
-)  # fmt: skip
-GIT_MAN = {"log", "show", "whatchanged", "rev-list", "rev-parse", "diff", "fetch-pack",
-           "send-pack"}  # fmt: skip
+    "status",
+    "log",
+    "diff",
+    "show",
+    "branch",
+    "rev-parse",
+    "ls-files",
+    "blame",
+    "clone",
+    "fetch",
+    "pull",
+    "push",
+    "ls-remote",
+    "archive",
+    "difftool",
+    "rebase",
+    "grep",
+    "commit",
+    "add",
+    "checkout",
+    "switch",
+    "restore",
+    "reset",
+    "merge",
+    "cherry-pick",
+    "revert",
+    "tag",
+    "config",
+    "init",
+    "am",
+    "apply",
+    "format-patch",
+    "clean",
+    "rm",
+    "mv",
+    "describe",
+    "shortlog",
+    "whatchanged",
+    "rev-list",
+    "cat-file",
+    "ls-tree",
+    "for-each-ref",
+    "fetch-pack",
+    "send-pack",
+    "gc",
+    "help",
+)
+GIT_MAN = {"log", "show", "whatchanged", "rev-list", "rev-parse", "diff", "fetch-pack", "send-pack"}
 
 # Programs no help text describes well enough: written from the named documents.
 MANUAL: dict[str, dict] = {
-    "echo": {"source": "bash(1) SHELL BUILTIN COMMANDS: echo [-neE] [arg ...]; any other word "
-             "is printed", "style": "words", "options": []},
-    "true": {"source": "bash(1) SHELL BUILTIN COMMANDS: true ignores its arguments",
-             "style": "words", "options": []},
-    "pwd": {"source": "bash(1) SHELL BUILTIN COMMANDS: pwd [-LP]", "style": "gnu",
-            "options": [["-L", 0], ["-P", 0]]},
-    "which": {"source": "/usr/bin/which (debianutils): getopts a", "style": "gnu",
-              "options": [["-a", 0], ["-s", 0]]},
-    "python": {"source": "python3 --help (Python 3.11): -c and -m end the options",
-               "style": "python", "options": [
-                   ["-b", 0], ["-B", 0], ["-c", 1], ["-d", 0], ["-E", 0], ["-h -? --help", 0],
-                   ["-i", 0], ["-I", 0], ["-m", 1], ["-O", 0], ["-P", 0], ["-q", 0],
-                   ["-s", 0], ["-S", 0], ["-u", 0], ["-v", 0], ["-V --version", 0],
-                   ["-W", 1], ["-x", 0], ["-X", 1], ["--check-hash-based-pycs", 1],
-                   ["--help-env", 0], ["--help-xoptions", 0], ["--help-all", 0]]},
-    "gawk": {"source": "gawk --help and gawk(1), 5.2 and 5.3 (not installed here); busybox awk's "
-             "-e, -f, -F, -v are among them", "style": "stop", "options": [
-                 ["-f --file", 1], ["-F --field-separator", 1], ["-v --assign", 1],
-                 ["-b --characters-as-bytes", 0], ["-c --traditional", 0], ["-C --copyright", 0],
-                 ["-d --dump-variables", 2], ["-D --debug", 2], ["-e --source", 1],
-                 ["-E --exec", 1], ["-g --gen-pot", 0], ["-h --help", 0], ["-i --include", 1],
-                 ["-I --trace", 0], ["-k --csv", 0], ["-l --load", 1], ["-L --lint", 2],
-                 ["-M --bignum", 0], ["-N --use-lc-numeric", 0], ["-n --non-decimal-data", 0],
-                 ["-o --pretty-print", 2], ["-O --optimize", 0], ["-p --profile", 2],
-                 ["-P --posix", 0], ["-r --re-interval", 0], ["-s --no-optimize", 0],
-                 ["-S --sandbox", 0], ["-t --lint-old", 0], ["-V --version", 0], ["-W", 1]]},
-    "tree": {"source": "tree(1) 2.1.0 manual page (not installed here)", "style": "gnu",
-             "options": [[f"-{c}", 0] for c in "adlfxRqNQpugshDFvtcUriASnCXJ"] + [
-                 ["-L", 1], ["-P", 1], ["-I", 1], ["-o", 1], ["-H", 1], ["-T", 1],
-                 ["--gitignore", 0], ["--gitfile", 1], ["--ignore-case", 0],
-                 ["--matchdirs", 0], ["--metafirst", 0], ["--prune", 0], ["--info", 0],
-                 ["--infofile", 1], ["--noreport", 0], ["--charset", 1], ["--filelimit", 1],
-                 ["--si", 0], ["--du", 0], ["--timefmt", 1], ["--inodes", 0], ["--device", 0],
-                 ["--dirsfirst", 0], ["--filesfirst", 0], ["--sort", 1], ["--nolinks", 0],
-                 ["--hintro", 1], ["--houtro", 1], ["--fromfile", 0], ["--fromtabfile", 0],
-                 ["--fflinks", 0], ["--help", 0], ["--version", 0]]},
-}  # fmt: skip
+    "echo": {
+        "source": "bash(1) SHELL BUILTIN COMMANDS: echo [-neE] [arg ...]; any other word "
+        "is printed",
+        "style": "words",
+        "options": [],
+    },
+    "true": {
+        "source": "bash(1) SHELL BUILTIN COMMANDS: true ignores its arguments",
+        "style": "words",
+        "options": [],
+    },
+    "pwd": {
+        "source": "bash(1) SHELL BUILTIN COMMANDS: pwd [-LP]",
+        "style": "gnu",
+        "options": [["-L", 0], ["-P", 0]],
+    },
+    "which": {
+        "source": "/usr/bin/which (debianutils): getopts a",
+        "style": "gnu",
+        "options": [["-a", 0], ["-s", 0]],
+    },
+    "python": {
+        "source": "python3 --help (Python 3.11): -c and -m end the options",
+        "style": "python",
+        "options": [
+            ["-b", 0],
+            ["-B", 0],
+            ["-c", 1],
+            ["-d", 0],
+            ["-E", 0],
+            ["-h -? --help", 0],
+            ["-i", 0],
+            ["-I", 0],
+            ["-m", 1],
+            ["-O", 0],
+            ["-P", 0],
+            ["-q", 0],
+            ["-s", 0],
+            ["-S", 0],
+            ["-u", 0],
+            ["-v", 0],
+            ["-V --version", 0],
+            ["-W", 1],
+            ["-x", 0],
+            ["-X", 1],
+            ["--check-hash-based-pycs", 1],
+            ["--help-env", 0],
+            ["--help-xoptions", 0],
+            ["--help-all", 0],
+        ],
+    },
+    "gawk": {
+        "source": "gawk --help and gawk(1), 5.2 and 5.3 (not installed here); busybox awk's "
+        "-e, -f, -F, -v are among them",
+        "style": "stop",
+        "options": [
+            ["-f --file", 1],
+            ["-F --field-separator", 1],
+            ["-v --assign", 1],
+            ["-b --characters-as-bytes", 0],
+            ["-c --traditional", 0],
+            ["-C --copyright", 0],
+            ["-d --dump-variables", 2],
+            ["-D --debug", 2],
+            ["-e --source", 1],
+            ["-E --exec", 1],
+            ["-g --gen-pot", 0],
+            ["-h --help", 0],
+            ["-i --include", 1],
+            ["-I --trace", 0],
+            ["-k --csv", 0],
+            ["-l --load", 1],
+            ["-L --lint", 2],
+            ["-M --bignum", 0],
+            ["-N --use-lc-numeric", 0],
+            ["-n --non-decimal-data", 0],
+            ["-o --pretty-print", 2],
+            ["-O --optimize", 0],
+            ["-p --profile", 2],
+            ["-P --posix", 0],
+            ["-r --re-interval", 0],
+            ["-s --no-optimize", 0],
+            ["-S --sandbox", 0],
+            ["-t --lint-old", 0],
+            ["-V --version", 0],
+            ["-W", 1],
+        ],
+    },
+    "tree": {
+        "source": "tree(1) 2.1.0 manual page (not installed here)",
+        "style": "gnu",
+        "options": [[f"-{c}", 0] for c in "adlfxRqNQpugshDFvtcUriASnCXJ"]
+        + [
+            ["-L", 1],
+            ["-P", 1],
+            ["-I", 1],
+            ["-o", 1],
+            ["-H", 1],
+            ["-T", 1],
+            ["--gitignore", 0],
+            ["--gitfile", 1],
+            ["--ignore-case", 0],
+            ["--matchdirs", 0],
+            ["--metafirst", 0],
+            ["--prune", 0],
+            ["--info", 0],
+            ["--infofile", 1],
+            ["--noreport", 0],
+            ["--charset", 1],
+            ["--filelimit", 1],
+            ["--si", 0],
+            ["--du", 0],
+            ["--timefmt", 1],
+            ["--inodes", 0],
+            ["--device", 0],
+            ["--dirsfirst", 0],
+            ["--filesfirst", 0],
+            ["--sort", 1],
+            ["--nolinks", 0],
+            ["--hintro", 1],
+            ["--houtro", 1],
+            ["--fromfile", 0],
+            ["--fromtabfile", 0],
+            ["--fflinks", 0],
+            ["--help", 0],
+            ["--version", 0],
+        ],
+    },
+}
 # prlimit's resources, each its short letter then its long name
-PRLIMIT_RESOURCES = ("ccore ddata enice ffsize isigpending lmemlock mrss nnofile qmsgqueue "
-                     "rrtprio sstack tcpu unproc vas xlocks yrttime")  # fmt: skip
+PRLIMIT_RESOURCES = (
+    "ccore ddata enice ffsize isigpending lmemlock mrss nnofile qmsgqueue "
+    "rrtprio sstack tcpu unproc vas xlocks yrttime"
+)
 # Options a program has but its help does not list (or lists so that the shape is lost).
 EXTRA = {
     "file": [
@@ -174,10 +356,18 @@ EXTRA = {
 
 
 def run(*argv: str) -> str:
-    env = {**os.environ, "LC_ALL": "C", "MANWIDTH": "200", "COLUMNS": "200",
-           "GIT_PAGER": "cat", "PAGER": "cat", "MANPAGER": "cat"}  # fmt: skip
-    proc = subprocess.run(argv, capture_output=True, text=True, env=env, timeout=60,
-                          stdin=subprocess.DEVNULL)  # fmt: skip
+    env = {
+        **os.environ,
+        "LC_ALL": "C",
+        "MANWIDTH": "200",
+        "COLUMNS": "200",
+        "GIT_PAGER": "cat",
+        "PAGER": "cat",
+        "MANPAGER": "cat",
+    }
+    proc = subprocess.run(
+        argv, capture_output=True, text=True, env=env, timeout=60, stdin=subprocess.DEVNULL
+    )
     return proc.stdout + proc.stderr
 
 
@@ -317,8 +507,13 @@ def group(spellings: list[tuple[str, int, bool, bool]], style: str = "gnu") -> l
     shorts_explicit = any(e for n, _, e, _ in spellings if not n.startswith("--"))
     out = []
     for name, arity, explicit, _ in spellings:
-        if (not name.startswith("--") and not explicit and not shorts_explicit
-                and REQUIRED in longs and not literal):  # fmt: skip
+        if (
+            not name.startswith("--")
+            and not explicit
+            and not shorts_explicit
+            and REQUIRED in longs
+            and not literal
+        ):
             arity = REQUIRED
         if style == "git" and not name.startswith("--") and not explicit and longs:
             arity = max(longs)  # parse-options: one option, `-u[<mode>]` like `--untracked`
@@ -448,8 +643,7 @@ def generate(old: dict) -> dict:
     def add(name: str, style: str, options: list, source: str, program: str) -> None:
         if not options:
             raise SystemExit(f"no options read for {name} ({source})")
-        entry = {"source": source, "version": version(program), "style": style,
-                 "options": options}  # fmt: skip
+        entry = {"source": source, "version": version(program), "style": style, "options": options}
         if name in NUMBERS:
             entry["numbers"] = True
         programs[name] = entry
@@ -488,12 +682,15 @@ def generate(old: dict) -> dict:
     flavours = [f for f in AWK_FLAVOURS if f in programs]
     for name in AWK_NAMES:
         programs[name] = {
-            "source": "every option of " + ", ".join(
+            "source": "every option of "
+            + ", ".join(
                 f"{f} ({programs[f]['version'].replace('see source', 'its manual')})"
-                for f in flavours),
-            "version": "see source", "style": "stop",
+                for f in flavours
+            ),
+            "version": "see source",
+            "style": "stop",
             "options": dedupe([o for f in flavours for o in programs[f]["options"]]),
-        }  # fmt: skip
+        }
     return {
         "about": "Generated by tools/option_tables.py from each program's own option list "
         "(source, version); arity 0: no value, 1: a value, 2: an optional attached value. "

@@ -95,8 +95,7 @@ class Usage:
     def checked(cls, prompt: object, completion: object, cached: object) -> Usage:
         """Usage as an endpoint reported it, refused unless every count is a non-negative
         integer and the cached tokens are part of the prompt's."""
-        counts = {"prompt_tokens": prompt, "completion_tokens": completion,
-                  "cached_tokens": cached}  # fmt: skip
+        counts = {"prompt_tokens": prompt, "completion_tokens": completion, "cached_tokens": cached}
         for name, value in counts.items():
             if isinstance(value, bool) or not isinstance(value, int) or value < 0:
                 raise ValueError(f"{name}={value!r} is not a count of tokens")
@@ -110,9 +109,10 @@ def cost_of(price: Price | None, usage: Usage) -> Decimal:
         return Decimal(0)
     uncached = usage.prompt_tokens - usage.cached_tokens
     return (
-        uncached * price.input + usage.cached_tokens * price.cached_input
+        uncached * price.input
+        + usage.cached_tokens * price.cached_input
         + usage.completion_tokens * price.output
-    ) / MILLION  # fmt: skip
+    ) / MILLION
 
 
 class CapReached(TalosError):
@@ -216,8 +216,9 @@ class Caps:
             # The cap as given; the spend with as many decimals (at least 4), so a small cap's
             # spend does not round away to $0.0000.
             places = max(4, -min(int(self.max_cost.normalize().as_tuple().exponent), 0))
-            raise CapReached(f"cost cap reached: ${spent.cost:.{places}f} of "
-                             f"${self.max_cost} for this task")  # fmt: skip
+            raise CapReached(
+                f"cost cap reached: ${spent.cost:.{places}f} of ${self.max_cost} for this task"
+            )
         used = spent.tokens_in + spent.tokens_out
         if self.max_tokens is not None and used >= self.max_tokens:
             raise CapReached(f"token cap reached: {used} of {self.max_tokens} tokens")

@@ -54,9 +54,13 @@ WATCH_EVERY = 0.2  # seconds between two samples of a running command
 SMALL_TMPFS = 16 * MIB  # each home and /run: placeholders, written only by accident
 SHARED_TMPFS = 256 * MIB  # /var/tmp and /dev/shm, each (at most /tmp's size)
 # The settings' keys (config.toml and the editor's `limits` object), and their bounds.
-FIELDS = {"processes": ("processes", 16, 1_000_000), "memory_mb": ("memory", 64, 10**8),
-          "tmp_mb": ("tmp", 1, 10**8), "file_mb": ("file_size", 1, 10**8),
-          "cpu_seconds": ("cpu", 1, 10**6)}  # fmt: skip
+FIELDS = {
+    "processes": ("processes", 16, 1_000_000),
+    "memory_mb": ("memory", 64, 10**8),
+    "tmp_mb": ("tmp", 1, 10**8),
+    "file_mb": ("file_size", 1, 10**8),
+    "cpu_seconds": ("cpu", 1, 10**6),
+}
 
 
 def _ram() -> int:
@@ -82,10 +86,13 @@ class Limits:
         the RAM, a quarter of it for /tmp, 4 GiB files, 10 minutes of CPU (the timeout, 120 s
         at most, bounds the time; this bounds a command that keeps every core busy)."""
         ram = _ram()
-        return cls(processes=max(1024, 64 * (os.cpu_count() or 1)),
-                   memory=max(GIB, ram // 2 // MIB * MIB),
-                   tmp=max(512 * MIB, ram // 4 // MIB * MIB), file_size=4 * GIB,
-                   cpu=600)  # fmt: skip
+        return cls(
+            processes=max(1024, 64 * (os.cpu_count() or 1)),
+            memory=max(GIB, ram // 2 // MIB * MIB),
+            tmp=max(512 * MIB, ram // 4 // MIB * MIB),
+            file_size=4 * GIB,
+            cpu=600,
+        )
 
     @classmethod
     def parse(cls, value: Any, base: Limits | None = None) -> Limits:
@@ -106,14 +113,20 @@ class Limits:
 
     def as_setting(self) -> dict[str, int]:
         """The settings' form: the keys of FIELDS."""
-        return {"processes": self.processes, "memory_mb": self.memory // MIB,
-                "tmp_mb": self.tmp // MIB, "file_mb": self.file_size // MIB,
-                "cpu_seconds": self.cpu}  # fmt: skip
+        return {
+            "processes": self.processes,
+            "memory_mb": self.memory // MIB,
+            "tmp_mb": self.tmp // MIB,
+            "file_mb": self.file_size // MIB,
+            "cpu_seconds": self.cpu,
+        }
 
     def describe(self) -> str:
-        return (f"{self.processes} processes, {_size(self.memory)} memory, "
-                f"{_size(self.tmp)} /tmp, {_size(self.file_size)} files, "
-                f"{self.cpu} s CPU")  # fmt: skip
+        return (
+            f"{self.processes} processes, {_size(self.memory)} memory, "
+            f"{_size(self.tmp)} /tmp, {_size(self.file_size)} files, "
+            f"{self.cpu} s CPU"
+        )
 
 
 def _size(n: int) -> str:
@@ -203,12 +216,17 @@ def launcher(shell: str, command: str, limits: Limits, report: int | None = None
     if Path(shell).name != "bash":  # no bash here: `sh` has no portable ulimit flags
         return [shell, "-c", command]
     nproc = limits.processes if kernel_counts_per_namespace() else limits.processes + _my_tasks()
-    parts = [f"-u {_clamped(resource.RLIMIT_NPROC, nproc)}",
-             f"-f {_clamped(resource.RLIMIT_FSIZE, limits.file_size) // 1024}", "-c 0",
-             f"-d {_clamped(resource.RLIMIT_DATA, limits.memory) // 1024}"]  # fmt: skip
+    parts = [
+        f"-u {_clamped(resource.RLIMIT_NPROC, nproc)}",
+        f"-f {_clamped(resource.RLIMIT_FSIZE, limits.file_size) // 1024}",
+        "-c 0",
+        f"-d {_clamped(resource.RLIMIT_DATA, limits.memory) // 1024}",
+    ]
     cpu = _clamped(resource.RLIMIT_CPU, limits.cpu + 2)
-    script = (f"ulimit -S -H {' '.join(parts)} && ulimit -S -H -t {cpu} && "
-              f"ulimit -S -t {max(cpu - 1, 1)} && ")  # fmt: skip
+    script = (
+        f"ulimit -S -H {' '.join(parts)} && ulimit -S -H -t {cpu} && "
+        f"ulimit -S -t {max(cpu - 1, 1)} && "
+    )
     if report is None:
         return [shell, "-c", script + 'exec "$0" -c "$1"', shell, command]
     script += 'fd=$2 && exec {keep}>&2 2>&$fd {fd}>&- && "$0" -c "$1" 2>&$keep {keep}>&-'
@@ -267,9 +285,13 @@ def _joinable(base: Path) -> bool:
     except OSError:
         return False
     try:
-        done = subprocess.run(["/bin/sh", "-c", 'echo $$ > "$1"', "sh",
-                               str(probe / "cgroup.procs")], capture_output=True, timeout=10,
-                              stdin=subprocess.DEVNULL, env={"PATH": "/usr/bin:/bin"})  # fmt: skip
+        done = subprocess.run(
+            ["/bin/sh", "-c", 'echo $$ > "$1"', "sh", str(probe / "cgroup.procs")],
+            capture_output=True,
+            timeout=10,
+            stdin=subprocess.DEVNULL,
+            env={"PATH": "/usr/bin:/bin"},
+        )
         return done.returncode == 0
     except (OSError, subprocess.TimeoutExpired):
         return False
@@ -399,10 +421,12 @@ class Cage:
         command starts is in them from its first fork. If a move fails the command does not
         run, and its output says why (exit status 125)."""
         procs = [str(path / "cgroup.procs") for _, path in self.dirs]
-        script = ('for f in "$@"; do [ "$f" = -- ] && break; echo $$ > "$f" || { echo "talos: '
-                  'could not move the command into its cgroup ($f); it did not run" >&2; '
-                  'exit 125; }; done; while [ "$1" != -- ]; do shift; done; shift; '
-                  'exec "$@"')  # fmt: skip
+        script = (
+            'for f in "$@"; do [ "$f" = -- ] && break; echo $$ > "$f" || { echo "talos: '
+            'could not move the command into its cgroup ($f); it did not run" >&2; '
+            'exit 125; }; done; while [ "$1" != -- ]; do shift; done; shift; '
+            'exec "$@"'
+        )
         return ["/bin/sh", "-c", script, "sh", *procs, "--", *argv]
 
     def _read(self, controller: str, name: str) -> dict[str, int]:
@@ -579,20 +603,29 @@ def describe_enforcement() -> tuple[bool, str]:
     """How processes and memory are bounded here, for `talos doctor`: (fine, what)."""
     found = hierarchies()
     given = {c for h in found for c in h.controllers}
-    memory = ("memory bounded by a memory cgroup per command (all it holds in RAM: memfd and "
-              "shared memory too) and watched" if "memory" in given else
-              "memory bounded per process by the kernel and watched for the whole command "
-              "(without a memory cgroup, shared memory no process maps or holds open is not "
-              "seen)")  # fmt: skip
+    memory = (
+        "memory bounded by a memory cgroup per command (all it holds in RAM: memfd and "
+        "shared memory too) and watched"
+        if "memory" in given
+        else "memory bounded per process by the kernel and watched for the whole command "
+        "(without a memory cgroup, shared memory no process maps or holds open is not "
+        "seen)"
+    )
     if "pids" in given:
-        return True, (f"command limits: processes bounded by a pids cgroup (v{found[0].version}) "
-                      f"per command; {memory}")  # fmt: skip
+        return True, (
+            f"command limits: processes bounded by a pids cgroup (v{found[0].version}) "
+            f"per command; {memory}"
+        )
     if not processes_bounded_by_kernel():
-        return False, ("command limits: as root the kernel does not apply the process limit "
-                       "(RLIMIT_NPROC) and no cgroup can be made here, so a fork bomb is only "
-                       "stopped by Talos's watch, after it has grown; run Talos as an ordinary "
-                       f"user, or where a cgroup can be made; {memory}")  # fmt: skip
+        return False, (
+            "command limits: as root the kernel does not apply the process limit "
+            "(RLIMIT_NPROC) and no cgroup can be made here, so a fork bomb is only "
+            "stopped by Talos's watch, after it has grown; run Talos as an ordinary "
+            f"user, or where a cgroup can be made; {memory}"
+        )
     if not kernel_counts_per_namespace():
-        return True, ("command limits: processes bounded by the kernel, counted over all your "
-                      f"processes (Linux before 5.14); {memory}")  # fmt: skip
+        return True, (
+            "command limits: processes bounded by the kernel, counted over all your "
+            f"processes (Linux before 5.14); {memory}"
+        )
     return True, f"command limits: processes bounded by the kernel per sandbox; {memory}"

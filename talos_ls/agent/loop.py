@@ -41,11 +41,15 @@ def system_prompt(
     (names and descriptions only: a skill's body is loaded with load_skill when needed)."""
     parts = [INSTRUCTIONS]
     if rules:
-        parts.append("Rules from the workspace's rules files:\n" +
-                     "\n".join(f"- {f.statement}" for f in rules))  # fmt: skip
+        parts.append(
+            "Rules from the workspace's rules files:\n"
+            + "\n".join(f"- {f.statement}" for f in rules)
+        )
     if facts:
-        parts.append("What you know that may be relevant (confidence in brackets):\n" +
-                     "\n".join(f"- {f.statement} [{f.confidence:.2f}]" for f in facts))  # fmt: skip
+        parts.append(
+            "What you know that may be relevant (confidence in brackets):\n"
+            + "\n".join(f"- {f.statement} [{f.confidence:.2f}]" for f in facts)
+        )
     if skills:
         listed = "\n".join(f"- {name}: {desc}" for name, desc in sorted(skills.items()))
         parts.append("Skills you can load with load_skill:\n" + listed)
@@ -80,8 +84,10 @@ class AgentLoop:
         the guard stops it, ModelError when the model cannot be used. `on_step` hears what the
         task is doing ("step 2: read_file") for the person's progress view."""
         report = on_step or (lambda _: None)
-        task.transcript = [{"role": "system", "content": system},
-                           {"role": "user", "content": prompt}]  # fmt: skip
+        task.transcript = [
+            {"role": "system", "content": system},
+            {"role": "user", "content": prompt},
+        ]
         guard = LoopGuard(self.caps.repeat_limit)
         schemas = tools.schemas()
         step = 0

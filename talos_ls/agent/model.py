@@ -128,10 +128,13 @@ class Completion:
         msg: dict[str, Any] = {"role": "assistant", "content": self.text or None}
         if self.tool_calls:
             msg["tool_calls"] = [
-                {"id": c.id, "type": "function",
-                 "function": {"name": c.name, "arguments": c.arguments}}
+                {
+                    "id": c.id,
+                    "type": "function",
+                    "function": {"name": c.name, "arguments": c.arguments},
+                }
                 for c in self.tool_calls
-            ]  # fmt: skip
+            ]
         return msg
 
 
@@ -195,15 +198,19 @@ class ModelClient:
         except openai.APIStatusError as exc:
             raise ModelError(f"{endpoint} answered {exc.status_code}") from None
         except (openai.APIError, ValueError, TypeError, AttributeError) as exc:  # not a list
-            raise ModelError(f"{endpoint} answered the model list with something that is not "
-                             f"one ({type(exc).__name__}): is it an OpenAI-compatible "
-                             "endpoint?") from None  # fmt: skip
+            raise ModelError(
+                f"{endpoint} answered the model list with something that is not "
+                f"one ({type(exc).__name__}): is it an OpenAI-compatible "
+                "endpoint?"
+            ) from None
 
     def _require_key(self) -> None:
         missing = self.config.missing_key()
         if missing is not None and not self._key:
-            raise ModelError(f"{missing}: export it (any value, for a server that needs none), "
-                             "or set the base URL to a local server")  # fmt: skip
+            raise ModelError(
+                f"{missing}: export it (any value, for a server that needs none), "
+                "or set the base URL to a local server"
+            )
 
     def _scrub(self, text: str) -> str:
         return redact(text.replace(self._key, "***") if self._key else text)
@@ -242,9 +249,11 @@ class ModelClient:
                     f"the stream from {endpoint} broke after output began: {exc}"
                 ) from None
             except _CutAfterOutput:
-                raise ModelError(f"the stream from {endpoint} ended before the model finished "
-                                 "(no finish reason: the connection closed after output "
-                                 "began)") from None  # fmt: skip
+                raise ModelError(
+                    f"the stream from {endpoint} ended before the model finished "
+                    "(no finish reason: the connection closed after output "
+                    "began)"
+                ) from None
             except _Silence as exc:
                 raise ModelError(exc.describe(endpoint, cfg)) from None
             except _Garbage as exc:
@@ -252,8 +261,10 @@ class ModelClient:
                     f"{endpoint} sent {exc}: is it an OpenAI-compatible endpoint?"
                 ) from None
             except _BadUsage as exc:
-                raise ModelError(f"{endpoint} reported impossible usage ({exc}); the step is "
-                                 "not counted and the task stops") from None  # fmt: skip
+                raise ModelError(
+                    f"{endpoint} reported impossible usage ({exc}); the step is "
+                    "not counted and the task stops"
+                ) from None
             except openai.AuthenticationError:
                 raise ModelError(
                     f"{endpoint} rejected the API key (401): check ${cfg.api_key_env}"
@@ -280,8 +291,7 @@ class ModelClient:
             delay = min(cfg.max_backoff, wait if wait is not None else backoff)
             logger.info("model: %s; retrying in %.1f s", what, delay)
             if on_retry is not None:
-                on_retry(f"{what}; retrying in {delay:.1f} s (attempt {attempt + 2} of "
-                         f"{attempts})")  # fmt: skip
+                on_retry(f"{what}; retrying in {delay:.1f} s (attempt {attempt + 2} of {attempts})")
             await asyncio.sleep(delay)
         raise AssertionError("unreachable")
 
@@ -361,8 +371,9 @@ class ModelClient:
                 kind = stream.response.headers.get("content-type", "")
                 if not kind.lower().startswith("text/event-stream"):
                     status = stream.response.status_code
-                    raise _Garbage(f"a {status} answer that is not a stream "
-                                   f"({kind or 'no content type'})")  # fmt: skip
+                    raise _Garbage(
+                        f"a {status} answer that is not a stream ({kind or 'no content type'})"
+                    )
             raise _CutAfterOutput() if started else _Cut()
         result.text = "".join(texts)
         result.tool_calls = [calls[i] for i in sorted(calls)]
@@ -417,11 +428,14 @@ def _read_chunk(chunk: Any) -> _Piece:
                     index = tc.index
                     if isinstance(index, bool) or not isinstance(index, int):
                         raise TypeError("a tool call without an index")
-                    piece.calls.append((
-                        index, _string(tc.id),
-                        _string(function.name) if function else None,
-                        _string(function.arguments) if function else None,
-                    ))  # fmt: skip
+                    piece.calls.append(
+                        (
+                            index,
+                            _string(tc.id),
+                            _string(function.name) if function else None,
+                            _string(function.arguments) if function else None,
+                        )
+                    )
             if choice.finish_reason:
                 piece.finish_reason = _string(choice.finish_reason)
     except (AttributeError, TypeError) as exc:
@@ -477,14 +491,20 @@ class _Silence(Exception):
 
     def describe(self, endpoint: str, cfg: ModelConfig) -> str:
         if self.limit == "first":
-            return (f"no answer from {endpoint} within {cfg.timeout:g} s (modelTimeout); the "
-                    "request was abandoned")  # fmt: skip
+            return (
+                f"no answer from {endpoint} within {cfg.timeout:g} s (modelTimeout); the "
+                "request was abandoned"
+            )
         if self.limit == "idle":
             began = "after output began" if self.started else "before any output"
-            return (f"the stream from {endpoint} stalled: nothing for {cfg.idle_timeout:g} s "
-                    f"{began} (modelIdleTimeout); the request was abandoned")  # fmt: skip
-        return (f"the model call to {endpoint} was still going after {cfg.deadline:g} s, the "
-                "most one call may take; the request was abandoned")  # fmt: skip
+            return (
+                f"the stream from {endpoint} stalled: nothing for {cfg.idle_timeout:g} s "
+                f"{began} (modelIdleTimeout); the request was abandoned"
+            )
+        return (
+            f"the model call to {endpoint} was still going after {cfg.deadline:g} s, the "
+            "most one call may take; the request was abandoned"
+        )
 
 
 class _BadUsage(Exception):

@@ -38,8 +38,13 @@ _LOCK = threading.Lock()
 # run no hook, and with no optional lock the index is never written.)
 GIT_OPTIONS = ("--no-pager", "-c", "core.fsmonitor=false", "-c", "protocol.allow=never")
 # The person's environment that git may see: where their own configuration is.
-GIT_PASS_ENV = ("HOME", "XDG_CONFIG_HOME", "GIT_CONFIG_GLOBAL", "GIT_CONFIG_SYSTEM",
-                "GIT_CONFIG_NOSYSTEM")  # fmt: skip
+GIT_PASS_ENV = (
+    "HOME",
+    "XDG_CONFIG_HOME",
+    "GIT_CONFIG_GLOBAL",
+    "GIT_CONFIG_SYSTEM",
+    "GIT_CONFIG_NOSYSTEM",
+)
 GIT_TIMEOUT = 10.0
 
 
@@ -60,8 +65,11 @@ def _in_workspace(path: str) -> bool:
 
 def search_path() -> str:
     """PATH without its relative entries and those in a workspace."""
-    entries = [e for e in os.environ.get("PATH", "").split(os.pathsep)
-               if os.path.isabs(e) and not _in_workspace(e)]  # fmt: skip
+    entries = [
+        e
+        for e in os.environ.get("PATH", "").split(os.pathsep)
+        if os.path.isabs(e) and not _in_workspace(e)
+    ]
     return os.pathsep.join(entries) or "/usr/bin:/bin"
 
 
@@ -74,23 +82,37 @@ def program(name: str) -> str | None:
 def git_env(root: Path) -> dict[str, str]:
     """The environment every git Talos runs gets: the allow-list, and the switches above."""
     env = {k: os.environ[k] for k in GIT_PASS_ENV if k in os.environ}
-    env.update(PATH=search_path(), LC_ALL="C", GIT_ALLOW_PROTOCOL="none",
-               GIT_NO_LAZY_FETCH="1", GIT_NO_REPLACE_OBJECTS="1", GIT_OPTIONAL_LOCKS="0",
-               GIT_TERMINAL_PROMPT="0", GIT_CEILING_DIRECTORIES=str(Path(root).parent))  # fmt: skip
+    env.update(
+        PATH=search_path(),
+        LC_ALL="C",
+        GIT_ALLOW_PROTOCOL="none",
+        GIT_NO_LAZY_FETCH="1",
+        GIT_NO_REPLACE_OBJECTS="1",
+        GIT_OPTIONAL_LOCKS="0",
+        GIT_TERMINAL_PROMPT="0",
+        GIT_CEILING_DIRECTORIES=str(Path(root).parent),
+    )
     return env
 
 
-def git(args: list[str], root: Path, *, stdin: bytes | None = None,
-        timeout: float = GIT_TIMEOUT) -> bytes | None:  # fmt: skip
+def git(
+    args: list[str], root: Path, *, stdin: bytes | None = None, timeout: float = GIT_TIMEOUT
+) -> bytes | None:
     """git's output for `args`, run in the workspace `root`; None when git is missing, fails
     or takes longer than `timeout`."""
     binary = program("git")
     if binary is None:
         return None
     try:
-        done = subprocess.run([binary, *GIT_OPTIONS, *args], cwd=root, env=git_env(root),
-                              input=stdin, stdin=None if stdin is not None else subprocess.DEVNULL,
-                              capture_output=True, timeout=timeout)  # fmt: skip
+        done = subprocess.run(
+            [binary, *GIT_OPTIONS, *args],
+            cwd=root,
+            env=git_env(root),
+            input=stdin,
+            stdin=None if stdin is not None else subprocess.DEVNULL,
+            capture_output=True,
+            timeout=timeout,
+        )
     except (OSError, subprocess.TimeoutExpired):
         return None
     return done.stdout if done.returncode == 0 else None

@@ -63,25 +63,65 @@ from .workspace_layout import Covers, Layout
 logger = logging.getLogger(__name__)
 
 INSTALL_HINT = "apt-get install bubblewrap (Debian, Ubuntu), dnf install bubblewrap (Fedora)"
-PASS_ENV = ("PATH", "LANG", "LANGUAGE", "LC_ALL", "LC_CTYPE", "LC_MESSAGES", "TERM", "TZ",
-            "USER", "LOGNAME")  # fmt: skip
+PASS_ENV = (
+    "PATH",
+    "LANG",
+    "LANGUAGE",
+    "LC_ALL",
+    "LC_CTYPE",
+    "LC_MESSAGES",
+    "TERM",
+    "TZ",
+    "USER",
+    "LOGNAME",
+)
 SANDBOX_HOME = "/tmp/home"
 MAX_OUTPUT_BYTES = 1024 * 1024  # read from a command before it is killed
 KEEP_HEAD, KEEP_TAIL = 6000, 6000  # bytes of output kept from its start and its end
 # Under a home directory: never visible, even inside a bound toolchain or workspace.
-CREDENTIAL_STORES = (".ssh", ".aws", ".azure", ".config/gh", ".config/hub", ".config/gcloud",
-                     ".config/git/credentials", ".git-credentials", ".netrc", ".docker", ".kube",
-                     ".gnupg", ".password-store", ".npmrc", ".pypirc", ".terraformrc",
-                     ".terraform.d/credentials.tfrc.json", ".cargo/credentials",
-                     ".cargo/credentials.toml", ".local/share/keyrings",
-                     ".config/talos", ".local/share/talos", ".local/state/talos",
-                     ".cache/talos")  # fmt: skip
+CREDENTIAL_STORES = (
+    ".ssh",
+    ".aws",
+    ".azure",
+    ".config/gh",
+    ".config/hub",
+    ".config/gcloud",
+    ".config/git/credentials",
+    ".git-credentials",
+    ".netrc",
+    ".docker",
+    ".kube",
+    ".gnupg",
+    ".password-store",
+    ".npmrc",
+    ".pypirc",
+    ".terraformrc",
+    ".terraform.d/credentials.tfrc.json",
+    ".cargo/credentials",
+    ".cargo/credentials.toml",
+    ".local/share/keyrings",
+    ".config/talos",
+    ".local/share/talos",
+    ".local/state/talos",
+    ".cache/talos",
+)
 BLANKED = ("/tmp", "/var/tmp", "/run")  # empty in the sandbox, as every home is
 # The system, read-only: what programs need to run. A link among them (`/bin -> usr/bin`) is
 # made again as a link. Everything else at the top (`/srv`, `/opt`, `/mnt`, `/media`, `/work`,
 # `/boot`...) is absent, but for the toolchains on PATH and the person's readable paths.
-SYSTEM_DIRS = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/etc", "/sys",
-               "/nix/store", "/gnu/store")  # fmt: skip
+SYSTEM_DIRS = (
+    "/usr",
+    "/bin",
+    "/sbin",
+    "/lib",
+    "/lib32",
+    "/lib64",
+    "/libx32",
+    "/etc",
+    "/sys",
+    "/nix/store",
+    "/gnu/store",
+)
 # Of /var, only what programs read to run (TeX's formats, font caches, openSUSE's CA bundle);
 # its links (`/var/run -> /run`) are made again, its /var/tmp is the sandbox's own.
 SYSTEM_VAR = ("/var/lib/texmf", "/var/cache/fontconfig", "/var/lib/ca-certificates")
@@ -91,8 +131,16 @@ NEVER_READABLE = ("/proc", "/dev", "/sys")
 ETC_WALK_SECONDS = 30.0  # /etc is walked again after this, or when a directory of it changed
 MAX_ETC_ENTRIES = 50_000
 # Readable by root on many systems, and secret: hidden even though the system is visible.
-SYSTEM_SECRETS = ("/etc/shadow", "/etc/shadow-", "/etc/gshadow", "/etc/gshadow-", "/etc/sudoers",
-                  "/etc/sudoers.d", "/etc/ssl/private", "/etc/security/opasswd")  # fmt: skip
+SYSTEM_SECRETS = (
+    "/etc/shadow",
+    "/etc/shadow-",
+    "/etc/gshadow",
+    "/etc/gshadow-",
+    "/etc/sudoers",
+    "/etc/sudoers.d",
+    "/etc/ssl/private",
+    "/etc/security/opasswd",
+)
 
 
 @dataclass(frozen=True)
@@ -172,9 +220,13 @@ def sizes_tmpfs(bwrap: str) -> bool:
     is bounded only by the watch (`limits.Watch`); `talos doctor` says so."""
     if bwrap not in _SIZES:
         try:
-            done = subprocess.run([bwrap, "--help"], capture_output=True, timeout=10,
-                                  stdin=subprocess.DEVNULL,
-                                  env=_allowed_env(SANDBOX_HOME))  # fmt: skip
+            done = subprocess.run(
+                [bwrap, "--help"],
+                capture_output=True,
+                timeout=10,
+                stdin=subprocess.DEVNULL,
+                env=_allowed_env(SANDBOX_HOME),
+            )
             _SIZES[bwrap] = b"--size" in done.stdout + done.stderr
         except (OSError, subprocess.TimeoutExpired):
             _SIZES[bwrap] = False
@@ -294,15 +346,18 @@ def readable_path(raw: object) -> tuple[Path, Path]:
     own = [Path(os.path.realpath(p)) for p in talos_paths()] + talos_paths()
     for path in (shown, real):
         if path == Path("/"):
-            raise ValueError(f"{named} would show everything: list the directories the "
-                             "commands need")  # fmt: skip
+            raise ValueError(
+                f"{named} would show everything: list the directories the commands need"
+            )
         if any(path.is_relative_to(p) for p in NEVER_READABLE):
             raise ValueError(f"{named}: /proc, /dev and /sys are the sandbox's own")
         if str(path) in BLANKED:
             raise ValueError(f"{named} is the sandbox's own: name a directory inside it")
         if any(h.is_relative_to(path) for h in homes):
-            raise ValueError(f"{named} is a home directory or holds one: name the directories "
-                             "in it that the commands need")  # fmt: skip
+            raise ValueError(
+                f"{named} is a home directory or holds one: name the directories "
+                "in it that the commands need"
+            )
         mine = next((o for o in own if o.is_relative_to(path) or path.is_relative_to(o)), None)
         if mine is not None:
             raise ValueError(f"{named} is, holds or lies in Talos's own files ({mine})")
@@ -391,12 +446,35 @@ class Sandbox:
         if cached is not None:
             return cached
         size = ["--size", str(lim.MIB)] if sizes_tmpfs(self.bwrap) else []
-        argv = [self.bwrap, "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc",
-                *size, "--tmpfs", "/tmp", "--unshare-all", "--die-with-parent",
-                "--new-session", "--cap-drop", "ALL", "--clearenv", "--", "true"]  # fmt: skip
+        argv = [
+            self.bwrap,
+            "--ro-bind",
+            "/",
+            "/",
+            "--dev",
+            "/dev",
+            "--proc",
+            "/proc",
+            *size,
+            "--tmpfs",
+            "/tmp",
+            "--unshare-all",
+            "--die-with-parent",
+            "--new-session",
+            "--cap-drop",
+            "ALL",
+            "--clearenv",
+            "--",
+            "true",
+        ]
         try:
-            done = subprocess.run(argv, env=_allowed_env(SANDBOX_HOME), capture_output=True,
-                                  timeout=10, stdin=subprocess.DEVNULL)  # fmt: skip
+            done = subprocess.run(
+                argv,
+                env=_allowed_env(SANDBOX_HOME),
+                capture_output=True,
+                timeout=10,
+                stdin=subprocess.DEVNULL,
+            )
             ok, why = done.returncode == 0, done.stderr.decode(errors="replace").strip()
         except (OSError, subprocess.TimeoutExpired) as exc:
             ok, why = False, str(exc)
@@ -405,15 +483,20 @@ class Sandbox:
         else:
             first = why.splitlines()[0] if why else "it failed"
             if os.getuid() == 0 and "uid map" in first and not _has_setfcap():
-                hint = ("as root without CAP_SETFCAP the kernel refuses to map uid 0 into a "
-                        "user namespace: run Talos as an ordinary user, or as root with its "
-                        "capabilities")  # fmt: skip
+                hint = (
+                    "as root without CAP_SETFCAP the kernel refuses to map uid 0 into a "
+                    "user namespace: run Talos as an ordinary user, or as root with its "
+                    "capabilities"
+                )
             else:
-                hint = ("on Ubuntu 24.04+ allow unprivileged user namespaces for bwrap (an "
-                        "AppArmor profile), in a container run it with --privileged or user "
-                        "namespaces enabled")  # fmt: skip
-            state = SandboxState(False, f"bubblewrap cannot create a sandbox here ({first}); "
-                                 f"{hint}")  # fmt: skip
+                hint = (
+                    "on Ubuntu 24.04+ allow unprivileged user namespaces for bwrap (an "
+                    "AppArmor profile), in a container run it with --privileged or user "
+                    "namespaces enabled"
+                )
+            state = SandboxState(
+                False, f"bubblewrap cannot create a sandbox here ({first}); {hint}"
+            )
             logger.warning("sandbox unavailable: %s", state.detail)
         Sandbox._probed[self.bwrap] = state
         return state
@@ -480,8 +563,9 @@ class Sandbox:
         -> /data/aws`), what it leads to, which is hidden wherever it is in sight."""
         paths = [u / rel for u in _user_homes() for rel in CREDENTIAL_STORES]
         mine = [*paths, *talos_paths(), *self.extra_hidden]
-        targets = [Path(r) for p in mine if os.path.lexists(p)
-                   and (r := os.path.realpath(p)) != str(p)]  # fmt: skip
+        targets = [
+            Path(r) for p in mine if os.path.lexists(p) and (r := os.path.realpath(p)) != str(p)
+        ]
         system = [Path(p) for p in SYSTEM_SECRETS] + sorted(Path("/etc/ssh").glob("ssh_host_*key"))
         every = [*mine, *targets, *system, *etc_secrets()]
         return list(dict.fromkeys(every))
@@ -505,9 +589,19 @@ class Sandbox:
             elif os.path.isdir(top):
                 args += ["--ro-bind", top, top]
         shared = min(self.limits.tmp, lim.SHARED_TMPFS)
-        args += ["--dev", "/dev", *tmpfs("/dev/shm", shared), "--remount-ro", "/dev",
-                 "--proc", "/proc", *tmpfs("/tmp", self.limits.tmp), "--dir", SANDBOX_HOME,
-                 *tmpfs("/run", lim.SMALL_TMPFS)]  # fmt: skip
+        args += [
+            "--dev",
+            "/dev",
+            *tmpfs("/dev/shm", shared),
+            "--remount-ro",
+            "/dev",
+            "--proc",
+            "/proc",
+            *tmpfs("/tmp", self.limits.tmp),
+            "--dir",
+            SANDBOX_HOME,
+            *tmpfs("/run", lim.SMALL_TMPFS),
+        ]
         if os.path.isdir("/var"):
             args += ["--dir", "/var"]
             with contextlib.suppress(OSError):
@@ -562,10 +656,14 @@ class Sandbox:
         inside = [p for p in self._hidden() if str(p).startswith(f"{self.root}/")]
         secrets = [*self._env_files(), *inside]
         return workspace_layout.build(
-            self.root, writable=self._may_write(writable), secrets=secrets,
-            covers=self._covers, empty_file=_empty_file(),
-            repositories=self._secrets.repositories, inner=self.inner(),
-        )  # fmt: skip
+            self.root,
+            writable=self._may_write(writable),
+            secrets=secrets,
+            covers=self._covers,
+            empty_file=_empty_file(),
+            repositories=self._secrets.repositories,
+            inner=self.inner(),
+        )
 
     def argv(
         self,
@@ -591,8 +689,14 @@ class Sandbox:
         in_sight = _within_any(shown)
         inside = f"{self.root}/"
         for path in [*self._hidden(), *layout.outside]:
-            places = [path, *(seen / path.relative_to(real) for real, seen in aliases
-                              if path.is_relative_to(real))]  # fmt: skip
+            places = [
+                path,
+                *(
+                    seen / path.relative_to(real)
+                    for real, seen in aliases
+                    if path.is_relative_to(real)
+                ),
+            ]
             # covered by the layout, or out of sight already
             places = [p for p in places if not str(p).startswith(inside) and in_sight(p)]
             if not places or path == self.root:
@@ -647,19 +751,24 @@ class Sandbox:
                     argv, env = [self.shell, "-c", command], _allowed_env(private_home)
                 try:
                     proc = await asyncio.create_subprocess_exec(
-                        *argv, cwd=self.root, env=env, stdin=asyncio.subprocess.DEVNULL,
-                        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT,
+                        *argv,
+                        cwd=self.root,
+                        env=env,
+                        stdin=asyncio.subprocess.DEVNULL,
+                        stdout=asyncio.subprocess.PIPE,
+                        stderr=asyncio.subprocess.STDOUT,
                         start_new_session=True,  # its own process group: a kill takes all
                         pass_fds=tuple(report[1:]) if report else (),
-                    )  # fmt: skip
+                    )
                 finally:
                     if report is not None:
                         os.close(report[1])
                         report[1] = -1
                 try:
                     if report is not None:
-                        result = await _watched(proc, self.limits, cage, timeout, max_bytes,
-                                                report[0])  # fmt: skip
+                        result = await _watched(
+                            proc, self.limits, cage, timeout, max_bytes, report[0]
+                        )
                     else:
                         result = await _collect(proc, timeout, max_bytes)
                 except asyncio.CancelledError:  # the task was cancelled: the command goes too
@@ -707,8 +816,9 @@ class Sandbox:
                     cage = lim.Cage(self.limits, found)
                 except OSError as exc:  # reported; the kernel's limits and the watch still hold
                     logger.warning("no cgroup for this command: %s", exc)
-            argv = self.argv(command, writable=writable, network=network, layout=layout,
-                             report=report)  # fmt: skip
+            argv = self.argv(
+                command, writable=writable, network=network, layout=layout, report=report
+            )
             return layout, (cage.wrap(argv) if cage is not None else argv), cage
         except BaseException:
             layout.after()
@@ -758,8 +868,9 @@ async def _watched(
         return result
     said = lim.message(reached[0], limits)
     logger.warning("a command was stopped: %s", said)
-    return CommandResult(None, f"{result.output}\n[killed: {said}]", result.total_bytes,
-                         killed="limit", limit=said)  # fmt: skip
+    return CommandResult(
+        None, f"{result.output}\n[killed: {said}]", result.total_bytes, killed="limit", limit=said
+    )
 
 
 def _signalled(report: int) -> bool:

@@ -16,13 +16,7 @@ import time
 
 import re2
 
-from ..files import (
-    SECRET_FILE_GLOBS,
-    FileTooLarge,
-    NotRegularFile,
-    is_secrets_file,
-    read_regular,
-)
+from ..files import SECRET_FILE_GLOBS, FileTooLarge, NotRegularFile, is_secrets_file, read_regular
 from . import on_host
 from .sandbox import kill_process
 from .workspace import ALWAYS_SKIPPED, SandboxError, Workspace
@@ -53,8 +47,9 @@ def _check(workspace: Workspace, pattern: str, start: str) -> str:
         re2.compile(pattern, _options())
     except re2.error as exc:
         message = exc.args[0].decode() if exc.args and isinstance(exc.args[0], bytes) else exc
-        raise SandboxError(f"invalid regex {pattern!r}: {message} (RE2 syntax: no "
-                           "backreferences or lookaround)") from None  # fmt: skip
+        raise SandboxError(
+            f"invalid regex {pattern!r}: {message} (RE2 syntax: no backreferences or lookaround)"
+        ) from None
     return workspace.relative(real)
 
 
@@ -86,17 +81,39 @@ async def _ripgrep(
     with tempfile.NamedTemporaryFile("w", prefix="talos-ignore-", suffix=".txt") as ignore:
         ignore.write("\n".join(workspace.ignore_lines()) + "\n")
         ignore.flush()
-        argv = [binary, "--no-config", "--no-ignore", "--ignore-file", ignore.name, "--hidden",
-                "--with-filename", "--line-number", "--no-heading", "--null", "--color", "never",
-                "--max-columns", str(LINE_CHARS), "--max-columns-preview", "--max-filesize",
-                str(MAX_FILE_BYTES), *(arg for g in globs for arg in ("--iglob", g)),
-                "--regexp", pattern, "--", rel]  # fmt: skip
+        argv = [
+            binary,
+            "--no-config",
+            "--no-ignore",
+            "--ignore-file",
+            ignore.name,
+            "--hidden",
+            "--with-filename",
+            "--line-number",
+            "--no-heading",
+            "--null",
+            "--color",
+            "never",
+            "--max-columns",
+            str(LINE_CHARS),
+            "--max-columns-preview",
+            "--max-filesize",
+            str(MAX_FILE_BYTES),
+            *(arg for g in globs for arg in ("--iglob", g)),
+            "--regexp",
+            pattern,
+            "--",
+            rel,
+        ]
         # Not a session of its own: rg starts no children, and should die with us.
         proc = await asyncio.create_subprocess_exec(
-            *argv, cwd=workspace.root, env={"PATH": "/usr/bin:/bin"},
-            stdin=asyncio.subprocess.DEVNULL, stdout=asyncio.subprocess.PIPE,
+            *argv,
+            cwd=workspace.root,
+            env={"PATH": "/usr/bin:/bin"},
+            stdin=asyncio.subprocess.DEVNULL,
+            stdout=asyncio.subprocess.PIPE,
             stderr=asyncio.subprocess.DEVNULL,
-        )  # fmt: skip
+        )
         try:
             return await _read_hits(proc, limit, deadline)
         finally:

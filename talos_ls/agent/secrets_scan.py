@@ -40,8 +40,15 @@ logger = logging.getLogger(__name__)
 MAX_SCANNED_DIRS = 200_000  # directories searched for .env* files to hide
 RACY_NS = 2_000_000_000  # mtimes are as coarse as a clock tick here, 2 s on FAT
 MAX_WATCHED_DIRS = 65_536  # and never more than a quarter of fs.inotify.max_user_watches
-WATCH_MASK = (inotify.IN_CREATE | inotify.IN_DELETE | inotify.IN_MOVED_FROM | inotify.IN_MOVED_TO
-              | inotify.IN_MOVE_SELF | inotify.IN_ONLYDIR | inotify.IN_DONT_FOLLOW)  # fmt: skip
+WATCH_MASK = (
+    inotify.IN_CREATE
+    | inotify.IN_DELETE
+    | inotify.IN_MOVED_FROM
+    | inotify.IN_MOVED_TO
+    | inotify.IN_MOVE_SELF
+    | inotify.IN_ONLYDIR
+    | inotify.IN_DONT_FOLLOW
+)
 ADDED = inotify.IN_CREATE | inotify.IN_MOVED_TO
 MOVED = inotify.IN_MOVED_FROM | inotify.IN_MOVED_TO
 
@@ -79,8 +86,11 @@ class SecretsScan:
                         self._watched = _Watched(str(self.root))
                     found = self._watched.secrets()
                 except OSError as exc:
-                    logger.info("%s: .env* files are found by a scan before each command, "
-                                "not watched (%s)", self.root, exc)  # fmt: skip
+                    logger.info(
+                        "%s: .env* files are found by a scan before each command, not watched (%s)",
+                        self.root,
+                        exc,
+                    )
                     self.close()
                     self._watching = False
                 else:
@@ -118,8 +128,9 @@ class _Scanned:
                     logger.warning(
                         "%s: more than %d directories to scan; .env* files below them are "
                         "not hidden from commands unless they were before",
-                        self.root, MAX_SCANNED_DIRS,
-                    )  # fmt: skip
+                        self.root,
+                        MAX_SCANNED_DIRS,
+                    )
                 self._warned = True
                 break
             here = pending.popleft()

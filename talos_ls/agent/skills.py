@@ -68,8 +68,10 @@ def parse_skill(path: Path) -> Skill:
 
 
 def skill_dirs(workspace: str | Path | None = None) -> list[Path]:
-    dirs = [Path(__file__).resolve().parent.parent / "skills",
-            platformdirs.user_config_path("talos") / "skills"]  # fmt: skip
+    dirs = [
+        Path(__file__).resolve().parent.parent / "skills",
+        platformdirs.user_config_path("talos") / "skills",
+    ]
     if workspace is not None:
         dirs.append(Path(workspace) / ".talos" / "skills")
     return dirs

@@ -87,8 +87,9 @@ class Owner:
     nonce: str
 
     def encode(self) -> str:
-        return "|".join(("v1", self.host, self.boot, self.pidns, str(self.pid), self.start,
-                         self.nonce))  # fmt: skip
+        return "|".join(
+            ("v1", self.host, self.boot, self.pidns, str(self.pid), self.start, self.nonce)
+        )
 
     @classmethod
     def parse(cls, text: str) -> Owner | None:
@@ -103,9 +104,14 @@ class Owner:
         pid = os.getpid()
         if _CURRENT.get(pid) is None:
             stat = _proc_stat("self")
-            _CURRENT[pid] = cls(socket.gethostname().replace("|", "_"),
-                                _read("/proc/sys/kernel/random/boot_id"), _pid_namespace(),
-                                pid, stat[1] if stat else "", uuid.uuid4().hex[:8])  # fmt: skip
+            _CURRENT[pid] = cls(
+                socket.gethostname().replace("|", "_"),
+                _read("/proc/sys/kernel/random/boot_id"),
+                _pid_namespace(),
+                pid,
+                stat[1] if stat else "",
+                uuid.uuid4().hex[:8],
+            )
         return _CURRENT[pid]
 
     def alive_here(self) -> bool | None:
@@ -113,8 +119,9 @@ class Owner:
         None otherwise: then only the lease can tell."""
         me = Owner.current()
         if not (self.boot and self.pidns and self.start) or (self.boot, self.pidns) != (
-            me.boot, me.pidns
-        ):  # fmt: skip
+            me.boot,
+            me.pidns,
+        ):
             return None
         stat = _proc_stat(self.pid)
         return stat is not None and stat[0] not in ("Z", "X") and stat[1] == self.start
@@ -278,8 +285,9 @@ class TaskRegistry:
             reason = self._why_dead(row.get("owner"), now)
             if reason is None:
                 continue
-            updated = self.store.task_interrupt(row["id"], row.get("owner"), now,
-                                                f"interrupted: {reason}")  # fmt: skip
+            updated = self.store.task_interrupt(
+                row["id"], row.get("owner"), now, f"interrupted: {reason}"
+            )
             if updated is not None:
                 logger.info("task %s interrupted: %s", row["id"], reason)
                 marked.append(updated)
@@ -295,9 +303,15 @@ class TaskRegistry:
             return []
         tasks = []
         for row in rows:
-            task = Task(id=row["id"], agent_id=row["agent_id"], title=row["title"],
-                        state=row["state"], created_at=row["created_at"],
-                        updated_at=row["updated_at"], error=row["error"])  # fmt: skip
+            task = Task(
+                id=row["id"],
+                agent_id=row["agent_id"],
+                title=row["title"],
+                state=row["state"],
+                created_at=row["created_at"],
+                updated_at=row["updated_at"],
+                error=row["error"],
+            )
             if task.id not in self._tasks:
                 self._tasks[task.id] = task
                 self._retire(task)

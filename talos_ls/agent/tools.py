@@ -112,8 +112,14 @@ class Tool:
     handler: Handler
 
     def schema(self) -> dict[str, Any]:
-        return {"type": "function", "function": {"name": self.name,
-                "description": self.description, "parameters": self.parameters}}  # fmt: skip
+        return {
+            "type": "function",
+            "function": {
+                "name": self.name,
+                "description": self.description,
+                "parameters": self.parameters,
+            },
+        }
 
 
 _TYPES = {"string": str, "integer": int, "array": list, "object": dict, "boolean": bool}
@@ -186,8 +192,9 @@ def _read(ctx: ToolContext, args: dict[str, Any]) -> str:
 
 
 async def _search(ctx: ToolContext, args: dict[str, Any]) -> str:
-    hits = await search(ctx.workspace, args["pattern"], args.get("path", "."),
-                        args.get("limit", 50))  # fmt: skip
+    hits = await search(
+        ctx.workspace, args["pattern"], args.get("path", "."), args.get("limit", 50)
+    )
     return "\n".join(hits) or "(no matches)"
 
 
@@ -262,9 +269,12 @@ async def _run_command(ctx: ToolContext, args: dict[str, Any]) -> str:
     if timeout <= 0:
         raise ToolError("timeout must be a positive number of seconds")
     result = await ctx.sandbox.run(
-        command, sandboxed=ctx.policy.sandboxed, writable=decision.writable,
-        network=decision.network, timeout=timeout,
-    )  # fmt: skip
+        command,
+        sandboxed=ctx.policy.sandboxed,
+        writable=decision.writable,
+        network=decision.network,
+        timeout=timeout,
+    )
     if result.limit and ctx.notice is not None:
         ctx.notice(f"A command was stopped: {result.limit}.")
     return result.text()
@@ -315,8 +325,10 @@ def _queue_question(ctx: ToolContext, args: dict[str, Any]) -> str:
     if not 2 <= len(options) <= 6 or not all(isinstance(o, str) and o.strip() for o in options):
         raise ToolError("ask needs 2 to 6 non-empty options the person can choose from")
     if len(question) > MAX_QUESTION_CHARS or any(len(o) > MAX_SLOT_CHARS for o in options):
-        raise ToolError(f"a question is at most {MAX_QUESTION_CHARS} characters and each "
-                        f"option at most {MAX_SLOT_CHARS}")  # fmt: skip
+        raise ToolError(
+            f"a question is at most {MAX_QUESTION_CHARS} characters and each "
+            f"option at most {MAX_SLOT_CHARS}"
+        )
     ident = hashlib.sha1(normalize_text(question).encode()).hexdigest()[:12]
     try:
         cand = ctx.queue.propose(
@@ -357,41 +369,94 @@ def _params(required: list[str], **props: tuple[str, str]) -> dict[str, Any]:
 TOOLS: dict[str, Tool] = {
     t.name: t
     for t in (
-        Tool("list_files", "List the workspace's files (respecting .gitignore).",
-             _params([], path=("string", "directory, relative to the workspace"),
-                     limit=("integer", "at most this many (default 200)")), _list_files),
-        Tool("read_file", "Read a file, or a range of its lines (1-based, inclusive).",
-             _params(["path"], path=("string", "file path"), start_line=("integer", "first line"),
-                     end_line=("integer", "last line")), _read_file),
-        Tool("search", "Search the workspace's files with a regular expression.",
-             _params(["pattern"], pattern=("string", "regex in RE2/ripgrep syntax (no "
-                                                      "backreferences or lookaround)"),
-                     path=("string", "directory to search"),
-                     limit=("integer", "at most this many matches (default 50)")), _search),
-        Tool("propose_edit", "Propose a change to one file: search/replace blocks (each search "
-             "text must match exactly once) or the whole new content. Nothing is written until "
-             "the person applies it.",
-             _params(["path"], path=("string", "file path"),
-                     blocks=("array", "[{search, replace}] applied in order"),
-                     content=("string", "the whole new file content")), _propose_edit),
-        Tool("run_command", "Run a shell command in the workspace, in a sandbox with no network "
-             "and no secrets (subject to the person's permission rules).",
-             _params(["command"], command=("string", "the command"),
-                     timeout=("integer", "seconds (default and maximum: the configured limit)")),
-             _run_command),
-        Tool("remember", "Remember a fact about the workspace or the person's preferences. "
-             "Give subject/attribute/value when the fact fills a slot (tests / use / pytest).",
-             _params(["statement"], statement=("string", "the fact"),
-                     subject=("string", "what it is about"), attribute=("string", "which aspect"),
-                     value=("string", "the value")), _remember),
-        Tool("ask", "Queue a clarifying question with options. It is NOT asked now: continue on "
-             "a stated assumption.",
-             _params(["question", "options"], question=("string", "the question"),
-                     options=("array", "2 to 6 answers to choose from")), _ask),
-        Tool("load_skill", "Load a skill's instructions by name.",
-             _params(["name"], name=("string", "the skill")), _load_skill),
+        Tool(
+            "list_files",
+            "List the workspace's files (respecting .gitignore).",
+            _params(
+                [],
+                path=("string", "directory, relative to the workspace"),
+                limit=("integer", "at most this many (default 200)"),
+            ),
+            _list_files,
+        ),
+        Tool(
+            "read_file",
+            "Read a file, or a range of its lines (1-based, inclusive).",
+            _params(
+                ["path"],
+                path=("string", "file path"),
+                start_line=("integer", "first line"),
+                end_line=("integer", "last line"),
+            ),
+            _read_file,
+        ),
+        Tool(
+            "search",
+            "Search the workspace's files with a regular expression.",
+            _params(
+                ["pattern"],
+                pattern=("string", "regex in RE2/ripgrep syntax (no backreferences or lookaround)"),
+                path=("string", "directory to search"),
+                limit=("integer", "at most this many matches (default 50)"),
+            ),
+            _search,
+        ),
+        Tool(
+            "propose_edit",
+            "Propose a change to one file: search/replace blocks (each search "
+            "text must match exactly once) or the whole new content. Nothing is written until "
+            "the person applies it.",
+            _params(
+                ["path"],
+                path=("string", "file path"),
+                blocks=("array", "[{search, replace}] applied in order"),
+                content=("string", "the whole new file content"),
+            ),
+            _propose_edit,
+        ),
+        Tool(
+            "run_command",
+            "Run a shell command in the workspace, in a sandbox with no network "
+            "and no secrets (subject to the person's permission rules).",
+            _params(
+                ["command"],
+                command=("string", "the command"),
+                timeout=("integer", "seconds (default and maximum: the configured limit)"),
+            ),
+            _run_command,
+        ),
+        Tool(
+            "remember",
+            "Remember a fact about the workspace or the person's preferences. "
+            "Give subject/attribute/value when the fact fills a slot (tests / use / pytest).",
+            _params(
+                ["statement"],
+                statement=("string", "the fact"),
+                subject=("string", "what it is about"),
+                attribute=("string", "which aspect"),
+                value=("string", "the value"),
+            ),
+            _remember,
+        ),
+        Tool(
+            "ask",
+            "Queue a clarifying question with options. It is NOT asked now: continue on "
+            "a stated assumption.",
+            _params(
+                ["question", "options"],
+                question=("string", "the question"),
+                options=("array", "2 to 6 answers to choose from"),
+            ),
+            _ask,
+        ),
+        Tool(
+            "load_skill",
+            "Load a skill's instructions by name.",
+            _params(["name"], name=("string", "the skill")),
+            _load_skill,
+        ),
     )
-}  # fmt: skip
+}
 
 
 def schemas() -> list[dict[str, Any]]:

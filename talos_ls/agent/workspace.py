@@ -67,8 +67,11 @@ class Workspace:
             raise SandboxError(f"{path!r} cannot be resolved ({exc})") from None
         if real != self.root and not real.is_relative_to(self.root):
             named = Path(os.path.normpath(full.absolute()))  # `..` taken as written
-            how = ("a symlink in it leads out of" if named == self.root
-                   or named.is_relative_to(self.root) else "it leaves")  # fmt: skip
+            how = (
+                "a symlink in it leads out of"
+                if named == self.root or named.is_relative_to(self.root)
+                else "it leaves"
+            )
             raise SandboxError(f"{path!r} is outside the workspace ({how} {self.root})")
         rel = real.relative_to(self.root)
         protected = {part.lower() for part in rel.parts} & PROTECTED_DIRS  # .GIT is .git on macOS

@@ -119,8 +119,9 @@ def ordered(mounts: Iterable[Mount]) -> list[str]:
     return out
 
 
-def pins(targets: Iterable[Path], root: Path, *, mounted: Iterable[Path],
-         fixed: Iterable[Path]) -> list[Path]:  # fmt: skip
+def pins(
+    targets: Iterable[Path], root: Path, *, mounted: Iterable[Path], fixed: Iterable[Path]
+) -> list[Path]:
     """Every directory strictly between `root` and each target inside it, but those that are
     mount points already (`mounted`) and those at or under a `fixed` path (read-only or
     hidden: nothing there can be renamed, and a bind would show what a cover hides)."""
@@ -303,8 +304,11 @@ class Layout:
         try:
             notes = self.git.after() if self.git is not None else []
             if self.repositories is not None:
-                notes += [_moved_aside(r, self.root or r.parent)
-                          for r in repositories if r not in self.repositories]  # fmt: skip
+                notes += [
+                    _moved_aside(r, self.root or r.parent)
+                    for r in repositories
+                    if r not in self.repositories
+                ]
             return notes
         finally:
             for path in self.held:
@@ -362,9 +366,10 @@ class GitLayout:
                 self.mounts.append(mount)
                 self.read_only.append(mount.path)
         self.missing = [
-            git_dir / r for r in (*GIT_PAUSED, *GIT_REMOVED_IF_MADE)
+            git_dir / r
+            for r in (*GIT_PAUSED, *GIT_REMOVED_IF_MADE)
             if not os.path.lexists(git_dir / r)
-        ]  # fmt: skip
+        ]
         self.odd_before = {p: _what(p) for p in _odd_entries(git_dir, self.read_only)}
 
     @staticmethod
@@ -387,19 +392,25 @@ class GitLayout:
                 continue
             _remove(path)
             if path.name in GIT_PAUSED:
-                notes.append(f"removed {path.name}/ from .git: a rebase, cherry-pick or am "
-                             "left paused by a sandboxed command could run commands of its "
-                             "todo list when continued outside the sandbox; run it to its "
-                             "end within one command")  # fmt: skip
+                notes.append(
+                    f"removed {path.name}/ from .git: a rebase, cherry-pick or am "
+                    "left paused by a sandboxed command could run commands of its "
+                    "todo list when continued outside the sandbox; run it to its "
+                    "end within one command"
+                )
             else:
-                notes.append("removed .git/objects/info/alternates: git would read objects "
-                             "from another directory")  # fmt: skip
+                notes.append(
+                    "removed .git/objects/info/alternates: git would read objects "
+                    "from another directory"
+                )
         for path in _odd_entries(self.git_dir, self.read_only):
             if path not in self.odd_before or self.odd_before[path] != _what(path):
                 _remove(path)
-                notes.append(f"removed {path.relative_to(self.git_dir.parent)}: a link or "
-                             "special file in .git would make git write or read outside the "
-                             "repository later")  # fmt: skip
+                notes.append(
+                    f"removed {path.relative_to(self.git_dir.parent)}: a link or "
+                    "special file in .git would make git write or read outside the "
+                    "repository later"
+                )
         return notes
 
 
@@ -450,8 +461,9 @@ def _moved_aside(git: Path, root: Path) -> str:
     for attempt in range(3):
         if attempt == 1:  # a command's `chmod a-w`: give the parent back its write bit
             problem = _writable_again(git.parent) or problem
-        aside = git.with_name(f".git.moved-by-talos-{time.strftime('%Y%m%d-%H%M%S')}-"
-                              f"{token_hex(6)}")  # fmt: skip
+        aside = git.with_name(
+            f".git.moved-by-talos-{time.strftime('%Y%m%d-%H%M%S')}-{token_hex(6)}"
+        )
         if os.path.lexists(aside):
             continue
         try:
@@ -459,14 +471,18 @@ def _moved_aside(git: Path, root: Path) -> str:
         except OSError as exc:
             problem = exc.strerror or str(exc)
             continue
-        return (f"moved {shown} aside to {aside.name}: git and editors run a repository's "
-                "configuration and hooks outside the sandbox (your git status does for a "
-                "submodule); create or clone repositories outside Talos")  # fmt: skip
+        return (
+            f"moved {shown} aside to {aside.name}: git and editors run a repository's "
+            "configuration and hooks outside the sandbox (your git status does for a "
+            "submodule); create or clone repositories outside Talos"
+        )
     _remove(git)
     if not os.path.lexists(git):
-        return (f"removed {shown}, a repository a command made, which could not be moved "
-                f"aside ({problem}): git would run its configuration and hooks outside the "
-                "sandbox")  # fmt: skip
+        return (
+            f"removed {shown}, a repository a command made, which could not be moved "
+            f"aside ({problem}): git would run its configuration and hooks outside the "
+            "sandbox"
+        )
     return (
         f"could not move aside or remove {shown} ({problem}), a repository a command made: "
         "do not run git in it; git would run its configuration and hooks"
@@ -551,18 +567,26 @@ class TrackedContent:
         if self._dir is None or not os.path.isdir(self._dir):
             self._dir = tempfile.mkdtemp(prefix="talos-tracked-")
             atexit.register(shutil.rmtree, self._dir, True)
-        wanted = sorted({sha for sha in blobs.values()
-                         if not os.path.exists(os.path.join(self._dir, sha))})  # fmt: skip
+        wanted = sorted(
+            {sha for sha in blobs.values() if not os.path.exists(os.path.join(self._dir, sha))}
+        )
         if wanted:
             self._fetch(root, wanted)
-        return {p: os.path.join(self._dir, sha) for p, sha in blobs.items()
-                if os.path.exists(os.path.join(self._dir, sha))}  # fmt: skip
+        return {
+            p: os.path.join(self._dir, sha)
+            for p, sha in blobs.items()
+            if os.path.exists(os.path.join(self._dir, sha))
+        }
 
     def _fetch(self, root: Path, shas: list[str]) -> None:
         """`git cat-file --batch`: each blob's content into a read-only file named by it."""
         assert self._dir is not None
-        out = on_host.git(["cat-file", "--batch"], root, timeout=30,
-                          stdin="".join(f"{s}\n" for s in shas).encode())  # fmt: skip
+        out = on_host.git(
+            ["cat-file", "--batch"],
+            root,
+            timeout=30,
+            stdin="".join(f"{s}\n" for s in shas).encode(),
+        )
         if out is None:
             return
         at = 0
@@ -646,8 +670,10 @@ def git_identity(git_dir: Path) -> dict[str, str]:
     if cached is not None and cached[0] == stamps:
         return cached[1]
     env: dict[str, str] = {}
-    for key, names in (("user.name", ("GIT_AUTHOR_NAME", "GIT_COMMITTER_NAME")),
-                       ("user.email", ("GIT_AUTHOR_EMAIL", "GIT_COMMITTER_EMAIL"))):  # fmt: skip
+    for key, names in (
+        ("user.name", ("GIT_AUTHOR_NAME", "GIT_COMMITTER_NAME")),
+        ("user.email", ("GIT_AUTHOR_EMAIL", "GIT_COMMITTER_EMAIL")),
+    ):
         value = (on_host.git_text(["config", "--get", key], git_dir.parent) or "").strip()
         if value and len(value) < 256 and value.isprintable():
             env.update(dict.fromkeys(names, value))
@@ -670,9 +696,16 @@ def git_dir_of(root: Path) -> Path | None:
     return path if path.is_dir() and not path.is_symlink() else None
 
 
-def build(root: Path, *, writable: bool, secrets: Iterable[Path], covers: Covers,
-          empty_file: str, repositories: Iterable[Path] = (),
-          inner: Iterable[Path] = ()) -> Layout:  # fmt: skip
+def build(
+    root: Path,
+    *,
+    writable: bool,
+    secrets: Iterable[Path],
+    covers: Covers,
+    empty_file: str,
+    repositories: Iterable[Path] = (),
+    inner: Iterable[Path] = (),
+) -> Layout:
     """The workspace's mounts for one command: the root, `.talos` and `.git`, a cover over
     each secret inside it (`secrets`: found now; `covers` adds those covered before) and, for
     a writable command, the repositories below the root (`repositories`: their `.git`), the
@@ -682,17 +715,23 @@ def build(root: Path, *, writable: bool, secrets: Iterable[Path], covers: Covers
     held: list[Path] = []
     inside = [p for p in inner if p.is_relative_to(root) and p != root]
     try:
-        return _build(root, writable, secrets, covers, empty_file, list(repositories), held,
-                      inside)  # fmt: skip
+        return _build(root, writable, secrets, covers, empty_file, list(repositories), held, inside)
     except BaseException:
         for path in held:
             STAND_INS.release(path)
         raise
 
 
-def _build(root: Path, writable: bool, secrets: Iterable[Path], covers: Covers,
-           empty_file: str, repositories: list[Path], held: list[Path],
-           inner: list[Path]) -> Layout:  # fmt: skip
+def _build(
+    root: Path,
+    writable: bool,
+    secrets: Iterable[Path],
+    covers: Covers,
+    empty_file: str,
+    repositories: list[Path],
+    held: list[Path],
+    inner: list[Path],
+) -> Layout:
     protected: list[Mount] = [bind(root, read_only=not writable)]
     mounted, fixed = [root], []
     talos = protected_dir(root / ".talos", writable=writable, held=held)
@@ -748,8 +787,15 @@ def _build(root: Path, writable: bool, secrets: Iterable[Path], covers: Covers,
         )
     pin_mounts = [bind(p, read_only=False) for p in pinned]
     env = git_identity(git.git_dir) if git is not None else {}
-    return Layout(ordered([*protected, *mounts, *pin_mounts]), held, git, outside, env,
-                  set(repositories) if writable else None, root)  # fmt: skip
+    return Layout(
+        ordered([*protected, *mounts, *pin_mounts]),
+        held,
+        git,
+        outside,
+        env,
+        set(repositories) if writable else None,
+        root,
+    )
 
 
 def nested_repositories(root: Path, repositories: list[Path], held: list[Path]) -> list[Mount]:
@@ -757,8 +803,9 @@ def nested_repositories(root: Path, repositories: list[Path], held: list[Path]) 
     config and hooks later, outside the sandbox (your `git status` for a submodule, an editor
     for a repository it opens). Each `.git` found (`repositories`), and each submodule
     directory `.gitmodules` names that has none yet (so a command cannot make one there)."""
-    out = [bind(r, read_only=True) for r in repositories
-           if not r.is_symlink() and os.path.lexists(r)][:MAX_REPOSITORIES]  # fmt: skip
+    out = [
+        bind(r, read_only=True) for r in repositories if not r.is_symlink() and os.path.lexists(r)
+    ][:MAX_REPOSITORIES]
     for path in submodule_paths(root)[:MAX_REPOSITORIES]:
         if not os.path.lexists(path / ".git"):
             mount = read_only_or_below(path, None, held)
@@ -781,8 +828,10 @@ def submodule_paths(root: Path) -> list[Path]:
         return cached[1]
     found: list[Path] = []
     if len(stamp) > 1:  # the file is there
-        listed = on_host.git_text(["config", "--file", str(file), "--null", "--get-regexp",
-                       r"^submodule\..*\.path$"], root)  # fmt: skip
+        listed = on_host.git_text(
+            ["config", "--file", str(file), "--null", "--get-regexp", r"^submodule\..*\.path$"],
+            root,
+        )
         for item in (listed or "").split("\0"):
             value = item.partition("\n")[2]
             path = Path(os.path.normpath(root / value)) if value else root

@@ -28,8 +28,13 @@ from typing import Any
 
 def _chunk(model: str, delta: dict | None, finish: str | None = None, usage=None) -> dict:
     choices = [] if delta is None else [{"index": 0, "delta": delta, "finish_reason": finish}]
-    out = {"id": "chatcmpl-fake", "object": "chat.completion.chunk", "created": 0,
-           "model": model, "choices": choices}  # fmt: skip
+    out = {
+        "id": "chatcmpl-fake",
+        "object": "chat.completion.chunk",
+        "created": 0,
+        "model": model,
+        "choices": choices,
+    }
     if usage is not None:
         out["usage"] = usage
     return out
@@ -48,8 +53,12 @@ def reply(
         for i in range(0, len(text), 7):
             chunks.append(_chunk(model, {"content": text[i : i + 7]}))
     for index, (call_id, name, arguments) in enumerate(tool_calls or []):
-        first = {"index": index, "id": call_id, "type": "function",
-                 "function": {"name": name, "arguments": ""}}  # fmt: skip
+        first = {
+            "index": index,
+            "id": call_id,
+            "type": "function",
+            "function": {"name": name, "arguments": ""},
+        }
         chunks.append(_chunk(model, {"tool_calls": [first]}))
         half = len(arguments) // 2
         for piece in (arguments[:half], arguments[half:]):
@@ -57,11 +66,18 @@ def reply(
             chunks.append(_chunk(model, {"tool_calls": [more]}))
     chunks.append(_chunk(model, {}, "tool_calls" if tool_calls else "stop"))
     prompt, completion, cached = usage
-    chunks.append(_chunk(model, None, usage={
-        "prompt_tokens": prompt, "completion_tokens": completion,
-        "total_tokens": prompt + completion,
-        "prompt_tokens_details": {"cached_tokens": cached},
-    }))  # fmt: skip
+    chunks.append(
+        _chunk(
+            model,
+            None,
+            usage={
+                "prompt_tokens": prompt,
+                "completion_tokens": completion,
+                "total_tokens": prompt + completion,
+                "prompt_tokens_details": {"cached_tokens": cached},
+            },
+        )
+    )
     return {"stream": chunks, "delay": delay}
 
 
@@ -99,8 +115,11 @@ def raw(body: bytes | str, content_type: str = "text/html", status: int = 200) -
 
 def trickle(interval: float, text: str = "more ") -> dict:
     """A chunk of output every `interval` seconds, never finishing: never idle, never done."""
-    return {"stream": [_chunk("fake-model", {"role": "assistant", "content": ""})],
-            "trickle": interval, "text": text}  # fmt: skip
+    return {
+        "stream": [_chunk("fake-model", {"role": "assistant", "content": ""})],
+        "trickle": interval,
+        "text": text,
+    }
 
 
 class ScriptedModelServer:

@@ -58,27 +58,55 @@ def _script(python: str) -> list[dict]:
     run = json.dumps({"command": f"{python} src/calc.py"})
     block = {"search": "return a - b", "replace": "return a + b"}
     fix = json.dumps({"path": "src/calc.py", "blocks": [block]})
-    test = json.dumps({"path": "tests/test_parser.py", "content": (
-        "from src.parser import parse\n\n\n"
-        "def test_parse_splits_on_whitespace():\n"
-        "    assert parse('a  b\\tc') == ['a', 'b', 'c']\n\n\n"
-        "def test_parse_empty():\n"
-        "    assert parse('') == []\n")})  # fmt: skip
+    test = json.dumps(
+        {
+            "path": "tests/test_parser.py",
+            "content": (
+                "from src.parser import parse\n\n\n"
+                "def test_parse_splits_on_whitespace():\n"
+                "    assert parse('a  b\\tc') == ['a', 'b', 'c']\n\n\n"
+                "def test_parse_empty():\n"
+                "    assert parse('') == []\n"
+            ),
+        }
+    )
     return [
-        reply("Reading src/calc.py.", [("c1", "read_file", '{"path": "src/calc.py"}')],
-              usage=(1200, 40, 0), model=DEMO_MODEL),
-        reply("add() subtracts. Let me confirm by running it.", [("c2", "run_command", run)],
-              usage=(1500, 60, 1024), model=DEMO_MODEL),
-        reply("Confirmed: add(2, 3) gives -1.", [("c3", "propose_edit", fix)],
-              usage=(1700, 80, 1024), model=DEMO_MODEL),
-        reply("I proposed `return a + b` in add(). Tests come in the next step.",
-              usage=(1900, 30, 1024), model=DEMO_MODEL),
-        reply("'The parser' could be src/parser.py or tools/parser.py; I assume src/parser.py, "
-              "which the app uses, and write pytest tests, as you said.",
-              [("c4", "propose_edit", test)], usage=(2100, 150, 1024), model=DEMO_MODEL),
-        reply("Proposed tests/test_parser.py with two pytest tests for parse().",
-              usage=(2300, 25, 1024), model=DEMO_MODEL),
-    ]  # fmt: skip
+        reply(
+            "Reading src/calc.py.",
+            [("c1", "read_file", '{"path": "src/calc.py"}')],
+            usage=(1200, 40, 0),
+            model=DEMO_MODEL,
+        ),
+        reply(
+            "add() subtracts. Let me confirm by running it.",
+            [("c2", "run_command", run)],
+            usage=(1500, 60, 1024),
+            model=DEMO_MODEL,
+        ),
+        reply(
+            "Confirmed: add(2, 3) gives -1.",
+            [("c3", "propose_edit", fix)],
+            usage=(1700, 80, 1024),
+            model=DEMO_MODEL,
+        ),
+        reply(
+            "I proposed `return a + b` in add(). Tests come in the next step.",
+            usage=(1900, 30, 1024),
+            model=DEMO_MODEL,
+        ),
+        reply(
+            "'The parser' could be src/parser.py or tools/parser.py; I assume src/parser.py, "
+            "which the app uses, and write pytest tests, as you said.",
+            [("c4", "propose_edit", test)],
+            usage=(2100, 150, 1024),
+            model=DEMO_MODEL,
+        ),
+        reply(
+            "Proposed tests/test_parser.py with two pytest tests for parse().",
+            usage=(2300, 25, 1024),
+            model=DEMO_MODEL,
+        ),
+    ]
 
 
 def _facts_table(host: Host) -> Table:
@@ -87,8 +115,13 @@ def _facts_table(host: Host) -> Table:
         if f.subject is None:
             continue
         state = "live" if f.live else ("superseded" if f.superseded_by else "retracted")
-        table.add_row(f"{f.confidence:.2f}", f"+{f.corroborations}/-{f.contradictions}",
-                      f.source, state, Text(visible(f.statement)))  # fmt: skip
+        table.add_row(
+            f"{f.confidence:.2f}",
+            f"+{f.corroborations}/-{f.contradictions}",
+            f.source,
+            state,
+            Text(visible(f.statement)),
+        )
     return table
 
 
@@ -97,12 +130,17 @@ async def _session(
 ) -> int:
     store = open_store(store_url)
     port = TerminalPort(
-        console, Workspace(root), interactive=False,
+        console,
+        Workspace(root),
+        interactive=False,
         scripted_answers=["pytest"],  # the conflict question
         scripted_confirms=["Allow once", "Apply", "Apply"],  # run the check; apply both
-    )  # fmt: skip
-    config = HostConfig(workspace=root, model=ModelConfig(DEMO_MODEL, base_url=server.url),
-                        prices={DEMO_MODEL: DEMO_PRICE})  # fmt: skip
+    )
+    config = HostConfig(
+        workspace=root,
+        model=ModelConfig(DEMO_MODEL, base_url=server.url),
+        prices={DEMO_MODEL: DEMO_PRICE},
+    )
     host = Host(store, config, port)
     try:
         for n, request in enumerate(TURNS, 1):
@@ -147,12 +185,14 @@ async def _session(
 
 def run(console: Console | None = None) -> int:
     console = console or Console()
-    console.print(Panel(
-        "SCRIPTED DEMO: no model is called and nothing leaves this machine. A local server "
-        "plays a fixed model script, and your replies are scripted too; everything else is the "
-        "real Talos (host, store, rules, question queue, permissions, proposals, cost).",
-        border_style="magenta",
-    ))  # fmt: skip
+    console.print(
+        Panel(
+            "SCRIPTED DEMO: no model is called and nothing leaves this machine. A local server "
+            "plays a fixed model script, and your replies are scripted too; everything else is the "
+            "real Talos (host, store, rules, question queue, permissions, proposals, cost).",
+            border_style="magenta",
+        )
+    )
     workdir = Path(tempfile.mkdtemp(prefix="talos-demo-"))
     root = workdir / "workspace"
     for rel, text in FILES.items():

@@ -142,23 +142,40 @@ class ProposalBook:
     # ------------------------------------------------------------ storage
     def _row(self, p: Proposal) -> dict[str, Any]:
         return {
-            "id": p.id, "agent_id": self.agent_id, "task_id": p.task_id, "path": p.path,
-            "base_hash": p.base_hash, "base_text": p.base_text, "new_text": p.new_text,
-            "version": p.version, "hunks": [_hunk_row(h) for h in p.hunks], "status": p.status,
-            "applied_hunks": list(p.applied_hunks), "applied_hash": p.applied_hash,
-            "undo_text": p.undo_text, "created_at": p.created_at, "updated_at": time.time(),
-        }  # fmt: skip
+            "id": p.id,
+            "agent_id": self.agent_id,
+            "task_id": p.task_id,
+            "path": p.path,
+            "base_hash": p.base_hash,
+            "base_text": p.base_text,
+            "new_text": p.new_text,
+            "version": p.version,
+            "hunks": [_hunk_row(h) for h in p.hunks],
+            "status": p.status,
+            "applied_hunks": list(p.applied_hunks),
+            "applied_hash": p.applied_hash,
+            "undo_text": p.undo_text,
+            "created_at": p.created_at,
+            "updated_at": time.time(),
+        }
 
     def _load(self, row: dict[str, Any]) -> Proposal:
         """The cached proposal, brought up to the stored row (another server may have moved
         it), or a new one."""
         fields = {
-            "path": row["path"], "base_text": row["base_text"], "new_text": row["new_text"],
-            "base_hash": row["base_hash"], "hunks": [Hunk(**h) for h in row["hunks"]],
-            "version": row["version"], "task_id": row["task_id"], "status": row["status"],
-            "applied_hunks": tuple(row["applied_hunks"]), "applied_hash": row["applied_hash"],
-            "undo_text": row["undo_text"], "created_at": row["created_at"],
-        }  # fmt: skip
+            "path": row["path"],
+            "base_text": row["base_text"],
+            "new_text": row["new_text"],
+            "base_hash": row["base_hash"],
+            "hunks": [Hunk(**h) for h in row["hunks"]],
+            "version": row["version"],
+            "task_id": row["task_id"],
+            "status": row["status"],
+            "applied_hunks": tuple(row["applied_hunks"]),
+            "applied_hash": row["applied_hash"],
+            "undo_text": row["undo_text"],
+            "created_at": row["created_at"],
+        }
         with self._lock:
             known = self._items.get(row["id"])
             if known is None:
@@ -285,9 +302,12 @@ class ProposalBook:
             "status": "applied",
         }
         if written_text != proposal.new_text:
-            updates.update(status="partly_applied", base_text=written_text,
-                           base_hash=updates["applied_hash"],
-                           hunks=_hunks(written_text, proposal.new_text))  # fmt: skip
+            updates.update(
+                status="partly_applied",
+                base_text=written_text,
+                base_hash=updates["applied_hash"],
+                hunks=_hunks(written_text, proposal.new_text),
+            )
         self._change(proposal, OPEN, **updates)
         return before
 
@@ -338,10 +358,22 @@ class ProposalBook:
         self.forget_settled(keep_applied)
 
 
-_APPLY_FIELDS = ("status", "base_text", "base_hash", "hunks", "applied_hunks", "applied_hash",
-                 "undo_text")  # fmt: skip
+_APPLY_FIELDS = (
+    "status",
+    "base_text",
+    "base_hash",
+    "hunks",
+    "applied_hunks",
+    "applied_hash",
+    "undo_text",
+)
 
 
 def _hunk_row(h: Hunk) -> dict[str, Any]:
-    return {"index": h.index, "base_start": h.base_start, "base_end": h.base_end,
-            "old_lines": list(h.old_lines), "new_lines": list(h.new_lines)}  # fmt: skip
+    return {
+        "index": h.index,
+        "base_start": h.base_start,
+        "base_end": h.base_end,
+        "old_lines": list(h.old_lines),
+        "new_lines": list(h.new_lines),
+    }

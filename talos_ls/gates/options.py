@@ -134,8 +134,11 @@ def _table() -> dict[str, dict]:
         text = resources.files(__package__).joinpath("options.json").read_text(encoding="utf-8")
         programs: dict[str, dict] = json.loads(text)["programs"]
     except (OSError, ValueError, KeyError, TypeError) as exc:
-        log.error("the shell reader's option tables cannot be read (%s): %s",
-                  type(exc).__name__, "reinstall talos-ls")  # fmt: skip
+        log.error(
+            "the shell reader's option tables cannot be read (%s): %s",
+            type(exc).__name__,
+            "reinstall talos-ls",
+        )
         return {}
     return programs
 
@@ -249,10 +252,15 @@ def _read_tar_bundle(sp: Spec, words: Sequence[str]) -> Reading:
     rest = read(sp, ["-", *words[following:]])  # "-": an operand standing for the bundle
     shift = following - 1
     out.given += [
-        Given(g.index + shift, g.spelled, g.options, g.value,
-              None if g.value_index is None else g.value_index + shift)
+        Given(
+            g.index + shift,
+            g.spelled,
+            g.options,
+            g.value,
+            None if g.value_index is None else g.value_index + shift,
+        )
         for g in rest.given
-    ]  # fmt: skip
+    ]
     out.operands += [k + shift for k in rest.operands if k > 0]
     out.maybe_values += [k + shift for k in rest.maybe_values]
     out.loose += rest.loose
@@ -277,9 +285,11 @@ def _read_find(sp: Spec, words: Sequence[str]) -> Reading:
         value = word[2:] or None if word.startswith("-O") else None
         out.given.append(Given(i, word[:2] if value else word, (option,) if option else (), value))
         i += 1
-    while i < n and not (words[i].startswith("-") and len(words[i]) > 1) and words[i] not in (
-        "(", "!"
-    ):  # fmt: skip
+    while (
+        i < n
+        and not (words[i].startswith("-") and len(words[i]) > 1)
+        and words[i] not in ("(", "!")
+    ):
         out.operands.append(i)  # the starting points
         i += 1
     while i < n:

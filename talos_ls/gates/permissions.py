@@ -43,15 +43,7 @@ import platformdirs
 
 from ..display import visible
 from ..files import FileTooLarge, NotRegularFile, atomic_write, read_regular
-from .shell import (
-    Analysis,
-    GlobWalk,
-    SimpleCommand,
-    analyze,
-    could_match,
-    matches,
-    path_risks,
-)
+from .shell import Analysis, GlobWalk, SimpleCommand, analyze, could_match, matches, path_risks
 
 MODES = ("read-only", "ask", "auto-edit", "full-auto")
 DECISIONS = ("allow", "ask", "deny")
@@ -62,10 +54,39 @@ MAX_RULES_BYTES = 256 * 1024
 
 # Read-only commands nobody should have to approve (run with the workspace read-only); and what
 # is never run.
-DEFAULT_ALLOW = ("ls", "pwd", "cat", "head", "tail", "wc", "grep", "rg", "find", "echo", "which",
-                 "file", "stat", "du", "sort", "uniq", "diff", "tree", "basename", "dirname",
-                 "true", "date", "git status", "git log", "git diff", "git show", "git branch",
-                 "git rev-parse", "git ls-files", "git blame", "python --version")  # fmt: skip
+DEFAULT_ALLOW = (
+    "ls",
+    "pwd",
+    "cat",
+    "head",
+    "tail",
+    "wc",
+    "grep",
+    "rg",
+    "find",
+    "echo",
+    "which",
+    "file",
+    "stat",
+    "du",
+    "sort",
+    "uniq",
+    "diff",
+    "tree",
+    "basename",
+    "dirname",
+    "true",
+    "date",
+    "git status",
+    "git log",
+    "git diff",
+    "git show",
+    "git branch",
+    "git rev-parse",
+    "git ls-files",
+    "git blame",
+    "python --version",
+)
 DEFAULT_DENY = ("sudo", "su", "doas", "rm -rf /", "rm -rf ~", "mkfs", "dd", "shutdown", "reboot")
 
 Prompter = Callable[[str, Sequence[str]], Awaitable[str | None]]
@@ -122,19 +143,25 @@ class Rules:
     def restricting(self) -> Rules:
         """Only what narrows: deny and ask (an untrusted file)."""
         keep = ("ask", "deny")
-        return Rules(self.source,
-                     {k: v for k, v in self.commands.items() if k in keep},
-                     {k: v for k, v in self.paths.items() if k in keep})  # fmt: skip
+        return Rules(
+            self.source,
+            {k: v for k, v in self.commands.items() if k in keep},
+            {k: v for k, v in self.paths.items() if k in keep},
+        )
 
     @property
     def grants(self) -> list[str]:
         """What this source would let run without asking."""
-        return [*self.commands.get("allow", []), *(f"{p} (network)" for p in self.network),
-                *(f"writing {p}" for p in self.paths.get("allow", []))]  # fmt: skip
+        return [
+            *self.commands.get("allow", []),
+            *(f"{p} (network)" for p in self.network),
+            *(f"writing {p}" for p in self.paths.get("allow", [])),
+        ]
 
 
-BUILT_IN = Rules("built in", {"allow": list(DEFAULT_ALLOW), "deny": list(DEFAULT_DENY)},
-                 writable=False)  # fmt: skip
+BUILT_IN = Rules(
+    "built in", {"allow": list(DEFAULT_ALLOW), "deny": list(DEFAULT_DENY)}, writable=False
+)
 
 
 def config_dir() -> Path:
@@ -213,23 +240,35 @@ class Policy:
         root = Path(workspace_root).resolve()
         base = config or config_dir()
         user_data, _ = _read_json(base / "permissions.json")
-        user = Rules.parse("your settings", user_data, str(base / "permissions.json")) \
-            if user_data is not None else None  # fmt: skip
+        user = (
+            Rules.parse("your settings", user_data, str(base / "permissions.json"))
+            if user_data is not None
+            else None
+        )
         settings_path = workspace_settings_path(root, base)
         settings, _ = _read_json(settings_path)
         mine = Rules.parse("this workspace's settings", settings or {}, str(settings_path))
-        trusted_hash = settings.get("trusted_permissions_sha256") \
-            if isinstance(settings, dict) else None  # fmt: skip
-        policy = cls(mode=mode, commands=mine.commands, paths=mine.paths, network=mine.network,
-                     root=root, sandboxed=sandboxed, settings_path=settings_path,
-                     user=user)  # fmt: skip
+        trusted_hash = (
+            settings.get("trusted_permissions_sha256") if isinstance(settings, dict) else None
+        )
+        policy = cls(
+            mode=mode,
+            commands=mine.commands,
+            paths=mine.paths,
+            network=mine.network,
+            root=root,
+            sandboxed=sandboxed,
+            settings_path=settings_path,
+            user=user,
+        )
         path = root / PERMISSIONS_FILE
         data, sha = _read_json(path)
         if data is not None and sha is not None:
             policy.workspace_file = WorkspaceFile(
-                sha, Rules.parse("the workspace's .talos/permissions.json", data, str(path)),
+                sha,
+                Rules.parse("the workspace's .talos/permissions.json", data, str(path)),
                 trusted=sha == trusted_hash,
-            )  # fmt: skip
+            )
         return policy
 
     def pinned(self) -> Policy:
@@ -237,10 +276,14 @@ class Policy:
         worker thread judges with it while the event loop goes on adding and removing
         folders. Their rules are copied; this folder's own are read, never iterated."""
         inner = tuple(
-            (rel, dataclasses.replace(policy, nested=None,
-                                      commands={k: list(v) for k, v in policy.commands.items()}))
+            (
+                rel,
+                dataclasses.replace(
+                    policy, nested=None, commands={k: list(v) for k, v in policy.commands.items()}
+                ),
+            )
             for rel, policy in (self.nested() if self.nested is not None else ())
-        )  # fmt: skip
+        )
         return dataclasses.replace(self, nested=lambda: inner)
 
     def for_task(self, mode: str) -> Policy:
@@ -262,8 +305,14 @@ class Policy:
         """What this folder's own sources are built from. The rule lists are held, not copied,
         so an "Always allow" (appended in place) needs no rebuild; a trust does."""
         wf = self.workspace_file
-        return (self.user, self.commands, self.paths, self.network, wf,
-                wf is not None and wf.trusted)  # fmt: skip
+        return (
+            self.user,
+            self.commands,
+            self.paths,
+            self.network,
+            wf,
+            wf is not None and wf.trusted,
+        )
 
     def _built(self) -> tuple[list[Rules], list[tuple[str, Rules]]]:
         """The sources (`sources`) and the nested folders' restricting rules (`_inner`), built
@@ -306,11 +355,11 @@ class Policy:
 
     def trust_workspace_file(self) -> None:
         """The person trusts the workspace file exactly as it is now."""
-        if self.workspace_file is None:
+        wf = self.workspace_file
+        if wf is None:
             return
-        self._save_setting(lambda data: data.__setitem__(
-            "trusted_permissions_sha256", self.workspace_file.sha256))  # type: ignore[union-attr]  # fmt: skip
-        self.workspace_file.trusted = True
+        self._save_setting(lambda data: data.__setitem__("trusted_permissions_sha256", wf.sha256))
+        wf.trusted = True
 
     # ----------------------------------------------------------- decisions
     def _command_rule(self, decision: str, cmd: SimpleCommand) -> Rules | None:
@@ -379,17 +428,24 @@ class Policy:
         if not self.sandboxed:
             if self.mode == "read-only":
                 return Decision("deny", "commands cannot run in read-only mode without a sandbox")
-            return Decision("ask", "commands run without an OS sandbox here, so each needs your "
-                            "approval", _suggest(asked), shown=shown)  # fmt: skip
+            return Decision(
+                "ask",
+                "commands run without an OS sandbox here, so each needs your approval",
+                _suggest(asked),
+                shown=shown,
+            )
         if asked:
             # What most needs the person's eye first: risks, then programs no rule allows.
             asked.sort(key=lambda item: item[1] == "no rule allows it")
             if len(analysis.commands) == 1:  # the prompt shows the command already
                 why = "; ".join(dict.fromkeys(visible(w, single_line=True) for _, w in asked))
             else:
-                why = "; ".join(dict.fromkeys(
-                    f"`{visible(c.shown(), single_line=True)}`: {visible(w, single_line=True)}"
-                    for c, w in asked[:3]))  # fmt: skip
+                why = "; ".join(
+                    dict.fromkeys(
+                        f"`{visible(c.shown(), single_line=True)}`: {visible(w, single_line=True)}"
+                        for c, w in asked[:3]
+                    )
+                )
             if self.mode == "read-only":
                 return Decision("deny", f"not allowed in read-only mode: {why}")
             return Decision("ask", why, _suggest(asked), shown=shown)
@@ -400,14 +456,18 @@ class Policy:
         # Writable only when every program on the line was allowed by a rule that grants
         # writing: a built-in reader beside the person's `pytest` must not write through it.
         writable = self.mode != "read-only" and all(r.writable for r in grants)
-        return Decision("allow", "allowed by rules", writable=writable, network=network,
-                        shown=shown)  # fmt: skip
+        return Decision(
+            "allow", "allowed by rules", writable=writable, network=network, shown=shown
+        )
 
     def check_write(self, rel_path: str) -> Decision:
         ruled = None
         for decision in ("deny", "allow", "ask"):  # deny wins
-            if any(fnmatch.fnmatchcase(rel_path, p)
-                   for rules in self.sources() for p in rules.paths.get(decision, [])):  # fmt: skip
+            if any(
+                fnmatch.fnmatchcase(rel_path, p)
+                for rules in self.sources()
+                for p in rules.paths.get(decision, [])
+            ):
                 ruled = decision
                 break
         for rel, rules in self._inner():  # a folder inside: its rules, on its own paths
@@ -437,8 +497,11 @@ class Policy:
         data.setdefault("workspace", str(self.root))
         change(data)
         self.settings_path.parent.mkdir(parents=True, exist_ok=True)
-        atomic_write(self.settings_path.parent, self.settings_path.name,
-                     (json.dumps(data, indent=2) + "\n").encode())  # fmt: skip
+        atomic_write(
+            self.settings_path.parent,
+            self.settings_path.name,
+            (json.dumps(data, indent=2) + "\n").encode(),
+        )
 
     def always_allow(self, rule: str) -> None:
         """Save exactly `rule` as an allowed command, in memory and in the person's settings
@@ -480,25 +543,34 @@ class Policy:
             always = f"Always allow `{visible(decision.suggested_rule, single_line=True)}`"
             options.append(always)
         options.append(DENY)
-        where = ("in the sandbox: workspace writable, no network" if self.sandboxed
-                 else "WITHOUT a sandbox: it can do anything you can")  # fmt: skip
+        where = (
+            "in the sandbox: workspace writable, no network"
+            if self.sandboxed
+            else "WITHOUT a sandbox: it can do anything you can"
+        )
         line = visible(command, single_line=True)
         runs = "" if decision.shown in (None, line) else f"It runs: {decision.shown}\n"
-        message = (f"Run this command? ({where})\n  $ {line}\n{runs}"
-                   f"Why you are asked: {decision.reason}.")  # fmt: skip
+        message = (
+            f"Run this command? ({where})\n  $ {line}\n{runs}Why you are asked: {decision.reason}."
+        )
         try:
             choice = await asyncio.wait_for(prompter(message, options), timeout)
         except TimeoutError:
             return Decision("deny", "no reply to the permission prompt: denied")
         network = decision.network
         if choice == ALLOW_ONCE:
-            return Decision("allow", "allowed once by you", writable=True, network=network,
-                            shown=decision.shown)  # fmt: skip
+            return Decision(
+                "allow", "allowed once by you", writable=True, network=network, shown=decision.shown
+            )
         if always is not None and choice == always and decision.suggested_rule:
             self.always_allow(decision.suggested_rule)
-            return Decision("allow", f"allowed; `{decision.suggested_rule}` is now always "
-                            "allowed in this workspace", writable=True, network=network,
-                            shown=decision.shown)  # fmt: skip
+            return Decision(
+                "allow",
+                f"allowed; `{decision.suggested_rule}` is now always allowed in this workspace",
+                writable=True,
+                network=network,
+                shown=decision.shown,
+            )
         return Decision("deny", "denied by you" if choice == DENY else "dismissed: denied")
 
     async def review_workspace_file(self, prompter: Prompter | None) -> bool | None:

@@ -280,9 +280,12 @@ def answered_referents(queue: Queue, agent_id: str) -> list[tuple[str, str]]:
     so "the parser" is neither guessed at nor asked again once the person has said which one.
     [] when the store fails (`candidates` logs it)."""
     answered = [
-        c for c in queue.candidates(agent_id)
-        if c.kind == "referent" and c.status == "answered"
-        and c.answer_option is not None and 0 <= c.answer_option < len(c.options)
-    ]  # fmt: skip
+        c
+        for c in queue.candidates(agent_id)
+        if c.kind == "referent"
+        and c.status == "answered"
+        and c.answer_option is not None
+        and 0 <= c.answer_option < len(c.options)
+    ]
     answered.sort(key=lambda c: (c.resolved_turn or 0, c.candidate_id), reverse=True)
     return [(c.question_text, str(c.options[c.answer_option or 0].get("label"))) for c in answered]

@@ -344,10 +344,7 @@ class QuestionQueue:
         }
         try:
             found, _ = self.store.qq_propose(
-                row,
-                norm,
-                retention_turns=self.retention_turns,
-                cooldown_turns=self.cooldown_turns,
+                row, norm, retention_turns=self.retention_turns, cooldown_turns=self.cooldown_turns
             )
         except Exception:
             logger.exception("question_queue: propose for agent %s failed; dropped", agent_id)

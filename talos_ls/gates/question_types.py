@@ -19,6 +19,7 @@ if TYPE_CHECKING:
     from ..memory.reconcile import Reconciler
     from ..store import Store
 
+# fmt: off
 DEFLECTION_PHRASES = frozenset(
     {
         "skip", "pass", "next",
@@ -27,7 +28,8 @@ DEFLECTION_PHRASES = frozenset(
         "never mind", "nevermind",
         "ask me later", "later", "not now",
     }
-)  # fmt: skip
+)
+# fmt: on
 
 DISABLE_ENV = "TALOS_QUESTION_QUEUE_DISABLE"
 

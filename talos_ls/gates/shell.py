@@ -44,12 +44,13 @@ from . import options
 _LANGUAGE = tree_sitter.Language(tree_sitter_bash.language())
 MAX_DEPTH = 8  # nested `sh -c` bodies; deeper is opaque
 
+# fmt: off
 SHELLS = frozenset({"sh", "bash", "dash", "zsh", "ksh", "mksh", "ash"})
 OPAQUE_PROGRAMS = frozenset({"eval", "source", ".", "trap", "alias", "fc", "coproc"})
 # Constructs that hold commands but whose effect this module does not model.
 _STRUCTURE = frozenset({"program", "list", "pipeline", "subshell", "compound_statement",
                         "redirected_statement", "negated_command", "comment", "&&", "||",
-                        "|", "|&", ";", "&", ";;", "(", ")", "{", "}", "!", "\n"})  # fmt: skip
+                        "|", "|&", ";", "&", ";;", "(", ")", "{", "}", "!", "\n"})
 _REDIRECTS = ("file_redirect", "heredoc_redirect", "herestring_redirect")
 _HEREDOC_PARTS = frozenset({"<<", "<<-", "heredoc_start", "heredoc_body", "heredoc_end"})
 _DYNAMIC = frozenset(
@@ -111,7 +112,7 @@ RISKY_FLAGS: dict[str, dict[str, str]] = {
              "--LOG-FILE": "writes a file"},
     **{awk: {"-o": "writes a file", "-p": "writes a file", "-d": "writes a file"}  # gawk's
        for awk in ("awk", "gawk", "nawk", "original-awk")},
-}  # fmt: skip
+}
 # Flags that make a program run code given on the command line, or read from a file it names:
 # what runs is unknown, so no rule can vouch for the command (even full-auto asks). Grouped by
 # family; values: what the person is told.
@@ -199,7 +200,7 @@ OPAQUE_FLAGS: dict[str, dict[str, str]] = {
              "--load": "loads the extension library given",
              "-D": "runs debugger commands, which evaluate awk code, from a file or its input"}
        for awk in AWK_NAMES},
-}  # fmt: skip
+}
 # Long spellings that mean the same as a short flag, for matching rules (`rm --force -r`), for
 # programs the option tables do not have.
 FLAG_ALIASES: dict[str, dict[str, str]] = {
@@ -213,7 +214,7 @@ NO_CLUSTERS = frozenset({"find", "java", "gcc", "g++", "clang", "go", "tar"})  #
 # ssh's -o keywords that run a local program or load code (compared without case).
 SSH_RUNS = frozenset({"proxycommand", "localcommand", "permitlocalcommand", "knownhostscommand",
                       "match", "include", "pkcs11provider", "securitykeyprovider",
-                      "xauthlocation", "proxyjump", "controlpath", "controlmaster"})  # fmt: skip
+                      "xauthlocation", "proxyjump", "controlpath", "controlmaster"})
 
 # Environment variables that make a program run something (or load code, or read the
 # configuration that does): assigning one makes the command opaque, like `git -c`. Grouped by
@@ -247,7 +248,7 @@ ENV_RUNS: dict[str, tuple[str, ...]] = {
     "tools reading options from the environment": (
         "TAR_OPTIONS", "GREP_OPTIONS", "RIPGREP_CONFIG_PATH", "GZIP", "ZIPOPT", "UNZIP",
         "CURL_HOME", "WGETRC", "SYSTEM_WGETRC", "RSYNC_RSH", "RSYNC_CONNECT_PROG"),
-}  # fmt: skip
+}
 GIT_ENV_HARMLESS = frozenset({
     "GIT_AUTHOR_NAME", "GIT_AUTHOR_EMAIL", "GIT_AUTHOR_DATE", "GIT_COMMITTER_NAME",
     "GIT_COMMITTER_EMAIL", "GIT_COMMITTER_DATE", "GIT_TERMINAL_PROMPT", "GIT_OPTIONAL_LOCKS",
@@ -255,11 +256,11 @@ GIT_ENV_HARMLESS = frozenset({
     "GIT_GLOB_PATHSPECS", "GIT_NOGLOB_PATHSPECS", "GIT_ICASE_PATHSPECS",
     "GIT_NO_REPLACE_OBJECTS", "GIT_ADVICE", "GIT_DEFAULT_HASH", "GIT_PROGRESS_DELAY",
     "GIT_CONFIG_NOSYSTEM", "GIT_ATTR_NOSYSTEM", "GIT_REDACT_COOKIES",
-})  # fmt: skip
+})
+# fmt: on
 _IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 _ENV_EXACT = {n: f for f, names in ENV_RUNS.items() for n in names if not n.endswith("*")}
-_ENV_PREFIX = tuple((n[:-1], f) for f, names in ENV_RUNS.items() for n in names
-                    if n.endswith("*"))  # fmt: skip
+_ENV_PREFIX = tuple((n[:-1], f) for f, names in ENV_RUNS.items() for n in names if n.endswith("*"))
 
 
 def env_runs(name: str) -> str | None:
@@ -267,8 +268,10 @@ def env_runs(name: str) -> str | None:
     that is no shell identifier (`A.B`, `BASH_FUNC_ls%%`: bash imports that as a function)
     counts: only env and sudo pass it, and nothing ordinary needs one."""
     if not _IDENTIFIER.fullmatch(name):
-        return (f"sets {name!r}, which is not a variable name (bash reads BASH_FUNC_NAME%% "
-                "as a function)")  # fmt: skip
+        return (
+            f"sets {name!r}, which is not a variable name (bash reads BASH_FUNC_NAME%% "
+            "as a function)"
+        )
     upper = name.upper() if name.upper().startswith("NPM_CONFIG_") else name
     if upper in GIT_ENV_HARMLESS:
         return None
@@ -338,10 +341,24 @@ def _quote(word: str) -> str:
 
 
 # ---------------------------------------------------------------- words
-_ANSI_C = re.compile(r"\\(x[0-9a-fA-F]{1,2}|u[0-9a-fA-F]{1,4}|U[0-9a-fA-F]{1,8}|[0-7]{1,3}|.)",
-                     re.DOTALL)  # fmt: skip
-_ANSI_SIMPLE = {"n": "\n", "t": "\t", "r": "\r", "a": "\a", "b": "\b", "e": "\x1b", "E": "\x1b",
-                "f": "\f", "v": "\v", "\\": "\\", "'": "'", '"': '"', "?": "?"}  # fmt: skip
+_ANSI_C = re.compile(
+    r"\\(x[0-9a-fA-F]{1,2}|u[0-9a-fA-F]{1,4}|U[0-9a-fA-F]{1,8}|[0-7]{1,3}|.)", re.DOTALL
+)
+_ANSI_SIMPLE = {
+    "n": "\n",
+    "t": "\t",
+    "r": "\r",
+    "a": "\a",
+    "b": "\b",
+    "e": "\x1b",
+    "E": "\x1b",
+    "f": "\f",
+    "v": "\v",
+    "\\": "\\",
+    "'": "'",
+    '"': '"',
+    "?": "?",
+}
 
 
 def _ansi_c(body: str) -> str | None:
@@ -398,8 +415,9 @@ def _word(node: tree_sitter.Node) -> Word:
         parts, static = [], True
         for child in node.named_children:
             if child.type == "string_content":
-                parts.append(re.sub(r'\\([$`"\\\n])', lambda m: "" if m[1] == "\n" else m[1],
-                                    _text(child)))  # fmt: skip
+                parts.append(
+                    re.sub(r'\\([$`"\\\n])', lambda m: "" if m[1] == "\n" else m[1], _text(child))
+                )
             else:
                 static = False
                 parts.append(_text(child))
@@ -438,6 +456,7 @@ def _r(takes: str = "", before: int = 0, body: str = "", **kw: bool) -> Runner:
     return Runner(frozenset(takes.split()), before, frozenset(body.split()), **kw)
 
 
+# fmt: off
 RUNNERS: dict[str, Runner] = {
     "env": _r(body="-S --split-string", assigns=True, split=True),
     "command": _r(), "builtin": _r(), "exec": _r("-a"), "nohup": _r(), "setsid": _r(),
@@ -466,16 +485,17 @@ RUNNERS: dict[str, Runner] = {
     "fakeroot": _r("-l --lib -f --faked -i -s -b --fd-base"), "eatmydata": _r(),
     "nocache": _r(), "torify": _r(), "tsocks": _r(), "unbuffer": _r(),
     "sshpass": _r("-p -f -d -P"),
-}  # fmt: skip
+}
 # Programs that run another program (or commands given as text, or read from their input) in
 # ways this module does not read: what runs is unknown, so the command is opaque.
 UNREAD_RUNNERS = frozenset({
     "gdb", "lldb", "perf", "bwrap", "proot", "schroot", "nsjail", "systemd-nspawn",
     "machinectl", "flatpak-spawn", "numactl", "parallel", "hyperfine", "entr", "watchexec",
     "expect", "at", "batch", "chpst", "trickle", "fakechroot", "faketime", "tmux", "screen",
-})  # fmt: skip
+})
 WRAPPERS = frozenset(RUNNERS)
 ENV_OPTIONS = frozenset({"-E", "--env", "--setenv"})  # strace, systemd-run, firejail: NAME=VALUE
+# fmt: on
 
 
 @functools.cache
@@ -581,8 +601,10 @@ def _xargs_replaced(words: list[Word], i: int) -> list[Word]:
             cluster = texts[g.index]
             attached = "" if cluster.startswith("--") else cluster[cluster.index("i", 1) + 1 :]
             marks.append(g.value or attached or "{}")
-    return [*words[:i], *(Word(w.text, static=False) if any(m in w.text for m in marks) else w
-                          for w in words[i:])]  # fmt: skip
+    return [
+        *words[:i],
+        *(Word(w.text, static=False) if any(m in w.text for m in marks) else w for w in words[i:]),
+    ]
 
 
 def _runner_options(
@@ -603,8 +625,9 @@ def _runner_options(
         out.known = False
     for g in reading.given:
         if len(g.options) != 1 and not (lenient and not g.options):
-            out.risks.append(f"{program} {g.spelled} is an option Talos cannot read, so what it "
-                             "runs is unknown")  # fmt: skip
+            out.risks.append(
+                f"{program} {g.spelled} is an option Talos cannot read, so what it runs is unknown"
+            )
             out.known = False
             continue
         value = _given_value(g, args)
@@ -630,8 +653,11 @@ def _runner_options(
         if program == "env" and g.names & {"-C", "--chdir"}:
             out.risks.append("env -C runs in another directory")
         if g.names & ENV_OPTIONS and value is not None:  # strace, systemd-run, firejail
-            why = env_runs(value.text.split("=", 1)[0]) if value.static else (
-                f"{program} sets an environment variable known only when it runs")  # fmt: skip
+            why = (
+                env_runs(value.text.split("=", 1)[0])
+                if value.static
+                else (f"{program} sets an environment variable known only when it runs")
+            )
             if why:
                 out.risks.append(why)
                 out.known = False
@@ -660,10 +686,11 @@ def _assignments(program: str, words: list[Word], i: int, out: _Unwrapped) -> in
 # ------------------------------------------------------ what bash evaluates
 # Variables whose value is data from outside the command's text: evaluating one as arithmetic
 # (or as a name) can run a `$(...)` hidden in an array index inside it.
+# fmt: off
 DATA_VARIABLES = frozenset({"_", "REPLY", "OPTARG", "BASH_REMATCH", "MAPFILE", "PWD", "OLDPWD",
                             "BASH_ARGV", "BASH_COMMAND", "BASH_EXECUTION_STRING", "COMP_LINE",
                             "COMP_WORDS", "READLINE_LINE", "@", "*", "0", "1", "2", "3", "4",
-                            "5", "6", "7", "8", "9"})  # fmt: skip
+                            "5", "6", "7", "8", "9"})
 _INDEX_RUNS = "bash evaluates its array index, running any $(...) in it"
 # Builtins that take a variable NAME (an array element's index in it is evaluated): for each,
 # its options that take a value, and those whose value is a name.
@@ -677,7 +704,7 @@ NAME_BUILTINS: dict[str, tuple[str, str]] = {
     "test": ("", "vR"), "[": ("", "vR"),
     "export": ("", ""), "declare": ("", ""), "typeset": ("", ""), "local": ("", ""),
     "readonly": ("", ""),
-}  # fmt: skip
+}
 # Builtin options that run code given as text, or load it.
 BUILTIN_RUNS: dict[str, dict[str, str]] = {
     "mapfile": {"-C": "runs the callback given"}, "readarray": {"-C": "runs the callback given"},
@@ -690,7 +717,8 @@ BUILTIN_RUNS: dict[str, dict[str, str]] = {
     "declare": {"-n": "makes a name refer to another variable"},
     "typeset": {"-n": "makes a name refer to another variable"},
     "local": {"-n": "makes a name refer to another variable"},
-}  # fmt: skip
+}
+# fmt: on
 
 
 @functools.cache
@@ -851,8 +879,9 @@ class _Analyzer:
             elif kind == "unset_command":
                 for child in node.named_children:
                     word = _word(child)
-                    if not word.text.startswith("-") and (not word.static or (
-                            "[" in word.text and re.search(r"[$`]", word.text))):  # fmt: skip
+                    if not word.text.startswith("-") and (
+                        not word.static or ("[" in word.text and re.search(r"[$`]", word.text))
+                    ):
                         self.opaque(f"unset {_name_problem(word) or 'takes a name'}")
             elif kind in ("for_statement", "select_statement"):
                 self.loop_variable(node)
@@ -876,8 +905,9 @@ class _Analyzer:
         lines = self.source[first:stop].split(b"\n")
         ended = end is not None and self._line_of(end).lstrip(b"\t" if tabs else b"") == delimiter
         if not ended or any((ln.lstrip(b"\t") if tabs else ln) == delimiter for ln in lines[:-1]):
-            self.opaque("a here-document ends where Talos cannot tell, so what follows it is "
-                        "not read")  # fmt: skip
+            self.opaque(
+                "a here-document ends where Talos cannot tell, so what follows it is not read"
+            )
 
     def backticks(self, node: tree_sitter.Node) -> None:
         """`` `...` ``: its closing backtick is parsed too. Inside, bash unescapes `\\``
@@ -885,8 +915,9 @@ class _Analyzer:
         reads as plain characters: opaque."""
         self.parsed.add(node.end_byte - 1)
         if re.search(rb"\\[`$]", self.source[node.start_byte + 1 : node.end_byte - 1]):
-            self.opaque("a substitution in backticks holds another (\\` or \\$), which Talos "
-                        "cannot read")  # fmt: skip
+            self.opaque(
+                "a substitution in backticks holds another (\\` or \\$), which Talos cannot read"
+            )
 
     def unparsed(self) -> None:
         """Text bash will expand that the grammar did not parse as a substitution or an
@@ -904,8 +935,10 @@ class _Analyzer:
                     after = self.source[m.end() : m.end() + 1]
                     quoted = any(a <= m.start() < b for a, b in self.quoted)
                     if before.strip() and after.strip() and (before == b"$" or not quoted):
-                        self.opaque("a line continuation inside a word, which bash joins "
-                                    "and Talos would read as two")  # fmt: skip
+                        self.opaque(
+                            "a line continuation inside a word, which bash joins "
+                            "and Talos would read as two"
+                        )
                         return
                 elif (
                     text == b"${"
@@ -914,8 +947,9 @@ class _Analyzer:
                 ):
                     continue  # `${NAME}`, `${NAME:-text}`: a value, nothing runs
                 elif not text.startswith(b"\\") and m.start() not in self.parsed:
-                    self.opaque("bash expands a `$(...)`, `${...}` or backtick here that "
-                                "Talos cannot read")  # fmt: skip
+                    self.opaque(
+                        "bash expands a `$(...)`, `${...}` or backtick here that Talos cannot read"
+                    )
                     return
             at = max(at, end)
 
@@ -933,8 +967,9 @@ class _Analyzer:
             n = stack.pop()
             kind = n.type
             if kind in ("command_substitution", "process_substitution"):
-                self.opaque(f"evaluates a command's output as arithmetic ({what}), and "
-                            f"{_INDEX_RUNS}")  # fmt: skip
+                self.opaque(
+                    f"evaluates a command's output as arithmetic ({what}), and {_INDEX_RUNS}"
+                )
                 continue
             if kind in ("raw_string", "ansi_c_string"):
                 self.arith_text(_word(n).text, what)
@@ -951,8 +986,7 @@ class _Analyzer:
     def arith_text(self, text: str, what: str) -> None:
         """Arithmetic given as text (`let 'x=y+1'`, a quoted `[[ ... -eq ... ]]` operand)."""
         if re.search(r"[$`]", text):
-            self.opaque(f"evaluates text holding $ or ` as arithmetic ({what}), and "
-                        f"{_INDEX_RUNS}")  # fmt: skip
+            self.opaque(f"evaluates text holding $ or ` as arithmetic ({what}), and {_INDEX_RUNS}")
             return
         for name in re.findall(r"[A-Za-z_][A-Za-z0-9_]*", re.sub(r"\b[0-9][\w#]*", " ", text)):
             self.arith_refs.setdefault(name, what)
@@ -966,8 +1000,10 @@ class _Analyzer:
                 c.type == "subscript" and _text(c).endswith(("[@]", "[*]")) for c in children
             )
             if not keys:
-                self.opaque("expands a variable named by another variable's value (${!...}), "
-                            f"and {_INDEX_RUNS}")  # fmt: skip
+                self.opaque(
+                    "expands a variable named by another variable's value (${!...}), "
+                    f"and {_INDEX_RUNS}"
+                )
         for i, text in enumerate(texts[:-1]):
             if text == "@" and texts[i + 1] == "P":
                 self.opaque("expands a value as a prompt (${...@P}), which runs its $(...)")
@@ -1000,8 +1036,14 @@ class _Analyzer:
                 why = _name_problem(_word(operands[-1]))
                 if (why and "[" in _text(operands[-1])) or (why and not _word(operands[-1]).static):
                     self.opaque(f"[[ {ops[0]} ]] {why}")
-            if n.type == "binary_expression" and set(ops) & {"-eq", "-ne", "-lt", "-le", "-gt",
-                                                               "-ge"}:  # fmt: skip
+            if n.type == "binary_expression" and set(ops) & {
+                "-eq",
+                "-ne",
+                "-lt",
+                "-le",
+                "-gt",
+                "-ge",
+            }:
                 for operand in operands:
                     self.arithmetic(operand, "[[ ... -eq ... ]]")
                 continue
@@ -1013,8 +1055,10 @@ class _Analyzer:
             return
         if target.type == "subscript":
             self.subscript(target)
-            name = next((_text(c) for c in target.named_children if c.type == "variable_name"),
-                        _text(target))  # fmt: skip
+            name = next(
+                (_text(c) for c in target.named_children if c.type == "variable_name"),
+                _text(target),
+            )
         else:
             name = _text(target)
         why = env_runs(name)
@@ -1058,8 +1102,11 @@ class _Analyzer:
 
     def loop_variable(self, node: tree_sitter.Node) -> None:
         name = next((_text(c) for c in node.named_children if c.type == "variable_name"), "")
-        values = [c for c in node.children if c.type not in ("variable_name", "do_group")
-                  and c.is_named and c.type != "comment"]  # fmt: skip
+        values = [
+            c
+            for c in node.children
+            if c.type not in ("variable_name", "do_group") and c.is_named and c.type != "comment"
+        ]
         words = [_word(v) for v in values]
         if not any(_text(c) == "in" for c in node.children) or any(
             not w.static or re.search(r"[\[$`]", w.text) for w in words
@@ -1099,14 +1146,14 @@ class _Analyzer:
     def finish(self) -> None:
         """Arithmetic that reads a variable holding data: bash evaluates that value too."""
         bad = sorted(
-            name for name in self.arith_refs
-            if name in DATA_VARIABLES or name in self.tainted
-        )  # fmt: skip
+            name for name in self.arith_refs if name in DATA_VARIABLES or name in self.tainted
+        )
         if self.integers and self.tainted:
             bad.append("an integer variable (declare -i)")
         if bad:
-            self.opaque(f"evaluates {', '.join(bad)} as arithmetic, whose value is data, and "
-                        f"{_INDEX_RUNS}")  # fmt: skip
+            self.opaque(
+                f"evaluates {', '.join(bad)} as arithmetic, whose value is data, and {_INDEX_RUNS}"
+            )
 
     def command(self, node: tree_sitter.Node) -> None:
         own_risks: list[str] = []
@@ -1166,8 +1213,13 @@ class _Analyzer:
                 else:
                     self.arith_text(arg.text, "let")
         for flag, reason in BUILTIN_RUNS.get(program, {}).items():
-            if any(a.text.startswith(flag) or (a.text.startswith("-") and not a.text.startswith(
-                    "--") and flag[1] in a.text[1:]) for a in args):  # fmt: skip
+            if any(
+                a.text.startswith(flag)
+                or (
+                    a.text.startswith("-") and not a.text.startswith("--") and flag[1] in a.text[1:]
+                )
+                for a in args
+            ):
                 risks.append(f"{program} {flag} {reason}")
                 known = False
         if program == "make" and "sets environment variables for the command" in risks:
@@ -1187,7 +1239,8 @@ class _Analyzer:
                 words=(program, *(a.text for a in args)) if known else (program,),
                 layers=tuple(
                     (program_name(layer[0].text), *(w.text for w in layer[1:]))
-                    for layer in layers if layer
+                    for layer in layers
+                    if layer
                 ),
                 args=tuple(args),
                 source=source,
@@ -1196,7 +1249,7 @@ class _Analyzer:
                 values=(*read.values, *unwrapped.values),
                 operands=None if read.operands is None else tuple(read.operands),
             )
-        )  # fmt: skip
+        )
 
     def shell(self, program: str, args: list[Word], risks: list[str]) -> bool:
         """`sh [options] -c BODY` (the body is analysed as a command line of its own), `sh
@@ -1250,8 +1303,9 @@ class _Analyzer:
     def find_exec(self, args: list[Word]) -> None:
         for i, arg in enumerate(args):
             if arg.text in ("-exec", "-execdir", "-ok", "-okdir"):
-                end = next((j for j in range(i + 1, len(args)) if args[j].text in (";", "+")),
-                           len(args))  # fmt: skip
+                end = next(
+                    (j for j in range(i + 1, len(args)) if args[j].text in (";", "+")), len(args)
+                )
                 inner = [  # find puts the file's name for `{}` wherever it occurs
                     Word(a.text, static=False) if "{}" in a.text else a for a in args[i + 1 : end]
                 ]
@@ -1338,8 +1392,10 @@ def _read_options(program: str, args: list[Word]) -> _Options:
         return out
     _read_program(program, (program,), args, out)
     if any(_unknown_start(a) for a in args) and program in OPAQUE_FLAGS:
-        out.opaque.append(f"{program} is given an argument known only when it runs, which "
-                          "could be an option that runs a program")  # fmt: skip
+        out.opaque.append(
+            f"{program} is given an argument known only when it runs, which "
+            "could be an option that runs a program"
+        )
     _special(program, args, out)
     return out
 
@@ -1354,8 +1410,10 @@ def _read_git(args: list[Word], out: _Options) -> None:
     reading = options.read(own, texts, stop=True)
     _judge("git", ("git",), reading, args, out)
     if any(_unknown_start(a) for a in args):
-        out.opaque.append("git is given an argument known only when it runs, which could be "
-                          "an option that runs a program")  # fmt: skip
+        out.opaque.append(
+            "git is given an argument known only when it runs, which could be "
+            "an option that runs a program"
+        )
     if reading.end >= len(args):
         out.operands = []
         return
@@ -1364,9 +1422,11 @@ def _read_git(args: list[Word], out: _Options) -> None:
     sub_out = _Options()
     keys = ("git *", f"git {sub}")
     _read_program(f"git {sub}", keys, rest, sub_out)
-    operands = sub_out.operands if sub_out.operands is not None else [
-        a for a in rest if not a.text.startswith("-")
-    ]  # fmt: skip
+    operands = (
+        sub_out.operands
+        if sub_out.operands is not None
+        else [a for a in rest if not a.text.startswith("-")]
+    )
     first = operands[0].text if operands else "-"
     reason = _flags(keys)[1].get(first) if not first.startswith("-") else None
     if reason:  # `git bisect run`, `git submodule foreach`: a word that runs a command
@@ -1462,8 +1522,9 @@ AWK_FAMILY = frozenset(AWK_NAMES)
 SSH_FAMILY = frozenset({"ssh", "scp", "sftp"})
 # awk's `-W` values that run nothing (mawk's and gawk's); any other (mawk's `-W exec FILE`,
 # abbreviated `-We`, or hidden in a list: `-Wsprintf=9,e`; gawk's `-W source=...`) is opaque.
-AWK_W_HARMLESS = frozenset({"version", "help", "usage", "interactive", "posix_space", "sprintf",
-                            "random"})  # fmt: skip
+AWK_W_HARMLESS = frozenset(
+    {"version", "help", "usage", "interactive", "posix_space", "sprintf", "random"}
+)
 # In an awk program: `system(`, a pipe to or from a command (`|`, `|&`, not `||`), gawk's
 # `@load`/`@include` and its indirect calls (`@f(...)`, which can name `system`).
 _AWK_RUNS = re.compile(r"\bsystem\s*\(|(?<!\|)\|(?!\|)|@\s*(?:load|include)\b|@\s*\w+\s*\(")
@@ -1481,14 +1542,19 @@ def _special(program: str, args: list[Word], out: _Options) -> None:
     if program == "make":
         for g in out.reading.given if out.reading is not None else ():
             value = _given_value(g, args) if "-f" in g.names else None
-            if value is not None and (not value.static or value.text == "-"
-                                      or value.text.startswith(("/dev/", "/proc/"))):  # fmt: skip
-                out.opaque.append("make reads its makefile from its input or a command, so "
-                                  "the recipes it runs are given as text")  # fmt: skip
+            if value is not None and (
+                not value.static or value.text == "-" or value.text.startswith(("/dev/", "/proc/"))
+            ):
+                out.opaque.append(
+                    "make reads its makefile from its input or a command, so "
+                    "the recipes it runs are given as text"
+                )
         for arg in out.operands or args:
             if re.match(r"^[A-Za-z_.][A-Za-z0-9_.-]*\s*[:+?!]?=", arg.text) or not arg.static:
-                out.opaque.append("make is given a variable on its command line, which can "
-                                  "change what its recipes run (SHELL=, CC=)")  # fmt: skip
+                out.opaque.append(
+                    "make is given a variable on its command line, which can "
+                    "change what its recipes run (SHELL=, CC=)"
+                )
                 break
     if program in AWK_FAMILY:
         _awk_program(program, args, out)
@@ -1500,8 +1566,9 @@ def _ssh_options(program: str, args: list[Word], out: _Options) -> None:
     """`-o Keyword=value` (read with ssh's table: `-oProxyCommand=x`, `-vo 'LocalCommand x'`)
     with a keyword that runs a local program or loads code."""
     if out.reading is None:
-        out.opaque.append(f"{program}'s options cannot be read (no option table), and -o can run "
-                          "a local command")  # fmt: skip
+        out.opaque.append(
+            f"{program}'s options cannot be read (no option table), and -o can run a local command"
+        )
         return
     for g in out.reading.given:
         value = _given_value(g, args) if "-o" in g.names else None
@@ -1518,30 +1585,41 @@ def _awk_program(program: str, args: list[Word], out: _Options) -> None:
     first); a program from a file (`-f`, `-E`) is opaque already (`OPAQUE_FLAGS`). A text that
     calls `system`, pipes, or loads code is opaque; so is an option awk would read differently."""
     if out.reading is None:
-        out.opaque.append(f"{program}'s options cannot be read (no option table), so its "
-                          "program is unknown")  # fmt: skip
+        out.opaque.append(
+            f"{program}'s options cannot be read (no option table), so its program is unknown"
+        )
         return
     texts: list[Word] = []
     from_file = False
     for g in out.reading.given:
         if len(g.options) != 1:
-            out.opaque.append(f"{program} {g.spelled} is an option Talos cannot read, so which "
-                              "word is its program is unknown")  # fmt: skip
+            out.opaque.append(
+                f"{program} {g.spelled} is an option Talos cannot read, so which "
+                "word is its program is unknown"
+            )
             return
         value = _given_value(g, args)
         if g.names & {"-e", "--source"} and value is not None:
             texts.append(value)
         from_file = from_file or bool(g.names & {"-f", "--file", "-E", "--exec"})
-        if "-W" in g.names and value is not None and (not value.static or any(
-                part.split("=", 1)[0] not in AWK_W_HARMLESS
-                for part in value.text.split(","))):  # fmt: skip
-            out.opaque.append(f"{program} -W {value.text[:20]} is an implementation option "
-                              "that can run a program file (mawk's -W exec)")  # fmt: skip
+        if (
+            "-W" in g.names
+            and value is not None
+            and (
+                not value.static
+                or any(
+                    part.split("=", 1)[0] not in AWK_W_HARMLESS for part in value.text.split(",")
+                )
+            )
+        ):
+            out.opaque.append(
+                f"{program} -W {value.text[:20]} is an implementation option "
+                "that can run a program file (mawk's -W exec)"
+            )
     if not texts and not from_file and out.operands:
         texts.append(out.operands.pop(0))  # the program: text, not a path to check
     if any(not t.static or _AWK_RUNS.search(t.text) for t in texts):
-        out.opaque.append(f"{program}'s program runs commands (system, a pipe, or code it "
-                          "loads)")  # fmt: skip
+        out.opaque.append(f"{program}'s program runs commands (system, a pipe, or code it loads)")
 
 
 class _SedScript:
@@ -1693,8 +1771,9 @@ def _sed_program(args: list[Word], out: _Options) -> None:
     `w` asked, a file `r`/`w` names is path-checked; a script Talos cannot read is opaque.
     `--sandbox` (sed refuses e, r, w) needs none of it."""
     if out.reading is None:
-        out.opaque.append("sed's options cannot be read (no option table), so its script is "
-                          "unknown")  # fmt: skip
+        out.opaque.append(
+            "sed's options cannot be read (no option table), so its script is unknown"
+        )
         return
     given = out.reading.given
     if any("--sandbox" in g.names for g in given):
@@ -1711,8 +1790,10 @@ def _sed_program(args: list[Word], out: _Options) -> None:
         return
     script = _SedScript("\n".join(w.text for w in scripts))
     if script.unread:
-        out.opaque.append(f"sed's script cannot be read by Talos ({script.unread}), and its e "
-                          "command runs programs")  # fmt: skip
+        out.opaque.append(
+            f"sed's script cannot be read by Talos ({script.unread}), and its e "
+            "command runs programs"
+        )
     if script.runs:
         out.opaque.append("sed's script runs a command (e)")
     if script.writes:
@@ -1770,8 +1851,11 @@ def _tokens_of(words: tuple[str, ...]) -> tuple[tuple[str, str], ...]:
             sub, after = rest[reading.end], rest[reading.end + 1 :]
             out.append(("arg", sub))
             sub_spec = options.spec(f"git {sub}")
-            out += (_spec_tokens(options.read(sub_spec, after), after) if sub_spec
-                    else _plain_tokens("git", after))  # fmt: skip
+            out += (
+                _spec_tokens(options.read(sub_spec, after), after)
+                if sub_spec
+                else _plain_tokens("git", after)
+            )
         return tuple(out)
     sp = options.spec(program)
     if sp is None or sp.style == "words":
@@ -1824,8 +1908,11 @@ def canonical(words: tuple[str, ...] | list[str]) -> Canonical:
     if not words:
         return Canonical("", frozenset(), ())
     tokens = _tokens(words)
-    return Canonical(program_name(words[0]), frozenset(t for k, t in tokens if k == "flag"),
-                     tuple(t for k, t in tokens if k == "arg"))  # fmt: skip
+    return Canonical(
+        program_name(words[0]),
+        frozenset(t for k, t in tokens if k == "flag"),
+        tuple(t for k, t in tokens if k == "arg"),
+    )
 
 
 def _norm_path(word: str) -> str:
@@ -1870,8 +1957,11 @@ def matches(rule: str, words: tuple[str, ...], *, loose: bool = False) -> bool:
     r, c = canonical(pattern), canonical(words)
     if not loose:
         head = _tokens(words)[: len(_tokens(pattern))]
-        c = Canonical(c.program, frozenset(t for k, t in head if k == "flag"),
-                      tuple(t for k, t in head if k == "arg"))  # fmt: skip
+        c = Canonical(
+            c.program,
+            frozenset(t for k, t in head if k == "flag"),
+            tuple(t for k, t in head if k == "arg"),
+        )
         return (
             _fits(r.program, c.program)
             and len(r.flags) == len(c.flags)
@@ -1999,11 +2089,22 @@ def _glob_start(pattern: str) -> str:
 
 MAX_GLOB_VISIT = 20_000  # directory entries the globs of one command line may look at
 MAX_GLOB_SECONDS = 2.0  # and for how long (a slow filesystem)
-_POSIX_CLASSES = {"alpha": "a-zA-Z", "digit": "0-9", "alnum": "a-zA-Z0-9", "upper": "A-Z",
-                  "lower": "a-z", "space": r"\s", "blank": r" \t", "punct": r"!-/:-@\[-`{-~",
-                  "xdigit": "0-9A-Fa-f", "word": r"\w", "print": r"\x20-\x7e",
-                  "graph": r"\x21-\x7e", "cntrl": r"\x00-\x1f\x7f",
-                  "ascii": r"\x00-\x7f"}  # fmt: skip
+_POSIX_CLASSES = {
+    "alpha": "a-zA-Z",
+    "digit": "0-9",
+    "alnum": "a-zA-Z0-9",
+    "upper": "A-Z",
+    "lower": "a-z",
+    "space": r"\s",
+    "blank": r" \t",
+    "punct": r"!-/:-@\[-`{-~",
+    "xdigit": "0-9A-Fa-f",
+    "word": r"\w",
+    "print": r"\x20-\x7e",
+    "graph": r"\x21-\x7e",
+    "cntrl": r"\x00-\x1f\x7f",
+    "ascii": r"\x00-\x7f",
+}
 
 
 @functools.lru_cache(maxsize=1024)

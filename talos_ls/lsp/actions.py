@@ -16,8 +16,10 @@ TITLE_CHARS = 60
 
 
 def _range(r: types.Range) -> dict[str, Any]:
-    return {"start": {"line": r.start.line, "character": r.start.character},
-            "end": {"line": r.end.line, "character": r.end.character}}  # fmt: skip
+    return {
+        "start": {"line": r.start.line, "character": r.start.character},
+        "end": {"line": r.end.line, "character": r.end.character},
+    }
 
 
 def _start(title: str, arguments: dict[str, Any]) -> types.Command:
@@ -32,22 +34,43 @@ def code_actions(params: types.CodeActionParams) -> list[types.CodeAction]:
             continue
         message = visible(diagnostic.message, single_line=True)
         short = message if len(message) <= TITLE_CHARS else message[:TITLE_CHARS] + "…"
-        origin = f" reported by {visible(diagnostic.source, single_line=True)}" \
-            if diagnostic.source else ""  # fmt: skip
+        origin = (
+            f" reported by {visible(diagnostic.source, single_line=True)}"
+            if diagnostic.source
+            else ""
+        )
         title = f"Fix with Talos: {short}"
-        actions.append(types.CodeAction(
-            title=title, kind=types.CodeActionKind.QuickFix, diagnostics=[diagnostic],
-            command=_start(title, {
-                "prompt": f"Fix this problem{origin}: {message}", "uri": uri,
-                "range": _range(diagnostic.range),
-                "diagnostics": [{"message": message, "source": diagnostic.source}]}),
-        ))  # fmt: skip
+        actions.append(
+            types.CodeAction(
+                title=title,
+                kind=types.CodeActionKind.QuickFix,
+                diagnostics=[diagnostic],
+                command=_start(
+                    title,
+                    {
+                        "prompt": f"Fix this problem{origin}: {message}",
+                        "uri": uri,
+                        "range": _range(diagnostic.range),
+                        "diagnostics": [{"message": message, "source": diagnostic.source}],
+                    },
+                ),
+            )
+        )
     selection = params.range
     if selection.start != selection.end:
         title = "Ask Talos about the selection"
-        actions.append(types.CodeAction(
-            title=title, kind=types.CodeActionKind.Empty,
-            command=_start(title, {"prompt": "Explain the selected code, and point out any "
-                                   "problem in it.", "uri": uri, "range": _range(selection)}),
-        ))  # fmt: skip
+        actions.append(
+            types.CodeAction(
+                title=title,
+                kind=types.CodeActionKind.Empty,
+                command=_start(
+                    title,
+                    {
+                        "prompt": "Explain the selected code, and point out any problem in it.",
+                        "uri": uri,
+                        "range": _range(selection),
+                    },
+                ),
+            )
+        )
     return actions

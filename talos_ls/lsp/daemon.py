@@ -89,8 +89,10 @@ class Params:
                 f"{self.command}: the field {name!r} must be {_KINDS.get(names, names)}"
             )
         if name in ID_FIELDS and isinstance(value, str) and len(value) > MAX_ID_CHARS:
-            raise ParamsError(f"{self.command}: the field {name!r} is longer than "
-                              f"{MAX_ID_CHARS} characters: no such id exists")  # fmt: skip
+            raise ParamsError(
+                f"{self.command}: the field {name!r} is longer than "
+                f"{MAX_ID_CHARS} characters: no such id exists"
+            )
         return value
 
 
@@ -110,13 +112,16 @@ def _check_json(raw: Any, command: str) -> None:
                 try:
                     value.encode("utf-8")
                 except UnicodeEncodeError:
-                    raise ParamsError(f"{command}: the argument holds a string that is not "
-                                      "valid Unicode (a lone surrogate)") from None  # fmt: skip
+                    raise ParamsError(
+                        f"{command}: the argument holds a string that is not "
+                        "valid Unicode (a lone surrogate)"
+                    ) from None
             continue
         if isinstance(value, Mapping | list | tuple):
             if depth > MAX_DEPTH:
-                raise ParamsError(f"{command}: the argument is nested more than {MAX_DEPTH} "
-                                  "levels deep")  # fmt: skip
+                raise ParamsError(
+                    f"{command}: the argument is nested more than {MAX_DEPTH} levels deep"
+                )
             items = [*value.keys(), *value.values()] if isinstance(value, Mapping) else value
             stack.extend((item, depth + 1) for item in items)
 
@@ -187,13 +192,20 @@ class Daemon:
             new, wider = narrowed(old, new)
             for name in guarded(raw):  # spoken of again: the latest word counts
                 self.pending.pop(name, None)
-            self.pending.update({name: value for name, value in wider.items()
-                                 if self.declined.get(name, _NONE) != value})  # fmt: skip
+            self.pending.update(
+                {
+                    name: value
+                    for name, value in wider.items()
+                    if self.declined.get(name, _NONE) != value
+                }
+            )
         if self._opened and (new.store_url or "") != self._store_url:
             self.store_refused = new.store_url or default_store_url()
             new = dataclasses.replace(new, store_url=old.store_url)
-            problems.append(f"storeUrl: a new store takes effect when the server restarts; "
-                            f"still using {redact_url(self.health.url)}")  # fmt: skip
+            problems.append(
+                f"storeUrl: a new store takes effect when the server restarts; "
+                f"still using {redact_url(self.health.url)}"
+            )
         elif self._opened and "storeUrl" in raw:
             self.store_refused = None  # asked for the store in use again
         self.settings = new
@@ -229,16 +241,20 @@ class Daemon:
             while self.pending:
                 asked = dict(self.pending)
                 changes, kept = self._described(asked)
-                message = (f"Talos's settings were changed to let it do more: {changes}. Apply "
-                           f"this? Until you say so, Talos keeps {kept}.")  # fmt: skip
+                message = (
+                    f"Talos's settings were changed to let it do more: {changes}. Apply "
+                    f"this? Until you say so, Talos keeps {kept}."
+                )
                 choice = await ask(message, [APPLY_SETTINGS, KEEP_SETTINGS])
                 if self.pending != asked:
                     continue  # changed again meanwhile: ask about the latest
                 self.pending = {}
                 if choice != APPLY_SETTINGS:
                     self.declined.update(asked)
-                    self.notice(f"Talos keeps {kept}; the new settings take effect after a "
-                                "restart of talos-ls")  # fmt: skip
+                    self.notice(
+                        f"Talos keeps {kept}; the new settings take effect after a "
+                        "restart of talos-ls"
+                    )
                     continue
                 self.settings = confirmed(self.settings, asked)
                 problems: list[str] = []
@@ -255,14 +271,17 @@ class Daemon:
         now = self.settings
         said, kept = [], []
         if "permission_mode" in changes:
-            said.append(f"the permission mode from {now.permission_mode} to "
-                        f"{changes['permission_mode']}")  # fmt: skip
+            said.append(
+                f"the permission mode from {now.permission_mode} to {changes['permission_mode']}"
+            )
             kept.append(f"the mode {now.permission_mode}")
         if "readable_paths" in changes:
             added = [p for p in changes["readable_paths"] if p not in now.readable_paths]
             more = f" and {len(added) - 5} more" if len(added) > 5 else ""
-            said.append(f"commands may read {', '.join(_shown(p) for p in added[:5])}{more} "
-                        "outside the workspace")  # fmt: skip
+            said.append(
+                f"commands may read {', '.join(_shown(p) for p in added[:5])}{more} "
+                "outside the workspace"
+            )
             listed = ", ".join(_shown(p) for p in now.readable_paths)
             kept.append(f"the readable paths {listed}" if listed else "no readable paths")
         if "limits" in changes:
@@ -275,20 +294,30 @@ class Daemon:
             current = now.model_config()
             base_url, key_env = changes["endpoint"]
             wanted = dataclasses.replace(current, base_url=base_url, api_key_env=key_env)
-            said.append(f"send your requests to {_host(wanted)} "
-                        f"({_shown(wanted.shown_endpoint)}) with the key in "
-                        f"${_shown(wanted.api_key_env)}")  # fmt: skip
+            said.append(
+                f"send your requests to {_host(wanted)} "
+                f"({_shown(wanted.shown_endpoint)}) with the key in "
+                f"${_shown(wanted.api_key_env)}"
+            )
             kept.append(f"{_host(current)} with the key in ${_shown(current.api_key_env)}")
         return "; ".join(said), "; ".join(kept)
 
     def host_config(self, root: Path) -> HostConfig:
         s = self.settings
-        return HostConfig(workspace=root, model=s.model_config(), mode=s.permission_mode,
-                          caps=s.caps(), budget_turns=s.question_budget_turns,
-                          prices=s.price_table(), concurrency=TASKS_AT_ONCE, ask_to_apply=False,
-                          background_index=True, watch=not self.client_watches,
-                          readable_paths=tuple(Path(p) for p in s.readable_paths),
-                          limits=s.limits)  # fmt: skip
+        return HostConfig(
+            workspace=root,
+            model=s.model_config(),
+            mode=s.permission_mode,
+            caps=s.caps(),
+            budget_turns=s.question_budget_turns,
+            prices=s.price_table(),
+            concurrency=TASKS_AT_ONCE,
+            ask_to_apply=False,
+            background_index=True,
+            watch=not self.client_watches,
+            readable_paths=tuple(Path(p) for p in s.readable_paths),
+            limits=s.limits,
+        )
 
     @property
     def store_problem(self) -> str | None:
@@ -357,12 +386,12 @@ class Daemon:
         if root in self.hosts:
             return
         if not root.is_dir():
-            self.notice(f"Talos skips the workspace folder {visible(str(folder))}: "
-                        "not a directory")  # fmt: skip
+            self.notice(f"Talos skips the workspace folder {visible(str(folder))}: not a directory")
             return
         try:
-            host = Host(self.store, self.host_config(root), self.make_port(root),
-                        offload=self.offload)  # fmt: skip
+            host = Host(
+                self.store, self.host_config(root), self.make_port(root), offload=self.offload
+            )
         except (ValueError, TalosError) as exc:  # a setting a check refused; not a directory
             self.notice(f"Talos cannot serve {visible(str(root))}: {exc}")
             return
@@ -384,9 +413,11 @@ class Daemon:
     def _inside(self, root: Path) -> list[tuple[str, Any]]:
         """The folders served inside `root`, with their policies: a task of `root` honours
         their deny and ask rules (`Policy._inner`)."""
-        return [(other.relative_to(root).as_posix(), host.policy)
-                for other, host in self.hosts.items()
-                if root in other.parents and hasattr(host, "policy")]  # fmt: skip
+        return [
+            (other.relative_to(root).as_posix(), host.policy)
+            for other, host in self.hosts.items()
+            if root in other.parents and hasattr(host, "policy")
+        ]
 
     async def remove_folder(self, folder: Path) -> None:
         root = folder.resolve()
@@ -451,8 +482,9 @@ class Daemon:
         if not prompt.strip():
             raise ParamsError(f"{p.command}: the field 'prompt' is empty")
         if len(prompt) > MAX_PROMPT_CHARS:
-            raise ParamsError(f"{p.command}: the field 'prompt' is longer than "
-                              f"{MAX_PROMPT_CHARS} characters")  # fmt: skip
+            raise ParamsError(
+                f"{p.command}: the field 'prompt' is longer than {MAX_PROMPT_CHARS} characters"
+            )
         lines = _range_lines(p.get("range", dict), p.command)
         diagnostics = p.get("diagnostics", list) or []
         self._admit()
@@ -475,8 +507,10 @@ class Daemon:
         running = states.count("running")
         queued = states.count("queued") + self._starting
         if queued >= MAX_QUEUED:
-            raise TooBusy(f"too many tasks queued: {running} running, {queued} queued; cancel "
-                          "one (talos.task.cancel) or wait")  # fmt: skip
+            raise TooBusy(
+                f"too many tasks queued: {running} running, {queued} queued; cancel "
+                "one (talos.task.cancel) or wait"
+            )
 
     def _context(
         self, host: Host, path: Path, lines: tuple[int, int] | None, diagnostics: list[Any]
@@ -492,8 +526,9 @@ class Daemon:
             selection = "".join(text.splitlines(keepends=True)[lines[0] : lines[1] + 1])
         shown = tuple(
             visible(str(d.get("message", "")), single_line=True)[:300]
-            for d in diagnostics if isinstance(d, Mapping) and d.get("message")
-        )  # fmt: skip
+            for d in diagnostics
+            if isinstance(d, Mapping) and d.get("message")
+        )
         start, end = lines if lines else (None, None)
         return EditorContext(rel, start, end, selection, shown)
 
@@ -516,12 +551,18 @@ class Daemon:
     def list_tasks(self) -> list[dict[str, Any]]:
         """Every text in it is shown to the person as is by clients: escaped here."""
         return [
-            {"id": t.id, "title": _shown(t.title), "state": t.state, "step": _shown(t.activity),
-             "cost": str(host.meter.task(t.id).cost),
-             "error": _maybe(t.error),
-             "folder": _shown(str(host.workspace.root))}
-            for host in self.hosts.values() for t in host.registry.list()
-        ]  # fmt: skip
+            {
+                "id": t.id,
+                "title": _shown(t.title),
+                "state": t.state,
+                "step": _shown(t.activity),
+                "cost": str(host.meter.task(t.id).cost),
+                "error": _maybe(t.error),
+                "folder": _shown(str(host.workspace.root)),
+            }
+            for host in self.hosts.values()
+            for t in host.registry.list()
+        ]
 
     async def show_task(self, p: Params) -> str:
         """The task's transcript as Markdown, from the store (finished tasks leave memory)."""
@@ -553,10 +594,20 @@ class Daemon:
 
     async def show_proposal(self, p: Params) -> dict[str, Any]:
         _, proposal = await self._proposal(p.get("proposal_id", str, required=True))
-        return {**proposal_summary(proposal), "diff": proposal.diff(),
-                "hunks": [{"index": h.index, "start_line": h.base_start,
-                           "end_line": h.base_end, "old": list(h.old_lines),
-                           "new": list(h.new_lines)} for h in proposal.hunks]}  # fmt: skip
+        return {
+            **proposal_summary(proposal),
+            "diff": proposal.diff(),
+            "hunks": [
+                {
+                    "index": h.index,
+                    "start_line": h.base_start,
+                    "end_line": h.base_end,
+                    "old": list(h.old_lines),
+                    "new": list(h.new_lines),
+                }
+                for h in proposal.hunks
+            ],
+        }
 
     async def proposal_content(self, p: Params) -> str:
         _, proposal = await self._proposal(p.get("proposal_id", str, required=True))
@@ -564,15 +615,15 @@ class Daemon:
         if side == "diff":
             return proposal.diff()
         if side not in ("base", "proposed"):
-            raise ParamsError(f"{p.command}: the field 'side' must be 'base', 'proposed' or "
-                              "'diff'")  # fmt: skip
+            raise ParamsError(f"{p.command}: the field 'side' must be 'base', 'proposed' or 'diff'")
         return proposal.base_text if side == "base" else proposal.new_text
 
     async def apply_proposal(self, p: Params) -> dict[str, Any]:
         host, proposal = await self._proposal(p.get("proposal_id", str, required=True))
         hunks = p.get("hunks", list)
-        if hunks is not None and not all(isinstance(h, int) and not isinstance(h, bool)
-                                         for h in hunks):  # fmt: skip
+        if hunks is not None and not all(
+            isinstance(h, int) and not isinstance(h, bool) for h in hunks
+        ):
             raise ParamsError(f"{p.command}: the field 'hunks' must be a list of integers")
         applied = await host.apply_proposal(proposal.id, hunks)
         return {"proposal_id": proposal.id, "applied": applied, "status": proposal.status}
@@ -624,11 +675,16 @@ class Daemon:
             rows = await self.offload.run(host.store.qq_open, host.agent_id)
             for row in rows:
                 question = await self.offload.run(host.phrase, QuestionCandidate(**row))
-                out.append({"candidate_id": question.candidate_id,
-                            "question": _shown(question.question_text), "kind": question.kind,
-                            "options": [_shown(o["label"]) for o in question.options],
-                            "status": question.status,
-                            "folder": _shown(str(host.workspace.root))})  # fmt: skip
+                out.append(
+                    {
+                        "candidate_id": question.candidate_id,
+                        "question": _shown(question.question_text),
+                        "kind": question.kind,
+                        "options": [_shown(o["label"]) for o in question.options],
+                        "status": question.status,
+                        "folder": _shown(str(host.workspace.root)),
+                    }
+                )
         return out
 
     async def answer_question(self, p: Params) -> dict[str, Any]:
@@ -644,8 +700,11 @@ class Daemon:
                 if answer not in labels and shown.count(answer) == 1:
                     answer = labels[shown.index(answer)]
                 result = await host.answer(question, answer)
-                return {"candidate_id": candidate_id, "applied": result.applied,
-                        "reason": result.reason}  # fmt: skip
+                return {
+                    "candidate_id": candidate_id,
+                    "applied": result.applied,
+                    "reason": result.reason,
+                }
         raise ParamsError(f"no question {candidate_id!r} in any open workspace folder")
 
     # -------------------------------------------------------------- memory
@@ -653,16 +712,25 @@ class Daemon:
         await self.ready()
         host = self.host_for(path)
         facts = await self.offload.run(host.facts.list, host.agent_id, include_closed=False)
-        return [{"key": f.key, "statement": _shown(f.statement),
-                 "confidence": round(f.confidence, 3), "source": _shown(f.source),
-                 "subject": _maybe(f.subject), "attribute": _maybe(f.attribute),
-                 "value": _maybe(f.value)} for f in facts]  # fmt: skip
+        return [
+            {
+                "key": f.key,
+                "statement": _shown(f.statement),
+                "confidence": round(f.confidence, 3),
+                "source": _shown(f.source),
+                "subject": _maybe(f.subject),
+                "attribute": _maybe(f.attribute),
+                "value": _maybe(f.value),
+            }
+            for f in facts
+        ]
 
     async def remember(self, p: Params, path: Path | None) -> dict[str, Any]:
         statement = p.get("statement", str, required=True)
         if len(statement) > MAX_FACT_CHARS:
-            raise ParamsError(f"{p.command}: the field 'statement' is longer than "
-                              f"{MAX_FACT_CHARS} characters")  # fmt: skip
+            raise ParamsError(
+                f"{p.command}: the field 'statement' is longer than {MAX_FACT_CHARS} characters"
+            )
         await self.ready()
         host = self.host_for(path)
 
@@ -713,14 +781,17 @@ class Daemon:
             "tokens_out": sum(f["tokens_out"] for f in folders),
             "cost_session": str(sum((Decimal(f["cost_session"]) for f in folders), Decimal(0))),
             "open_questions": sum(f["open_questions"] for f in folders),
-            "store": {"url": redact_url(url),
-                      "available": self.store is not None and self.health.available,
-                      "problem": self.store_problem,
-                      "refused": None if refused is None else
-                      f"{refused}: a new store takes effect when the server restarts"},
+            "store": {
+                "url": redact_url(url),
+                "available": self.store is not None and self.health.available,
+                "problem": self.store_problem,
+                "refused": None
+                if refused is None
+                else f"{refused}: a new store takes effect when the server restarts",
+            },
             "settings": self.settings.shown(),
             "folders": folders,
-        }  # fmt: skip
+        }
 
 
 APPLY_SETTINGS, KEEP_SETTINGS = "Apply the new settings", "Keep the current ones"
@@ -748,8 +819,13 @@ def _host(config: ModelConfig) -> str:
 def proposal_summary(proposal: Proposal) -> dict[str, Any]:
     """A proposal as lists show it (its path escaped: clients show it as is; the id and the
     `uri` of `talos/proposals` name it exactly)."""
-    return {"id": proposal.id, "path": _shown(proposal.path), "status": proposal.status,
-            "task_id": proposal.task_id, "hunks": len(proposal.hunks)}  # fmt: skip
+    return {
+        "id": proposal.id,
+        "path": _shown(proposal.path),
+        "status": proposal.status,
+        "task_id": proposal.task_id,
+        "hunks": len(proposal.hunks),
+    }
 
 
 def _fenced(text: str) -> str:
@@ -776,8 +852,7 @@ def _backtick_runs(line: str) -> list[str]:
 
 def transcript_markdown(row: Mapping[str, Any]) -> str:
     """A stored task as Markdown. Everything the model or the workspace wrote is fenced."""
-    out = [f"# Task {row['id']}: {row['state']}", "",
-           f"Cost: ${row.get('cost') or '0'}", ""]  # fmt: skip
+    out = [f"# Task {row['id']}: {row['state']}", "", f"Cost: ${row.get('cost') or '0'}", ""]
     if row.get("error"):
         out += ["Stopped because:", _fenced(str(row["error"])), ""]
     for message in row.get("transcript") or []:

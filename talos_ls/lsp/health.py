@@ -107,8 +107,10 @@ class StoreHealth:
 
     def _degraded(self, text: str) -> None:
         self.outages += 1
-        self.notice(f"Talos's store is unavailable: {text}. Questions are paused and tasks "
-                    "cannot start until it is back; Talos checks again by itself.")  # fmt: skip
+        self.notice(
+            f"Talos's store is unavailable: {text}. Questions are paused and tasks "
+            "cannot start until it is back; Talos checks again by itself."
+        )
         self.on_change()
         if self._recovery is None or self._recovery.done():
             self._recovery = asyncio.ensure_future(self._recover())
@@ -150,8 +152,10 @@ class StoreHealth:
                 await self._on_recovered()
             except Exception:
                 logger.exception("taking the store back failed")
-            self.notice(f"Talos's store is available again ({faults.where_of(self.url)}): "
-                        "tasks and questions work again.")  # fmt: skip
+            self.notice(
+                f"Talos's store is available again ({faults.where_of(self.url)}): "
+                "tasks and questions work again."
+            )
         self._probed.set()
         self._probed = asyncio.Event()
         self.on_change()

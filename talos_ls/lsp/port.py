@@ -117,8 +117,9 @@ class LspPort:
         self.client.text_document_publish_diagnostics(
             types.PublishDiagnosticsParams(uri=uri, diagnostics=review.diagnostics(mine))
         )
-        self.client.notify("talos/proposals", {"uri": uri, "proposals": [
-            proposal_summary(p) for p in mine]})  # fmt: skip
+        self.client.notify(
+            "talos/proposals", {"uri": uri, "proposals": [proposal_summary(p) for p in mine]}
+        )
         self.client.refresh_lenses()
 
     async def apply(self, proposal: Proposal, new_text: str, version: int) -> bool:
@@ -129,12 +130,17 @@ class LspPort:
         edit = types.TextDocumentEdit(
             text_document=types.OptionalVersionedTextDocumentIdentifier(uri=uri, version=version),
             edits=list(review.text_edits(current.source, new_text)),
-        )  # fmt: skip
+        )
         try:  # the editor may ask the person first: waited for as long as a prompt
-            result = await asyncio.wait_for(self.client.workspace_apply_edit_async(
-                types.ApplyWorkspaceEditParams(edit=types.WorkspaceEdit(document_changes=[edit]),
-                                               label=f"Talos: {proposal.id}")),
-                self.daemon.settings.prompt_timeout)  # fmt: skip
+            result = await asyncio.wait_for(
+                self.client.workspace_apply_edit_async(
+                    types.ApplyWorkspaceEditParams(
+                        edit=types.WorkspaceEdit(document_changes=[edit]),
+                        label=f"Talos: {proposal.id}",
+                    )
+                ),
+                self.daemon.settings.prompt_timeout,
+            )
         except JsonRpcException as exc:
             logger.warning("the editor refused an edit: %s", exc.message)
             return False
@@ -159,17 +165,27 @@ class LspPort:
         doc = _document(self.client, path)
         if doc is None or doc.version != 0 or self.client.closing:
             return
-        nothing = types.TextEdit(range=types.Range(start=types.Position(line=0, character=0),
-                                                   end=types.Position(line=0, character=0)),
-                                 new_text="")  # fmt: skip
+        nothing = types.TextEdit(
+            range=types.Range(
+                start=types.Position(line=0, character=0), end=types.Position(line=0, character=0)
+            ),
+            new_text="",
+        )
         edit = types.TextDocumentEdit(
-            text_document=types.OptionalVersionedTextDocumentIdentifier(uri=path.as_uri(),
-                                                                        version=0),
-            edits=[nothing])  # fmt: skip
+            text_document=types.OptionalVersionedTextDocumentIdentifier(
+                uri=path.as_uri(), version=0
+            ),
+            edits=[nothing],
+        )
         try:
-            await asyncio.wait_for(self.client.workspace_apply_edit_async(
-                types.ApplyWorkspaceEditParams(edit=types.WorkspaceEdit(document_changes=[edit]))),
-                self.client.client_wait)  # fmt: skip
+            await asyncio.wait_for(
+                self.client.workspace_apply_edit_async(
+                    types.ApplyWorkspaceEditParams(
+                        edit=types.WorkspaceEdit(document_changes=[edit])
+                    )
+                ),
+                self.client.client_wait,
+            )
         except (JsonRpcException, TimeoutError):
             return
         loop = asyncio.get_running_loop()
@@ -213,9 +229,14 @@ class LspPort:
             return
         if self.client.closing:
             return
-        progress.begin(token, types.WorkDoneProgressBegin(
-            title=f"Talos: {visible(task.title, single_line=True)[:60]}", cancellable=True,
-            message=visible(task.activity or "starting", single_line=True)))  # fmt: skip
+        progress.begin(
+            token,
+            types.WorkDoneProgressBegin(
+                title=f"Talos: {visible(task.title, single_line=True)[:60]}",
+                cancellable=True,
+                message=visible(task.activity or "starting", single_line=True),
+            ),
+        )
         self._tokens[task.id] = token
         cancelled = progress.tokens[token]
         cancelled.add_done_callback(

@@ -53,8 +53,15 @@ class PromptBook:
         self._open[prompt_id] = entry
         reason = "cancelled"
         try:
-            self._send(PROMPT, {"prompt_id": prompt_id, "kind": kind, "message": message,
-                                "actions": list(actions)})  # fmt: skip
+            self._send(
+                PROMPT,
+                {
+                    "prompt_id": prompt_id,
+                    "kind": kind,
+                    "message": message,
+                    "actions": list(actions),
+                },
+            )
             try:
                 return await asyncio.wait_for(asyncio.shield(entry.future), timeout)
             except TimeoutError:
@@ -71,8 +78,10 @@ class PromptBook:
         choice = p.get("choice", str)
         entry = self._open.pop(prompt_id, None)
         if entry is None or entry.future.done():
-            raise ParamsError(f"{p.command}: the field 'prompt_id' names no open prompt (it was "
-                              "answered, timed out, or never asked)")  # fmt: skip
+            raise ParamsError(
+                f"{p.command}: the field 'prompt_id' names no open prompt (it was "
+                "answered, timed out, or never asked)"
+            )
         chosen = choice if choice in entry.actions else None
         entry.future.set_result(chosen)
         return {"prompt_id": prompt_id, "choice": chosen, "dismissed": chosen is None}

@@ -62,9 +62,7 @@ def _summary(hunk: Hunk) -> str:
     return f"{change}: {shown}" if shown else change
 
 
-def _hunks_to_review(
-    proposals: Iterable[Proposal],
-) -> Iterator[tuple[Proposal, Hunk, list[str]]]:
+def _hunks_to_review(proposals: Iterable[Proposal]) -> Iterator[tuple[Proposal, Hunk, list[str]]]:
     """Each hunk of each proposal still shown (open or stale), with its base's lines."""
     for proposal in proposals:
         if proposal.status in (*OPEN, "stale"):
@@ -78,17 +76,23 @@ def diagnostics(proposals: Iterable[Proposal]) -> list[types.Diagnostic]:
     out = []
     for proposal, hunk, base in _hunks_to_review(proposals):
         stale = proposal.status == "stale"
-        message = (f"Talos proposal {proposal.id}, change {hunk.index + 1} of "
-                   f"{len(proposal.hunks)}: {_summary(hunk)}"
-                   + (" (stale: the file changed since; it cannot be applied)"
-                      if stale else ""))  # fmt: skip
-        out.append(types.Diagnostic(
-            range=line_range(base, hunk.base_start, hunk.base_end), message=message,
-            severity=types.DiagnosticSeverity.Warning if stale
-            else types.DiagnosticSeverity.Information,
-            source=SOURCE, code=proposal.id,
-            data={"proposal_id": proposal.id, "hunk": hunk.index},
-        ))  # fmt: skip
+        message = (
+            f"Talos proposal {proposal.id}, change {hunk.index + 1} of "
+            f"{len(proposal.hunks)}: {_summary(hunk)}"
+            + (" (stale: the file changed since; it cannot be applied)" if stale else "")
+        )
+        out.append(
+            types.Diagnostic(
+                range=line_range(base, hunk.base_start, hunk.base_end),
+                message=message,
+                severity=types.DiagnosticSeverity.Warning
+                if stale
+                else types.DiagnosticSeverity.Information,
+                source=SOURCE,
+                code=proposal.id,
+                data={"proposal_id": proposal.id, "hunk": hunk.index},
+            )
+        )
     return out
 
 
@@ -115,13 +119,21 @@ def _proposal_commands(proposal: Proposal, uri: str = "") -> list[types.Command]
     commands = []
     if proposal.status in OPEN:
         every = f" (all {count} changes)" if count > 1 else ""
-        commands.append(_command(f"Apply {pid}{every}", "talos.proposal.apply",
-                                 {"proposal_id": pid}))  # fmt: skip
+        commands.append(
+            _command(f"Apply {pid}{every}", "talos.proposal.apply", {"proposal_id": pid})
+        )
     elif proposal.status == "stale" and uri:  # the agent is asked again only when you ask
-        prompt = (f"Your proposal {pid} for this file went stale: the file changed since. "
-                  "Propose the same change again, against the file as it is now.")  # fmt: skip
-        commands.append(_command(f"Ask Talos to redo {pid} on the file as it is",
-                                 "talos.task.start", {"prompt": prompt, "uri": uri}))  # fmt: skip
+        prompt = (
+            f"Your proposal {pid} for this file went stale: the file changed since. "
+            "Propose the same change again, against the file as it is now."
+        )
+        commands.append(
+            _command(
+                f"Ask Talos to redo {pid} on the file as it is",
+                "talos.task.start",
+                {"prompt": prompt, "uri": uri},
+            )
+        )
     commands.append(_command(f"Reject {pid}", "talos.proposal.reject", {"proposal_id": pid}))
     commands.append(_command(f"Show diff of {pid}", "talos.proposal.diff", {"proposal_id": pid}))
     return commands
@@ -145,8 +157,10 @@ def code_actions(
         if touched:
             commands += [c for h in touched if (c := _hunk_command(proposal, h)) is not None]
             commands += _proposal_commands(proposal, uri)
-    return [types.CodeAction(title=c.title, command=c, kind=types.CodeActionKind.QuickFix)
-            for c in commands]  # fmt: skip
+    return [
+        types.CodeAction(title=c.title, command=c, kind=types.CodeActionKind.QuickFix)
+        for c in commands
+    ]
 
 
 def code_lenses(proposals: Iterable[Proposal], uri: str = "") -> list[types.CodeLens]:

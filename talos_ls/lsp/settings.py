@@ -53,8 +53,10 @@ class Settings:
         changes: dict[str, Any] = {}
         problems = []
         if "apiKey" in raw:
-            problems.append("apiKey: the key never goes in settings; set apiKeyEnv to the NAME "
-                            "of the environment variable that holds it")  # fmt: skip
+            problems.append(
+                "apiKey: the key never goes in settings; set apiKeyEnv to the NAME "
+                "of the environment variable that holds it"
+            )
         for key, setting in EDITOR.items():
             if key not in raw:
                 continue
@@ -78,9 +80,13 @@ class Settings:
         return Caps(max_cost=self.max_cost, max_steps=self.max_steps)
 
     def model_config(self) -> ModelConfig:
-        return ModelConfig(self.model, base_url=self.base_url, api_key_env=self.api_key_env,
-                           timeout=self.model_timeout,
-                           idle_timeout=self.model_idle_timeout)  # fmt: skip
+        return ModelConfig(
+            self.model,
+            base_url=self.base_url,
+            api_key_env=self.api_key_env,
+            timeout=self.model_timeout,
+            idle_timeout=self.model_idle_timeout,
+        )
 
     def shown(self) -> dict[str, Any]:
         """The settings as `talos.status` reports them (the key's variable name, not the key)."""
@@ -100,8 +106,12 @@ class Settings:
 
 # What widens what the agent may do, once a session has its settings: such a change waits for
 # the person (`narrowed`, `Daemon.confirm_changes`). Each, by the setting keys that change it.
-GUARDED = {"endpoint": ("baseUrl", "apiKeyEnv"), "permission_mode": ("permissionMode",),
-           "readable_paths": ("readablePaths",), "limits": ("limits",)}  # fmt: skip
+GUARDED = {
+    "endpoint": ("baseUrl", "apiKeyEnv"),
+    "permission_mode": ("permissionMode",),
+    "readable_paths": ("readablePaths",),
+    "limits": ("limits",),
+}
 
 
 def guarded(raw: Mapping[str, Any]) -> set[str]:
@@ -136,8 +146,10 @@ def narrowed(in_use: Settings, wanted: Settings) -> tuple[Settings, dict[str, An
     old, new = in_use.limits or Limits.default(), wanted.limits or Limits.default()
     if any(getattr(new, f.name) > getattr(old, f.name) for f in dataclasses.fields(Limits)):
         wider["limits"] = wanted.limits
-        lower = {f.name: min(getattr(new, f.name), getattr(old, f.name))
-                 for f in dataclasses.fields(Limits)}  # fmt: skip
+        lower = {
+            f.name: min(getattr(new, f.name), getattr(old, f.name))
+            for f in dataclasses.fields(Limits)
+        }
         now = dataclasses.replace(now, limits=Limits(**lower))
     return now, wider
 

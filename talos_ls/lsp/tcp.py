@@ -71,9 +71,11 @@ def loopback(host: str) -> str:
     except ValueError:
         address = None
     if address is None or not address.is_loopback:
-        raise TcpError(f"--tcp listens on this machine only (127.0.0.1, ::1 or localhost), "
-                       f"not {host!r}: any other address would let other machines drive "
-                       "Talos")  # fmt: skip
+        raise TcpError(
+            f"--tcp listens on this machine only (127.0.0.1, ::1 or localhost), "
+            f"not {host!r}: any other address would let other machines drive "
+            "Talos"
+        )
     return str(address)
 
 
@@ -83,18 +85,21 @@ def read_token(path: str) -> str:
     try:
         fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
     except OSError as exc:
-        raise TcpError(f"--token-file {path!r} cannot be opened ({exc.strerror}); it must be "
-                       "a regular file, not a symbolic link") from None  # fmt: skip
+        raise TcpError(
+            f"--token-file {path!r} cannot be opened ({exc.strerror}); it must be "
+            "a regular file, not a symbolic link"
+        ) from None
     with os.fdopen(fd, "rb") as fh:
         info = os.fstat(fh.fileno())
         if not stat.S_ISREG(info.st_mode):
             raise TcpError(f"--token-file {path!r} is not a regular file")
         if info.st_uid != os.getuid():
-            raise TcpError(f"--token-file {path!r} belongs to another user; use a file of "
-                           "your own")  # fmt: skip
+            raise TcpError(f"--token-file {path!r} belongs to another user; use a file of your own")
         if info.st_mode & 0o077:
-            raise TcpError(f"--token-file {path!r} can be read or written by others (mode "
-                           f"{info.st_mode & 0o777:o}); chmod 600 it")  # fmt: skip
+            raise TcpError(
+                f"--token-file {path!r} can be read or written by others (mode "
+                f"{info.st_mode & 0o777:o}); chmod 600 it"
+            )
         raw = fh.read(MAX_TOKEN_BYTES + 1)
     token = raw.decode("utf-8", "replace").strip()
     if (
@@ -102,9 +107,11 @@ def read_token(path: str) -> str:
         or len(token) < MIN_TOKEN_CHARS
         or any(c.isspace() for c in token)
     ):
-        raise TcpError(f"--token-file {path!r} must hold one token of {MIN_TOKEN_CHARS} to "
-                       f"{MAX_TOKEN_BYTES} characters without spaces (for example: python3 "
-                       "-c 'import secrets; print(secrets.token_urlsafe(32))')")  # fmt: skip
+        raise TcpError(
+            f"--token-file {path!r} must hold one token of {MIN_TOKEN_CHARS} to "
+            f"{MAX_TOKEN_BYTES} characters without spaces (for example: python3 "
+            "-c 'import secrets; print(secrets.token_urlsafe(32))')"
+        )
     return token
 
 
@@ -123,27 +130,37 @@ def _hello(body: bytes, token: str) -> bytes:
     try:
         data = json.loads(body.decode("utf-8"))
     except (ValueError, RecursionError):
-        raise Refused(None, JsonRpcInvalidRequest("the first message must be an initialize "
-                                                  "request")) from None  # fmt: skip
+        raise Refused(
+            None, JsonRpcInvalidRequest("the first message must be an initialize request")
+        ) from None
     msg_id = data.get("id") if isinstance(data, dict) else None
     if not isinstance(msg_id, str | int) or isinstance(msg_id, bool):
         msg_id = None
     if not isinstance(data, dict) or data.get("method") != "initialize" or msg_id is None:
-        raise Refused(msg_id, JsonRpcServerNotInitialized(
-            "this connection must first send initialize, with initializationOptions."
-            f"{TOKEN_OPTION}"))  # fmt: skip
+        raise Refused(
+            msg_id,
+            JsonRpcServerNotInitialized(
+                "this connection must first send initialize, with initializationOptions."
+                f"{TOKEN_OPTION}"
+            ),
+        )
     params = data.get("params")
     options = params.get("initializationOptions") if isinstance(params, dict) else None
     given = options.pop(TOKEN_OPTION, None) if isinstance(options, dict) else None
     if not isinstance(given, str) or not hmac.compare_digest(given.encode(), token.encode()):
-        raise Refused(msg_id, JsonRpcInvalidRequest(
-            f"initialize: initializationOptions.{TOKEN_OPTION} is missing or wrong; it must "
-            "be the token in the file given to talos-ls --token-file"))  # fmt: skip
+        raise Refused(
+            msg_id,
+            JsonRpcInvalidRequest(
+                f"initialize: initializationOptions.{TOKEN_OPTION} is missing or wrong; it must "
+                "be the token in the file given to talos-ls --token-file"
+            ),
+        )
     return json.dumps(data).encode()
 
 
-async def _refuse(reader: asyncio.StreamReader, writer: asyncio.StreamWriter, msg_id: Any,
-                  error: JsonRpcException) -> None:  # fmt: skip
+async def _refuse(
+    reader: asyncio.StreamReader, writer: asyncio.StreamWriter, msg_id: Any, error: JsonRpcException
+) -> None:
     """Tell this connection (only) why it is refused, and close it: our side first, then
     what it still sends is read and dropped for a moment, so the close is no reset that could
     discard the error before the client reads it."""
@@ -174,8 +191,9 @@ def serve_tcp(server: LanguageServer, host: str, port: int, token: str) -> None:
     async def connection(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         if session:
             logger.warning("a TCP connection was refused: another client is connected")
-            refusal = JsonRpcInvalidRequest("talos-ls serves one client at a time: another "
-                                            "client is connected")  # fmt: skip
+            refusal = JsonRpcInvalidRequest(
+                "talos-ls serves one client at a time: another client is connected"
+            )
             await _refuse(reader, writer, None, refusal)
             return
         if len(waiting) >= MAX_WAITING:  # the slots are not held by whoever took them first
@@ -183,8 +201,9 @@ def serve_tcp(server: LanguageServer, host: str, port: int, token: str) -> None:
             del waiting[oldest]
             dropped.add(oldest)
             handler.cancel()
-            logger.warning("%d TCP connections wait without initializing; the oldest is dropped",
-                           MAX_WAITING)  # fmt: skip
+            logger.warning(
+                "%d TCP connections wait without initializing; the oldest is dropped", MAX_WAITING
+            )
         me = asyncio.current_task()
         assert me is not None
         waiting[writer] = me
@@ -212,14 +231,24 @@ def serve_tcp(server: LanguageServer, host: str, port: int, token: str) -> None:
                 raise  # the server stops
             me.uncancel()
             dropped.discard(writer)
-            await _refuse(reader, writer, None, JsonRpcServerNotInitialized(
-                f"dropped: {MAX_WAITING} connections waited without initializing and a newer "
-                "one came; send initialize as soon as you connect"))  # fmt: skip
+            await _refuse(
+                reader,
+                writer,
+                None,
+                JsonRpcServerNotInitialized(
+                    f"dropped: {MAX_WAITING} connections waited without initializing and a newer "
+                    "one came; send initialize as soon as you connect"
+                ),
+            )
             return
         except TimeoutError:
             logger.warning("a TCP connection sent no initialize within %.0f s", HELLO_S)
-            await _refuse(reader, writer, None, JsonRpcServerNotInitialized(
-                f"no initialize within {HELLO_S:.0f} s"))  # fmt: skip
+            await _refuse(
+                reader,
+                writer,
+                None,
+                JsonRpcServerNotInitialized(f"no initialize within {HELLO_S:.0f} s"),
+            )
             return
         except Refused as exc:
             logger.warning("a TCP connection was refused: %s", exc.error.message[:120])
@@ -235,8 +264,9 @@ def serve_tcp(server: LanguageServer, host: str, port: int, token: str) -> None:
     async def listen() -> None:
         server._server = await asyncio.start_server(connection, address, port)
         bound = server._server.sockets[0].getsockname()
-        logger.warning("talos-ls listens on %s port %d (one client, with the token)",
-                       bound[0], bound[1])  # fmt: skip
+        logger.warning(
+            "talos-ls listens on %s port %d (one client, with the token)", bound[0], bound[1]
+        )
         async with server._server:
             await server._server.serve_forever()
 

@@ -188,8 +188,9 @@ async def next_body(
 
 
 def too_big(size: int, limit: int = MAX_BODY) -> JsonRpcException:
-    return JsonRpcInvalidRequest(f"a message of {size} bytes is over the limit of {limit} "
-                                 "bytes; it was not read")  # fmt: skip
+    return JsonRpcInvalidRequest(
+        f"a message of {size} bytes is over the limit of {limit} bytes; it was not read"
+    )
 
 
 def next_frame_start(body: bytes) -> int | None:
@@ -284,9 +285,13 @@ class HardenedProtocol(LanguageServerProtocol):
         self._expired: OrderedDict[Any, str] = OrderedDict()  # id -> method, given up on
 
     # ------------------------------------------------------ our requests
-    def send_request(self, method: str, params: Any | None = None,
-                     callback: Callable[[Any], None] | None = None,
-                     msg_id: Any = None) -> Future[Any]:  # fmt: skip
+    def send_request(
+        self,
+        method: str,
+        params: Any | None = None,
+        callback: Callable[[Any], None] | None = None,
+        msg_id: Any = None,
+    ) -> Future[Any]:
         """pygls's, but the request waits in `_outgoing`, not among the client's requests.
         Whoever stops waiting (a timeout, a cancelled task) cancels the future, and the
         request is forgotten then: a reply that comes later is dropped."""
@@ -299,8 +304,10 @@ class HardenedProtocol(LanguageServerProtocol):
         future.add_done_callback(lambda done: self._given_up(msg_id, entry))
         if callback is not None:
             future.add_done_callback(
-                lambda done: None if done.cancelled() or done.exception() else callback(
-                    done.result()))  # fmt: skip
+                lambda done: (
+                    None if done.cancelled() or done.exception() else callback(done.result())
+                )
+            )
         self._send_data(request)
         return future
 
@@ -331,14 +338,18 @@ class HardenedProtocol(LanguageServerProtocol):
     def _dropped(self, msg_id: Any, entry: _Outgoing | None) -> None:
         late = entry.method if entry is not None else self._expired.get(msg_id)
         if late is not None:
-            logger.warning("a late reply to %s was dropped (the server had stopped waiting "
-                           "for it)", late[:64])  # fmt: skip
+            logger.warning(
+                "a late reply to %s was dropped (the server had stopped waiting for it)", late[:64]
+            )
         else:
-            logger.warning("a reply to no request the server is waiting for was dropped (a "
-                           "second reply, or an id it never sent)")  # fmt: skip
+            logger.warning(
+                "a reply to no request the server is waiting for was dropped (a "
+                "second reply, or an id it never sent)"
+            )
 
-    def _execute_handler(self, msg_id: Any, handler: Any, callback: Any,
-                         args: Any = None, kwargs: Any = None) -> None:  # fmt: skip
+    def _execute_handler(
+        self, msg_id: Any, handler: Any, callback: Any, args: Any = None, kwargs: Any = None
+    ) -> None:
         """pygls's, minus its leak: the future of a handler run for a notification or inside
         a built-in (`executeCommand` runs every command so) is kept under a fresh id that
         nothing removes, and with it the handler's result or exception, its traceback and its
@@ -382,8 +393,9 @@ class HardenedProtocol(LanguageServerProtocol):
         if msg_id is not None:
             self._send_response(msg_id, error=error.to_response_error())
             return
-        self._send_data({"jsonrpc": "2.0", "id": None,
-                         "error": {"code": error.code, "message": error.message}})  # fmt: skip
+        self._send_data(
+            {"jsonrpc": "2.0", "id": None, "error": {"code": error.code, "message": error.message}}
+        )
 
     def handle_body(self, body: bytes) -> bytes | None:
         """One frame's body: handled, or answered with the error. Returns the bytes to give
@@ -400,14 +412,15 @@ class HardenedProtocol(LanguageServerProtocol):
             msg_id = _salvage_id(body)
             if msg_id is not None:  # a whole message, but for its bytes: answered by its id
                 logger.warning("a message that is not UTF-8 (byte %d) was refused", exc.start)
-                self.reply_error(msg_id, JsonRpcParseError(
-                    f"the message is not valid UTF-8 (at byte {exc.start})"))  # fmt: skip
+                self.reply_error(
+                    msg_id,
+                    JsonRpcParseError(f"the message is not valid UTF-8 (at byte {exc.start})"),
+                )
                 return None
         start = next_frame_start(body)
         if start is not None and start > 0:  # a truncated frame ran into the next one
             logger.warning("a truncated message was refused")
-            self.reply_error(None, JsonRpcParseError("the message is truncated: it is not "
-                                                     "JSON"))  # fmt: skip
+            self.reply_error(None, JsonRpcParseError("the message is truncated: it is not JSON"))
             return body[start:]
         if isinstance(exc, UnicodeDecodeError):
             what = f"not valid UTF-8 (at byte {exc.start})"
@@ -421,8 +434,9 @@ class HardenedProtocol(LanguageServerProtocol):
         """A decoded message: its envelope checked, structured, and handled."""
         if not isinstance(data, dict):
             kind = "a batch (LSP has none)" if isinstance(data, list) else type(data).__name__
-            self.reply_error(None, JsonRpcInvalidRequest(f"a message must be an object, not "
-                                                         f"{kind}"))  # fmt: skip
+            self.reply_error(
+                None, JsonRpcInvalidRequest(f"a message must be an object, not {kind}")
+            )
             return
         has_id, msg_id, method = "id" in data, data.get("id"), data.get("method")
         if has_id and not _valid_id(msg_id):
@@ -451,16 +465,20 @@ class HardenedProtocol(LanguageServerProtocol):
 
     def _handle_client_request(self, data: dict[str, Any], msg_id: Any, method: str) -> None:
         if self._shutdown and method != types.EXIT:
-            self.reply_error(msg_id, JsonRpcInvalidRequest(
-                f"{method}: the server is shut down; only exit is accepted"))  # fmt: skip
+            self.reply_error(
+                msg_id,
+                JsonRpcInvalidRequest(f"{method}: the server is shut down; only exit is accepted"),
+            )
             return
         if not self.initialized and method != types.INITIALIZE:
-            self.reply_error(msg_id, JsonRpcServerNotInitialized(
-                f"{method}: the server is not initialized yet"))  # fmt: skip
+            self.reply_error(
+                msg_id, JsonRpcServerNotInitialized(f"{method}: the server is not initialized yet")
+            )
             return
         if self.initialized and method == types.INITIALIZE:  # it would drop the open documents
-            self.reply_error(msg_id, JsonRpcInvalidRequest("initialize: the server is "
-                                                           "initialized already"))  # fmt: skip
+            self.reply_error(
+                msg_id, JsonRpcInvalidRequest("initialize: the server is initialized already")
+            )
             return
         try:
             message = self._structure(data, method)
@@ -485,8 +503,7 @@ class HardenedProtocol(LanguageServerProtocol):
             message = self._structure(data, method)
             self.handle_message(message)
         except Exception as exc:
-            logger.warning("the notification %s was dropped: %s", method[:64],
-                           type(exc).__name__)  # fmt: skip
+            logger.warning("the notification %s was dropped: %s", method[:64], type(exc).__name__)
 
     def _handle_client_response(self, data: dict[str, Any], msg_id: Any) -> None:
         """A reply: to one of our requests still waited for, or dropped. Never raised: the
@@ -501,8 +518,9 @@ class HardenedProtocol(LanguageServerProtocol):
             if "error" in data:
                 message = self._converter.structure(data, types.ResponseErrorMessage)
             else:
-                message = self._converter.structure(data, entry.result_type
-                                                    or JsonRPCResponseMessage)  # fmt: skip
+                message = self._converter.structure(
+                    data, entry.result_type or JsonRPCResponseMessage
+                )
         except Exception:
             self._fail_pending(msg_id, "the response does not fit the request")
             return
@@ -513,8 +531,7 @@ class HardenedProtocol(LanguageServerProtocol):
 
     def _fail_pending(self, msg_id: Any, problem: str) -> None:
         """A malformed response to one of our requests: the request fails, not hangs."""
-        logger.warning("a reply to %s was refused: %s", self._outgoing[msg_id].method[:64],
-                       problem)  # fmt: skip
+        logger.warning("a reply to %s was refused: %s", self._outgoing[msg_id].method[:64], problem)
         entry = self._outgoing.pop(msg_id)
         if not entry.future.done():
             entry.future.set_exception(JsonRpcInternalError(f"the client's response: {problem}"))
@@ -542,8 +559,9 @@ def failure(exc: BaseException) -> str:
 
 
 # ---------------------------------------------------------------- transports
-def serve_io(server: LanguageServer, stdin: BinaryIO | None = None,
-             stdout: BinaryIO | None = None) -> None:  # fmt: skip
+def serve_io(
+    server: LanguageServer, stdin: BinaryIO | None = None, stdout: BinaryIO | None = None
+) -> None:
     """What `LanguageServer.start_io` does, with the hardened reader."""
     assert isinstance(server.protocol, HardenedProtocol)
     server._stop_event = stop = threading.Event()
@@ -559,6 +577,13 @@ def serve_io(server: LanguageServer, stdin: BinaryIO | None = None,
         server.shutdown()
 
 
-__all__ = ["MAX_BODY", "MAX_HEADER_LINE", "HardenedProtocol", "JsonRpcRequestFailed",
-           "converter", "next_body",
-           "read_frames", "serve_io"]  # fmt: skip
+__all__ = [
+    "MAX_BODY",
+    "MAX_HEADER_LINE",
+    "HardenedProtocol",
+    "JsonRpcRequestFailed",
+    "converter",
+    "next_body",
+    "read_frames",
+    "serve_io",
+]

@@ -31,14 +31,16 @@ from ..files import read_regular
 
 logger = logging.getLogger(__name__)
 
+# fmt: off
 SKIP_DIRS = frozenset(
     {".git", ".hg", ".svn", ".talos", "node_modules", ".venv", "venv", "env", "__pycache__",
      ".mypy_cache", ".pytest_cache", ".ruff_cache", ".tox", "dist", "build", ".idea", ".vscode"}
-)  # fmt: skip
+)
 SOURCE_SUFFIXES = frozenset(
     {".py", ".js", ".jsx", ".ts", ".tsx", ".go", ".rs", ".java", ".kt", ".c", ".h", ".cc",
      ".cpp", ".hpp", ".rb", ".php", ".lua", ".swift", ".scala", ".sh"}
-)  # fmt: skip
+)
+# fmt: on
 
 _FALLBACK_DEF = re.compile(
     r"^(?:export\s+)?(?:pub\s+)?(?:async\s+)?"
@@ -177,8 +179,14 @@ class WorkspaceIndex:
             if hint in ("class", "function"):
                 return self._symbols_named(n)
             if hint in ("test", "tests"):
-                names = (f"test_{n}", f"{n}_test", f"test_{n}s", f"{n}s_test", f"{n}.test",
-                         f"{n}.spec")  # fmt: skip
+                names = (
+                    f"test_{n}",
+                    f"{n}_test",
+                    f"test_{n}s",
+                    f"{n}s_test",
+                    f"{n}.test",
+                    f"{n}.spec",
+                )
                 return self._files_with_stems(names)
             found = self._files_with_stems((n, n + "s"))
             if not found and hint in ("file", "config"):
@@ -389,8 +397,9 @@ class WorkspaceIndex:
         new = sorted(rel for rel in put if rel not in self._files)
         room = MAX_FILES - len(self._files) + len(removed)
         if len(new) > room:
-            logger.warning("the workspace index is full (%d files): %d left out", MAX_FILES,
-                           len(new) - room)  # fmt: skip
+            logger.warning(
+                "the workspace index is full (%d files): %d left out", MAX_FILES, len(new) - room
+            )
             for rel in new[room:]:
                 del put[rel]
             new = new[:room]

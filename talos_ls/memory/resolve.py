@@ -195,8 +195,13 @@ def _weigh(
 
     def verdict(rule: str, named: list[str], detail: dict) -> dict:
         if len(named) == 1:
-            return {"rule": rule, "decided": True, "resolved_text": named[0],
-                    "path": files[named[0]], **detail}  # fmt: skip
+            return {
+                "rule": rule,
+                "decided": True,
+                "resolved_text": named[0],
+                "path": files[named[0]],
+                **detail,
+            }
         return {"rule": rule, "decided": False, "candidates": named}
 
     # 0. the request itself ("fix the parser in tools/parser.py")
@@ -273,11 +278,7 @@ def _reference(
 
 
 def resolve(
-    agent_id: str,
-    turn: int,
-    text: str,
-    index: WorkspaceIndex,
-    evidence: Evidence | None = None,
+    agent_id: str, turn: int, text: str, index: WorkspaceIndex, evidence: Evidence | None = None
 ) -> ResolutionRecord:
     """The references in `text` that point into the workspace, with their status; a reference
     with several candidates is first weighed against the rest of `text` and `evidence` (see

@@ -33,8 +33,15 @@ from .base import DEFAULT_TIMEOUT_S, Store, StoreError, parse_timeout
 from .sqlite import SQLiteStore
 
 ENV_URL = "TALOS_STORE_URL"
-SCHEMES = ("sqlite", "redis", "rediss", "redis+cluster", "rediss+cluster", "redis+sentinel",
-           "rediss+sentinel")  # fmt: skip
+SCHEMES = (
+    "sqlite",
+    "redis",
+    "rediss",
+    "redis+cluster",
+    "rediss+cluster",
+    "redis+sentinel",
+    "rediss+sentinel",
+)
 
 
 def default_store_url() -> str:

@@ -37,8 +37,18 @@ FACT_FIELDS = (
     "superseded_by",
 )
 
-TASK_FIELDS = ("id", "agent_id", "state", "title", "created_at", "updated_at", "cost", "error",
-               "transcript", "owner")  # fmt: skip
+TASK_FIELDS = (
+    "id",
+    "agent_id",
+    "state",
+    "title",
+    "created_at",
+    "updated_at",
+    "cost",
+    "error",
+    "transcript",
+    "owner",
+)
 
 # A task in one of these states has a live process working on it, or had one that died: a
 # process that starts marks the latter `interrupted` (`Store.task_interrupt`).
@@ -327,12 +337,7 @@ class Store(ABC):
     # -------------------------------------------------------- question queue
     @abstractmethod
     def qq_propose(
-        self,
-        row: Mapping[str, Any],
-        norm_text: str,
-        *,
-        retention_turns: int,
-        cooldown_turns: int,
+        self, row: Mapping[str, Any], norm_text: str, *, retention_turns: int, cooldown_turns: int
     ) -> tuple[dict[str, Any], bool]:
         """Dedup-or-create under the agent's mutual exclusion.
 

@@ -101,22 +101,32 @@ def describe(url: str, exc: Exception, setting: str) -> str:
     if reason == READ_ONLY:
         if redis:
             return f"{where} is a read-only replica; point {setting} at the primary"
-        return (f"the database {where} is read-only; check its permissions (and its "
-                "directory's) and that its file system is mounted read-write")  # fmt: skip
+        return (
+            f"the database {where} is read-only; check its permissions (and its "
+            "directory's) and that its file system is mounted read-write"
+        )
     if reason == FULL:
         if redis:
-            return (f"{where} cannot take writes (out of memory, or its own disk is full); "
-                    "free memory or disk space on the Redis server")  # fmt: skip
-        return (f"disk full: the database {where} cannot grow (no space left on its disk, or "
-                "the file size limit reached); free some space")  # fmt: skip
+            return (
+                f"{where} cannot take writes (out of memory, or its own disk is full); "
+                "free memory or disk space on the Redis server"
+            )
+        return (
+            f"disk full: the database {where} cannot grow (no space left on its disk, or "
+            "the file size limit reached); free some space"
+        )
     if reason == CORRUPT:
-        return (f"the database {where} is corrupted; move it aside (mv {where} "
-                f"{where}.corrupt) and Talos starts a new one")  # fmt: skip
+        return (
+            f"the database {where} is corrupted; move it aside (mv {where} "
+            f"{where}.corrupt) and Talos starts a new one"
+        )
     if reason == UNREACHABLE:
         return f"cannot reach {where}; is redis-server running?"
     if reason == SLOW:
-        return (f"{where} did not answer within {_timeout(url):g} s; is the server "
-                "overloaded or the network slow? (the URL's ?timeout= sets the limit)")  # fmt: skip
+        return (
+            f"{where} did not answer within {_timeout(url):g} s; is the server "
+            "overloaded or the network slow? (the URL's ?timeout= sets the limit)"
+        )
     if reason == BUSY:
         return f"{exc}; another process held the store too long: try again"
     return f"{exc}; check the store ({setting})"

@@ -403,8 +403,7 @@ class RedisStore(Store):
         if not keys:
             return {}
         by_agent: dict[str, dict[str, list[float]]] = {}
-        for key, agent in zip(keys, self._get_many([_fact_locator(k) for k in keys]),
-                              strict=True):  # fmt: skip
+        for key, agent in zip(keys, self._get_many([_fact_locator(k) for k in keys]), strict=True):
             if agent is not None:
                 by_agent.setdefault(agent, {})[key] = [float(s) for s in observations[key]]
         out: dict[str, dict[str, Any]] = {}
@@ -450,8 +449,13 @@ class RedisStore(Store):
     def task_put(self, row: Mapping[str, Any]) -> None:
         self._client.set(_task_locator(row["id"]), row["agent_id"])
         fields = {k: _encode(v) for k, v in row.items()}
-        self._run("task_put", row["agent_id"], row["id"], repr(float(row["created_at"])),
-                  json.dumps(fields, ensure_ascii=False))  # fmt: skip
+        self._run(
+            "task_put",
+            row["agent_id"],
+            row["id"],
+            repr(float(row["created_at"])),
+            json.dumps(fields, ensure_ascii=False),
+        )
 
     @_guarded
     def task_get(self, task_id: str) -> dict[str, Any] | None:
@@ -484,8 +488,9 @@ class RedisStore(Store):
     @_guarded
     def owner_beat(self, owner: str, until: float) -> None:
         # Redis deletes a lease LEASE_KEEP_S after it expired, as SQLite's owner_beat does.
-        self._client.set(_owner_key(owner), repr(float(until)),
-                         pxat=int((until + LEASE_KEEP_S) * 1000))  # fmt: skip
+        self._client.set(
+            _owner_key(owner), repr(float(until)), pxat=int((until + LEASE_KEEP_S) * 1000)
+        )
 
     @_guarded
     def owner_lease(self, owner: str) -> float | None:
@@ -495,12 +500,7 @@ class RedisStore(Store):
     # -------------------------------------------------------- question queue
     @_guarded
     def qq_propose(
-        self,
-        row: Mapping[str, Any],
-        norm_text: str,
-        *,
-        retention_turns: int,
-        cooldown_turns: int,
+        self, row: Mapping[str, Any], norm_text: str, *, retention_turns: int, cooldown_turns: int
     ) -> tuple[dict[str, Any], bool]:
         agent = row["agent_id"]
         self._index_agent(agent)

@@ -228,11 +228,7 @@ class SQLiteStore(Store):
             )
         try:
             conn = sqlite3.connect(
-                target,
-                uri=True,
-                timeout=timeout,
-                isolation_level=None,
-                check_same_thread=False,
+                target, uri=True, timeout=timeout, isolation_level=None, check_same_thread=False
             )
         except sqlite3.Error as exc:
             raise self._fault(exc, f"cannot open store {url}") from None
@@ -340,8 +336,9 @@ class SQLiteStore(Store):
     def _fault(self, exc: sqlite3.Error, prefix: str = "") -> StoreError:
         """The driver's error as a StoreError naming the store, with its reason."""
         files = self.local_files()
-        return StoreError(f"{prefix or 'store ' + self.url}: {exc}",
-                          faults.sqlite_reason(exc, files))  # fmt: skip
+        return StoreError(
+            f"{prefix or 'store ' + self.url}: {exc}", faults.sqlite_reason(exc, files)
+        )
 
     def probe(self) -> None:
         """The base probe (a write and a read), then: room to grow, and every page sound
@@ -546,12 +543,7 @@ class SQLiteStore(Store):
 
     # -------------------------------------------------------- question queue
     def qq_propose(
-        self,
-        row: Mapping[str, Any],
-        norm_text: str,
-        *,
-        retention_turns: int,
-        cooldown_turns: int,
+        self, row: Mapping[str, Any], norm_text: str, *, retention_turns: int, cooldown_turns: int
     ) -> tuple[dict[str, Any], bool]:
         agent, turn = row["agent_id"], row["created_turn"]
         args = {
@@ -645,8 +637,7 @@ class SQLiteStore(Store):
                 args,
             )
             cur = conn.execute(
-                f"UPDATE candidates SET status = 'expired', resolved_turn = :t WHERE {past}",
-                args,
+                f"UPDATE candidates SET status = 'expired', resolved_turn = :t WHERE {past}", args
             )
             return cur.rowcount
 

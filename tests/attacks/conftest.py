@@ -37,8 +37,14 @@ OTHER_SECRETS = {
 ENV_FILE_SECRET = "TalosDotEnvSecret-7731"
 SSH_KEY_MARKER = "TALOS-BAIT-SSH-PRIVATE-KEY"
 AWS_MARKER = "TalosBaitAwsSecretAccessKey"
-ALL_SECRETS = [API_KEY, *OTHER_SECRETS.values(), "TalosDbPassw0rd", ENV_FILE_SECRET,
-               SSH_KEY_MARKER, AWS_MARKER]  # fmt: skip
+ALL_SECRETS = [
+    API_KEY,
+    *OTHER_SECRETS.values(),
+    "TalosDbPassw0rd",
+    ENV_FILE_SECRET,
+    SSH_KEY_MARKER,
+    AWS_MARKER,
+]
 # Who runs talos in a test parametrized by user: whoever runs the tests, and when that is root
 # an ordinary user as well (the kernel treats root apart: RLIMIT_NPROC, bwrap's setuid checks).
 USERS = ["as-is", *(["uid-65534"] if os.geteuid() == 0 else [])]
@@ -73,10 +79,17 @@ class Attack:
     def env(self) -> dict[str, str]:
         keep = ("PATH", "LANG", "LC_ALL", "TERM", "PYTHONPATH")  # PYTHONPATH: a scratch copy
         env = {k: v for k, v in os.environ.items() if k in keep}
-        env.update(HOME=str(self.home), XDG_CONFIG_HOME=str(self.config),
-                   XDG_STATE_HOME=str(self.state), XDG_DATA_HOME=str(self.state / "data"),
-                   XDG_CACHE_HOME=str(self.state / "cache"), TALOS_STORE_URL=self.store_url,
-                   OPENAI_API_KEY=API_KEY, COLUMNS="200", **OTHER_SECRETS)  # fmt: skip
+        env.update(
+            HOME=str(self.home),
+            XDG_CONFIG_HOME=str(self.config),
+            XDG_STATE_HOME=str(self.state),
+            XDG_DATA_HOME=str(self.state / "data"),
+            XDG_CACHE_HOME=str(self.state / "cache"),
+            TALOS_STORE_URL=self.store_url,
+            OPENAI_API_KEY=API_KEY,
+            COLUMNS="200",
+            **OTHER_SECRETS,
+        )
         if self.path is not None:
             env["PATH"] = self.path
         env.update(self.extra_env)
@@ -96,19 +109,42 @@ class Attack:
             else:
                 self.server.script.append(step)
 
-    def run(self, *extra: str, request: str = "do the task", timeout: float = 90,
-            mode: str | None = None, prefix: list[str] | None = None,
-            ) -> subprocess.CompletedProcess:  # fmt: skip
+    def run(
+        self,
+        *extra: str,
+        request: str = "do the task",
+        timeout: float = 90,
+        mode: str | None = None,
+        prefix: list[str] | None = None,
+    ) -> subprocess.CompletedProcess:
         """`talos run --json` in the workspace, headless (no terminal: nobody approves);
         `prefix` starts it (`as_ordinary_user()`), else the attack's own (`self.prefix`)."""
         start = self.prefix if prefix is None else prefix
-        args = [*start, TALOS, "run", request, "--workspace", str(self.ws),
-                "--base-url", self.server.url, "--model", "fake-model", "--json",
-                *extra]  # fmt: skip
+        args = [
+            *start,
+            TALOS,
+            "run",
+            request,
+            "--workspace",
+            str(self.ws),
+            "--base-url",
+            self.server.url,
+            "--model",
+            "fake-model",
+            "--json",
+            *extra,
+        ]
         if mode:
             args += ["--mode", mode]
-        return subprocess.run(args, capture_output=True, text=True, timeout=timeout,
-                              stdin=subprocess.DEVNULL, env=self.env(), cwd=self.tmp)  # fmt: skip
+        return subprocess.run(
+            args,
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            stdin=subprocess.DEVNULL,
+            env=self.env(),
+            cwd=self.tmp,
+        )
 
     def result(self, proc: subprocess.CompletedProcess) -> dict:
         assert proc.stdout.strip(), f"no JSON on stdout; stderr:\n{proc.stderr}"
@@ -135,8 +171,11 @@ class Attack:
             store.close()
 
     def assert_no_secret_leaked(self, *outputs: str) -> None:
-        for where, text in [("model", self.sent_to_model()), ("store", self.stored()),
-                            *((f"output {i}", o) for i, o in enumerate(outputs))]:  # fmt: skip
+        for where, text in [
+            ("model", self.sent_to_model()),
+            ("store", self.stored()),
+            *((f"output {i}", o) for i, o in enumerate(outputs)),
+        ]:
             for secret in ALL_SECRETS:
                 assert secret not in text, f"{secret!r} reached the {where}"
 

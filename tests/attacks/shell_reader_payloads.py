@@ -49,8 +49,17 @@ def seed(ws: Path) -> None:
     os.symlink("/etc/passwd", ws / "docs" / "passwd")
     if not (ws / ".git").exists():
         subprocess.run(["git", "init", "-q", str(ws)], check=True, capture_output=True)
-    git = ["git", "-C", str(ws), "-c", "user.name=t", "-c", "user.email=t@t",
-           "-c", "commit.gpgsign=false"]  # fmt: skip
+    git = [
+        "git",
+        "-C",
+        str(ws),
+        "-c",
+        "user.name=t",
+        "-c",
+        "user.email=t@t",
+        "-c",
+        "commit.gpgsign=false",
+    ]
     subprocess.run([*git, "add", "-A"], check=True, capture_output=True)
     subprocess.run([*git, "commit", "-q", "-m", "init"], check=True, capture_output=True)
     (ws / "f.txt").write_text("two\n")
@@ -95,10 +104,7 @@ SUBSTITUTIONS = [
     f"cat <<EOF | sh\n{hidden('hdpipe')}\nEOF",
 ]
 # 2. Substitutions the reader now sees: an `ask` rule for `touch` must hold for them.
-VISIBLE = [
-    f"cat <<EOF\n$({hidden('hd')})\nEOF",
-    f'cat <<< "$({hidden("hs")})"',
-]
+VISIBLE = [f"cat <<EOF\n$({hidden('hd')})\nEOF", f'cat <<< "$({hidden("hs")})"']
 # 3. Configuration that makes a program run something: the environment, and flags.
 CONFIGURATION = [
     f"GIT_CONFIG_COUNT=1 GIT_CONFIG_KEY_0=core.fsmonitor GIT_CONFIG_VALUE_0='{hidden('fsm')}' "
@@ -136,9 +142,27 @@ CONFIGURATION = [
 ]
 # What the person allows in the default-mode runs, so that without the reader's fixes each
 # payload above would run unasked (and, not being built in, with the workspace writable).
-PERSON_ALLOWS = ["tar", "ssh", "vim", "make", "awk", "test", "printf", "read", "let", "compgen",
-                 "less", "bash", "git difftool", "git status", "git diff", "sed", "setarch",
-                 "split", "script"]  # fmt: skip
+PERSON_ALLOWS = [
+    "tar",
+    "ssh",
+    "vim",
+    "make",
+    "awk",
+    "test",
+    "printf",
+    "read",
+    "let",
+    "compgen",
+    "less",
+    "bash",
+    "git difftool",
+    "git status",
+    "git diff",
+    "sed",
+    "setarch",
+    "split",
+    "script",
+]
 # Legitimate work that must still run unasked.
 CONTROLS = [
     "git status",
@@ -164,11 +188,28 @@ def full_auto_payloads() -> list[str]:
 def sample(payloads: list[str]) -> list[str]:
     """A few of each class, for the editor's runs (one model response's worth): the gate is
     the same; what the editor adds is the prompt for each."""
-    keep = {OPTIONS[0], OPTIONS[2], READS[0], READS[1], READS[5], SUBSTITUTIONS[0],
-            SUBSTITUTIONS[2], SUBSTITUTIONS[6], SUBSTITUTIONS[7], SUBSTITUTIONS[11],
-            SUBSTITUTIONS[15], VISIBLE[0], CONFIGURATION[0], CONFIGURATION[3], CONFIGURATION[4],
-            CONFIGURATION[7], CONFIGURATION[9], CONFIGURATION[14], CONFIGURATION[18],
-            CONFIGURATION[20]}  # fmt: skip
+    keep = {
+        OPTIONS[0],
+        OPTIONS[2],
+        READS[0],
+        READS[1],
+        READS[5],
+        SUBSTITUTIONS[0],
+        SUBSTITUTIONS[2],
+        SUBSTITUTIONS[6],
+        SUBSTITUTIONS[7],
+        SUBSTITUTIONS[11],
+        SUBSTITUTIONS[15],
+        VISIBLE[0],
+        CONFIGURATION[0],
+        CONFIGURATION[3],
+        CONFIGURATION[4],
+        CONFIGURATION[7],
+        CONFIGURATION[9],
+        CONFIGURATION[14],
+        CONFIGURATION[18],
+        CONFIGURATION[20],
+    }
     return [c for c in payloads if c in keep]
 
 

@@ -36,21 +36,34 @@ def with_usage(step: dict, usage: dict | None) -> dict:
     """A `reply(...)` with its usage chunk replaced by `usage` (any JSON), or removed (None)."""
     chunks = [c for c in step["stream"] if "usage" not in c]
     if usage is not None:
-        chunks.append({"id": "chatcmpl-x", "object": "chat.completion.chunk", "created": 0,
-                       "model": "fake-model", "choices": [], "usage": usage})  # fmt: skip
+        chunks.append(
+            {
+                "id": "chatcmpl-x",
+                "object": "chat.completion.chunk",
+                "created": 0,
+                "model": "fake-model",
+                "choices": [],
+                "usage": usage,
+            }
+        )
     return {**step, "stream": chunks}
 
 
 def usage_of(prompt, completion, cached) -> dict:
-    return {"prompt_tokens": prompt, "completion_tokens": completion,
-            "total_tokens": 0, "prompt_tokens_details": {"cached_tokens": cached}}  # fmt: skip
+    return {
+        "prompt_tokens": prompt,
+        "completion_tokens": completion,
+        "total_tokens": 0,
+        "prompt_tokens_details": {"cached_tokens": cached},
+    }
 
 
 def remember(n: int, usage=(10, 5, 0)) -> dict:
     """A model turn that remembers a fact of its own, numbered: the facts in the store show
     which turns' tools ran."""
-    return reply(None, [(f"r{n}", "remember", json.dumps({"statement": f"step fact {n}"}))],
-                 usage=usage)  # fmt: skip
+    return reply(
+        None, [(f"r{n}", "remember", json.dumps({"statement": f"step fact {n}"}))], usage=usage
+    )
 
 
 def step_facts(attack) -> list[str]:
@@ -84,8 +97,12 @@ def test_impossible_usage_stops_the_task_and_never_lowers_the_cost(attack, usage
     """A priced model under a cost cap: one honest turn, then one with impossible usage, then
     more honest turns that would (were the bad one counted) run under a cost gone negative."""
     priced(attack)
-    attack.script(remember(1, (996, 1, 0)), with_usage(remember(2), usage),
-                  *(remember(n, (996, 1, 0)) for n in range(3, 12)), "done")  # fmt: skip
+    attack.script(
+        remember(1, (996, 1, 0)),
+        with_usage(remember(2), usage),
+        *(remember(n, (996, 1, 0)) for n in range(3, 12)),
+        "done",
+    )
     proc = attack.run("--max-cost", "0.01", timeout=HANG)
     result = attack.result(proc)
     assert result["outcome"] != "done"
@@ -134,8 +151,7 @@ def test_an_unpriced_model_with_a_token_cap_runs_and_the_token_cap_stops_it(atta
     proc = attack.run("--max-cost", "0.50", "--max-tokens", "1000", timeout=HANG)
     result = attack.result(proc)
     assert result["outcome"] != "done" and "token cap" in result["error"], result
-    assert result["unpriced"] is True and result["tokens"] == {"in": 900, "out": 300,
-                                                                "cached": 0}  # fmt: skip
+    assert result["unpriced"] is True and result["tokens"] == {"in": 900, "out": 300, "cached": 0}
     assert len(attack.server.requests) == 3
     assert step_facts(attack) == ["step fact 1", "step fact 2"]  # not the third turn's
 
@@ -147,10 +163,26 @@ def unreported(n: int) -> dict:
 
 def test_an_endpoint_reporting_no_usage_is_estimated_and_still_capped(attack):
     attack.script(*(unreported(n) for n in range(1, 41)), "done")
-    proc = subprocess.run([TALOS, "run", "do the task", "--workspace", str(attack.ws),
-                           "--base-url", attack.server.url, "--model", "fake-model",
-                           "--max-tokens", "3000"], capture_output=True, text=True,
-                          timeout=HANG, env=attack.env(), stdin=subprocess.DEVNULL)  # fmt: skip
+    proc = subprocess.run(
+        [
+            TALOS,
+            "run",
+            "do the task",
+            "--workspace",
+            str(attack.ws),
+            "--base-url",
+            attack.server.url,
+            "--model",
+            "fake-model",
+            "--max-tokens",
+            "3000",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=HANG,
+        env=attack.env(),
+        stdin=subprocess.DEVNULL,
+    )
     assert proc.returncode == 1, proc.stdout + proc.stderr
     out = " ".join((proc.stdout + proc.stderr).split())
     assert "token cap reached" in out, out
@@ -165,8 +197,9 @@ def test_json_output_says_when_usage_was_estimated(attack):
 
     def flags(value) -> list:
         if isinstance(value, dict):
-            return [v for k, item in value.items()
-                    for v in ([item] if "estimat" in k else flags(item))]  # fmt: skip
+            return [
+                v for k, item in value.items() for v in ([item] if "estimat" in k else flags(item))
+            ]
         return []
 
     assert True in flags(result), result
@@ -185,16 +218,32 @@ SAME_FACT = [
     {"statement": "tests use pytest."},
     {"statement": "  TESTS   USE  PYTEST!!  "},
     {"statement": "Ｔｅｓｔｓ use ｐｙｔｅｓｔ"},  # fullwidth: the same after NFKC
-    {"statement": "We run the test suite with pytest", "subject": "Tests", "attribute": "use",
-     "value": "pytest"},
-    {"statement": "pytest is what the tests use", "subject": " tests ", "attribute": "USE",
-     "value": "PyTest."},
-    {"statement": "The tests are run by pytest", "subject": "tests", "attribute": "use",
-     "value": "«pytest»"},
+    {
+        "statement": "We run the test suite with pytest",
+        "subject": "Tests",
+        "attribute": "use",
+        "value": "pytest",
+    },
+    {
+        "statement": "pytest is what the tests use",
+        "subject": " tests ",
+        "attribute": "USE",
+        "value": "PyTest.",
+    },
+    {
+        "statement": "The tests are run by pytest",
+        "subject": "tests",
+        "attribute": "use",
+        "value": "«pytest»",
+    },
     {"statement": "Lint uses ruff"},  # the rules file's fact, restated by the model
-    {"statement": "Linting is done with ruff", "subject": "lint", "attribute": "use",
-     "value": "ruff"},
-]  # fmt: skip
+    {
+        "statement": "Linting is done with ruff",
+        "subject": "lint",
+        "attribute": "use",
+        "value": "ruff",
+    },
+]
 
 
 def test_repeating_a_fact_thirty_times_adds_no_evidence(attack):
@@ -219,9 +268,20 @@ def test_repeating_a_fact_thirty_times_adds_no_evidence(attack):
 
 
 def test_repeating_a_fact_with_a_punctuation_slot_adds_no_evidence(attack):
-    calls = [("remember", json.dumps({"statement": f"Tests use pytest (note {i})",
-                                      "subject": "tests", "attribute": "…", "value": "pytest"}))
-             for i in range(16)]  # fmt: skip
+    calls = [
+        (
+            "remember",
+            json.dumps(
+                {
+                    "statement": f"Tests use pytest (note {i})",
+                    "subject": "tests",
+                    "attribute": "…",
+                    "value": "pytest",
+                }
+            ),
+        )
+        for i in range(16)
+    ]
     attack.script(calls, "remembered")
     proc = attack.run(timeout=HANG)
     assert attack.result(proc)["outcome"] == "done", proc.stderr
@@ -255,10 +315,17 @@ def assert_no_password(*outputs: str, password: str = PASSWORD) -> None:
         assert API_KEY not in text
 
 
-@pytest.mark.parametrize(("case", "output"), [
-    ("works", "json"), ("closed port", "json"), ("401", "json"), ("401", "text"),
-    ("error echoing the url", "json"), ("error echoing the url", "text"),
-])  # fmt: skip
+@pytest.mark.parametrize(
+    ("case", "output"),
+    [
+        ("works", "json"),
+        ("closed port", "json"),
+        ("401", "json"),
+        ("401", "text"),
+        ("error echoing the url", "json"),
+        ("error echoing the url", "text"),
+    ],
+)
 def test_a_password_in_the_base_url_is_never_printed(attack, case, output):
     url = with_password(attack.server.url)
     if case == "works":
@@ -269,10 +336,26 @@ def test_a_password_in_the_base_url_is_never_printed(attack, case, output):
         attack.server.script.append(error(401, f"bad key {API_KEY} for {url}", "invalid_api_key"))
     else:
         attack.server.script.append(error(400, f"cannot route {url} with key {API_KEY}"))
-    args = [TALOS, "run", "x", "--workspace", str(attack.ws), "--base-url", url, "--model",
-            "fake-model", *(["--json"] if output == "json" else [])]  # fmt: skip
-    proc = subprocess.run(args, capture_output=True, text=True, timeout=HANG, env=attack.env(),
-                          stdin=subprocess.DEVNULL)  # fmt: skip
+    args = [
+        TALOS,
+        "run",
+        "x",
+        "--workspace",
+        str(attack.ws),
+        "--base-url",
+        url,
+        "--model",
+        "fake-model",
+        *(["--json"] if output == "json" else []),
+    ]
+    proc = subprocess.run(
+        args,
+        capture_output=True,
+        text=True,
+        timeout=HANG,
+        env=attack.env(),
+        stdin=subprocess.DEVNULL,
+    )
     assert proc.returncode == (0 if case == "works" else 1), proc.stdout + proc.stderr
     assert_no_password(proc.stdout, proc.stderr)
     if case != "works":
@@ -280,11 +363,17 @@ def test_a_password_in_the_base_url_is_never_printed(attack, case, output):
 
 
 def test_talos_doctor_never_prints_the_password_in_the_base_url(attack):
-    for url in (with_password(attack.server.url),
-                with_password(f"http://127.0.0.1:{closed_port()}/v1")):  # fmt: skip
-        proc = subprocess.run([TALOS, "doctor", "--workspace", str(attack.ws), "--base-url",
-                               url], capture_output=True, text=True, timeout=HANG,
-                              env=attack.env())  # fmt: skip
+    for url in (
+        with_password(attack.server.url),
+        with_password(f"http://127.0.0.1:{closed_port()}/v1"),
+    ):
+        proc = subprocess.run(
+            [TALOS, "doctor", "--workspace", str(attack.ws), "--base-url", url],
+            capture_output=True,
+            text=True,
+            timeout=HANG,
+            env=attack.env(),
+        )
         assert "model endpoint" in proc.stdout or "no connection" in proc.stdout, proc.stdout
         assert "user:***@127.0.0.1" in proc.stdout
         assert_no_password(proc.stdout, proc.stderr)
@@ -292,15 +381,33 @@ def test_talos_doctor_never_prints_the_password_in_the_base_url(attack):
 
 @pytest.mark.parametrize(
     "userinfo, secret",
-    [("user:S3cr@tPw-9f2c", "tPw-9f2c"),  # a password holding `@`
-     ("TalosProxyTok3nUserinfo8b1", "TalosProxyTok3nUserinfo8b1")],  # a token as user name
+    [
+        ("user:S3cr@tPw-9f2c", "tPw-9f2c"),  # a password holding `@`
+        ("TalosProxyTok3nUserinfo8b1", "TalosProxyTok3nUserinfo8b1"),
+    ],  # a token as user name
     ids=["at-sign-in-password", "token-as-user"],
-)  # fmt: skip
+)
 def test_url_credentials_of_any_shape_are_never_printed(attack, userinfo, secret):
     url = attack.server.url.replace("http://", f"http://{userinfo}@")
     attack.server.script.append(error(400, "bad request"))
-    proc = subprocess.run([TALOS, "run", "x", "--workspace", str(attack.ws), "--base-url", url,
-                           "--model", "fake-model", "--json"], capture_output=True, text=True,
-                          timeout=HANG, env=attack.env(), stdin=subprocess.DEVNULL)  # fmt: skip
+    proc = subprocess.run(
+        [
+            TALOS,
+            "run",
+            "x",
+            "--workspace",
+            str(attack.ws),
+            "--base-url",
+            url,
+            "--model",
+            "fake-model",
+            "--json",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=HANG,
+        env=attack.env(),
+        stdin=subprocess.DEVNULL,
+    )
     assert proc.returncode == 1 and "answered 400" in proc.stdout, proc.stdout + proc.stderr
     assert_no_password(proc.stdout, proc.stderr, password=secret)

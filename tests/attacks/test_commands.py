@@ -581,8 +581,12 @@ def test_full_auto_asks_where_a_program_is_given_as_text_it_cannot_read(attack, 
     """A git alias `!cmd`, a shell reading its commands from a pipe or a here-string: what
     runs cannot be read off the command line, so even full-auto asks (and headless, nobody
     approves)."""
-    payloads = ["git -c alias.x='!sudo -n true' x", "echo 'sudo -n true' | sh",
-                "sh <<< 'sudo -n true'", "tar -I 'sudo -n true' -cf x.tar src"]  # fmt: skip
+    payloads = [
+        "git -c alias.x='!sudo -n true' x",
+        "echo 'sudo -n true' | sh",
+        "sh <<< 'sudo -n true'",
+        "tar -I 'sudo -n true' -cf x.tar src",
+    ]
     _, results = batch(attack, payloads, mode="full-auto")
     assert_not_run(payloads, results, "nobody is there to ask")
     for result in results:
@@ -879,15 +883,32 @@ def test_legitimate_work_runs_in_the_sandbox_once_approved(attack, sandboxed, ap
         [str(Path(sys.executable).parent), os.path.dirname(npm), os.environ.get("PATH", "")]
     )
     if approved_by == "rules":
-        rules = ["python3 script.py", "python3 -m pytest", "pytest", "ruff check", "npm test",
-                 "git status", "git diff", "git log"]  # fmt: skip
+        rules = [
+            "python3 script.py",
+            "python3 -m pytest",
+            "pytest",
+            "ruff check",
+            "npm test",
+            "git status",
+            "git diff",
+            "git log",
+        ]
         attack.settings(commands={"allow": rules})
         proc, results = batch(attack, LEGITIMATE)
         outputs = [proc.stdout, proc.stderr]
     else:
         attack.script([call("run_command", command=c) for c in LEGITIMATE], "done")
-        argv = [TALOS, "run", "do the task", "--workspace", str(ws), "--base-url",
-                attack.server.url, "--model", "fake-model"]  # fmt: skip
+        argv = [
+            TALOS,
+            "run",
+            "do the task",
+            "--workspace",
+            str(ws),
+            "--base-url",
+            attack.server.url,
+            "--model",
+            "fake-model",
+        ]
         term = Terminal(argv, attack.env(), attack.tmp)
         # the built-in git readers run unasked; the rest is asked
         term.answer_prompts(len(LEGITIMATE) - 3, "Allow once")
@@ -964,8 +985,18 @@ def test_without_bwrap_an_approved_command_cannot_read_the_daemons_environment(n
     the daemon. Root's capabilities read them all the same (docs/security.md says so), so as
     root the test runs Talos with none: the same user then, as an ordinary user is."""
     attack = no_bwrap
-    argv = [*as_ordinary_user(), TALOS, "run", "do the task", "--workspace", str(attack.ws),
-            "--base-url", attack.server.url, "--model", "fake-model"]  # fmt: skip
+    argv = [
+        *as_ordinary_user(),
+        TALOS,
+        "run",
+        "do the task",
+        "--workspace",
+        str(attack.ws),
+        "--base-url",
+        attack.server.url,
+        "--model",
+        "fake-model",
+    ]
     attack.script([call("run_command", command=c) for c in PROC_THEFT], "done")
     term = Terminal(argv, attack.env(), attack.tmp)
     term.answer_prompts(len(PROC_THEFT), "Allow once")

@@ -32,8 +32,9 @@ def tool_results(model) -> list[str]:
 async def permission_prompt(tmp_path, ws, options, model, **more) -> tuple[Editor, Prompts, str]:
     """A deferred-prompts editor whose task waits on the permission to `touch pwned`."""
     require_sandbox()
-    editor = await start_editor(tmp_path / "home", [ws],
-                                {**options, "deferredPrompts": True, **more})  # fmt: skip
+    editor = await start_editor(
+        tmp_path / "home", [ws], {**options, "deferredPrompts": True, **more}
+    )
     prompts = Prompts(editor)
     model.script += [reply("", calls("run_command", {"command": "touch pwned"})), reply("done")]
     task_id = await start(editor, "make it")
@@ -53,13 +54,19 @@ async def test_a_forged_prompt_id_is_refused_and_the_real_prompt_stays_open(
     try:
         real = prompts.sent[0].prompt_id
         for forged in ("q0000000000000000", real + "0", real.upper(), "", "../" + real):
-            await refused(editor, "talos.prompt.answer",
-                          {"prompt_id": forged, "choice": "Allow once"}, "prompt_id")  # fmt: skip
+            await refused(
+                editor,
+                "talos.prompt.answer",
+                {"prompt_id": forged, "choice": "Allow once"},
+                "prompt_id",
+            )
         assert not (ws / "pwned").exists()
-        await refused(editor, "talos.prompt.answer",
-                      {"prompt_id": real, "choice": ["Allow once"]}, "choice")  # fmt: skip
-        answered = await editor.command("talos.prompt.answer",
-                                        {"prompt_id": real, "choice": "Deny"})  # fmt: skip
+        await refused(
+            editor, "talos.prompt.answer", {"prompt_id": real, "choice": ["Allow once"]}, "choice"
+        )
+        answered = await editor.command(
+            "talos.prompt.answer", {"prompt_id": real, "choice": "Deny"}
+        )
         assert answered["choice"] == "Deny"  # still open after the forgeries: the person decides
         await editor.finished(task_id)
         assert "denied by you" in tool_results(model)[0]
@@ -68,10 +75,18 @@ async def test_a_forged_prompt_id_is_refused_and_the_real_prompt_stays_open(
         await editor.stop()
 
 
-@pytest.mark.parametrize("choice", [
-    "allow once", "Allow once ", "Allow", "Always allow `*`", "Always allow `touch pwned`x",
-    "Allow once\n", "Trust this file",
-])  # fmt: skip
+@pytest.mark.parametrize(
+    "choice",
+    [
+        "allow once",
+        "Allow once ",
+        "Allow",
+        "Always allow `*`",
+        "Always allow `touch pwned`x",
+        "Allow once\n",
+        "Trust this file",
+    ],
+)
 async def test_a_choice_that_is_no_action_is_a_denial_never_an_allow(
     tmp_path, ws, options, model, choice
 ):
@@ -98,8 +113,12 @@ async def test_a_prompt_is_answered_once_a_second_answer_cannot_turn_deny_into_a
     try:
         prompt_id = prompts.sent[0].prompt_id
         await editor.command("talos.prompt.answer", {"prompt_id": prompt_id, "choice": "Deny"})
-        await refused(editor, "talos.prompt.answer",
-                      {"prompt_id": prompt_id, "choice": "Allow once"}, "prompt_id")  # fmt: skip
+        await refused(
+            editor,
+            "talos.prompt.answer",
+            {"prompt_id": prompt_id, "choice": "Allow once"},
+            "prompt_id",
+        )
         await editor.finished(task_id)
         assert "denied by you" in tool_results(model)[0]
         assert not (ws / "pwned").exists()
@@ -110,14 +129,19 @@ async def test_a_prompt_is_answered_once_a_second_answer_cannot_turn_deny_into_a
 async def test_an_answer_after_the_timeout_is_refused_and_the_command_stays_denied(
     tmp_path, ws, options, model
 ):
-    editor, prompts, task_id = await permission_prompt(tmp_path, ws, options, model,
-                                                       promptTimeout=1)  # fmt: skip
+    editor, prompts, task_id = await permission_prompt(
+        tmp_path, ws, options, model, promptTimeout=1
+    )
     try:
         prompt_id = prompts.sent[0].prompt_id
         await editor.finished(task_id)
         await editor.until(lambda: prompts.closed, "the prompt closed")
-        await refused(editor, "talos.prompt.answer",
-                      {"prompt_id": prompt_id, "choice": "Allow once"}, "prompt_id")  # fmt: skip
+        await refused(
+            editor,
+            "talos.prompt.answer",
+            {"prompt_id": prompt_id, "choice": "Allow once"},
+            "prompt_id",
+        )
         assert "not run: dismissed: denied" in tool_results(model)[0]
         assert not (ws / "pwned").exists()
     finally:
@@ -132,8 +156,10 @@ async def test_a_spoofing_command_reaches_talos_prompt_escaped_on_one_line(
     prompts = Prompts(editor)
     try:
         commands = [c for c, _ in SPOOFED_COMMANDS]
-        model.script += [reply("", calls("run_command", *({"command": c} for c in commands))),
-                         reply("all denied")]  # fmt: skip
+        model.script += [
+            reply("", calls("run_command", *({"command": c} for c in commands))),
+            reply("all denied"),
+        ]
         task_id = await start(editor, "tidy up")
         for n, (_, shown) in enumerate(SPOOFED_COMMANDS, 1):
             prompt = await prompts.next(editor, n)
@@ -143,8 +169,9 @@ async def test_a_spoofing_command_reaches_talos_prompt_escaped_on_one_line(
             assert_plain(command_line, "the command line", one_line=True)
             for action in prompt.actions:
                 assert_plain(action, "an action", one_line=True)
-            await editor.command("talos.prompt.answer",
-                                 {"prompt_id": prompt.prompt_id, "choice": "Deny"})  # fmt: skip
+            await editor.command(
+                "talos.prompt.answer", {"prompt_id": prompt.prompt_id, "choice": "Deny"}
+            )
         await editor.finished(task_id)
         assert not (ws / "pwned").exists()
     finally:

@@ -22,15 +22,20 @@ from .test_commands import NOT_RUN, assert_nothing_leaked, assert_ran, batch, co
 
 def host_git(ws: Path, *args: str) -> str:
     """git as the person runs it, outside the sandbox (their hooks and config apply)."""
-    done = subprocess.run(["git", "-C", str(ws), "-c", "user.name=p", "-c", "user.email=p@p",
-                           *args], capture_output=True, text=True, timeout=60)  # fmt: skip
+    done = subprocess.run(
+        ["git", "-C", str(ws), "-c", "user.name=p", "-c", "user.email=p@p", *args],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     return done.stdout + done.stderr
 
 
 def identity(attack: Attack) -> None:
     """The person's identity in their own ~/.gitconfig, which the sandbox cannot see."""
-    (attack.home / ".gitconfig").write_text("[user]\n\tname = Pat Person\n"
-                                            "\temail = pat@example.com\n")  # fmt: skip
+    (attack.home / ".gitconfig").write_text(
+        "[user]\n\tname = Pat Person\n\temail = pat@example.com\n"
+    )
 
 
 LEGITIMATE = [
@@ -54,8 +59,7 @@ def test_approved_git_work_commits_stashes_and_branches(attack, sandboxed, mode)
     if mode == "full-auto":
         _, results = batch(attack, LEGITIMATE, mode="full-auto")
     else:
-        attack.settings(commands={"allow": ["git add", "git commit", "git stash",
-                                            "git checkout"]})  # fmt: skip
+        attack.settings(commands={"allow": ["git add", "git commit", "git stash", "git checkout"]})
         _, results = batch(attack, LEGITIMATE)
     assert_ran(LEGITIMATE, results)
     assert all(r.startswith("exit code 0\n") for r in results), results
@@ -80,13 +84,16 @@ def ship(attack: Attack) -> None:
     (kit / "post-commit").write_text("#!/bin/sh\ntouch PWNED_hook\n")
     (kit / "post-commit").chmod(0o755)
     (kit / "config.worktree").write_text("[core]\n\tfsmonitor = touch PWNED_worktree\n")
-    (kit / "config").write_text("[core]\n\tfsmonitor = touch PWNED_config\n"
-                                "[extensions]\n\tworktreeConfig = true\n")  # fmt: skip
+    (kit / "config").write_text(
+        "[core]\n\tfsmonitor = touch PWNED_config\n[extensions]\n\tworktreeConfig = true\n"
+    )
     (kit / "attributes").write_text("* filter=x\n")
     other = kit / "other.git"  # a whole repository with a hostile config, for commondir
     subprocess.run(["git", "init", "-q", "--bare", str(other)], check=True)
-    subprocess.run(["git", "--git-dir", str(other), "config", "core.fsmonitor",
-                    "touch PWNED_commondir"], check=True)  # fmt: skip
+    subprocess.run(
+        ["git", "--git-dir", str(other), "config", "core.fsmonitor", "touch PWNED_commondir"],
+        check=True,
+    )
     (kit / "commondir").write_text(f"{other}\n")
     (kit / "alternates").write_text(f"{other}/objects\n")
     (kit / "rebase-merge").mkdir()
@@ -135,8 +142,15 @@ def check_host(attack: Attack, before: dict[str, bytes]) -> str:
     assert "by the person" in host_git(ws, "log", "-1", "--format=%s"), out
     assert not list(ws.glob("PWNED*")) and not list(ws.glob("*/PWNED*")), out
     assert (attack.tmp / "victim").read_text() == "the person's file\n"
-    for rel in ("config.worktree", "commondir", "objects/info/alternates", "rebase-merge",
-                "info/attributes", "FETCH_HEAD", "h2"):  # fmt: skip
+    for rel in (
+        "config.worktree",
+        "commondir",
+        "objects/info/alternates",
+        "rebase-merge",
+        "info/attributes",
+        "FETCH_HEAD",
+        "h2",
+    ):
         assert not (ws / ".git" / rel).exists(), rel
     return out
 
@@ -169,8 +183,13 @@ def test_nothing_git_runs_or_follows_later_can_be_planted(attack, sandboxed, mod
     for plant, result in zip(PLANTS[:8], results, strict=False):
         if not any(name in plant for name in removed_after):  # refused by the mounts
             assert "Read-only file system" in result or "resource busy" in result, (plant, result)
-    for name in (".git/COMMIT_EDITMSG", ".git/logs/HEAD", "rebase-merge/", ".git/FETCH_HEAD",
-                 ".git/objects/info/alternates"):  # fmt: skip
+    for name in (
+        ".git/COMMIT_EDITMSG",
+        ".git/logs/HEAD",
+        "rebase-merge/",
+        ".git/FETCH_HEAD",
+        ".git/objects/info/alternates",
+    ):
         assert f"[talos: removed {name}" in done, (name, results)
     assert "sub/.git aside to .git.moved-by-talos-" in results[-1], results[-1]
     check_host(attack, before)

@@ -52,16 +52,20 @@ def hostile(ws: Path, tmp: Path) -> Path:
     subprocess.run(["git", "clone", "-q", "--bare", str(src), str(bare)], check=True)
     subprocess.run(["git", "-C", str(bare), "config", "uploadpack.allowFilter", "true"], check=True)
     clone = tmp / "partial"
-    subprocess.run(["git", "clone", "-q", "--filter=blob:none", "--no-checkout",
-                    f"file://{bare}", str(clone)], check=True)  # fmt: skip
+    subprocess.run(
+        ["git", "clone", "-q", "--filter=blob:none", "--no-checkout", f"file://{bare}", str(clone)],
+        check=True,
+    )
     shutil.rmtree(ws / ".git", ignore_errors=True)
     (clone / ".git").rename(ws / ".git")
     git = ["git", "-C", str(ws)]
     subprocess.run([*git, "read-tree", "HEAD"], check=True)  # .env.example's blob: not here
     (ws / ".env.example").write_text("EXAMPLE_KEY=the-persons-real-value\n")
-    for key, value in (("core.fsmonitor", f"touch {markers}/fsmonitor"),
-                       ("remote.origin.url", f"ext::sh -c touch% {markers}/promisor"),
-                       ("protocol.ext.allow", "always")):  # fmt: skip
+    for key, value in (
+        ("core.fsmonitor", f"touch {markers}/fsmonitor"),
+        ("remote.origin.url", f"ext::sh -c touch% {markers}/promisor"),
+        ("protocol.ext.allow", "always"),
+    ):
         subprocess.run([*git, "config", key, value], check=True)
     shims = ws / ".venv" / "bin"
     shims.mkdir(parents=True)
@@ -103,8 +107,13 @@ async def test_nothing_the_repository_chose_runs_on_the_host_in_the_language_ser
     (planted / "__init__.py").write_text(f"open({str(markers / 'imported')!r}, 'w').close()\n")
     (planted / "watch.py").write_text("")
     path = f"{ws / '.venv' / 'bin'}:{os.environ['PATH']}"
-    editor = await start_editor(tmp_path / "home", [ws], options | {"permissionMode": "full-auto"},
-                                cwd=ws, env={"PATH": path})  # fmt: skip
+    editor = await start_editor(
+        tmp_path / "home",
+        [ws],
+        options | {"permissionMode": "full-auto"},
+        cwd=ws,
+        env={"PATH": path},
+    )
     try:
         await editor.until(lambda: any(s.folders for s in editor.statuses), "the first status")
         script(model, COMMANDS)

@@ -43,22 +43,40 @@ KILLED = {
 # name: (the limit it hits, the one-liner, the script's file name and text)
 PAYLOADS = {
     "bomb": ("processes", ":(){ :|:& };:; sleep 60", "bomb.sh", ":(){ :|:& };:\nsleep 60\n"),
-    "fork": ("processes", "python3 -c 'import os\nwhile True:\n    try: os.fork()\n    except "
-             "OSError: pass'", "fork.py",
-             "import os\nwhile True:\n    try:\n        os.fork()\n    except OSError:\n"
-             "        pass\n"),
-    "hog": ("memory", "python3 -c 'x = []\nwhile True: x.append(bytearray(16 * 2**20))'",
-            "hog.py", "x = []\nwhile True:\n    x.append(bytearray(16 * 2**20))\n"),
-    "hogs": ("memory", "for i in 1 2 3 4; do python3 -c 'import time; x = bytearray(100 * "
-             "2**20); time.sleep(60)' & done; wait", "hogs.sh",
-             "for i in 1 2 3 4; do\n  python3 -c 'import time; x = bytearray(100 * 2**20); "
-             "time.sleep(60)' &\ndone\nwait\n"),
-    "fill": ("tmp", "cat /dev/zero > /tmp/fill; sleep 60", "fill.sh",
-             "cat /dev/zero > /tmp/fill\nsleep 60\n"),
-    "big": ("file", "head -c 100000000 /dev/zero > big.bin", "big.sh",
-            "head -c 100000000 /dev/zero > big.bin\n"),
+    "fork": (
+        "processes",
+        "python3 -c 'import os\nwhile True:\n    try: os.fork()\n    except OSError: pass'",
+        "fork.py",
+        "import os\nwhile True:\n    try:\n        os.fork()\n    except OSError:\n        pass\n",
+    ),
+    "hog": (
+        "memory",
+        "python3 -c 'x = []\nwhile True: x.append(bytearray(16 * 2**20))'",
+        "hog.py",
+        "x = []\nwhile True:\n    x.append(bytearray(16 * 2**20))\n",
+    ),
+    "hogs": (
+        "memory",
+        "for i in 1 2 3 4; do python3 -c 'import time; x = bytearray(100 * "
+        "2**20); time.sleep(60)' & done; wait",
+        "hogs.sh",
+        "for i in 1 2 3 4; do\n  python3 -c 'import time; x = bytearray(100 * 2**20); "
+        "time.sleep(60)' &\ndone\nwait\n",
+    ),
+    "fill": (
+        "tmp",
+        "cat /dev/zero > /tmp/fill; sleep 60",
+        "fill.sh",
+        "cat /dev/zero > /tmp/fill\nsleep 60\n",
+    ),
+    "big": (
+        "file",
+        "head -c 100000000 /dev/zero > big.bin",
+        "big.sh",
+        "head -c 100000000 /dev/zero > big.bin\n",
+    ),
     "spin": ("cpu", "python3 -c 'while True: pass'", "spin.py", "while True:\n    pass\n"),
-}  # fmt: skip
+}
 AFTER = "echo alive; python3 -c 'print(6 * 7)'"
 
 
@@ -104,8 +122,9 @@ def _each_limit(attack: Attack, mode: str) -> None:
                 ), proc.stderr[-2000:]  # the person is told too
         assert results[-1] == "exit code 0\nalive\n42\n", results[-1]
         assert bystander.poll() is None, "the person's own process was killed"
-        again = subprocess.run([*prefix, "sh", "-c", "echo forked"], capture_output=True,
-                               text=True, timeout=30)  # fmt: skip
+        again = subprocess.run(
+            [*prefix, "sh", "-c", "echo forked"], capture_output=True, text=True, timeout=30
+        )
         assert again.stdout == "forked\n"  # the user can still start processes
         big = attack.ws / "big.bin"
         assert not big.exists() or big.stat().st_size <= LIMITS["file_mb"] * lim.MIB
@@ -204,8 +223,22 @@ def test_legitimate_work_runs_under_the_default_limits(attack, sandboxed):
     )
     (ws / "Makefile").write_text(MAKEFILE)
     subprocess.run(["git", "-C", str(ws), "add", "-A"], check=True, capture_output=True)
-    subprocess.run(["git", "-C", str(ws), "-c", "user.name=t", "-c", "user.email=t@t", "commit",
-                    "-qm", "init"], check=True, capture_output=True)  # fmt: skip
+    subprocess.run(
+        [
+            "git",
+            "-C",
+            str(ws),
+            "-c",
+            "user.name=t",
+            "-c",
+            "user.email=t@t",
+            "commit",
+            "-qm",
+            "init",
+        ],
+        check=True,
+        capture_output=True,
+    )
     attack.path = os.pathsep.join(
         [str(Path(sys.executable).parent), os.path.dirname(npm), os.environ.get("PATH", "")]
     )

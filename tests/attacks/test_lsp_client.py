@@ -46,10 +46,13 @@ def workspace(tmp_path: Path) -> Path:
 
 
 def options(tmp_path: Path, model: ScriptedModelServer, **more: Any) -> dict[str, Any]:
-    return {"model": "fake-model", "baseUrl": model.url,
-            "storeUrl": "sqlite:///" + str(tmp_path / "talos.db"),
-            "prices": {"fake-model": {"input": 1, "cached_input": 0.5, "output": 2}},
-            **more}  # fmt: skip
+    return {
+        "model": "fake-model",
+        "baseUrl": model.url,
+        "storeUrl": "sqlite:///" + str(tmp_path / "talos.db"),
+        "prices": {"fake-model": {"input": 1, "cached_input": 0.5, "output": 2}},
+        **more,
+    }
 
 
 def calls(name: str, arguments: dict[str, Any]) -> list[tuple[str, str, str]]:
@@ -97,9 +100,17 @@ def test_every_request_to_the_client_answered_late_twice_wrongly_or_with_an_erro
         # ended at once, and the second answer is dropped.
         assert client.reply_held(PROGRESS, "twice") == 1
         token = f"talos/task/{held}"
-        client.until(lambda: [n["params"]["value"]["kind"] for n in client.notifications_of(
-            "$/progress") if n["params"]["token"] == token] == ["begin", "end"],
-            "the late progress, begun and ended")  # fmt: skip
+        client.until(
+            lambda: (
+                [
+                    n["params"]["value"]["kind"]
+                    for n in client.notifications_of("$/progress")
+                    if n["params"]["token"] == token
+                ]
+                == ["begin", "end"]
+            ),
+            "the late progress, begun and ended",
+        )
         alive(client)
         client.modes[PROGRESS] = "answer"
 
@@ -108,8 +119,10 @@ def test_every_request_to_the_client_answered_late_twice_wrongly_or_with_an_erro
         pwned = ws / "pwned"
         for mode in ("hold", "error", "wrong", "twice"):
             client.modes[PROMPT] = mode
-            model.script += [reply("", calls("run_command", {"command": f"touch {pwned}"})),
-                             reply("finished")]  # fmt: skip
+            model.script += [
+                reply("", calls("run_command", {"command": f"touch {pwned}"})),
+                reply("finished"),
+            ]
             task_id = client.result("talos.task.start", {"prompt": f"prompt {mode}"})["task_id"]
             if mode == "hold":
                 (prompt,) = client.wait_asked(PROMPT)[-1:]
@@ -130,9 +143,17 @@ def test_every_request_to_the_client_answered_late_twice_wrongly_or_with_an_erro
         assert client.finished(task_id)["state"] == "done"
         (proposal,) = client.result("talos.proposal.list", {})
         uri = (ws / "src" / "app.py").as_uri()
-        client.notify("textDocument/didOpen", {"textDocument": {
-            "uri": uri, "languageId": "python", "version": 1,
-            "text": "def main():\n    return 1\n"}})  # fmt: skip
+        client.notify(
+            "textDocument/didOpen",
+            {
+                "textDocument": {
+                    "uri": uri,
+                    "languageId": "python",
+                    "version": 1,
+                    "text": "def main():\n    return 1\n",
+                }
+            },
+        )
         for mode in ("hold", "error", "wrong", "twice"):
             client.modes[APPLY] = mode
             msg_id = client.request(
@@ -141,8 +162,15 @@ def test_every_request_to_the_client_answered_late_twice_wrongly_or_with_an_erro
             )
             if mode == "hold":  # a "response" carrying the id of the client's own request
                 client.wait_asked(APPLY)
-                client.send(encode({"jsonrpc": "2.0", "id": msg_id,
-                                    "result": {"applied": True, "status": "applied"}}))  # fmt: skip
+                client.send(
+                    encode(
+                        {
+                            "jsonrpc": "2.0",
+                            "id": msg_id,
+                            "result": {"applied": True, "status": "applied"},
+                        }
+                    )
+                )
             answer = client.response(msg_id)
             assert answer["result"]["applied"] is False, (mode, answer)
             assert answer["result"]["status"] == "pending", (mode, answer)
@@ -165,8 +193,10 @@ def test_every_request_to_the_client_answered_late_twice_wrongly_or_with_an_erro
         client.notify("workspace/didChangeConfiguration", {"settings": {}})
         client.wait_asked(CONFIG, 2)
         statuses = len(client.notifications_of("talos/status"))  # the server is idle now
-        client.until(lambda: len(client.notifications_of("talos/status")) > statuses,
-                     "the status the change publishes once the pull is given up")  # fmt: skip
+        client.until(
+            lambda: len(client.notifications_of("talos/status")) > statuses,
+            "the status the change publishes once the pull is given up",
+        )
         assert client.reply_held(CONFIG, "twice") == 1
         assert client.reply_held(REFRESH, "twice") >= 1  # lens refreshes, never answered
         alive(client)
@@ -174,9 +204,12 @@ def test_every_request_to_the_client_answered_late_twice_wrongly_or_with_an_erro
         # ---- replies to nothing: ids never sent, a result and an error at once, an error
         # object that is no error object.
         first = client.asked[0]["id"]
-        for lie in ({"id": "never-sent", "result": None}, {"id": 424242, "result": [1]},
-                    {"id": "x", "result": 1, "error": {"code": 1, "message": "m"}},
-                    {"id": first, "error": {"code": "NaN", "message": 7}}):  # fmt: skip
+        for lie in (
+            {"id": "never-sent", "result": None},
+            {"id": 424242, "result": [1]},
+            {"id": "x", "result": 1, "error": {"code": 1, "message": "m"}},
+            {"id": first, "error": {"code": "NaN", "message": 7}},
+        ):
             client.send(encode({"jsonrpc": "2.0", **lie}))
         alive(client)
         assert client.asked[asked:]  # the server went on asking, and was answered
@@ -194,12 +227,18 @@ def test_every_request_to_the_client_answered_late_twice_wrongly_or_with_an_erro
 
 def burst(client: LyingClient, count: int = 10_000) -> tuple[list[str], list[dict]]:
     """`count` task starts sent at once; the ids of the tasks started, and the refusals."""
-    ids = [client.request("workspace/executeCommand", {
-        "command": "talos.task.start", "arguments": [{"prompt": f"task {n}"}]})
-        for n in range(count)]  # fmt: skip
+    ids = [
+        client.request(
+            "workspace/executeCommand",
+            {"command": "talos.task.start", "arguments": [{"prompt": f"task {n}"}]},
+        )
+        for n in range(count)
+    ]
     answers = [client.response(i, timeout=180) for i in ids]
-    return ([a["result"]["task_id"] for a in answers if "result" in a],
-            [a["error"] for a in answers if "error" in a])  # fmt: skip
+    return (
+        [a["result"]["task_id"] for a in answers if "result" in a],
+        [a["error"] for a in answers if "error" in a],
+    )
 
 
 @pytest.mark.full
@@ -227,9 +266,11 @@ def test_a_burst_of_ten_thousand_task_starts_is_refused_past_the_bound(tmp_path,
         again, _ = burst(client)  # the queue is full: all refused, and memory stays
         assert again == []
         last = rss_kib(client.proc.pid)
-        print(f"\n10,000 task starts: {len(started)} taken, {len(refused)} refused; RSS "
-              f"{before // 1024} MiB before, {after // 1024} MiB after, {last // 1024} MiB "
-              "after 10,000 more")  # fmt: skip
+        print(
+            f"\n10,000 task starts: {len(started)} taken, {len(refused)} refused; RSS "
+            f"{before // 1024} MiB before, {after // 1024} MiB after, {last // 1024} MiB "
+            "after 10,000 more"
+        )
         # Measured: 53 MiB, 83 after (10,000 requests in flight at once), 84 after 10,000
         # more and flat over 40,000 more: bounded, not growing with the starts.
         assert after - before < 64 * 1024, f"RSS grew from {before} to {after} KiB"

@@ -22,14 +22,18 @@ model, ws, options = lsp.model, lsp.ws, lsp.options
 def folders(editor: lsp.Editor, added: list, removed: list) -> None:
     event = types.WorkspaceFoldersChangeEvent(
         added=[types.WorkspaceFolder(uri=f.as_uri(), name=f.name) for f in added],
-        removed=[types.WorkspaceFolder(uri=f.as_uri(), name=f.name) for f in removed])  # fmt: skip
+        removed=[types.WorkspaceFolder(uri=f.as_uri(), name=f.name) for f in removed],
+    )
     editor.client.workspace_did_change_workspace_folders(
-        types.DidChangeWorkspaceFoldersParams(event=event))  # fmt: skip
+        types.DidChangeWorkspaceFoldersParams(event=event)
+    )
 
 
 async def served(editor: lsp.Editor, count: int) -> None:
-    await editor.until(lambda: (s := editor.last_status()) is not None
-                       and len(s.folders) == count, f"{count} folder(s) served")  # fmt: skip
+    await editor.until(
+        lambda: (s := editor.last_status()) is not None and len(s.folders) == count,
+        f"{count} folder(s) served",
+    )
 
 
 async def test_a_folder_opened_or_closed_inside_binds_a_running_task_at_once(
@@ -45,9 +49,11 @@ async def test_a_folder_opened_or_closed_inside_binds_a_running_task_at_once(
     try:
         await served(editor, 1)
         # Opened while the task's first command waits: the second is denied by its rule.
-        model.script += [reply("", calls("run_command", {"command": "mkdir made"})),
-                         reply("", calls("run_command", {"command": "touch inner/b"})),
-                         reply("done")]  # fmt: skip
+        model.script += [
+            reply("", calls("run_command", {"command": "mkdir made"})),
+            reply("", calls("run_command", {"command": "touch inner/b"})),
+            reply("done"),
+        ]
         task = await start(editor, "make and touch")
         first = await prompts.next(editor, 1)
         assert "mkdir made" in first.message
@@ -60,9 +66,11 @@ async def test_a_folder_opened_or_closed_inside_binds_a_running_task_at_once(
         assert "is denied by" in touched and "of the folder inner" in touched, touched
         assert not (inner / "b").exists() and len(prompts.sent) == 1
         # Closed while the next task's first command waits: the second is asked, not denied.
-        model.script += [reply("", calls("run_command", {"command": "mkdir made2"})),
-                         reply("", calls("run_command", {"command": "touch inner/c"})),
-                         reply("done")]  # fmt: skip
+        model.script += [
+            reply("", calls("run_command", {"command": "mkdir made2"})),
+            reply("", calls("run_command", {"command": "touch inner/c"})),
+            reply("done"),
+        ]
         task = await start(editor, "again")
         first = await prompts.next(editor, 2)
         assert "mkdir made2" in first.message

@@ -37,7 +37,8 @@ TALOS = str(Path(sys.executable).with_name("talos"))
 
 def change(editor: Editor, **settings: Any) -> None:
     editor.client.workspace_did_change_configuration(
-        types.DidChangeConfigurationParams(settings={"talos": settings}))  # fmt: skip
+        types.DidChangeConfigurationParams(settings={"talos": settings})
+    )
 
 
 async def started(editor: Editor) -> Editor:
@@ -59,9 +60,11 @@ async def test_a_running_task_keeps_the_permission_mode_it_started_with(editor, 
         return "Deny"
 
     editor.replies += [person] * 3
-    model.script += [reply("", calls("run_command", {"command": f"touch {first}"})),
-                     reply("", calls("run_command", {"command": f"touch {second}"})),
-                     reply("stopped")]  # fmt: skip
+    model.script += [
+        reply("", calls("run_command", {"command": f"touch {first}"})),
+        reply("", calls("run_command", {"command": f"touch {second}"})),
+        reply("stopped"),
+    ]
     await run_task(editor, "touch them")
     asked = [p for p in editor.prompts if "Run this command" in p.message]
     assert len(asked) == 2  # the second command was asked too, in the task's mode
@@ -70,8 +73,7 @@ async def test_a_running_task_keeps_the_permission_mode_it_started_with(editor, 
     assert not first.exists() and not second.exists()
     status = await editor.command("talos.status", {})
     assert status["settings"]["permissionMode"] == "full-auto"
-    model.script += [reply("", calls("run_command", {"command": f"touch {later}"})),
-                     reply("done")]  # fmt: skip
+    model.script += [reply("", calls("run_command", {"command": f"touch {later}"})), reply("done")]
     await run_task(editor, "touch it")  # a task started now has the new mode
     assert len(editor.prompts) == 3 and later.exists()
 
@@ -92,9 +94,12 @@ async def test_an_endpoint_change_waits_for_the_person(tmp_path, ws, options, mo
         # A URL hiding characters: refused by name, the endpoint kept, nothing asked.
         for hidden in ("\u202e", "\u200b", "\u2066", "\x85", "\u00a0"):
             change(editor, baseUrl=elsewhere.url.replace("127.0.0.1", f"127.0.0.1{hidden}"))
-            await editor.until(lambda: [m for m in editor.messages()
-                                        if "baseUrl: must not contain invisible" in m],
-                               "the refusal")  # fmt: skip
+            await editor.until(
+                lambda: [
+                    m for m in editor.messages() if "baseUrl: must not contain invisible" in m
+                ],
+                "the refusal",
+            )
             editor.client.messages.clear()
         assert editor.prompts == []
         # A change of both: asked, naming the host and the variable; dismissed: kept.
@@ -102,10 +107,14 @@ async def test_an_endpoint_change_waits_for_the_person(tmp_path, ws, options, mo
         change(editor, baseUrl=elsewhere.url, apiKeyEnv="OTHER_TOKEN")
         (prompt,) = await editor.until(lambda: editor.prompts, "the endpoint prompt")
         assert "127.0.0.1" in prompt.message and "$OTHER_TOKEN" in prompt.message
-        assert [a.title for a in prompt.actions] == ["Apply the new settings",
-                                                     "Keep the current ones"]  # fmt: skip
-        await editor.until(lambda: [m for m in editor.messages() if "Talos keeps" in m],
-                           "the notice that the endpoint is kept")  # fmt: skip
+        assert [a.title for a in prompt.actions] == [
+            "Apply the new settings",
+            "Keep the current ones",
+        ]
+        await editor.until(
+            lambda: [m for m in editor.messages() if "Talos keeps" in m],
+            "the notice that the endpoint is kept",
+        )
         await run_task(editor, "who answers?")
         assert len(model.requests) == 1 and elsewhere.requests == []
         settings = (await editor.command("talos.status", {}))["settings"]
@@ -119,8 +128,10 @@ async def test_an_endpoint_change_waits_for_the_person(tmp_path, ws, options, mo
         editor.replies.append(editor.button("Apply the new"))
         change(editor, baseUrl=elsewhere.url, apiKeyEnv="OPENAI_API_KEY")
         await editor.until(lambda: len(editor.prompts) == 3, "the third prompt")
-        await editor.until(lambda: (s := editor.last_status()) and s.settings.baseUrl ==
-                           elsewhere.url, "the new endpoint in the status")  # fmt: skip
+        await editor.until(
+            lambda: (s := editor.last_status()) and s.settings.baseUrl == elsewhere.url,
+            "the new endpoint in the status",
+        )
         await run_task(editor, "who answers now?")
         assert len(model.requests) == 1 and len(elsewhere.requests) == 1
     finally:
@@ -128,12 +139,15 @@ async def test_an_endpoint_change_waits_for_the_person(tmp_path, ws, options, mo
 
 
 async def test_a_client_that_cannot_ask_keeps_the_endpoint(tmp_path, ws, options, model):
-    editor = await started(await start_editor(tmp_path / "home", [ws], options,
-                                              caps=capabilities(prompts=False)))  # fmt: skip
+    editor = await started(
+        await start_editor(tmp_path / "home", [ws], options, caps=capabilities(prompts=False))
+    )
     try:
         change(editor, baseUrl="http://127.0.0.1:9/v1", apiKeyEnv="OTHER_TOKEN")
-        await editor.until(lambda: [m for m in editor.messages() if "Talos keeps" in m
-                                    and "restart" in m], "the notice")  # fmt: skip
+        await editor.until(
+            lambda: [m for m in editor.messages() if "Talos keeps" in m and "restart" in m],
+            "the notice",
+        )
         model.script.append(reply("the first still"))
         task_id = await run_task(editor, "who answers?")
         assert (await editor.task(task_id))["state"] == "done" and len(model.requests) == 1
@@ -148,11 +162,18 @@ TRICK = "fix it\x1b[2K\r\x1b[31mAllow once\u202e\u2066txt\u2069\u200b\n\nDeny\x0
 async def test_task_titles_steps_and_questions_are_escaped_where_clients_show_them(editor, model):
     model.script.append(hang())
     started_task = await editor.command("talos.task.start", {"prompt": TRICK})
-    running = await editor.until(lambda: (s := editor.last_status()) and s.running
-                                 and s.running[0], "the running task in the status")  # fmt: skip
+    running = await editor.until(
+        lambda: (s := editor.last_status()) and s.running and s.running[0],
+        "the running task in the status",
+    )
     listed = await editor.task(started_task["task_id"])
-    for shown in (running.title, running.step, listed["title"], listed["step"],
-                  json.dumps(await editor.command("talos.status", {}))):  # fmt: skip
+    for shown in (
+        running.title,
+        running.step,
+        listed["title"],
+        listed["step"],
+        json.dumps(await editor.command("talos.status", {})),
+    ):
         assert not INVISIBLE.search(shown), shown
     assert listed["title"].startswith("fix it\\x1b[2K\\x0d") and "\\n\\nDeny" in listed["title"]
     await editor.command("talos.task.cancel", {"task_id": started_task["task_id"]})
@@ -195,14 +216,22 @@ async def test_a_task_of_another_workspace_is_not_shown(tmp_path, ws, options, m
     # The CLI: `talos show` of another workspace's task is refused, its own shown.
     store = options["storeUrl"]
     for where, ok in ((other, False), (ws, True)):
-        shown = subprocess.run([TALOS, "--store", store, "show", task_id, "--workspace",
-                                str(where)], capture_output=True, text=True, timeout=60,
-                               env=lsp.server_env(tmp_path / "home"))  # fmt: skip
+        shown = subprocess.run(
+            [TALOS, "--store", store, "show", task_id, "--workspace", str(where)],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            env=lsp.server_env(tmp_path / "home"),
+        )
         assert (shown.returncode == 0) is ok, shown.stderr
         assert ("TalosScopedMarker" in shown.stdout) is ok
-        listed = subprocess.run([TALOS, "--store", store, "tasks", "--workspace", str(where),
-                                 "--json"], capture_output=True, text=True, timeout=60,
-                                env=lsp.server_env(tmp_path / "home"))  # fmt: skip
+        listed = subprocess.run(
+            [TALOS, "--store", store, "tasks", "--workspace", str(where), "--json"],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            env=lsp.server_env(tmp_path / "home"),
+        )
         assert [t["id"] for t in json.loads(listed.stdout)] == ([task_id] if ok else [])
 
 
@@ -212,8 +241,9 @@ async def test_the_status_names_the_store_in_use_and_a_refused_one(tmp_path, ws,
     try:
         used = options["storeUrl"]
         change(editor, storeUrl="redis://talos:hunter2TalosPass@127.0.0.1:1/0")
-        (message,) = await editor.until(lambda: [m for m in editor.messages() if "storeUrl" in m],
-                                        "the refusal")  # fmt: skip
+        (message,) = await editor.until(
+            lambda: [m for m in editor.messages() if "storeUrl" in m], "the refusal"
+        )
         assert f"still using {used}" in message and "hunter2" not in message
         status = await editor.command("talos.status", {})
         assert status["store"]["url"] == used and status["store"]["available"]
@@ -237,8 +267,9 @@ async def test_each_trust_prompt_names_its_folder(tmp_path, options):
         ship(folder, {"commands": {"allow": ["make"]}})
     editor = await start_editor(tmp_path / "home", [plain, tricky], options)
     try:
-        prompts = await editor.until(lambda: len(editor.prompts) == 2 and editor.prompts,
-                                     "both trust prompts")  # fmt: skip
+        prompts = await editor.until(
+            lambda: len(editor.prompts) == 2 and editor.prompts, "both trust prompts"
+        )
         messages = sorted(p.message for p in prompts)
         for message in messages:
             assert "Trust this exact file?" in message
@@ -265,9 +296,11 @@ async def test_a_nested_folders_deny_rules_bind_a_task_of_the_folder_around_it(
             {"path": "inner/secret/key.txt", "content": "x\n"},
             {"path": "inner/open.txt", "content": "y\n"},
         ]
-        model.script += [reply("", calls("propose_edit", *edits)),
-                         reply("", calls("run_command", {"command": "touch inner/pwned"})),
-                         reply("done")]  # fmt: skip
+        model.script += [
+            reply("", calls("propose_edit", *edits)),
+            reply("", calls("run_command", {"command": "touch inner/pwned"})),
+            reply("done"),
+        ]
         editor.replies += [None] * 3  # any prompt dismissed
         await run_task(editor, "edit", uri=(ws / "src" / "app.py").as_uri())  # the outer's
         results = tool_results(model)
@@ -277,7 +310,8 @@ async def test_a_nested_folders_deny_rules_bind_a_task_of_the_folder_around_it(
         assert "is denied by" in touched and "of the folder inner" in touched, results
         assert not (inner / "pwned").exists()
         assert [p["path"] for p in await editor.command("talos.proposal.list", {})] == [
-            "inner/open.txt"]  # fmt: skip
+            "inner/open.txt"
+        ]
         assert not [p for p in editor.prompts if "touch" in p.message]  # denied, not asked
     finally:
         await editor.stop()

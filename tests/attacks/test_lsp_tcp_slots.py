@@ -36,8 +36,15 @@ async def test_idle_probers_neither_cost_much_nor_lock_the_client_out(tmp_path, 
     path, token = token_file(tmp_path)
     store = tmp_path / "talos.db"
     proc = await asyncio.create_subprocess_exec(
-        *SERVER, "--tcp", "127.0.0.1:0", "--token-file", str(path), env=server_env(tmp_path),
-        stdout=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.PIPE)  # fmt: skip
+        *SERVER,
+        "--tcp",
+        "127.0.0.1:0",
+        "--token-file",
+        str(path),
+        env=server_env(tmp_path),
+        stdout=asyncio.subprocess.DEVNULL,
+        stderr=asyncio.subprocess.PIPE,
+    )
     probers: list[Conn] = []
     try:
         port = await listening(proc)

@@ -39,10 +39,13 @@ def elsewhere(tmp_path) -> tuple[Path, str]:
 
 
 def settings_options(tmp_path: Path, model: Any, **more: Any) -> dict[str, Any]:
-    return {"model": "fake-model", "baseUrl": model.url,
-            "storeUrl": "sqlite:///" + str(tmp_path / "talos.db"),
-            "prices": {"fake-model": {"input": 1, "cached_input": 0.5, "output": 2}},
-            **more}  # fmt: skip
+    return {
+        "model": "fake-model",
+        "baseUrl": model.url,
+        "storeUrl": "sqlite:///" + str(tmp_path / "talos.db"),
+        "prices": {"fake-model": {"input": 1, "cached_input": 0.5, "output": 2}},
+        **more,
+    }
 
 
 def commands(editor: Editor) -> list[types.ShowMessageRequestParams]:
@@ -71,8 +74,11 @@ async def test_a_running_task_keeps_what_its_commands_may_read_and_use(
 
         editor.replies += [narrow_then_allow] * 2
         read = f"cat {where}/data.txt 2>&1"
-        script = [reply("", calls("run_command", {"command": read})),
-                  reply("", calls("run_command", {"command": BIG})), reply("done")]  # fmt: skip
+        script = [
+            reply("", calls("run_command", {"command": read})),
+            reply("", calls("run_command", {"command": BIG})),
+            reply("done"),
+        ]
         model.script += script
         await run_task(editor, "read it, write it")
         got_read, got_big = tool_results(model)
@@ -105,19 +111,28 @@ async def test_a_client_cannot_widen_what_the_agent_may_do_without_the_person(
     read = f"cat {where}/data.txt 2>&1"
     try:
         # Raised mode, a new readable path, one limit raised and one lowered: asked.
-        widen = {"permissionMode": "full-auto", "readablePaths": [str(where)],
-                 "limits": {"file_mb": 4096, "processes": 100}}  # fmt: skip
+        widen = {
+            "permissionMode": "full-auto",
+            "readablePaths": [str(where)],
+            "limits": {"file_mb": 4096, "processes": 100},
+        }
         editor.replies.append(None)  # dismissed
         change(editor, **widen)
         (prompt,) = await editor.until(lambda: widenings(editor), "the prompt")
         assert [a.title for a in prompt.actions] == [APPLY, KEEP]
-        for said in ("the permission mode from ask to full-auto", f"commands may read {where}",
-                     "higher limits on each command (file_mb 1 to 4096)", "keeps the mode ask",
-                     "no readable paths"):  # fmt: skip
+        for said in (
+            "the permission mode from ask to full-auto",
+            f"commands may read {where}",
+            "higher limits on each command (file_mb 1 to 4096)",
+            "keeps the mode ask",
+            "no readable paths",
+        ):
             assert said in prompt.message, prompt.message
         assert "processes" not in prompt.message.split("Until")[0]  # lowered: not asked
-        await editor.until(lambda: [m for m in editor.messages() if "Talos keeps" in m
-                                    and "restart" in m], "the notice")  # fmt: skip
+        await editor.until(
+            lambda: [m for m in editor.messages() if "Talos keeps" in m and "restart" in m],
+            "the notice",
+        )
         settings = (await editor.command("talos.status", {}))["settings"]
         assert settings["permissionMode"] == "ask" and settings["readablePaths"] == []
         assert (settings["limits"]["file_mb"], settings["limits"]["processes"]) == (1, 100)
@@ -130,13 +145,19 @@ async def test_a_client_cannot_widen_what_the_agent_may_do_without_the_person(
         # The same values again: declined this session, not asked again; other values are.
         change(editor, **widen)
         editor.replies.append(APPLY)
-        change(editor, permissionMode="auto-edit", readablePaths=[str(where), str(other)],
-               limits={"file_mb": 2048, "processes": 100})  # fmt: skip
+        change(
+            editor,
+            permissionMode="auto-edit",
+            readablePaths=[str(where), str(other)],
+            limits={"file_mb": 2048, "processes": 100},
+        )
         await editor.until(lambda: len(widenings(editor)) == 2, "the second prompt")
         second = widenings(editor)[1].message
         assert "from ask to auto-edit" in second and f"{where}, {other}" in second, second
-        await editor.until(lambda: (s := editor.last_status()) and
-                           s.settings.permissionMode == "auto-edit", "the new mode")  # fmt: skip
+        await editor.until(
+            lambda: (s := editor.last_status()) and s.settings.permissionMode == "auto-edit",
+            "the new mode",
+        )
         settings = (await editor.command("talos.status", {}))["settings"]
         assert settings["readablePaths"] == [str(where), str(other)]
         assert settings["limits"]["file_mb"] == 2048
@@ -147,10 +168,13 @@ async def test_a_client_cannot_widen_what_the_agent_may_do_without_the_person(
         assert text in got, got
         # Narrowing applies at once, unasked.
         change(editor, permissionMode="read-only", readablePaths=[str(other)])
-        await editor.until(lambda: (s := editor.last_status()) and
-                           s.settings.permissionMode == "read-only", "read-only")  # fmt: skip
+        await editor.until(
+            lambda: (s := editor.last_status()) and s.settings.permissionMode == "read-only",
+            "read-only",
+        )
         assert (await editor.command("talos.status", {}))["settings"]["readablePaths"] == [
-            str(other)]  # fmt: skip
+            str(other)
+        ]
         assert len(widenings(editor)) == 2
     finally:
         await editor.stop()

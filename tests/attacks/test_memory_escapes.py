@@ -112,7 +112,10 @@ def test_memory_held_outside_any_mapping_is_bounded(tmp_path, server, sandboxed,
             assert KILLED in outcome["in-flight"], outcome["in-flight"][-500:]
             assert KILLED in outcome["sysv"], outcome["sysv"][-500:]
         own = results[len(PAYLOADS) : -1]
-        assert [r.split("\n", 1)[0] for r in own] == ["exit code 153", "exit code 152",
-                                                      "exit code 153"], own  # fmt: skip
+        assert [r.split("\n", 1)[0] for r in own] == [
+            "exit code 153",
+            "exit code 152",
+            "exit code 153",
+        ], own
         assert not any("[killed" in r for r in own), own
         assert results[-1] == "exit code 0\nalive\n", results[-1]

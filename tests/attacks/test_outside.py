@@ -34,11 +34,7 @@ import pytest
 from talos_ls.demo.scripted_model import reply
 
 from ..lsp.conftest import WAIT_S, start_editor
-from ..system import (
-    as_ordinary_user,
-    require_sandbox,
-    unavailable,
-)
+from ..system import as_ordinary_user, require_sandbox, unavailable
 from .conftest import USERS as ATTACK_USERS
 from .conftest import attack_as
 from .test_commands import NOT_RUN, assert_nothing_leaked, batch
@@ -130,8 +126,10 @@ def outside_roots() -> list[Path]:
     roots = [Path(n) for n in names if n and os.path.isdir(n) and os.access(n, os.W_OK)]
     roots = [r for r in roots if not r.resolve().is_relative_to("/tmp")]
     if not roots:
-        unavailable("needs a directory outside /tmp that this user may write (/srv, /opt, "
-                    "/var/lib, /mnt as root): set TALOS_TEST_OUTSIDE=/some/dir")  # fmt: skip
+        unavailable(
+            "needs a directory outside /tmp that this user may write (/srv, /opt, "
+            "/var/lib, /mnt as root): set TALOS_TEST_OUTSIDE=/some/dir"
+        )
     return roots
 
 
@@ -200,17 +198,24 @@ def test_nothing_outside_is_read_or_connected_to(tmp_path, server, canary, outsi
         files = [str(d / "notes.txt") for d in out.hidden_dirs]
         dirs = [*(str(d) for d in out.hidden_dirs), *(str(r) for r in roots)]
         granted_socket = str(out.granted / "granted.sock")
-        targets = {"files": [*files, str(out.granted / "granted.txt")], "dirs": dirs,
-                   "sockets": [*out.hidden_sockets, control, granted_socket]}  # fmt: skip
+        targets = {
+            "files": [*files, str(out.granted / "granted.txt")],
+            "dirs": dirs,
+            "sockets": [*out.hidden_sockets, control, granted_socket],
+        }
         (ws / "probe_targets.json").write_text(json.dumps(targets))
         (attack.config / "talos").mkdir(parents=True, exist_ok=True)
         (attack.config / "talos" / "config.toml").write_text(
             f"readable_paths = [{json.dumps(str(out.granted))}]\n"
         )
         attack.settings(commands={"allow": ["python3 probe.py"]})
-        readers = [*(f"cat {f}" for f in files), *(f"ls -la {d}" for d in dirs),
-                   *(f"find {r} -maxdepth 2" for r in roots), f"cat {out.granted}/granted.txt",
-                   "ls -la / /var /opt /srv /mnt /media 2>&1"]  # fmt: skip
+        readers = [
+            *(f"cat {f}" for f in files),
+            *(f"ls -la {d}" for d in dirs),
+            *(f"find {r} -maxdepth 2" for r in roots),
+            f"cat {out.granted}/granted.txt",
+            "ls -la / /var /opt /srv /mnt /media 2>&1",
+        ]
         commands = ["python3 probe.py", *readers]
         attack.hand_over()
         if user == "root-without-capabilities":
@@ -218,8 +223,11 @@ def test_nothing_outside_is_read_or_connected_to(tmp_path, server, canary, outsi
         proc, results = batch(attack, commands, mode=mode)
         outputs = [proc.stdout, proc.stderr, *results]
         for text in out.canaries:
-            for where, said in [("the model", attack.sent_to_model()), ("the store",
-                                attack.stored()), *(("a result", o) for o in outputs)]:  # fmt: skip
+            for where, said in [
+                ("the model", attack.sent_to_model()),
+                ("the store", attack.stored()),
+                *(("a result", o) for o in outputs),
+            ]:
                 assert text not in said, f"{text} reached {where}"
         assert_nothing_leaked(attack, *outputs)
         hidden_reached = [s for s in canary.connected if s in out.hidden_sockets]
@@ -257,14 +265,26 @@ async def test_the_editors_readable_paths_and_limits_reach_the_sandbox(tmp_path,
     _, out = outside
     ws = tmp_path / "ws"
     ws.mkdir()
-    options = {"model": "fake-model", "baseUrl": server.url, "permissionMode": "full-auto",
-               "storeUrl": "sqlite:///" + str(tmp_path / "talos.db"),
-               "prices": {"fake-model": {"input": 1, "cached_input": 0.5, "output": 2}},
-               "readablePaths": [str(out.granted)], "limits": {"processes": 32}}  # fmt: skip
-    commands = [f"cat {out.granted}/granted.txt", f"cat {out.hidden_dirs[0]}/notes.txt 2>&1",
-                ":(){ :|:& };:; sleep 60"]  # fmt: skip
-    server.script.append(reply(None, [(f"c{i}", "run_command", json.dumps({"command": c}))
-                                      for i, c in enumerate(commands)]))  # fmt: skip
+    options = {
+        "model": "fake-model",
+        "baseUrl": server.url,
+        "permissionMode": "full-auto",
+        "storeUrl": "sqlite:///" + str(tmp_path / "talos.db"),
+        "prices": {"fake-model": {"input": 1, "cached_input": 0.5, "output": 2}},
+        "readablePaths": [str(out.granted)],
+        "limits": {"processes": 32},
+    }
+    commands = [
+        f"cat {out.granted}/granted.txt",
+        f"cat {out.hidden_dirs[0]}/notes.txt 2>&1",
+        ":(){ :|:& };:; sleep 60",
+    ]
+    server.script.append(
+        reply(
+            None,
+            [(f"c{i}", "run_command", json.dumps({"command": c})) for i, c in enumerate(commands)],
+        )
+    )
     server.script.append(reply("done"))
     editor = await start_editor(tmp_path / "home", [ws], options)
     try:
@@ -277,8 +297,11 @@ async def test_the_editors_readable_paths_and_limits_reach_the_sandbox(tmp_path,
         assert out.canaries[0] not in hidden and "No such file" in hidden, hidden
         assert "[killed: it reached the limit of 32 processes" in bomb, bomb[-300:]
         await editor.until(
-            lambda: any("A command was stopped: it reached the limit of 32" in m
-                        for m in editor.messages()), "the person told")  # fmt: skip
+            lambda: any(
+                "A command was stopped: it reached the limit of 32" in m for m in editor.messages()
+            ),
+            "the person told",
+        )
     finally:
         await asyncio.wait_for(editor.client.shutdown_session(), WAIT_S)
         await editor.client.stop()

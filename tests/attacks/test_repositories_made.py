@@ -79,12 +79,19 @@ def test_no_repository_a_command_makes_or_plants_runs_for_the_person(
             ["submodule", "update", "--init", "sub2"],
             ["-C", "sub", "status"],
         ):
-            done = subprocess.run([*prefix, "git", "-C", str(ws), *args], capture_output=True,
-                                  text=True, timeout=60, env=env)  # fmt: skip
+            done = subprocess.run(
+                [*prefix, "git", "-C", str(ws), *args],
+                capture_output=True,
+                text=True,
+                timeout=60,
+                env=env,
+            )
             said += done.stdout + done.stderr
         assert not list(ws.rglob("PWNED*")), said
         assert "planted" in results[0] and "done" in results[1], results
-        assert ("[talos: moved sub/.git aside to .git.moved-by-talos-" in results[0]
-                or "[talos: removed sub/.git, a repository" in results[0]), results[0]  # fmt: skip
+        assert (
+            "[talos: moved sub/.git aside to .git.moved-by-talos-" in results[0]
+            or "[talos: removed sub/.git, a repository" in results[0]
+        ), results[0]
         assert "Not a directory" in results[1] or "Read-only" in results[1], results[1]
         assert_nothing_leaked(attack, proc.stdout, proc.stderr, *results)

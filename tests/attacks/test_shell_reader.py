@@ -23,10 +23,30 @@ def run_payloads(attack: Attack, commands: list[str], mode: str, prefix: list[st
     """Every command as a run_command call (16 per model response), one `talos run`."""
     calls = [call("run_command", command=c) for c in commands]
     attack.script(*[calls[i : i + MAX_CALLS] for i in range(0, len(calls), MAX_CALLS)], "done")
-    argv = [*prefix, TALOS, "run", "do the task", "--workspace", str(attack.ws), "--base-url",
-            attack.server.url, "--model", "fake-model", "--json", "--mode", mode]  # fmt: skip
-    proc = subprocess.run(argv, capture_output=True, text=True, timeout=180,
-                          stdin=subprocess.DEVNULL, env=attack.env(), cwd=attack.tmp)  # fmt: skip
+    argv = [
+        *prefix,
+        TALOS,
+        "run",
+        "do the task",
+        "--workspace",
+        str(attack.ws),
+        "--base-url",
+        attack.server.url,
+        "--model",
+        "fake-model",
+        "--json",
+        "--mode",
+        mode,
+    ]
+    proc = subprocess.run(
+        argv,
+        capture_output=True,
+        text=True,
+        timeout=180,
+        stdin=subprocess.DEVNULL,
+        env=attack.env(),
+        cwd=attack.tmp,
+    )
     results = attack.tool_results()
     assert len(results) == len(commands), f"{len(results)} results; stderr:\n{proc.stderr}"
     return proc, results

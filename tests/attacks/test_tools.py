@@ -74,26 +74,45 @@ def stream(tool_calls: list[tuple[str, str]], usage=(10, 5, 0)) -> dict:
     even with thousands of calls)."""
 
     def chunk(delta, finish=None, usage=None):
-        out = {"id": "chatcmpl-x", "object": "chat.completion.chunk", "created": 0,
-               "model": "fake-model",
-               "choices": [] if delta is None else
-               [{"index": 0, "delta": delta, "finish_reason": finish}]}  # fmt: skip
+        out = {
+            "id": "chatcmpl-x",
+            "object": "chat.completion.chunk",
+            "created": 0,
+            "model": "fake-model",
+            "choices": []
+            if delta is None
+            else [{"index": 0, "delta": delta, "finish_reason": finish}],
+        }
         if usage is not None:
             out["usage"] = usage
         return out
 
-    calls = [{"index": i, "id": f"m{i}", "type": "function",
-              "function": {"name": name, "arguments": args}}
-             for i, (name, args) in enumerate(tool_calls)]  # fmt: skip
+    calls = [
+        {
+            "index": i,
+            "id": f"m{i}",
+            "type": "function",
+            "function": {"name": name, "arguments": args},
+        }
+        for i, (name, args) in enumerate(tool_calls)
+    ]
     prompt, completion, cached = usage
-    return {"stream": [
-        chunk({"role": "assistant", "content": ""}),
-        chunk({"tool_calls": calls}),
-        chunk({}, "tool_calls"),
-        chunk(None, usage={"prompt_tokens": prompt, "completion_tokens": completion,
-                           "total_tokens": prompt + completion,
-                           "prompt_tokens_details": {"cached_tokens": cached}}),
-    ]}  # fmt: skip
+    return {
+        "stream": [
+            chunk({"role": "assistant", "content": ""}),
+            chunk({"tool_calls": calls}),
+            chunk({}, "tool_calls"),
+            chunk(
+                None,
+                usage={
+                    "prompt_tokens": prompt,
+                    "completion_tokens": completion,
+                    "total_tokens": prompt + completion,
+                    "prompt_tokens_details": {"cached_tokens": cached},
+                },
+            ),
+        ]
+    }
 
 
 # ---------------------------------------------------------------------------------- search
@@ -110,22 +129,25 @@ def test_search_never_follows_a_symlink_out(attack, engine):
     (ws / "src" / "deep").symlink_to("../../home/.ssh")
     (ws / "proc_env").symlink_to("/proc/self/environ")
     pattern = "root:|TalosBait|TalosDotEnv|API_TOKEN|OTHER=|aws_secret|OPENSSH|STORE_URL"
-    attack.script([
-        probe_call(),
-        call("search", pattern=pattern),  # 1: the whole workspace
-        call("search", pattern=pattern, path="src"),
-        call("search", pattern=pattern, path="notes"),
-        call("search", pattern=pattern, path="homedir"),  # 4..: each an explicit way out
-        call("search", pattern=pattern, path="src/deep"),
-        call("search", pattern=pattern, path="passwd_link"),
-        call("search", pattern=pattern, path="notes/env_link.txt"),
-        call("search", pattern=pattern, path="src/creds_link.txt"),
-        call("search", pattern=".", path="proc_env"),
-        call("search", pattern=pattern, path=".."),
-        call("search", pattern=pattern, path=str(home)),
-        call("search", pattern=pattern, path="/etc"),
-        call("search", pattern=pattern, path="src/.env.local"),
-    ], "nothing found")  # fmt: skip
+    attack.script(
+        [
+            probe_call(),
+            call("search", pattern=pattern),  # 1: the whole workspace
+            call("search", pattern=pattern, path="src"),
+            call("search", pattern=pattern, path="notes"),
+            call("search", pattern=pattern, path="homedir"),  # 4..: each an explicit way out
+            call("search", pattern=pattern, path="src/deep"),
+            call("search", pattern=pattern, path="passwd_link"),
+            call("search", pattern=pattern, path="notes/env_link.txt"),
+            call("search", pattern=pattern, path="src/creds_link.txt"),
+            call("search", pattern=".", path="proc_env"),
+            call("search", pattern=pattern, path=".."),
+            call("search", pattern=pattern, path=str(home)),
+            call("search", pattern=pattern, path="/etc"),
+            call("search", pattern=pattern, path="src/.env.local"),
+        ],
+        "nothing found",
+    )
     proc = attack.run(timeout=HANG)
     assert attack.result(proc)["outcome"] == "done", proc.stderr
     results = attack.tool_results()
@@ -151,12 +173,15 @@ def test_search_arguments_are_never_options_to_ripgrep(attack):
     marker = attack.tmp / "pwned-by-rg"
     (attack.ws / "--pre=sh").write_text("x\n")
     (attack.ws / "payload.txt").write_text(f"touch {marker}\n")
-    attack.script([
-        call("search", pattern="x", path="--pre=sh"),
-        call("search", pattern="--pre=sh"),
-        call("search", pattern="-e", path="--pre=sh"),
-        call("search", pattern="--files"),
-    ], "searched")  # fmt: skip
+    attack.script(
+        [
+            call("search", pattern="x", path="--pre=sh"),
+            call("search", pattern="--pre=sh"),
+            call("search", pattern="-e", path="--pre=sh"),
+            call("search", pattern="--files"),
+        ],
+        "searched",
+    )
     proc = attack.run(timeout=HANG)
     assert attack.result(proc)["outcome"] == "done", proc.stderr
     assert not marker.exists(), "a workspace file ran as ripgrep's preprocessor"
@@ -164,8 +189,16 @@ def test_search_arguments_are_never_options_to_ripgrep(attack):
 
 
 # Exponential for a backtracking engine over the lines below; none of them matches any line.
-CATASTROPHIC = ["(a+)+$", "(x+x+)+y", "(a|aa)+$", "^(a|a?)+$", "(a*)*c", "(.*a){25}c$",
-                "^([a-z]+)*[A-Z]$", "(?:a+){100}$"]  # fmt: skip
+CATASTROPHIC = [
+    "(a+)+$",
+    "(x+x+)+y",
+    "(a|aa)+$",
+    "^(a|a?)+$",
+    "(a*)*c",
+    "(.*a){25}c$",
+    "^([a-z]+)*[A-Z]$",
+    "(?:a+){100}$",
+]
 
 
 def test_a_catastrophic_regex_does_not_hang_search(attack, engine):
@@ -176,9 +209,11 @@ def test_a_catastrophic_regex_does_not_hang_search(attack, engine):
         f"{line_a}\n{'x' * 5_000}\n{'ab' * 20_000}1\n{'a' * 3_000}!\n"
     )
     calls = [probe_call(), *(call("search", pattern=p) for p in CATASTROPHIC)]
-    calls += [call("search", pattern="(a+)+b$"),  # matches line 1: the hit is cut, not hung
-              call("search", pattern="a" * 5_000),  # over the pattern limit
-              call("search", pattern="(((a{100}){100}){100})")]  # too big to compile  # fmt: skip
+    calls += [
+        call("search", pattern="(a+)+b$"),  # matches line 1: the hit is cut, not hung
+        call("search", pattern="a" * 5_000),  # over the pattern limit
+        call("search", pattern="(((a{100}){100}){100})"),
+    ]  # too big to compile
     attack.script(calls, "no hang")
     proc = attack.run(timeout=HANG)
     assert attack.result(proc)["outcome"] == "done", proc.stderr
@@ -194,8 +229,14 @@ def test_a_catastrophic_regex_does_not_hang_search(attack, engine):
 
 
 # ----------------------------------------------------- FIFOs, devices and bounded reads
-SPECIAL = ["AGENTS.md", "CLAUDE.md", ".talos/rules.md", "src/big.py", "src/pipe.txt",
-           ".talos/skills/evil/SKILL.md"]  # fmt: skip
+SPECIAL = [
+    "AGENTS.md",
+    "CLAUDE.md",
+    ".talos/rules.md",
+    "src/big.py",
+    "src/pipe.txt",
+    ".talos/skills/evil/SKILL.md",
+]
 IGNORE_FILES = [".gitignore", "docs/.gitignore"]  # ripgrep reads these itself
 
 
@@ -220,20 +261,23 @@ def test_fifos_and_devices_in_the_workspace_hang_nothing(attack, engine, kind):
         plant(ws / rel, kind)
     (ws / "src" / "alias.py").symlink_to("big.py")  # a link inside, to the FIFO or device
     (ws / "devdir").symlink_to("/dev")
-    attack.script([
-        probe_call(),
-        call("list_files"),
-        call("list_files", path="src"),
-        *(call("read_file", path=rel) for rel in SPECIAL[:4]),
-        call("read_file", path="src/big.py", start_line=1, end_line=100_000),
-        call("read_file", path="src/alias.py", start_line=1, end_line=5),
-        call("read_file", path="devdir/zero", start_line=1, end_line=5),
-        call("search", pattern="x"),
-        call("search", pattern="x", path="src/big.py"),
-        call("search", pattern="x", path="src/alias.py"),
-        ("load_skill", json.dumps({"name": "evil"})),
-        call("read_file", path=special[-1]),
-    ], "survived")  # fmt: skip
+    attack.script(
+        [
+            probe_call(),
+            call("list_files"),
+            call("list_files", path="src"),
+            *(call("read_file", path=rel) for rel in SPECIAL[:4]),
+            call("read_file", path="src/big.py", start_line=1, end_line=100_000),
+            call("read_file", path="src/alias.py", start_line=1, end_line=5),
+            call("read_file", path="devdir/zero", start_line=1, end_line=5),
+            call("search", pattern="x"),
+            call("search", pattern="x", path="src/big.py"),
+            call("search", pattern="x", path="src/alias.py"),
+            ("load_skill", json.dumps({"name": "evil"})),
+            call("read_file", path=special[-1]),
+        ],
+        "survived",
+    )
     proc = attack.run(timeout=HANG)
     assert attack.result(proc)["outcome"] == "done", proc.stderr
     results = attack.tool_results()
@@ -294,10 +338,28 @@ def run_with_memory_limit(attack, megabytes: int) -> subprocess.CompletedProcess
     def cap() -> None:
         resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
 
-    args = [TALOS, "run", "do the task", "--workspace", str(attack.ws), "--base-url",
-            attack.server.url, "--model", "fake-model", "--json"]  # fmt: skip
-    return subprocess.run(args, capture_output=True, text=True, timeout=HANG, env=attack.env(),
-                          stdin=subprocess.DEVNULL, cwd=attack.tmp, preexec_fn=cap)  # fmt: skip
+    args = [
+        TALOS,
+        "run",
+        "do the task",
+        "--workspace",
+        str(attack.ws),
+        "--base-url",
+        attack.server.url,
+        "--model",
+        "fake-model",
+        "--json",
+    ]
+    return subprocess.run(
+        args,
+        capture_output=True,
+        text=True,
+        timeout=HANG,
+        env=attack.env(),
+        stdin=subprocess.DEVNULL,
+        cwd=attack.tmp,
+        preexec_fn=cap,
+    )
 
 
 def test_read_file_of_a_huge_file_returns_a_bounded_result(attack):
@@ -310,20 +372,23 @@ def test_read_file_of_a_huge_file_returns_a_bounded_result(attack):
         block = (b"y" * 99 + b"\n") * 10_000
         for _ in range(70):
             fh.write(block)
-    attack.script([
-        call("read_file", path="one_line.txt", start_line=1, end_line=10**12),
-        call("read_file", path="one_line.txt", start_line=2, end_line=3),
-        call("read_file", path="one_line.txt"),
-        call("read_file", path="many_lines.txt", start_line=1, end_line=10**12),
-        call("read_file", path="many_lines.txt", start_line=10**9, end_line=10**9 + 5),
-        call("read_file", path="many_lines.txt", start_line=100, end_line=6_000),
-        call("read_file", path="many_lines.txt"),
-        call("read_file", path="many_lines.txt", start_line=-5, end_line=10),
-        call("read_file", path="many_lines.txt", start_line=10, end_line=1),
-        call("search", pattern="z+", path="one_line.txt"),
-        call("list_files"),
-        call("read_file", path="mid_line.txt", start_line=1, end_line=10**12),
-    ], "read")  # fmt: skip
+    attack.script(
+        [
+            call("read_file", path="one_line.txt", start_line=1, end_line=10**12),
+            call("read_file", path="one_line.txt", start_line=2, end_line=3),
+            call("read_file", path="one_line.txt"),
+            call("read_file", path="many_lines.txt", start_line=1, end_line=10**12),
+            call("read_file", path="many_lines.txt", start_line=10**9, end_line=10**9 + 5),
+            call("read_file", path="many_lines.txt", start_line=100, end_line=6_000),
+            call("read_file", path="many_lines.txt"),
+            call("read_file", path="many_lines.txt", start_line=-5, end_line=10),
+            call("read_file", path="many_lines.txt", start_line=10, end_line=1),
+            call("search", pattern="z+", path="one_line.txt"),
+            call("list_files"),
+            call("read_file", path="mid_line.txt", start_line=1, end_line=10**12),
+        ],
+        "read",
+    )
     proc = run_with_memory_limit(attack, 1024)
     assert attack.result(proc)["outcome"] == "done", proc.stderr
     results = attack.tool_results()
@@ -346,10 +411,22 @@ def test_read_file_of_a_huge_file_returns_a_bounded_result(attack):
     assert len(json.dumps(sent)) < 200_000  # what the model got back, all in all
 
 
-OUTSIDE_READS = [".env", "./.env", "src/.env.local", "src/../.env", "../home/.aws/credentials",
-                 "../../../../../../etc/passwd", "/etc/passwd", "/proc/self/environ",
-                 "~/.ssh/id_rsa", "creds", "homedir/.ssh/id_rsa", "chain_a", "env_alias.txt",
-                 "src/app.py\u0000.txt"]  # fmt: skip
+OUTSIDE_READS = [
+    ".env",
+    "./.env",
+    "src/.env.local",
+    "src/../.env",
+    "../home/.aws/credentials",
+    "../../../../../../etc/passwd",
+    "/etc/passwd",
+    "/proc/self/environ",
+    "~/.ssh/id_rsa",
+    "creds",
+    "homedir/.ssh/id_rsa",
+    "chain_a",
+    "env_alias.txt",
+    "src/app.py\u0000.txt",
+]
 
 
 def test_read_file_refuses_secrets_and_every_way_out(attack):
@@ -362,10 +439,15 @@ def test_read_file_refuses_secrets_and_every_way_out(attack):
     paths = [*OUTSIDE_READS, str(ws / ".env"), str(home / ".ssh" / "id_rsa")]
     first = [call("read_file", path=p) for p in paths[:14]]
     second = [call("read_file", path=p) for p in paths[14:]]
-    second += [call("read_file", path=p, start_line=1, end_line=5)
-               for p in (".env", "creds", "chain_a", "env_alias.txt", "/etc/passwd")]  # fmt: skip
-    second += [call("list_files", path=".."), call("list_files", path=str(home)),
-               call("list_files", path="homedir")]  # fmt: skip
+    second += [
+        call("read_file", path=p, start_line=1, end_line=5)
+        for p in (".env", "creds", "chain_a", "env_alias.txt", "/etc/passwd")
+    ]
+    second += [
+        call("list_files", path=".."),
+        call("list_files", path=str(home)),
+        call("list_files", path="homedir"),
+    ]
     second.append(call("read_file", path="src/app.py"))
     attack.script(first, second, "refused")
     proc = attack.run(timeout=HANG)
@@ -374,8 +456,12 @@ def test_read_file_refuses_secrets_and_every_way_out(attack):
     assert len(results) == len(first) + len(second)
     for call_, result in zip(first + second[:-1], results[:-1], strict=True):
         assert is_error(result), f"{call_} was not refused: {result[:300]!r}"
-        why = ("is outside the workspace", "holds secrets (.env*)", "invalid path",
-               "'~/.ssh/id_rsa': No such file")  # fmt: skip
+        why = (
+            "is outside the workspace",
+            "holds secrets (.env*)",
+            "invalid path",
+            "'~/.ssh/id_rsa': No such file",
+        )
         assert any(w in result for w in why), f"{call_}: {result[:300]!r}"
     assert "return 1" in results[-1]  # a plain read still works
     everything = "\n".join(results)
@@ -393,17 +479,26 @@ def test_every_secrets_file_spelling_is_refused_to_read_and_search(attack, engin
         (ws / rel).write_text(f"export API_TOKEN={ENV_FILE_SECRET}\n")
     (ws / "deploy" / "settings.txt").symlink_to(".envrc")
     (ws / "envrc_copy.txt").symlink_to(".envrc")
-    reads = [".envrc", ".env.production", "deploy/.env.staging", "deploy/.envrc",
-             "deploy/settings.txt", "envrc_copy.txt"]  # fmt: skip
-    attack.script([
-        probe_call(),
-        *(call("read_file", path=p) for p in reads),
-        call("read_file", path=".envrc", start_line=1, end_line=3),
-        call("search", pattern="API_TOKEN|TalosDotEnv"),
-        call("search", pattern="API_TOKEN|TalosDotEnv", path="deploy"),
-        call("search", pattern="API_TOKEN", path="deploy/settings.txt"),
-        call("search", pattern="API_TOKEN", path=".envrc"),
-    ], "refused")  # fmt: skip
+    reads = [
+        ".envrc",
+        ".env.production",
+        "deploy/.env.staging",
+        "deploy/.envrc",
+        "deploy/settings.txt",
+        "envrc_copy.txt",
+    ]
+    attack.script(
+        [
+            probe_call(),
+            *(call("read_file", path=p) for p in reads),
+            call("read_file", path=".envrc", start_line=1, end_line=3),
+            call("search", pattern="API_TOKEN|TalosDotEnv"),
+            call("search", pattern="API_TOKEN|TalosDotEnv", path="deploy"),
+            call("search", pattern="API_TOKEN", path="deploy/settings.txt"),
+            call("search", pattern="API_TOKEN", path=".envrc"),
+        ],
+        "refused",
+    )
     proc = attack.run(timeout=HANG)
     assert attack.result(proc)["outcome"] == "done", proc.stderr
     results = attack.tool_results()
@@ -416,12 +511,32 @@ def test_every_secrets_file_spelling_is_refused_to_read_and_search(attack, engin
 
 
 # ------------------------------------------------------------------------------- writes
-TEMP_GUESSES = [".app.py.talos-tmp", ".app.py.tmp", "app.py.tmp", ".app.py.swp", "app.py~",
-                ".#app.py", "app.py.new", ".app.py.talos-tmp.0"]  # fmt: skip
-PROTECTED = [".git/hooks/pre-commit", ".git/config", ".env", ".env.production", ".talos/x",
-             ".talos/permissions.json", "src/.env.local", "vendor/lib/.git/hooks/post-merge",
-             "gitlink/hooks/post-checkout", "src/target.py", "src/dangling.py", "outdir/new.py",
-             "../outside/escape.py", "/tmp/talos-escape-probe.py"]  # fmt: skip
+TEMP_GUESSES = [
+    ".app.py.talos-tmp",
+    ".app.py.tmp",
+    "app.py.tmp",
+    ".app.py.swp",
+    "app.py~",
+    ".#app.py",
+    "app.py.new",
+    ".app.py.talos-tmp.0",
+]
+PROTECTED = [
+    ".git/hooks/pre-commit",
+    ".git/config",
+    ".env",
+    ".env.production",
+    ".talos/x",
+    ".talos/permissions.json",
+    "src/.env.local",
+    "vendor/lib/.git/hooks/post-merge",
+    "gitlink/hooks/post-checkout",
+    "src/target.py",
+    "src/dangling.py",
+    "outdir/new.py",
+    "../outside/escape.py",
+    "/tmp/talos-escape-probe.py",
+]
 
 
 def test_applying_a_proposal_never_writes_through_a_planted_symlink(attack):
@@ -439,8 +554,9 @@ def test_applying_a_proposal_never_writes_through_a_planted_symlink(attack):
     (ws / "gitlink").symlink_to(".git")
     new_app = "def main():\n    return 2\n"
     edits = [call("propose_edit", path="src/app.py", content=new_app)]
-    edits += [call("propose_edit", path=p, content="#!/bin/sh\ntouch /tmp/pwned\n")
-              for p in PROTECTED]  # fmt: skip
+    edits += [
+        call("propose_edit", path=p, content="#!/bin/sh\ntouch /tmp/pwned\n") for p in PROTECTED
+    ]
     attack.script(edits, "proposed")
     proc = attack.run("--apply", timeout=HANG)
     result = attack.result(proc)
@@ -473,9 +589,16 @@ def test_a_target_swapped_for_a_symlink_before_apply_is_not_written_through(atta
     victim.write_text(original)  # the same text: the proposal is not stale there
     from ..fake_openai import reply
 
-    attack.script([call("propose_edit", path="src/app.py",
-                        blocks=[{"search": "return 1", "replace": "return 2"}])],
-                  reply("done, slowly", delay=0.1))  # fmt: skip
+    attack.script(
+        [
+            call(
+                "propose_edit",
+                path="src/app.py",
+                blocks=[{"search": "return 1", "replace": "return 2"}],
+            )
+        ],
+        reply("done, slowly", delay=0.1),
+    )
 
     def swap_when_the_last_turn_starts():
         deadline = time.monotonic() + HANG
@@ -501,14 +624,17 @@ def test_a_target_swapped_for_a_symlink_before_apply_is_not_written_through(atta
 
 # -------------------------------------------------------------------- unbounded resources
 def test_endless_command_output_is_cut_and_the_command_killed(attack, sandboxed):
-    attack.script([
-        call("run_command", command="cat /dev/zero"),
-        call("run_command", command="yes"),
-        call("run_command", command="yes talos-flood-line-of-some-length | tr -d '\\n'"),
-        call("run_command", command="head -c 200000000 /dev/urandom"),
-        call("run_command", command="sleep 300", timeout=1),
-        call("run_command", command="sleep 300 & echo started"),  # holds the pipe open
-    ], "done")  # fmt: skip
+    attack.script(
+        [
+            call("run_command", command="cat /dev/zero"),
+            call("run_command", command="yes"),
+            call("run_command", command="yes talos-flood-line-of-some-length | tr -d '\\n'"),
+            call("run_command", command="head -c 200000000 /dev/urandom"),
+            call("run_command", command="sleep 300", timeout=1),
+            call("run_command", command="sleep 300 & echo started"),  # holds the pipe open
+        ],
+        "done",
+    )
     attack.settings(commands={"allow": ["sleep"]})
     started = time.monotonic()
     proc = attack.run("--mode", "full-auto", timeout=HANG)
@@ -585,8 +711,11 @@ def secrets_file() -> str:
 
 def assert_planted_not_leaked(attack, *outputs: str) -> None:
     attack.assert_no_secret_leaked(*outputs)
-    places = [("model", attack.sent_to_model()), ("store", attack.stored()),
-              *((f"output {i}", o) for i, o in enumerate(outputs))]  # fmt: skip
+    places = [
+        ("model", attack.sent_to_model()),
+        ("store", attack.stored()),
+        *((f"output {i}", o) for i, o in enumerate(outputs)),
+    ]
     for where, text in places:
         for kind, secret in [*PLANTED.items(), ("pem body", PEM_BODY)]:
             assert secret not in text, f"the {kind} secret {secret!r} reached the {where}"
@@ -597,13 +726,16 @@ def test_credentials_in_workspace_files_never_reach_the_model(attack):
     says nothing), and the environment's secrets, in a plain source file: read and searched."""
     (attack.ws / "src" / "settings.py").write_text(secrets_file())
     attack.extra_env["LLM_ACCESS"] = CONFIGURED_KEY
-    attack.script([
-        call("read_file", path="src/settings.py"),
-        call("read_file", path="src/settings.py", start_line=1, end_line=10),
-        call("search", pattern=r"sk-|ghp_|github_pat|AKIA|xox|://|LLM|FROM_ENV|BEGIN"),
-        call("search", pattern="VISIBLE_MARKER"),
-        call("list_files", path="src"),
-    ], "read them")  # fmt: skip
+    attack.script(
+        [
+            call("read_file", path="src/settings.py"),
+            call("read_file", path="src/settings.py", start_line=1, end_line=10),
+            call("search", pattern=r"sk-|ghp_|github_pat|AKIA|xox|://|LLM|FROM_ENV|BEGIN"),
+            call("search", pattern="VISIBLE_MARKER"),
+            call("list_files", path="src"),
+        ],
+        "read them",
+    )
     proc = attack.run("--api-key-env", "LLM_ACCESS", timeout=HANG)
     assert attack.result(proc)["outcome"] == "done", proc.stderr
     results = attack.tool_results()
@@ -615,11 +747,14 @@ def test_credentials_in_workspace_files_never_reach_the_model(attack):
 def test_credentials_printed_by_a_sandboxed_command_never_reach_the_model(attack, sandboxed):
     (attack.ws / "src" / "settings.py").write_text(secrets_file())
     attack.extra_env["LLM_ACCESS"] = CONFIGURED_KEY
-    attack.script([
-        call("run_command", command="cat src/settings.py"),
-        call("run_command", command="grep -rn VISIBLE_MARKER -A 20 src"),
-        call("run_command", command="cat src/settings.py src/settings.py src/settings.py"),
-    ], "printed")  # fmt: skip
+    attack.script(
+        [
+            call("run_command", command="cat src/settings.py"),
+            call("run_command", command="grep -rn VISIBLE_MARKER -A 20 src"),
+            call("run_command", command="cat src/settings.py src/settings.py src/settings.py"),
+        ],
+        "printed",
+    )
     proc = attack.run("--api-key-env", "LLM_ACCESS", timeout=HANG)
     assert attack.result(proc)["outcome"] == "done", proc.stderr
     results = attack.tool_results()
@@ -629,10 +764,13 @@ def test_credentials_printed_by_a_sandboxed_command_never_reach_the_model(attack
 
 def test_a_private_key_body_read_without_its_header_is_redacted(attack):
     (attack.ws / "src" / "settings.py").write_text(secrets_file())
-    attack.script([
-        call("read_file", path="src/settings.py", start_line=12, end_line=13),
-        call("search", pattern="^[A-Za-z0-9+/=]{40,}$"),
-    ], "got the key")  # fmt: skip
+    attack.script(
+        [
+            call("read_file", path="src/settings.py", start_line=12, end_line=13),
+            call("search", pattern="^[A-Za-z0-9+/=]{40,}$"),
+        ],
+        "got the key",
+    )
     proc = attack.run(timeout=HANG)
     assert attack.result(proc)["outcome"] == "done", proc.stderr
     assert_planted_not_leaked(attack, proc.stdout, proc.stderr)

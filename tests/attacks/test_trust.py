@@ -30,10 +30,7 @@ ALL_OR_NOTHING = {"commands": {"allow": ["*"]}}
 
 # ------------------------------------------------------------------ helpers
 def batch(
-    attack: Attack,
-    commands: list[str],
-    *extra: str,
-    mode: str | None = None,
+    attack: Attack, commands: list[str], *extra: str, mode: str | None = None
 ) -> tuple[subprocess.CompletedProcess, list[str]]:
     """Every command as a run_command call (16 per model response), then a final answer."""
     calls = [call("run_command", command=c) for c in commands]
@@ -213,12 +210,7 @@ LAYOUTS = {
 
 
 @pytest.mark.parametrize(
-    ("layout", "config"),
-    [
-        ("home", "exists"),
-        ("xdg", "exists"),
-        ("home", "missing"),
-    ],
+    ("layout", "config"), [("home", "exists"), ("xdg", "exists"), ("home", "missing")]
 )
 def test_the_model_cannot_write_the_persons_settings_inside_the_workspace(
     attack, sandboxed, layout, config
@@ -303,8 +295,17 @@ def test_always_allow_saves_to_the_persons_settings_not_the_repository(attack, s
     this workspace (outside the repository), never in `.talos/permissions.json`; the next
     headless run uses it."""
     attack.script([call("run_command", command="touch made_by_always")], "done")
-    args = [TALOS, "run", "make the file", "--workspace", str(attack.ws), "--base-url",
-            attack.server.url, "--model", "fake-model"]  # fmt: skip
+    args = [
+        TALOS,
+        "run",
+        "make the file",
+        "--workspace",
+        str(attack.ws),
+        "--base-url",
+        attack.server.url,
+        "--model",
+        "fake-model",
+    ]
     term = Terminal(args, attack.env(), attack.tmp)
     option = term.until(r"(\d+)\. Always allow `touch made_by_always`")
     term.send(option.group(1) + "\n")
@@ -357,8 +358,17 @@ def test_talos_run_at_a_terminal_offers_the_shipped_file_for_trust(attack, sandb
     "Not now" keeps it restricting, and the command is asked instead."""
     rules = ship(attack.ws, {"commands": {"allow": ["touch", "echo \x1b[8mhidden"]}})
     attack.script([call("run_command", command="touch by_trust")], "done")
-    args = [TALOS, "run", "make the file", "--workspace", str(attack.ws), "--base-url",
-            attack.server.url, "--model", "fake-model"]  # fmt: skip
+    args = [
+        TALOS,
+        "run",
+        "make the file",
+        "--workspace",
+        str(attack.ws),
+        "--base-url",
+        attack.server.url,
+        "--model",
+        "fake-model",
+    ]
     term = Terminal(args, attack.env(), attack.tmp)
     offer = term.until(r"Trust this exact file\?.*?(\d+)\. " + re.escape(choice))
     seen = plain(term.raw)
@@ -374,7 +384,8 @@ def test_talos_run_at_a_terminal_offers_the_shipped_file_for_trust(attack, sandb
     trusted = choice == "Trust this file"
     assert (attack.ws / "by_trust").exists() == trusted
     saved = json.loads(settings_file(attack).read_text()) if trusted else {}
-    assert (saved.get("trusted_permissions_sha256") == hashlib.sha256(rules.read_bytes())
-            .hexdigest()) == trusted  # fmt: skip
+    assert (
+        saved.get("trusted_permissions_sha256") == hashlib.sha256(rules.read_bytes()).hexdigest()
+    ) == trusted
     _, results = batch(attack, ["touch by_trust_later"])  # headless: the trust persists
     (ran if trusted else not_run)(["touch by_trust_later"], results)

@@ -58,11 +58,17 @@ async def launch(home: Path, ws: Path, options: dict[str, Any], hold: bool = Fal
         editor.statuses.append(params)
 
     await client.start_io(sys.executable, "-m", "talos_ls.server", env=server_env(home))
-    await asyncio.wait_for(client.initialize_session(types.InitializeParams(
-        capabilities=capabilities(watches=True), root_uri=ws.as_uri(),
-        workspace_folders=[types.WorkspaceFolder(uri=ws.as_uri(), name=ws.name)],
-        initialization_options=options,
-    )), WAIT_S)  # fmt: skip
+    await asyncio.wait_for(
+        client.initialize_session(
+            types.InitializeParams(
+                capabilities=capabilities(watches=True),
+                root_uri=ws.as_uri(),
+                workspace_folders=[types.WorkspaceFolder(uri=ws.as_uri(), name=ws.name)],
+                initialization_options=options,
+            )
+        ),
+        WAIT_S,
+    )
     await editor.until(lambda: any(s.folders for s in editor.statuses), "the first status")
     return editor
 
@@ -134,5 +140,9 @@ def ws(tmp_path) -> Path:
 
 @pytest.fixture
 def options(store_url, model) -> dict[str, Any]:
-    return {"model": "fake-model", "baseUrl": model.url, "storeUrl": store_url,
-            "prices": {"fake-model": {"input": 1, "cached_input": 0.5, "output": 2}}}  # fmt: skip
+    return {
+        "model": "fake-model",
+        "baseUrl": model.url,
+        "storeUrl": store_url,
+        "prices": {"fake-model": {"input": 1, "cached_input": 0.5, "output": 2}},
+    }

@@ -19,9 +19,18 @@ from talos_ls.offload import Offload
 
 
 def _row(task_id, state="running", owner=None, created=1.0, agent="a1"):
-    return {"id": task_id, "agent_id": agent, "state": state, "title": f"title {task_id}",
-            "created_at": created, "updated_at": created, "cost": "0.01", "error": None,
-            "transcript": [{"role": "user", "content": "do it"}], "owner": owner}  # fmt: skip
+    return {
+        "id": task_id,
+        "agent_id": agent,
+        "state": state,
+        "title": f"title {task_id}",
+        "created_at": created,
+        "updated_at": created,
+        "cost": "0.01",
+        "error": None,
+        "transcript": [{"role": "user", "content": "do it"}],
+        "owner": owner,
+    }
 
 
 def test_interrupted_is_a_final_state():
@@ -45,7 +54,11 @@ def test_task_interrupt_is_a_compare_and_set_on_state_and_owner(store):
     assert store.task_interrupt("t1", None, 5.0, "interrupted: x") is None
     row = store.task_interrupt("t1", "dead", 5.0, "interrupted: x")
     assert (row["state"], row["error"], row["updated_at"], row["owner"]) == (
-        "interrupted", "interrupted: x", 5.0, "dead")  # fmt: skip
+        "interrupted",
+        "interrupted: x",
+        5.0,
+        "dead",
+    )
     assert row["transcript"] == [{"role": "user", "content": "do it"}]  # kept whole
     assert store.task_interrupt("t1", "dead", 6.0, "again") is None  # once
     assert store.task_get("t1")["state"] == "interrupted"

@@ -30,10 +30,19 @@ def _conflicted(ws):
 def _evidence(url, agent):
     """Each live fact's statement → (confidence, evidence_count, corroborations,
     contradictions), from the store."""
-    return read_store(url, lambda s: {
-        f["statement"]: (f["confidence"], f["evidence_count"], f["corroborations"],
-                         f["contradictions"])
-        for f in s.fact_list(agent) if f["invalid_at"] is None})  # fmt: skip
+    return read_store(
+        url,
+        lambda s: {
+            f["statement"]: (
+                f["confidence"],
+                f["evidence_count"],
+                f["corroborations"],
+                f["contradictions"],
+            )
+            for f in s.fact_list(agent)
+            if f["invalid_at"] is None
+        },
+    )
 
 
 async def _start(editor, prompt="do it"):
@@ -55,8 +64,10 @@ async def _restart_and_check_interrupted(tmp_path, ws, options, store_url, task_
         row = read_store(store_url, lambda s: s.task_get(task_id))
         assert row["state"] == "interrupted"
         assert read_store(store_url, lambda s: s.task_open(agent)) == []
-        await editor.until(lambda: any("interrupted" in m for m in editor.messages()),
-                           "the notice of the interrupted task")  # fmt: skip
+        await editor.until(
+            lambda: any("interrupted" in m for m in editor.messages()),
+            "the notice of the interrupted task",
+        )
         status = await editor.command("talos.status", {})
         assert status["running"] == []
         assert status["folders"][0]["turn"] == before["turn"]
@@ -84,8 +95,7 @@ async def test_sigkill_while_a_task_streams(tmp_path, ws, options, model, store_
     await sigkill(first)
     before = durable(store_url, str(ws.resolve()))
     assert before["turn"] == 1
-    editor = await _restart_and_check_interrupted(tmp_path, ws, options, store_url, task_id,
-                                                  before)  # fmt: skip
+    editor = await _restart_and_check_interrupted(tmp_path, ws, options, store_url, task_id, before)
     try:
         # its transcript holds what was stored before the kill; its title survives
         (listed,) = [t for t in await editor.command("talos.task.list", {}) if t["id"] == task_id]
@@ -109,8 +119,7 @@ async def test_sigkill_while_a_question_awaits_its_reply(tmp_path, ws, options, 
     (asked,) = [c for c in before["candidates"] if c["status"] == "delivered"]
     assert before["last_delivery"] == 1 == before["turn"]  # the budget was spent on turn 1
     counts = _evidence(store_url, agent)
-    editor = await _restart_and_check_interrupted(tmp_path, ws, options, store_url, task_id,
-                                                  before)  # fmt: skip
+    editor = await _restart_and_check_interrupted(tmp_path, ws, options, store_url, task_id, before)
     try:
         # the question is still open and can be answered, once
         (open_q,) = await editor.command("talos.questions.list", {})
@@ -139,8 +148,7 @@ async def test_sigkill_while_a_permission_prompt_is_open(tmp_path, ws, options, 
     await stored_state(store_url, task_id, "running")
     await sigkill(first)
     before = durable(store_url, str(ws.resolve()))
-    editor = await _restart_and_check_interrupted(tmp_path, ws, options, store_url, task_id,
-                                                  before)  # fmt: skip
+    editor = await _restart_and_check_interrupted(tmp_path, ws, options, store_url, task_id, before)
     try:
         assert not (ws / "made.txt").exists()  # never allowed, never run
         rules = tmp_path / "home" / "config" / "talos" / "workspaces"
@@ -160,15 +168,18 @@ async def test_sigkill_just_after_an_apply_was_acknowledged(
         {"path": "src/app.py", "blocks": [{"search": "return 1", "replace": "return 2"}]}
     )
     edit_util = json.dumps({"path": "src/util.py", "content": "X = 2\n"})
-    model.script += [reply("", [("c1", "propose_edit", edit_app),
-                                ("c2", "propose_edit", edit_util)]),
-                     reply("proposed", delay=0.05)]  # fmt: skip
+    model.script += [
+        reply("", [("c1", "propose_edit", edit_app), ("c2", "propose_edit", edit_util)]),
+        reply("proposed", delay=0.05),
+    ]
     first = await launch(tmp_path / "home", ws, options)
     first.replies.append(first.button("pytest"))  # the question is answered
     task_id = await _start(first, "write the tests")
     await first.finished(task_id)
-    await first.until(lambda: (e := _evidence(store_url, agent))
-                      and e["Tests use pytest"][0] > 0.5, "the answer recorded")  # fmt: skip
+    await first.until(
+        lambda: (e := _evidence(store_url, agent)) and e["Tests use pytest"][0] > 0.5,
+        "the answer recorded",
+    )
     answered = _evidence(store_url, agent)
     proposals = {p["path"]: p for p in await first.command("talos.proposal.list", {})}
     assert {p["status"] for p in proposals.values()} == {"pending"}
@@ -180,8 +191,7 @@ async def test_sigkill_just_after_an_apply_was_acknowledged(
     await sigkill(first)  # at once: nothing more of the first server's is awaited
     assert target.read_text() == "def main():\n    return 2\n"
     before = durable(store_url, agent)
-    assert {p["id"]: p["status"] for p in before["proposals"]} == {app: "applied",
-                                                                   util: "pending"}  # fmt: skip
+    assert {p["id"]: p["status"] for p in before["proposals"]} == {app: "applied", util: "pending"}
     assert read_store(store_url, lambda s: s.task_get(task_id))["state"] == "done"
     editor = await launch(tmp_path / "home", ws, options)
     try:
@@ -230,8 +240,7 @@ async def test_a_live_servers_running_task_is_never_marked(tmp_path, ws, options
             "the live server noticing the dead one",
             timeout=WAIT_S * 4,
         )
-        (listed,) = [t for t in await second.command("talos.task.list", {})
-                     if t["id"] == task_id]  # fmt: skip
+        (listed,) = [t for t in await second.command("talos.task.list", {}) if t["id"] == task_id]
         assert listed["state"] == "interrupted"
         assert read_store(store_url, lambda s: s.task_open(agent)) == []
     finally:

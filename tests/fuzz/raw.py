@@ -53,9 +53,11 @@ class RawServer:
         self._stderr = self.stderr_path.open("wb")
         self.proc = subprocess.Popen(
             [sys.executable, *argv],
-            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self._stderr,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=self._stderr,
             env=server_env(home),
-        )  # fmt: skip
+        )
         assert self.proc.stdin is not None and self.proc.stdout is not None
         self._stdin = self.proc.stdin
         self._write_lock = threading.Lock()
@@ -125,8 +127,9 @@ class RawServer:
             while len(self.null_id_errors) < count:
                 left = deadline - time.monotonic()
                 if left <= 0 or self.eof:
-                    raise AssertionError(f"{len(self.null_id_errors)} of {count} errors "
-                                         "without an id arrived")  # fmt: skip
+                    raise AssertionError(
+                        f"{len(self.null_id_errors)} of {count} errors without an id arrived"
+                    )
                 self._cond.wait(min(left, 0.5))
             return list(self.null_id_errors)
 
@@ -177,11 +180,16 @@ class RawServer:
 
     # -------------------------------------------------------------- lifecycle
     def initialize(self, root: Path, options: dict[str, Any]) -> dict[str, Any]:
-        answer = self.call("initialize", {
-            "processId": None, "rootUri": root.as_uri(), "capabilities": {},
-            "workspaceFolders": [{"uri": root.as_uri(), "name": root.name}],
-            "initializationOptions": options,
-        })  # fmt: skip
+        answer = self.call(
+            "initialize",
+            {
+                "processId": None,
+                "rootUri": root.as_uri(),
+                "capabilities": {},
+                "workspaceFolders": [{"uri": root.as_uri(), "name": root.name}],
+                "initializationOptions": options,
+            },
+        )
         assert "result" in answer, answer
         self.notify("initialized", {})
         return answer

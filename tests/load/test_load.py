@@ -39,14 +39,14 @@ def rss_kib(pid: int) -> int:
 
 
 def options(model: ScriptedModelServer, store_url: str) -> dict[str, Any]:
-    return {"model": "fake-model", "baseUrl": model.url, "storeUrl": store_url,
-            "prices": PRICES}  # fmt: skip
+    return {"model": "fake-model", "baseUrl": model.url, "storeUrl": store_url, "prices": PRICES}
 
 
 async def test_twenty_tasks_at_once_on_one_daemon(tmp_path, ws, model):
     model.script += [reply(f"answer {i}", usage=USAGE, delay=0.02) for i in range(20)]
-    editor = await start_editor(tmp_path / "home", [ws],
-                                options(model, f"sqlite:///{tmp_path / 'talos.db'}"))  # fmt: skip
+    editor = await start_editor(
+        tmp_path / "home", [ws], options(model, f"sqlite:///{tmp_path / 'talos.db'}")
+    )
     try:
         await editor.until(lambda: any(s.folders for s in editor.statuses), "the first status")
         starts = [editor.command("talos.task.start", {"prompt": f"task {i}"}) for i in range(20)]
@@ -55,18 +55,24 @@ async def test_twenty_tasks_at_once_on_one_daemon(tmp_path, ws, model):
         assert len(set(ids)) == 20
         assert sorted(s["turn"] for s in started) == list(range(1, 21))  # one turn each
         uri = (ws / "src" / "app.py").as_uri()
-        actions = await asyncio.wait_for(editor.client.text_document_code_action_async(
-            types.CodeActionParams(
-                text_document=types.TextDocumentIdentifier(uri=uri),
-                range=types.Range(start=types.Position(0, 0), end=types.Position(0, 4)),
-                context=types.CodeActionContext(diagnostics=[]))), WAIT_S)  # fmt: skip
+        actions = await asyncio.wait_for(
+            editor.client.text_document_code_action_async(
+                types.CodeActionParams(
+                    text_document=types.TextDocumentIdentifier(uri=uri),
+                    range=types.Range(start=types.Position(0, 0), end=types.Position(0, 4)),
+                    context=types.CodeActionContext(diagnostics=[]),
+                )
+            ),
+            WAIT_S,
+        )
         assert actions is not None  # answered while twenty tasks were queued or running
         for task_id in ids:
             await editor.finished(task_id)
         tasks = {t["id"]: t for t in await editor.command("talos.task.list", {})}
         assert {tasks[i]["state"] for i in ids} == {"done"}
-        running_at_once = max(sum(t.state == "running" for t in f.running)
-                              for s in editor.statuses for f in s.folders)  # fmt: skip
+        running_at_once = max(
+            sum(t.state == "running" for t in f.running) for s in editor.statuses for f in s.folders
+        )
         assert 1 <= running_at_once <= 4, running_at_once
         status = await editor.command("talos.status", {})
         assert status["running"] == []
@@ -91,9 +97,12 @@ async def test_two_daemons_one_workspace_share_the_budget_and_the_proposals(
         # Four turns at once, two on each daemon, every one relevant to the open conflict:
         # the budget (one question per five turns) lets exactly one of them ask.
         model.script += [reply("Writing tests.", usage=USAGE, delay=0.02) for _ in range(4)]
-        started = await asyncio.gather(*(
-            editor.command("talos.task.start", {"prompt": "write the tests"})
-            for editor in (first, second, first, second)))  # fmt: skip
+        started = await asyncio.gather(
+            *(
+                editor.command("talos.task.start", {"prompt": "write the tests"})
+                for editor in (first, second, first, second)
+            )
+        )
         assert sorted(s["turn"] for s in started) == [1, 2, 3, 4]
         for editor, s in zip((first, second, first, second), started, strict=True):
             await editor.finished(s["task_id"])
@@ -102,12 +111,15 @@ async def test_two_daemons_one_workspace_share_the_budget_and_the_proposals(
         assert "pytest" in [a.title for a in prompts[0].actions]
 
         # A proposal made on one daemon, applied from both at once: exactly one applies it.
-        model.script += [reply("", [("c1", "propose_edit", json.dumps(fix))], usage=USAGE),
-                         reply("Proposed.", usage=USAGE)]  # fmt: skip
+        model.script += [
+            reply("", [("c1", "propose_edit", json.dumps(fix))], usage=USAGE),
+            reply("Proposed.", usage=USAGE),
+        ]
         task = await first.command("talos.task.start", {"prompt": "make main return 2"})
         await first.finished(task["task_id"])
-        (proposal,) = [p for p in await first.command("talos.proposal.list", {})
-                       if p["status"] == "pending"]  # fmt: skip
+        (proposal,) = [
+            p for p in await first.command("talos.proposal.list", {}) if p["status"] == "pending"
+        ]
         results = await asyncio.gather(
             first.command("talos.proposal.apply", {"proposal_id": proposal["id"]}),
             second.command("talos.proposal.apply", {"proposal_id": proposal["id"]}),
@@ -137,8 +149,9 @@ TAIL_TASKS, TAIL_GROWTH_KIB = 150, 1024
 @pytest.mark.full
 async def test_a_soak_of_tasks_does_not_grow_the_server(tmp_path, ws, model):
     model.script += [reply(f"answer {i} " + "x" * 2000, usage=USAGE) for i in range(SOAK_TASKS)]
-    editor = await start_editor(tmp_path / "home", [ws],
-                                options(model, f"sqlite:///{tmp_path / 'talos.db'}"))  # fmt: skip
+    editor = await start_editor(
+        tmp_path / "home", [ws], options(model, f"sqlite:///{tmp_path / 'talos.db'}")
+    )
     pid = editor.client._server.pid  # pygls keeps the server's process there
     try:
         await editor.until(lambda: any(s.folders for s in editor.statuses), "the first status")

@@ -45,11 +45,14 @@ def capabilities(
         show_message=types.ShowMessageRequestClientCapabilities() if prompts else None,
     )
     workspace = types.WorkspaceClientCapabilities(
-        apply_edit=True, configuration=True, workspace_folders=True,
+        apply_edit=True,
+        configuration=True,
+        workspace_folders=True,
         did_change_configuration=types.DidChangeConfigurationClientCapabilities(),
         did_change_watched_files=types.DidChangeWatchedFilesClientCapabilities(
-            dynamic_registration=watches),
-    )  # fmt: skip
+            dynamic_registration=watches
+        ),
+    )
     return types.ClientCapabilities(window=window, workspace=workspace)
 
 
@@ -71,8 +74,10 @@ def offset(text: str, position: types.Position) -> int:
 def apply_edits(text: str, edits: list[types.TextEdit]) -> str:
     """What an editor does with a TextDocumentEdit: each range replaced, all against the
     original text."""
-    spans = sorted(((offset(text, e.range.start), offset(text, e.range.end), e.new_text)
-                    for e in edits), reverse=True)  # fmt: skip
+    spans = sorted(
+        ((offset(text, e.range.start), offset(text, e.range.end), e.new_text) for e in edits),
+        reverse=True,
+    )
     for start, end, new in spans:
         text = text[:start] + new + text[end:]
     return text
@@ -139,8 +144,11 @@ class Editor:
     async def finished(self, task_id: str) -> list[Any]:
         """The task's progress, once it has ended."""
         return await self.until(
-            lambda: (r := self.progress(task_id)) and isinstance(r[-1], types.WorkDoneProgressEnd)
-            and r, f"the end of task {task_id}")  # fmt: skip
+            lambda: (
+                (r := self.progress(task_id)) and isinstance(r[-1], types.WorkDoneProgressEnd) and r
+            ),
+            f"the end of task {task_id}",
+        )
 
     async def task(self, task_id: str) -> dict:
         (task,) = [t for t in await self.command("talos.task.list", {}) if t["id"] == task_id]
@@ -170,11 +178,15 @@ class Editor:
 
 def server_env(home: Path) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith(("TALOS_", "XDG_"))}
-    env.update({
-        "XDG_CONFIG_HOME": str(home / "config"), "XDG_STATE_HOME": str(home / "state"),
-        "XDG_DATA_HOME": str(home / "data"), "XDG_CACHE_HOME": str(home / "cache"),
-        "OPENAI_API_KEY": "sk-test-not-a-real-key-000000000000",
-    })  # fmt: skip
+    env.update(
+        {
+            "XDG_CONFIG_HOME": str(home / "config"),
+            "XDG_STATE_HOME": str(home / "state"),
+            "XDG_DATA_HOME": str(home / "data"),
+            "XDG_CACHE_HOME": str(home / "cache"),
+            "OPENAI_API_KEY": "sk-test-not-a-real-key-000000000000",
+        }
+    )
     return env
 
 
@@ -236,15 +248,20 @@ async def start_editor(
         if cwd
         else [sys.executable, "-m", "talos_ls.server"]
     )
-    await client.start_io(*prefix, *argv, *args, env={**server_env(home), **(env or {})},
-                          cwd=cwd)  # fmt: skip
-    editor.initialized = await asyncio.wait_for(client.initialize_session(types.InitializeParams(
-        capabilities=caps or capabilities(),
-        root_uri=folders[0].as_uri() if folders else None,
-        workspace_folders=[types.WorkspaceFolder(uri=f.as_uri(), name=f.name)
-                           for f in folders],
-        initialization_options=options,
-    )), WAIT_S)  # fmt: skip
+    await client.start_io(*prefix, *argv, *args, env={**server_env(home), **(env or {})}, cwd=cwd)
+    editor.initialized = await asyncio.wait_for(
+        client.initialize_session(
+            types.InitializeParams(
+                capabilities=caps or capabilities(),
+                root_uri=folders[0].as_uri() if folders else None,
+                workspace_folders=[
+                    types.WorkspaceFolder(uri=f.as_uri(), name=f.name) for f in folders
+                ],
+                initialization_options=options,
+            )
+        ),
+        WAIT_S,
+    )
     return editor
 
 
@@ -265,9 +282,12 @@ def ws(tmp_path) -> Path:
 
 @pytest.fixture
 def options(tmp_path, model) -> dict[str, Any]:
-    return {"model": "fake-model", "baseUrl": model.url,
-            "storeUrl": "sqlite:///" + str(tmp_path / "talos.db"),
-            "prices": {"fake-model": {"input": 1, "cached_input": 0.5, "output": 2}}}  # fmt: skip
+    return {
+        "model": "fake-model",
+        "baseUrl": model.url,
+        "storeUrl": "sqlite:///" + str(tmp_path / "talos.db"),
+        "prices": {"fake-model": {"input": 1, "cached_input": 0.5, "output": 2}},
+    }
 
 
 @pytest.fixture

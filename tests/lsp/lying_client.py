@@ -18,10 +18,15 @@ from ..fuzz.raw import WAIT_S, RawServer, encode
 # What a capable editor says it can do: every server-to-client request Talos sends is enabled.
 CAPABILITIES = {
     "window": {"workDoneProgress": True, "showMessage": {}, "showDocument": {"support": True}},
-    "workspace": {"applyEdit": True, "configuration": True, "workspaceFolders": True,
-                  "didChangeConfiguration": {}, "codeLens": {"refreshSupport": True},
-                  "didChangeWatchedFiles": {"dynamicRegistration": True}},
-}  # fmt: skip
+    "workspace": {
+        "applyEdit": True,
+        "configuration": True,
+        "workspaceFolders": True,
+        "didChangeConfiguration": {},
+        "codeLens": {"refreshSupport": True},
+        "didChangeWatchedFiles": {"dynamicRegistration": True},
+    },
+}
 MODES = ("answer", "hold", "twice", "error", "wrong")
 
 
@@ -128,14 +133,22 @@ class LyingClient(RawServer):
                 break
         return [n for n in self._kept if n.get("method") == method]
 
-    def initialize_with(self, folders: list[Path], options: dict[str, Any],
-                        capabilities: dict[str, Any] | None = None) -> dict[str, Any]:  # fmt: skip
-        answer = self.call("initialize", {
-            "processId": None, "rootUri": folders[0].as_uri(),
-            "capabilities": CAPABILITIES if capabilities is None else capabilities,
-            "workspaceFolders": [{"uri": f.as_uri(), "name": f.name} for f in folders],
-            "initializationOptions": options,
-        })  # fmt: skip
+    def initialize_with(
+        self,
+        folders: list[Path],
+        options: dict[str, Any],
+        capabilities: dict[str, Any] | None = None,
+    ) -> dict[str, Any]:
+        answer = self.call(
+            "initialize",
+            {
+                "processId": None,
+                "rootUri": folders[0].as_uri(),
+                "capabilities": CAPABILITIES if capabilities is None else capabilities,
+                "workspaceFolders": [{"uri": f.as_uri(), "name": f.name} for f in folders],
+                "initializationOptions": options,
+            },
+        )
         assert "result" in answer, answer
         self.notify("initialized", {})
         return answer
@@ -162,8 +175,10 @@ class LyingClient(RawServer):
         return task
 
     def finished(self, task_id: str) -> dict[str, Any]:
-        return self.until(lambda: (t := self.task(task_id))["state"] not in ("queued", "running")
-                          and t, f"task {task_id} to end")  # fmt: skip
+        return self.until(
+            lambda: (t := self.task(task_id))["state"] not in ("queued", "running") and t,
+            f"task {task_id} to end",
+        )
 
     def stderr(self) -> str:
         return self.stderr_path.read_text(errors="replace")

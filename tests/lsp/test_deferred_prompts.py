@@ -34,8 +34,9 @@ class Prompts:
 
 
 async def deferred(tmp_path, ws, options, **more: Any) -> tuple[Editor, Prompts]:
-    editor = await start_editor(tmp_path / "home", [ws], {**options, "deferredPrompts": True,
-                                                          **more})  # fmt: skip
+    editor = await start_editor(
+        tmp_path / "home", [ws], {**options, "deferredPrompts": True, **more}
+    )
     return editor, Prompts(editor)
 
 
@@ -116,11 +117,14 @@ async def test_a_dismissed_question_is_cooled_never_answered(tmp_path, ws, optio
         await editor.stop()
 
 
-@pytest.mark.parametrize("choice, outcome", [
-    ("Allow once", "made"),
-    ("Deny", "not run: denied by you"),
-    (None, "not run: dismissed: denied"),
-])  # fmt: skip
+@pytest.mark.parametrize(
+    "choice, outcome",
+    [
+        ("Allow once", "made"),
+        ("Deny", "not run: denied by you"),
+        (None, "not run: dismissed: denied"),
+    ],
+)
 async def test_a_permission_prompt_answered_later(tmp_path, ws, options, model, choice, outcome):
     require_sandbox()
     editor, prompts = await deferred(tmp_path, ws, options)
@@ -168,7 +172,9 @@ async def test_a_cancelled_task_closes_its_prompt(tmp_path, ws, options, model):
         await editor.finished(task_id)
         await editor.until(lambda: prompts.closed, "the prompt closed")
         assert (prompts.closed[0].prompt_id, prompts.closed[0].reason) == (
-            prompt.prompt_id, "cancelled")  # fmt: skip
+            prompt.prompt_id,
+            "cancelled",
+        )
         assert not (ws / "made.txt").exists()
     finally:
         await editor.stop()

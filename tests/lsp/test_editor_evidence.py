@@ -25,15 +25,17 @@ def parsers(ws):
 
 async def _start(tmp_path, ws, options):
     editor = await start_editor(tmp_path / "home", [ws], options)
-    await editor.until(lambda: any(f.index.ready for s in editor.statuses for f in s.folders),
-                       "the index")  # fmt: skip
+    await editor.until(
+        lambda: any(f.index.ready for s in editor.statuses for f in s.folders), "the index"
+    )
     return editor
 
 
 def _prompt(model, request: int) -> str:
     """The person's message as the model got it in its `request`-th call."""
-    return next(m["content"] for m in model.requests[request]["body"]["messages"]
-                if m["role"] == "user")  # fmt: skip
+    return next(
+        m["content"] for m in model.requests[request]["body"]["messages"] if m["role"] == "user"
+    )
 
 
 async def _run(editor, params) -> str:
@@ -53,8 +55,10 @@ async def test_the_active_document_settles_the_parser_without_a_question(
         assert editor.prompts == []  # not asked
         assert await editor.command("talos.questions.list", {}) == []  # nor queued
         prompt = _prompt(model, 0)
-        assert ("'the parser' is taken to mean tools/parser.py (it is the active document), "
-                "not src/parser.py.") in prompt  # fmt: skip
+        assert (
+            "'the parser' is taken to mean tools/parser.py (it is the active document), "
+            "not src/parser.py."
+        ) in prompt
     finally:
         await editor.stop()
 
@@ -78,12 +82,16 @@ async def test_the_file_the_last_task_read_settles_the_parser(tmp_path, parsers,
     editor = await _start(tmp_path, parsers, options)
     try:
         read = json.dumps({"path": "tools/parser.py"})
-        model.script += [reply("", [("c1", "read_file", read)]), reply("It parses."),
-                         reply("Fixed.")]  # fmt: skip
+        model.script += [
+            reply("", [("c1", "read_file", read)]),
+            reply("It parses."),
+            reply("Fixed."),
+        ]
         await _run(editor, {"prompt": "look around the tools folder"})
         await _run(editor, {"prompt": "now fix the parser"})
-        referents = [q for q in await editor.command("talos.questions.list", {})
-                     if q["kind"] == "referent"]  # fmt: skip
+        referents = [
+            q for q in await editor.command("talos.questions.list", {}) if q["kind"] == "referent"
+        ]
         assert editor.prompts == [] and referents == []
         assert "tools/parser.py (it is the one of them touched in the last turns)" in _prompt(
             model, 2
@@ -92,12 +100,23 @@ async def test_the_file_the_last_task_read_settles_the_parser(tmp_path, parsers,
         await editor.stop()
 
 
-@pytest.mark.parametrize("where, why", [
-    ({"range": {"start": {"line": 0, "character": 0}, "end": {"line": 0, "character": 9}}},
-     "the selection names it"),
-    ({"diagnostics": [{"message": "tools/parser.py:2: error: Returning Any", "source": "mypy"}]},
-     "a diagnostic in range names it"),
-])  # fmt: skip
+@pytest.mark.parametrize(
+    "where, why",
+    [
+        (
+            {"range": {"start": {"line": 0, "character": 0}, "end": {"line": 0, "character": 9}}},
+            "the selection names it",
+        ),
+        (
+            {
+                "diagnostics": [
+                    {"message": "tools/parser.py:2: error: Returning Any", "source": "mypy"}
+                ]
+            },
+            "a diagnostic in range names it",
+        ),
+    ],
+)
 async def test_the_selection_or_a_diagnostic_settles_the_parser(
     tmp_path, parsers, options, model, where, why
 ):

@@ -71,13 +71,16 @@ async def test_a_file_not_open_is_written_on_disk(editor, model, ws):
 async def test_reject_and_proposal_content(editor, model):
     proposal = await _propose(editor, model)
     base = await editor.client.protocol.send_request_async(
-        "talos/proposalContent", {"proposal_id": proposal["id"], "side": "base"})  # fmt: skip
+        "talos/proposalContent", {"proposal_id": proposal["id"], "side": "base"}
+    )
     new = await editor.client.protocol.send_request_async(
-        "talos/proposalContent", {"proposal_id": proposal["id"], "side": "proposed"})  # fmt: skip
+        "talos/proposalContent", {"proposal_id": proposal["id"], "side": "proposed"}
+    )
     assert "return 1" in base and "return 2" in new
     with pytest.raises(JsonRpcException) as caught:
         await editor.client.protocol.send_request_async(
-            "talos/proposalContent", {"proposal_id": proposal["id"], "side": "left"})  # fmt: skip
+            "talos/proposalContent", {"proposal_id": proposal["id"], "side": "left"}
+        )
     assert "'side' must be 'base', 'proposed' or 'diff'" in caught.value.message
     rejected = await editor.command("talos.proposal.reject", {"proposal_id": proposal["id"]})
     assert rejected["status"] == "rejected"

@@ -22,8 +22,9 @@ async def test_a_configuration_change_is_applied_and_a_bad_value_refused(editor,
     editor.client.workspace_did_change_configuration(
         types.DidChangeConfigurationParams(settings={"talos": bad})
     )
-    refused = await editor.until(lambda: len(_refusals(editor)) >= 2 and _refusals(editor),
-                                 "the refusals")  # fmt: skip
+    refused = await editor.until(
+        lambda: len(_refusals(editor)) >= 2 and _refusals(editor), "the refusals"
+    )
     assert any(m.startswith("Talos setting refused: maxSteps:") for m in refused)
     assert any("permissionMode: must be one of" in m for m in refused)
     settings = (await editor.command("talos.status", {}))["settings"]
@@ -37,16 +38,19 @@ async def test_a_configuration_change_is_applied_and_a_bad_value_refused(editor,
 
 async def test_settings_pulled_at_start_and_a_key_in_settings_refused(tmp_path, ws, options):
     secret = "sk-proj-abcdefghijklmnopqrstuvwxyz0123456789"
-    editor = await start_editor(tmp_path / "home", [ws], {**options, "apiKey": secret},
-                                configuration={"maxCost": "lots", "questionBudgetTurns": 2,
-                                               "apiKeyEnv": secret})  # fmt: skip
+    editor = await start_editor(
+        tmp_path / "home",
+        [ws],
+        {**options, "apiKey": secret},
+        configuration={"maxCost": "lots", "questionBudgetTurns": 2, "apiKeyEnv": secret},
+    )
     try:
-        refused = await editor.until(lambda: len(_refusals(editor)) >= 3 and _refusals(editor),
-                                     "the refusals")  # fmt: skip
+        refused = await editor.until(
+            lambda: len(_refusals(editor)) >= 3 and _refusals(editor), "the refusals"
+        )
         assert any("apiKey: the key never goes in settings" in m for m in refused)
         assert any("maxCost: must be" in m for m in refused)
-        assert any("apiKeyEnv: must be the NAME of an environment variable" in m
-                   for m in refused)  # fmt: skip
+        assert any("apiKeyEnv: must be the NAME of an environment variable" in m for m in refused)
         assert not any(secret in m for m in editor.messages())
         status = await editor.command("talos.status", {})
         assert status["settings"]["questionBudgetTurns"] == 2
@@ -91,12 +95,21 @@ async def test_two_folders_two_hosts(tmp_path, options, model):
         assert await editor.command("talos.memory.list", {"uri": roots[0].as_uri()}) == []
         assert len(await editor.command("talos.memory.list", {"uri": uri})) == 1
         editor.client.workspace_did_change_workspace_folders(
-            types.DidChangeWorkspaceFoldersParams(event=types.WorkspaceFoldersChangeEvent(
-                added=[types.WorkspaceFolder(uri=roots[2].as_uri(), name="three")],
-                removed=[types.WorkspaceFolder(uri=roots[0].as_uri(), name="one")])))  # fmt: skip
+            types.DidChangeWorkspaceFoldersParams(
+                event=types.WorkspaceFoldersChangeEvent(
+                    added=[types.WorkspaceFolder(uri=roots[2].as_uri(), name="three")],
+                    removed=[types.WorkspaceFolder(uri=roots[0].as_uri(), name="one")],
+                )
+            )
+        )
         status = await editor.until(
-            lambda: (s := editor.last_status()) and {f.root for f in s.folders}
-            == {str(r.resolve()) for r in roots[1:]} and s, "the folders changed")  # fmt: skip
+            lambda: (
+                (s := editor.last_status())
+                and {f.root for f in s.folders} == {str(r.resolve()) for r in roots[1:]}
+                and s
+            ),
+            "the folders changed",
+        )
         outside = (roots[0] / "one.py").as_uri()
         try:
             await editor.command("talos.task.start", {"prompt": "x", "uri": outside})
@@ -126,23 +139,45 @@ async def test_the_loop_answers_while_a_turn_prepares_and_three_tasks_stream(
     editor = await start_editor(tmp_path / "home", [root], options)
     try:
         doc = root / "pkg0" / "mod0" / "file0.py"
-        editor.client.text_document_did_open(types.DidOpenTextDocumentParams(
-            text_document=types.TextDocumentItem(uri=doc.as_uri(), language_id="python",
-                                                 version=1, text=doc.read_text())))  # fmt: skip
+        editor.client.text_document_did_open(
+            types.DidOpenTextDocumentParams(
+                text_document=types.TextDocumentItem(
+                    uri=doc.as_uri(), language_id="python", version=1, text=doc.read_text()
+                )
+            )
+        )
         model.script += [*(trickle(0.05, "x" * 7) for _ in range(3)), reply("the fourth")]
-        streaming = [(await editor.command("talos.task.start", {"prompt": f"stream {n}"}))[
-            "task_id"] for n in range(3)]  # fmt: skip
+        streaming = [
+            (await editor.command("talos.task.start", {"prompt": f"stream {n}"}))["task_id"]
+            for n in range(3)
+        ]
         await editor.until(lambda: len(model.requests) == 3, "the three tasks streaming")
-        fourth = asyncio.ensure_future(editor.command("talos.task.start", {
-            "prompt": "explain the parser and load_config()", "uri": doc.as_uri(),
-            "range": {"start": {"line": 0, "character": 0}, "end": {"line": 1, "character": 0}},
-        }))  # fmt: skip
-        actions = await asyncio.wait_for(editor.client.text_document_code_action_async(
-            types.CodeActionParams(
-                text_document=types.TextDocumentIdentifier(uri=doc.as_uri()),
-                range=types.Range(start=types.Position(line=0, character=0),
-                                  end=types.Position(line=1, character=0)),
-                context=types.CodeActionContext(diagnostics=[]))), WAIT_S)  # fmt: skip
+        fourth = asyncio.ensure_future(
+            editor.command(
+                "talos.task.start",
+                {
+                    "prompt": "explain the parser and load_config()",
+                    "uri": doc.as_uri(),
+                    "range": {
+                        "start": {"line": 0, "character": 0},
+                        "end": {"line": 1, "character": 0},
+                    },
+                },
+            )
+        )
+        actions = await asyncio.wait_for(
+            editor.client.text_document_code_action_async(
+                types.CodeActionParams(
+                    text_document=types.TextDocumentIdentifier(uri=doc.as_uri()),
+                    range=types.Range(
+                        start=types.Position(line=0, character=0),
+                        end=types.Position(line=1, character=0),
+                    ),
+                    context=types.CodeActionContext(diagnostics=[]),
+                )
+            ),
+            WAIT_S,
+        )
         assert [a.title for a in actions] == ["Ask Talos about the selection"]
         states = {t["id"]: t["state"] for t in await editor.command("talos.task.list", {})}
         assert [states[t] for t in streaming] == ["running"] * 3
@@ -180,7 +215,8 @@ async def test_the_status_says_when_the_index_is_ready(tmp_path, options):
     try:
         status = await editor.until(
             lambda: (s := editor.last_status()) and s.folders and s.folders[0].index.ready and s,
-            "a status with the index ready")  # fmt: skip
+            "a status with the index ready",
+        )
         assert status.folders[0].index.files == 3000
     finally:
         await editor.stop()
@@ -189,14 +225,14 @@ async def test_the_status_says_when_the_index_is_ready(tmp_path, options):
 async def test_an_editor_that_watches_files_keeps_the_index_current(tmp_path, ws, options):
     from .conftest import capabilities
 
-    editor = await start_editor(tmp_path / "home", [ws], options,
-                                caps=capabilities(watches=True))  # fmt: skip
+    editor = await start_editor(tmp_path / "home", [ws], options, caps=capabilities(watches=True))
     try:
         (registration,) = await editor.until(lambda: editor.registrations, "a registration")
         assert registration.method == "workspace/didChangeWatchedFiles"
         await editor.until(
             lambda: (s := editor.last_status()) and s.folders and s.folders[0].index.files == 1,
-            "the index of one file")  # fmt: skip
+            "the index of one file",
+        )
         assert editor.last_status().folders[0].index.watched_by == "editor"  # not us as well
         new = ws / "src" / "parser.py"
         new.write_text("def parse():\n    pass\n")
@@ -206,6 +242,7 @@ async def test_an_editor_that_watches_files_keeps_the_index_current(tmp_path, ws
         )
         await editor.until(
             lambda: (s := editor.last_status()) and s.folders[0].index.files == 2,
-            "the new file indexed")  # fmt: skip
+            "the new file indexed",
+        )
     finally:
         await editor.stop()

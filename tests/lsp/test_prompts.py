@@ -20,11 +20,14 @@ def _run(command):
     return reply("", [("c1", "run_command", json.dumps({"command": command}))])
 
 
-@pytest.mark.parametrize("answer, outcome", [
-    ("Allow once", "made"),
-    ("Deny", "not run: denied by you"),
-    (None, "not run: dismissed: denied"),
-])  # fmt: skip
+@pytest.mark.parametrize(
+    "answer, outcome",
+    [
+        ("Allow once", "made"),
+        ("Deny", "not run: denied by you"),
+        (None, "not run: dismissed: denied"),
+    ],
+)
 async def test_permission_prompt(editor, model, ws, answer, outcome):
     require_sandbox()
     model.script += [_run("touch made.txt && echo made"), reply("finished")]
@@ -115,8 +118,7 @@ async def test_a_client_without_prompts_gets_none_and_answers_by_command(
 
     require_sandbox()
     _conflicted(ws)
-    editor = await start_editor(tmp_path / "home", [ws], options,
-                                caps=capabilities(prompts=False))  # fmt: skip
+    editor = await start_editor(tmp_path / "home", [ws], options, caps=capabilities(prompts=False))
     try:
         model.script += [_run("touch made.txt"), reply("done")]
         task_id = (await editor.command("talos.task.start", {"prompt": "write the tests"}))[
@@ -126,8 +128,11 @@ async def test_a_client_without_prompts_gets_none_and_answers_by_command(
         assert editor.prompts == []
         assert "nobody is there to ask" in _tool_results(model, 1)[0]  # headless rules
         assert not (ws / "made.txt").exists()
-        (question,) = [q for q in await editor.command("talos.questions.list", {})
-                       if q["kind"] == "disjunction"]  # fmt: skip
+        (question,) = [
+            q
+            for q in await editor.command("talos.questions.list", {})
+            if q["kind"] == "disjunction"
+        ]
         label = next(o for o in question["options"] if "pytest" in o)
         answered = await editor.command(
             "talos.question.answer", {"candidate_id": question["candidate_id"], "answer": label}

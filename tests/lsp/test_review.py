@@ -16,10 +16,15 @@ from talos_ls.lsp.review import text_edits
 from .conftest import apply_edits, capabilities, start_editor
 
 BASE = "def a():\n    return 1\n\n\ndef b():\n    return 2\n"
-TWO_HUNKS = json.dumps({"path": "src/app.py", "blocks": [
-    {"search": "return 1", "replace": "return 10"},
-    {"search": "return 2", "replace": "return 20"},
-]})  # fmt: skip
+TWO_HUNKS = json.dumps(
+    {
+        "path": "src/app.py",
+        "blocks": [
+            {"search": "return 1", "replace": "return 10"},
+            {"search": "return 2", "replace": "return 20"},
+        ],
+    }
+)
 
 
 async def _propose(editor, model, arguments=TWO_HUNKS):
@@ -31,14 +36,19 @@ async def _propose(editor, model, arguments=TWO_HUNKS):
 
 
 def _range(line_a, line_b):
-    return types.Range(start=types.Position(line=line_a, character=0),
-                       end=types.Position(line=line_b, character=0))  # fmt: skip
+    return types.Range(
+        start=types.Position(line=line_a, character=0), end=types.Position(line=line_b, character=0)
+    )
 
 
 async def _actions(editor, uri, line):
-    return await editor.client.text_document_code_action_async(types.CodeActionParams(
-        text_document=types.TextDocumentIdentifier(uri=uri), range=_range(line, line),
-        context=types.CodeActionContext(diagnostics=[])))  # fmt: skip
+    return await editor.client.text_document_code_action_async(
+        types.CodeActionParams(
+            text_document=types.TextDocumentIdentifier(uri=uri),
+            range=_range(line, line),
+            context=types.CodeActionContext(diagnostics=[]),
+        )
+    )
 
 
 async def _run(editor, action):
@@ -58,14 +68,19 @@ async def test_diagnostics_actions_and_lenses_then_one_hunk_applied(editor, mode
     actions = await _actions(editor, uri, 5)
     pid = proposal["id"]
     assert [a.title for a in actions][:4] == [
-        "Apply this hunk (2 of 2)", f"Apply {pid} (all 2 changes)", f"Reject {pid}",
-        f"Show diff of {pid}"]  # fmt: skip
+        "Apply this hunk (2 of 2)",
+        f"Apply {pid} (all 2 changes)",
+        f"Reject {pid}",
+        f"Show diff of {pid}",
+    ]
     assert not await _actions(editor, uri, 3)  # a line between the hunks
     lenses = await editor.client.text_document_code_lens_async(
         types.CodeLensParams(text_document=types.TextDocumentIdentifier(uri=uri))
     )
     assert [(lens.range.start.line, lens.command.title) for lens in lenses][:2] == [
-        (1, "Apply this hunk (1 of 2)"), (1, f"Apply {pid} (all 2 changes)")]  # fmt: skip
+        (1, "Apply this hunk (1 of 2)"),
+        (1, f"Apply {pid} (all 2 changes)"),
+    ]
     assert len(lenses) == 8
     result = await _run(editor, actions[0])
     assert result["applied"] and result["status"] == "partly_applied"
@@ -83,18 +98,22 @@ async def test_diagnostics_actions_and_lenses_then_one_hunk_applied(editor, mode
     assert editor.texts[uri] == BASE.replace("return 2", "return 20")  # the last application
 
 
-@pytest.mark.parametrize("base", [
-    "é😀 = 1\r\nline = 2\r\nx = 1\r\n",
-    "a = '😀😀'\nx = 1",  # no final newline
-    "a\rb\rx = 1\r",  # lone CR endings
-    "form\x0cfeed = 1\nsep\u2028y = 1\nx = 1\n",  # not line breaks for an editor
-])  # fmt: skip
+@pytest.mark.parametrize(
+    "base",
+    [
+        "é😀 = 1\r\nline = 2\r\nx = 1\r\n",
+        "a = '😀😀'\nx = 1",  # no final newline
+        "a\rb\rx = 1\r",  # lone CR endings
+        "form\x0cfeed = 1\nsep\u2028y = 1\nx = 1\n",  # not line breaks for an editor
+    ],
+)
 async def test_an_edit_lands_exactly_whatever_the_text(editor, model, ws, base):
     app = ws / "src" / "app.py"
     app.write_bytes(base.encode())
     uri = editor.open(app, base)
-    edit = json.dumps({"path": "src/app.py", "blocks": [{"search": "x = 1",
-                                                          "replace": "x = 'ä𝄞'"}]})  # fmt: skip
+    edit = json.dumps(
+        {"path": "src/app.py", "blocks": [{"search": "x = 1", "replace": "x = 'ä𝄞'"}]}
+    )
     proposal = await _propose(editor, model, edit)
     result = await editor.command("talos.proposal.apply", {"proposal_id": proposal["id"]})
     assert result["applied"]
@@ -109,7 +128,8 @@ async def test_a_proposal_turns_stale_when_the_person_types_and_is_refused(edito
     editor.type(uri, BASE + "# typed\n")
     found = await editor.until(
         lambda: (d := editor.client.diagnostics.get(uri)) and "stale" in d[0].message and d,
-        "stale diagnostics")  # fmt: skip
+        "stale diagnostics",
+    )
     assert found[0].severity == types.DiagnosticSeverity.Warning
     actions = await _actions(editor, uri, 1)
     titles = [a.title for a in actions]
@@ -138,7 +158,8 @@ async def _shown_diff(tmp_path, ws, options, model, **extra):
         )
         shown = await editor.command("talos.proposal.diff", {"proposal_id": proposal["id"]})
         served = await editor.client.protocol.send_request_async(
-            "talos/proposalContent", {"proposal_id": proposal["id"], "side": "diff"})  # fmt: skip
+            "talos/proposalContent", {"proposal_id": proposal["id"], "side": "diff"}
+        )
         assert served == shown["diff"] and "-    return 1\n+    return 2\n" in served
         return shown, proposal, [d.uri for d in editor.client.shown_documents]
     finally:
@@ -152,8 +173,9 @@ async def test_show_diff_returns_it_and_opens_it_where_the_client_can(tmp_path, 
 
 
 async def test_show_diff_as_a_virtual_document_for_a_content_provider(tmp_path, ws, options, model):
-    shown, proposal, documents = await _shown_diff(tmp_path, ws, options, model,
-                                                   contentProvider=True)  # fmt: skip
+    shown, proposal, documents = await _shown_diff(
+        tmp_path, ws, options, model, contentProvider=True
+    )
     assert documents == [shown["uri"]] == [f"talos-proposal:/{proposal['id']}.diff"]
 
 
@@ -180,7 +202,8 @@ async def test_a_write_on_disk_makes_a_proposal_stale(tmp_path, ws, options, mod
         )
         found = await editor.until(
             lambda: (d := editor.client.diagnostics.get(app.as_uri())) and "stale" in d[0].message,
-            "stale diagnostics")  # fmt: skip
+            "stale diagnostics",
+        )
         assert found
         result = await editor.command("talos.proposal.apply", {"proposal_id": proposal["id"]})
         assert not result["applied"] and result["status"] == "stale"
@@ -195,7 +218,8 @@ async def test_undo_from_a_code_action_and_not_over_later_edits(editor, model, w
     uri = editor.open(app)
     proposal = await _propose(editor, model)
     assert (await editor.command("talos.proposal.apply", {"proposal_id": proposal["id"]}))[
-        "applied"]  # fmt: skip
+        "applied"
+    ]
     (undo,) = [a for a in await _actions(editor, uri, 0) if a.title.startswith("Undo")]
     assert undo.title == f"Undo {proposal['id']}"
     assert (await _run(editor, undo))["status"] == "undone"
@@ -221,7 +245,8 @@ async def test_a_restarted_server_applies_what_the_last_one_proposed_once(
         (listed,) = await second.command("talos.proposal.list", {})
         assert listed["id"] == proposal["id"] and listed["status"] == "pending"
         assert (await second.command("talos.proposal.apply", {"proposal_id": listed["id"]}))[
-            "applied"]  # fmt: skip
+            "applied"
+        ]
         assert app.read_text() == BASE.replace("return 1", "return 10").replace("n 2", "n 20")
         again = await second.command("talos.proposal.apply", {"proposal_id": listed["id"]})
         assert not again["applied"] and again["status"] == "applied"
@@ -236,9 +261,12 @@ async def test_two_servers_racing_to_apply_one_proposal_apply_it_once(tmp_path, 
     second = await start_editor(tmp_path / "home2", [ws], options)
     try:
         proposal = await _propose(first, model)
-        results = await asyncio.gather(*(
-            e.command("talos.proposal.apply", {"proposal_id": proposal["id"]})
-            for e in (first, second)))  # fmt: skip
+        results = await asyncio.gather(
+            *(
+                e.command("talos.proposal.apply", {"proposal_id": proposal["id"]})
+                for e in (first, second)
+            )
+        )
         assert sorted(r["applied"] for r in results) == [False, True]
         assert app.read_text() == BASE.replace("return 1", "return 10").replace("n 2", "n 20")
     finally:

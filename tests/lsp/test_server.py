@@ -17,11 +17,18 @@ from .conftest import start_editor
 
 
 def test_version_and_help():
-    out = subprocess.run([sys.executable, "-m", "talos_ls.server", "--version"],
-                         capture_output=True, text=True, check=True)  # fmt: skip
+    out = subprocess.run(
+        [sys.executable, "-m", "talos_ls.server", "--version"],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
     assert out.stdout.startswith("talos-ls ")
-    bad = subprocess.run([sys.executable, "-m", "talos_ls.server", "--tcp", "nonsense"],
-                         capture_output=True, text=True)  # fmt: skip
+    bad = subprocess.run(
+        [sys.executable, "-m", "talos_ls.server", "--tcp", "nonsense"],
+        capture_output=True,
+        text=True,
+    )
     assert bad.returncode == 2 and "--tcp needs HOST:PORT" in bad.stderr
 
 
@@ -44,8 +51,9 @@ async def test_a_task_reports_progress_with_cost_and_its_answer(editor, model, w
     assert any(m.startswith("step 2: thinking") and "120 tokens" in m for m in steps)
     assert reports[-1].message.startswith("done")
     assert "$0.0004" in reports[-1].message  # 300 in at $1, 30 out at $2 a million: $0.00036
-    await editor.until(lambda: any("main returns 1." in m for m in editor.messages()),
-                       "the answer as a message")  # fmt: skip
+    await editor.until(
+        lambda: any("main returns 1." in m for m in editor.messages()), "the answer as a message"
+    )
     shown = await editor.command("talos.task.show", {"task_id": started["task_id"]})
     assert "# Task" in shown and "what does main return?" in shown
     assert "def main():" in shown  # the tool result, fenced
@@ -58,7 +66,8 @@ async def test_cancel_from_the_progress_stops_the_task(editor, model, tmp_path):
     task_id = started["task_id"]
     await editor.until(lambda: editor.progress(task_id), "the progress to begin")
     editor.client.window_work_done_progress_cancel(
-        types.WorkDoneProgressCancelParams(token=f"talos/task/{task_id}"))  # fmt: skip
+        types.WorkDoneProgressCancelParams(token=f"talos/task/{task_id}")
+    )
     reports = await editor.finished(task_id)
     assert reports[-1].message.startswith("cancelled")
     assert (await editor.task(task_id))["state"] == "cancelled"
@@ -80,8 +89,9 @@ async def test_the_cost_cap_stops_a_task(tmp_path, ws, options, model):
     editor = await start_editor(tmp_path / "home", [ws], {**options, "maxCost": 0.001})
     try:
         call = ("c{}", "read_file", '{"path": "src/app.py"}')
-        model.script += [reply("", [(call[0].format(i), *call[1:])], usage=(400, 100, 0))
-                         for i in range(10)]  # fmt: skip
+        model.script += [
+            reply("", [(call[0].format(i), *call[1:])], usage=(400, 100, 0)) for i in range(10)
+        ]
         task_id = (await editor.command("talos.task.start", {"prompt": "loop"}))["task_id"]
         reports = await editor.finished(task_id)
         assert reports[-1].message.startswith("stopped")
@@ -93,15 +103,18 @@ async def test_the_cost_cap_stops_a_task(tmp_path, ws, options, model):
         await editor.stop()
 
 
-@pytest.mark.parametrize("arguments, field", [
-    ([], "'prompt' is required"),
-    (["a string"], "one object argument"),
-    ([{"prompt": 5}], "'prompt' must be a string"),
-    ([{"prompt": "x", "uri": "http://example.com/a.py"}], "file:// URI"),
-    ([{"prompt": "x", "range": {"start": 1}}], "'range' must be an LSP range"),
-    ([{"prompt": "x"}, {"prompt": "y"}], "one object argument, got 2"),
-    ([{"prompt": "   "}], "'prompt' is empty"),
-])  # fmt: skip
+@pytest.mark.parametrize(
+    "arguments, field",
+    [
+        ([], "'prompt' is required"),
+        (["a string"], "one object argument"),
+        ([{"prompt": 5}], "'prompt' must be a string"),
+        ([{"prompt": "x", "uri": "http://example.com/a.py"}], "file:// URI"),
+        ([{"prompt": "x", "range": {"start": 1}}], "'range' must be an LSP range"),
+        ([{"prompt": "x"}, {"prompt": "y"}], "one object argument, got 2"),
+        ([{"prompt": "   "}], "'prompt' is empty"),
+    ],
+)
 async def test_malformed_params_are_errors_naming_the_field(editor, arguments, field):
     with pytest.raises(JsonRpcException) as caught:
         await editor.command("talos.task.start", *arguments)
@@ -110,13 +123,16 @@ async def test_malformed_params_are_errors_naming_the_field(editor, arguments, f
 
 
 async def test_every_command_refuses_a_missing_field(editor):
-    for name, field in [("talos.task.cancel", "task_id"), ("talos.task.show", "task_id"),
-                        ("talos.proposal.show", "proposal_id"),
-                        ("talos.proposal.apply", "proposal_id"),
-                        ("talos.proposal.reject", "proposal_id"),
-                        ("talos.question.answer", "candidate_id"),
-                        ("talos.memory.remember", "statement"),
-                        ("talos.memory.forget", "key")]:  # fmt: skip
+    for name, field in [
+        ("talos.task.cancel", "task_id"),
+        ("talos.task.show", "task_id"),
+        ("talos.proposal.show", "proposal_id"),
+        ("talos.proposal.apply", "proposal_id"),
+        ("talos.proposal.reject", "proposal_id"),
+        ("talos.question.answer", "candidate_id"),
+        ("talos.memory.remember", "statement"),
+        ("talos.memory.forget", "key"),
+    ]:
         with pytest.raises(JsonRpcException) as caught:
             await editor.command(name, {})
         assert caught.value.code == -32602 and f"'{field}' is required" in caught.value.message
@@ -131,7 +147,8 @@ async def test_status_reports_the_session(editor, model, ws):
     await editor.finished(task_id)
     status = await editor.until(
         lambda: (s := editor.last_status()) and s.tokens_in == 1000 and not s.running and s,
-        "a status with the tokens")  # fmt: skip
+        "a status with the tokens",
+    )
     assert status.tokens_out == 500 and status.cost_session == "0.002"
     (folder,) = status.folders
     assert folder.root == str(ws.resolve()) and folder.turn == 1
@@ -149,10 +166,13 @@ async def test_running_tasks_show_in_the_status(editor, model):
         lambda: (s := editor.last_status()) and s.running and s, "a running task"
     )
     (running,) = status.running  # first seen queued, starting or at its first step
-    assert running.id == task_id and (running.step in ("queued", "starting")
-                                      or running.step.startswith("step 1")), running  # fmt: skip
-    await editor.until(lambda: editor.last_status().running[0].step.startswith("step 1"),
-                       "its first step in the status")  # fmt: skip
+    assert running.id == task_id and (
+        running.step in ("queued", "starting") or running.step.startswith("step 1")
+    ), running
+    await editor.until(
+        lambda: editor.last_status().running[0].step.startswith("step 1"),
+        "its first step in the status",
+    )
     await editor.command("talos.task.cancel", {"task_id": task_id})
     await editor.finished(task_id)
 
@@ -176,6 +196,9 @@ async def test_remembering_a_fact_twice_holds_it_once(editor):
     again = await editor.command("talos.memory.remember", {"statement": "tests use pytest."})
     assert first["outcome"] != "already held"
     assert again == {"key": first["key"], "outcome": "already held"}
-    held = [f for f in await editor.command("talos.memory.list", {})
-            if f["statement"].lower().startswith("tests use pytest")]  # fmt: skip
+    held = [
+        f
+        for f in await editor.command("talos.memory.list", {})
+        if f["statement"].lower().startswith("tests use pytest")
+    ]
     assert len(held) == 1

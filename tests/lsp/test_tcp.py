@@ -41,9 +41,13 @@ def test_tcp_refuses_other_hosts_and_tokens_others_could_read(tmp_path, capsys):
     short, _ = token_file(tmp_path, token="short")
     link = tmp_path / "link"
     link.symlink_to(good)
-    done = subprocess.run([*SERVER, "--tcp", "0.0.0.0:0", "--token-file", str(good)],
-                          capture_output=True, text=True, env=server_env(tmp_path),
-                          timeout=60)  # fmt: skip
+    done = subprocess.run(
+        [*SERVER, "--tcp", "0.0.0.0:0", "--token-file", str(good)],
+        capture_output=True,
+        text=True,
+        env=server_env(tmp_path),
+        timeout=60,
+    )
     assert done.returncode == 2 and "this machine only" in done.stderr, done.stderr
     assert done.stdout == ""
     cases = [
@@ -130,15 +134,21 @@ def model():
 
 
 def hello(token: str | None, ws: Path, store: Path, model_url: str) -> dict[str, Any]:
-    options: dict[str, Any] = {"model": "fake-model", "baseUrl": model_url,
-                               "storeUrl": f"sqlite:///{store}",
-                               "prices": {"fake-model": {"input": 1, "cached_input": 0.5,
-                                                         "output": 2}}}  # fmt: skip
+    options: dict[str, Any] = {
+        "model": "fake-model",
+        "baseUrl": model_url,
+        "storeUrl": f"sqlite:///{store}",
+        "prices": {"fake-model": {"input": 1, "cached_input": 0.5, "output": 2}},
+    }
     if token is not None:
         options["tcpToken"] = token
-    return {"processId": os.getpid(), "rootUri": ws.as_uri(), "capabilities": {},
-            "workspaceFolders": [{"uri": ws.as_uri(), "name": ws.name}],
-            "initializationOptions": options}  # fmt: skip
+    return {
+        "processId": os.getpid(),
+        "rootUri": ws.as_uri(),
+        "capabilities": {},
+        "workspaceFolders": [{"uri": ws.as_uri(), "name": ws.name}],
+        "initializationOptions": options,
+    }
 
 
 async def test_one_session_with_the_token_and_nothing_for_probes_or_intruders(tmp_path, model):
@@ -148,8 +158,15 @@ async def test_one_session_with_the_token_and_nothing_for_probes_or_intruders(tm
     path, token = token_file(tmp_path)
     store = tmp_path / "talos.db"
     proc = await asyncio.create_subprocess_exec(
-        *SERVER, "--tcp", "127.0.0.1:0", "--token-file", str(path), env=server_env(tmp_path),
-        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)  # fmt: skip
+        *SERVER,
+        "--tcp",
+        "127.0.0.1:0",
+        "--token-file",
+        str(path),
+        env=server_env(tmp_path),
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+    )
     start = {"command": "talos.task.start", "arguments": [{"prompt": "touch pwned"}]}
     try:
         port = await listening(proc)
@@ -161,8 +178,11 @@ async def test_one_session_with_the_token_and_nothing_for_probes_or_intruders(tm
         assert (await early.answer(1))["error"]["code"] == -32002
         assert await early.closed()
         # Bytes that are no message; a wrong token; no token: each refused and closed.
-        for first in (b"GET / HTTP/1.1", hello("x" * 32, ws, store, model.url),
-                      hello(None, ws, store, model.url)):  # fmt: skip
+        for first in (
+            b"GET / HTTP/1.1",
+            hello("x" * 32, ws, store, model.url),
+            hello(None, ws, store, model.url),
+        ):
             conn = await Conn.open(port)
             if isinstance(first, bytes):
                 await conn.send(first)
@@ -170,8 +190,9 @@ async def test_one_session_with_the_token_and_nothing_for_probes_or_intruders(tm
                 await conn.request(7, "initialize", first)
             assert await conn.closed()
             (error,) = [m for m in conn.seen if "error" in m]
-            assert "tcpToken" in error["error"]["message"] or "initialize" in error["error"][
-                "message"], error  # fmt: skip
+            assert (
+                "tcpToken" in error["error"]["message"] or "initialize" in error["error"]["message"]
+            ), error
             assert not [m for m in conn.seen if "result" in m]
         # The client with the token: the session.
         client = await Conn.open(port)
@@ -179,8 +200,9 @@ async def test_one_session_with_the_token_and_nothing_for_probes_or_intruders(tm
         assert (await client.answer(1))["result"]["serverInfo"]["name"] == "talos-ls"
         await client.send({"jsonrpc": "2.0", "method": "initialized", "params": {}})
         for n in range(2, 400):
-            await client.request(n, "workspace/executeCommand",
-                                 {"command": "talos.status", "arguments": [{}]})  # fmt: skip
+            await client.request(
+                n, "workspace/executeCommand", {"command": "talos.status", "arguments": [{}]}
+            )
             if (await client.answer(n))["result"]["folders"]:
                 break
             await asyncio.sleep(0.05)
@@ -194,8 +216,9 @@ async def test_one_session_with_the_token_and_nothing_for_probes_or_intruders(tm
         assert await intruder.closed()
         assert all(m.get("id") in (None, 900, 901) and "error" in m for m in intruder.seen)
         assert "one client at a time" in intruder.seen[0]["error"]["message"]
-        await client.request(500, "workspace/executeCommand",
-                             {"command": "talos.task.list", "arguments": [{}]})  # fmt: skip
+        await client.request(
+            500, "workspace/executeCommand", {"command": "talos.task.list", "arguments": [{}]}
+        )
         assert (await client.answer(500))["result"] == []  # nobody else started a task
         assert model.requests == []
         await client.request(501, "shutdown")
@@ -216,8 +239,15 @@ async def test_the_sessions_connection_closing_ends_the_server(tmp_path, model):
     ws.mkdir()
     path, token = token_file(tmp_path)
     proc = await asyncio.create_subprocess_exec(
-        *SERVER, "--tcp", "localhost:0", "--token-file", str(path), env=server_env(tmp_path),
-        stdout=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.PIPE)  # fmt: skip
+        *SERVER,
+        "--tcp",
+        "localhost:0",
+        "--token-file",
+        str(path),
+        env=server_env(tmp_path),
+        stdout=asyncio.subprocess.DEVNULL,
+        stderr=asyncio.subprocess.PIPE,
+    )
     try:
         port = await listening(proc)
         client = await Conn.open(port)

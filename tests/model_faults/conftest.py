@@ -21,9 +21,12 @@ QUICK_FIRST_BYTE = {**PATIENT, "modelTimeout": 1}  # an endpoint that never answ
 
 @pytest.fixture
 def base_options(tmp_path, model) -> dict[str, Any]:
-    return {"model": "fake-model", "baseUrl": model.url,
-            "storeUrl": "sqlite:///" + str(tmp_path / "talos.db"),
-            "prices": {"fake-model": {"input": 1, "cached_input": 0.5, "output": 2}}}  # fmt: skip
+    return {
+        "model": "fake-model",
+        "baseUrl": model.url,
+        "storeUrl": "sqlite:///" + str(tmp_path / "talos.db"),
+        "prices": {"fake-model": {"input": 1, "cached_input": 0.5, "output": 2}},
+    }
 
 
 @pytest.fixture

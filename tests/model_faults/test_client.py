@@ -29,8 +29,9 @@ def make(server, monkeypatch):
         # Backoff is short so retries are quick; the timeouts are long (a loaded machine can
         # take seconds to answer): a test of a timeout sets the one it tests.
         config = {"max_backoff": 0.05, "timeout": 60.0, "idle_timeout": 60.0, **limits}
-        return ModelClient(ModelConfig("fake-model", base_url=server.url,
-                                       api_key_env="TALOS_TEST_KEY", **config))  # fmt: skip
+        return ModelClient(
+            ModelConfig("fake-model", base_url=server.url, api_key_env="TALOS_TEST_KEY", **config)
+        )
 
     return make
 
@@ -59,8 +60,11 @@ def test_the_defaults_are_sane():
 
 async def test_hang_mid_stream_with_keepalives_ends_at_the_idle_timeout(server, make):
     server.script += [hang(), reply("never asked for")]
-    said = await fails(make(idle_timeout=0.5), r"stalled: nothing for 0\.5 s after output began "
-                               r"\(modelIdleTimeout\)")  # fmt: skip
+    said = await fails(
+        make(idle_timeout=0.5),
+        r"stalled: nothing for 0\.5 s after output began "
+        r"\(modelIdleTimeout\)",
+    )
     assert server.script[0]["stream"]  # not retried: output had begun
     assert len(server.requests) == 1
     await disconnected(server)
@@ -84,8 +88,7 @@ async def test_hang_after_the_role_chunk_before_any_output(server, make):
 async def test_hang_before_the_first_byte_ends_at_the_timeout(server, make):
     server.script += [silent(), reply("never asked for")]
     await fails(
-        make(timeout=1.0),
-        r"no answer from http://127\.0\.0\.1:\d+/v1 within 1 s \(modelTimeout\)",
+        make(timeout=1.0), r"no answer from http://127\.0\.0\.1:\d+/v1 within 1 s \(modelTimeout\)"
     )
     assert len(server.requests) == 1
     await disconnected(server)
@@ -105,8 +108,11 @@ async def test_a_stream_that_trickles_for_ever_ends_at_the_deadline(server, make
 
 async def test_connection_closed_after_output_began_is_not_a_finished_answer(server, make):
     server.script += [drop(reply("a long answer cut short"), after=3), reply("never asked for")]
-    await fails(make(), r"ended before the model finished \(no finish reason: the connection "
-                        r"closed after output began\)")  # fmt: skip
+    await fails(
+        make(),
+        r"ended before the model finished \(no finish reason: the connection "
+        r"closed after output began\)",
+    )
     assert len(server.requests) == 1
 
 
@@ -147,8 +153,9 @@ async def test_retry_after_is_honoured_but_capped_and_retries_are_bounded(server
         reply("never asked for"),
     ]
     retries: list[str] = []
-    said = await fails(make(max_backoff=0.2), r"429 from .* \(slow down\), 4 attempts; giving up",
-                       retries)  # fmt: skip
+    said = await fails(
+        make(max_backoff=0.2), r"429 from .* \(slow down\), 4 attempts; giving up", retries
+    )
     assert len(server.requests) == 4
     waits = [float(r.split("retrying in ")[1].split(" s")[0]) for r in retries]
     assert waits[:2] == [0.2, 0.2] and 0 < waits[2] <= 0.2
@@ -163,11 +170,14 @@ async def test_retry_after_ms_and_then_success(server, make):
     assert retries == [f"429 from {server.url}; retrying in 0.1 s (attempt 2 of 4)"]
 
 
-@pytest.mark.parametrize("step, shown", [
-    (error(500, "boom"), "500 from .* \\(boom\\)"),
-    (error(503, "overloaded", headers={"Retry-After": "0"}), "503 from .* \\(overloaded\\)"),
-    (raw("<html><body>502 Bad Gateway</body></html>", status=502), "502 from "),
-])  # fmt: skip
+@pytest.mark.parametrize(
+    "step, shown",
+    [
+        (error(500, "boom"), "500 from .* \\(boom\\)"),
+        (error(503, "overloaded", headers={"Retry-After": "0"}), "503 from .* \\(overloaded\\)"),
+        (raw("<html><body>502 Bad Gateway</body></html>", status=502), "502 from "),
+    ],
+)
 async def test_5xx_is_retried_a_bounded_number_of_times(server, make, step, shown):
     server.script += [dict(step) for _ in range(10)]
     await fails(make(), shown + ".*, 4 attempts; giving up")
@@ -177,19 +187,45 @@ async def test_5xx_is_retried_a_bounded_number_of_times(server, make, step, show
 # ---------------------------------------------------------------- garbage
 
 
-@pytest.mark.parametrize("step, words", [
-    (raw("<html>It works!</html>"), r"sent a 200 answer that is not a stream \(text/html\)"),
-    (raw(json.dumps({"id": "x", "object": "chat.completion", "choices": [
-        {"index": 0, "message": {"role": "assistant", "content": "hi"}}]}), "application/json"),
-     r"sent a 200 answer that is not a stream \(application/json\)"),
-    (raw("data: {not json\n\n", "text/event-stream"), "a stream event that is not JSON"),
-    (raw("data: 42\n\n", "text/event-stream"), "not a chat completion chunk"),
-    (raw('data: {"choices": "abc"}\n\n', "text/event-stream"), "not a chat completion chunk"),
-    (raw('data: {"choices": [{"index": 0, "delta": {"content": 7}}]}\n\n', "text/event-stream"),
-     "int where text belongs"),
-    (raw('data: {"choices": [{"index": 0, "delta": {"tool_calls": [{"function": {}}]}}]}\n\n',
-         "text/event-stream"), "a tool call without an index"),
-])  # fmt: skip
+@pytest.mark.parametrize(
+    "step, words",
+    [
+        (raw("<html>It works!</html>"), r"sent a 200 answer that is not a stream \(text/html\)"),
+        (
+            raw(
+                json.dumps(
+                    {
+                        "id": "x",
+                        "object": "chat.completion",
+                        "choices": [
+                            {"index": 0, "message": {"role": "assistant", "content": "hi"}}
+                        ],
+                    }
+                ),
+                "application/json",
+            ),
+            r"sent a 200 answer that is not a stream \(application/json\)",
+        ),
+        (raw("data: {not json\n\n", "text/event-stream"), "a stream event that is not JSON"),
+        (raw("data: 42\n\n", "text/event-stream"), "not a chat completion chunk"),
+        (raw('data: {"choices": "abc"}\n\n', "text/event-stream"), "not a chat completion chunk"),
+        (
+            raw(
+                'data: {"choices": [{"index": 0, "delta": {"content": 7}}]}\n\n',
+                "text/event-stream",
+            ),
+            "int where text belongs",
+        ),
+        (
+            raw(
+                'data: {"choices": [{"index": 0, "delta": {"tool_calls": '
+                '[{"function": {}}]}}]}\n\n',
+                "text/event-stream",
+            ),
+            "a tool call without an index",
+        ),
+    ],
+)
 async def test_garbage_fails_at_once_saying_so(server, make, step, words):
     server.script += [step, reply("never asked for")]
     said = await fails(make(), words)

@@ -24,31 +24,54 @@ FAULTS = {
     # name: (what the server plays, what the error says, how many requests it may get[, the
     # timeouts: long unless the fault is about one])
     "hang mid-stream, keep-alives": (
-        [hang()], r"stalled: nothing for 1 s after output began \(modelIdleTimeout\)", 1,
-        QUICK_IDLE),
+        [hang()],
+        r"stalled: nothing for 1 s after output began \(modelIdleTimeout\)",
+        1,
+        QUICK_IDLE,
+    ),
     "hang mid-stream, silence": (
-        [hang(keepalive=False)], r"stalled: nothing for 1 s after output began", 1, QUICK_IDLE),
+        [hang(keepalive=False)],
+        r"stalled: nothing for 1 s after output began",
+        1,
+        QUICK_IDLE,
+    ),
     "hang before the first byte": (
-        [silent()], r"no answer from http://127\.0\.0\.1:\d+/v1 within 1 s \(modelTimeout\)", 1,
-        QUICK_FIRST_BYTE),
+        [silent()],
+        r"no answer from http://127\.0\.0\.1:\d+/v1 within 1 s \(modelTimeout\)",
+        1,
+        QUICK_FIRST_BYTE,
+    ),
     "connection closed mid-stream": (
         [drop(reply("a long answer, cut"), after=3)],
-        r"ended before the model finished \(no finish reason", 1),
+        r"ended before the model finished \(no finish reason",
+        1,
+    ),
     "connection reset mid-stream": (
         [drop(reply("a long answer, cut"), after=3, reset=True)],
-        r"broke after output began: connection lost", 1),
+        r"broke after output began: connection lost",
+        1,
+    ),
     "429 with Retry-After, for ever": (
         [error(429, "Rate limit reached", headers={"Retry-After": "1"})] * 8,
-        r"429 from .* \(Rate limit reached\), 4 attempts; giving up", 4),
+        r"429 from .* \(Rate limit reached\), 4 attempts; giving up",
+        4,
+    ),
     "500, for ever": (
         [error(500, "The server had an error")] * 8,
-        r"500 from .* \(The server had an error\), 4 attempts; giving up", 4),
+        r"500 from .* \(The server had an error\), 4 attempts; giving up",
+        4,
+    ),
     "200 with an HTML page": (
         [raw("<html><h1>Welcome to nginx!</h1></html>")],
-        r"sent a 200 answer that is not a stream \(text/html\): is it an OpenAI-compatible", 1),
+        r"sent a 200 answer that is not a stream \(text/html\): is it an OpenAI-compatible",
+        1,
+    ),
     "SSE with a garbage chunk": (
-        [raw(GARBAGE, "text/event-stream")], r"sent a stream event that is not JSON", 1),
-}  # fmt: skip
+        [raw(GARBAGE, "text/event-stream")],
+        r"sent a stream event that is not JSON",
+        1,
+    ),
+}
 
 
 @pytest.mark.parametrize("fault", FAULTS)
@@ -67,9 +90,13 @@ async def test_a_model_fault_fails_the_task_clearly_and_the_daemon_goes_on(
     assert task["state"] == "failed" and re.search(words, task["error"]), task
     end = reports[-1].message
     assert end.startswith("failed: ") and re.search(words, end), end
-    await editor.until(lambda: any(m.startswith(f"Talos {task_id} failed: ") and
-                                   re.search(words, m) for m in editor.messages()),
-                       "the warning")  # fmt: skip
+    await editor.until(
+        lambda: any(
+            m.startswith(f"Talos {task_id} failed: ") and re.search(words, m)
+            for m in editor.messages()
+        ),
+        "the warning",
+    )
     shown = await editor.command("talos.task.show", {"task_id": task_id})
     assert "Stopped because:" in shown and re.search(words, shown)
     # bounded: counted where they arrive. A loaded machine's server thread may read a request
@@ -86,8 +113,10 @@ async def test_a_model_fault_fails_the_task_clearly_and_the_daemon_goes_on(
     assert (await editor.finished(after))[-1].message.startswith("done")
 
 
-@pytest.mark.parametrize("fault", ["hang mid-stream, keep-alives", "hang mid-stream, silence",
-                                   "hang before the first byte"])  # fmt: skip
+@pytest.mark.parametrize(
+    "fault",
+    ["hang mid-stream, keep-alives", "hang mid-stream, silence", "hang before the first byte"],
+)
 async def test_the_daemon_answers_while_the_model_hangs_and_cancel_closes_the_stream(
     launch, base_options, model, ws, fault
 ):
@@ -100,12 +129,19 @@ async def test_the_daemon_answers_while_the_model_hangs_and_cancel_closes_the_st
     status = await editor.command("talos.status", {})
     assert [t["id"] for t in status["running"]] == [task_id]
     uri = editor.open(ws / "src" / "app.py")
-    whole = types.Range(start=types.Position(line=0, character=0),
-                        end=types.Position(line=1, character=0))  # fmt: skip
-    actions = await asyncio.wait_for(editor.client.text_document_code_action_async(
-        types.CodeActionParams(text_document=types.TextDocumentIdentifier(uri=uri), range=whole,
-                               context=types.CodeActionContext(diagnostics=[]))),
-        WAIT_S)  # fmt: skip
+    whole = types.Range(
+        start=types.Position(line=0, character=0), end=types.Position(line=1, character=0)
+    )
+    actions = await asyncio.wait_for(
+        editor.client.text_document_code_action_async(
+            types.CodeActionParams(
+                text_document=types.TextDocumentIdentifier(uri=uri),
+                range=whole,
+                context=types.CodeActionContext(diagnostics=[]),
+            )
+        ),
+        WAIT_S,
+    )
     assert "Ask Talos about the selection" in [a.title for a in actions]
     assert (await editor.task(task_id))["state"] == "running"
 

@@ -33,10 +33,13 @@ RUN_S = 120  # generous: a stuck editor or server fails the test instead of hang
 BASE = "def a():\n    return 1\n\n\ndef b():\n    return 2\n"
 HUNK_1 = BASE.replace("return 1", "return 10")  # the first hunk applied, not the second
 BOTH = HUNK_1.replace("return 2", "return 20")
-TWO_HUNKS = {"path": "src/app.py", "blocks": [
-    {"search": "return 1", "replace": "return 10"},
-    {"search": "return 2", "replace": "return 20"},
-]}  # fmt: skip
+TWO_HUNKS = {
+    "path": "src/app.py",
+    "blocks": [
+        {"search": "return 1", "replace": "return 10"},
+        {"search": "return 2", "replace": "return 20"},
+    ],
+}
 AGAIN = {"path": "src/app.py", "blocks": [{"search": "return 2", "replace": "return 200"}]}
 WARN = 2  # vim.diagnostic.severity.WARN
 INFO = 3
@@ -58,12 +61,16 @@ def server_cmd() -> list[str]:
 def editor_env(home: Path, config: Path) -> dict[str, str]:
     """Neovim's and so the server's: XDG dirs in tmp, a dummy key, the driver's config."""
     env = {k: v for k, v in os.environ.items() if not k.startswith(("TALOS_", "XDG_"))}
-    env.update({
-        "XDG_CONFIG_HOME": str(home / "config"), "XDG_STATE_HOME": str(home / "state"),
-        "XDG_DATA_HOME": str(home / "data"), "XDG_CACHE_HOME": str(home / "cache"),
-        "OPENAI_API_KEY": "sk-test-not-a-real-key-000000000000",
-        "TALOS_E2E_CONFIG": str(config),
-    })  # fmt: skip
+    env.update(
+        {
+            "XDG_CONFIG_HOME": str(home / "config"),
+            "XDG_STATE_HOME": str(home / "state"),
+            "XDG_DATA_HOME": str(home / "data"),
+            "XDG_CACHE_HOME": str(home / "cache"),
+            "OPENAI_API_KEY": "sk-test-not-a-real-key-000000000000",
+            "TALOS_E2E_CONFIG": str(config),
+        }
+    )
     return env
 
 
@@ -93,18 +100,32 @@ def run_neovim(
     home = tmp_path / "home"
     results = tmp_path / "steps.jsonl"
     config = tmp_path / "nvim.json"
-    config.write_text(json.dumps({
-        "scenario": scenario, "cmd": server_cmd(), "root": str(ws), "results": str(results),
-        "init_options": {
-            "model": "fake-model", "baseUrl": model_url,
-            "storeUrl": "sqlite:///" + str(tmp_path / "talos.db"),
-            "prices": {"fake-model": {"input": 1, "cached_input": 0.5, "output": 2}},
-        },
-    }))  # fmt: skip
+    config.write_text(
+        json.dumps(
+            {
+                "scenario": scenario,
+                "cmd": server_cmd(),
+                "root": str(ws),
+                "results": str(results),
+                "init_options": {
+                    "model": "fake-model",
+                    "baseUrl": model_url,
+                    "storeUrl": "sqlite:///" + str(tmp_path / "talos.db"),
+                    "prices": {"fake-model": {"input": 1, "cached_input": 0.5, "output": 2}},
+                },
+            }
+        )
+    )
     argv = [nvim, "--headless", "-n", "-i", "NONE", "--noplugin", "-u", str(INIT), str(file)]
-    process = subprocess.Popen(argv, cwd=ws, env=editor_env(home, config),
-                               stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                               stderr=subprocess.STDOUT, start_new_session=True)  # fmt: skip
+    process = subprocess.Popen(
+        argv,
+        cwd=ws,
+        env=editor_env(home, config),
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
+    )
     try:
         output, _ = process.communicate(timeout=RUN_S)
         ended = f"exit status {process.returncode}"
@@ -112,8 +133,11 @@ def run_neovim(
         os.killpg(process.pid, signal.SIGKILL)  # Neovim and the server it started
         output, _ = process.communicate()
         ended = f"killed after {RUN_S} s"
-    steps = [json.loads(line) for line in results.read_text().splitlines()] if (
-        results.exists()) else []  # fmt: skip
+    steps = (
+        [json.loads(line) for line in results.read_text().splitlines()]
+        if (results.exists())
+        else []
+    )
     return Run(steps, f"{ended}\n{output.decode(errors='replace')}", home)
 
 
@@ -126,8 +150,10 @@ def review(tmp_path: Path, model: ScriptedModelServer, scenario: str, *proposals
     app = ws / "src" / "app.py"
     app.write_text(BASE)
     for proposal in proposals:
-        model.script += [reply("", [("c1", "propose_edit", json.dumps(proposal))]),
-                         reply("proposed")]  # fmt: skip
+        model.script += [
+            reply("", [("c1", "propose_edit", json.dumps(proposal))]),
+            reply("proposed"),
+        ]
     run = run_neovim(nvim, scenario, tmp_path, ws, app, model.url)
     # pytest.fail, not assert: an expected failure (xfail) is an AssertionError only
     if not run["done"]["ok"] or [s for s in run.steps if s["step"] == "error"]:

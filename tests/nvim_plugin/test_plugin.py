@@ -33,10 +33,13 @@ RUN_S = 120
 
 BASE = "def a():\n    return 1\n\n\ndef b():\n    return 2\n"
 BOTH = BASE.replace("return 1", "return 10").replace("return 2", "return 20")
-TWO_HUNKS = {"path": "src/app.py", "blocks": [
-    {"search": "return 1", "replace": "return 10"},
-    {"search": "return 2", "replace": "return 20"},
-]}  # fmt: skip
+TWO_HUNKS = {
+    "path": "src/app.py",
+    "blocks": [
+        {"search": "return 1", "replace": "return 10"},
+        {"search": "return 2", "replace": "return 20"},
+    ],
+}
 USAGE = (20000, 1000, 0)  # $0.022 a call at the test's prices: the session shows cents
 # What may never reach the person raw (as tests/attacks/test_lsp.py): controls, bidi,
 # invisible formatting, line separators; and line breaks where one line is expected.
@@ -77,20 +80,44 @@ def play(tmp_path: Path, model: ScriptedModelServer, scenario: str) -> Run:
     home = tmp_path / "home"
     results = tmp_path / "steps.jsonl"
     config = tmp_path / "nvim.json"
-    config.write_text(json.dumps({
-        "scenario": scenario, "plugin": str(PLUGIN), "cmd": server_cmd(),
-        "results": str(results), "ws": str(ws), "other": str(other),
-        "settings": {
-            "model": "fake-model", "baseUrl": model.url,
-            "storeUrl": "sqlite:///" + str(tmp_path / "talos.db"),
-            "prices": {"fake-model": {"input": 1, "cached_input": 0.5, "output": 2}},
-        },
-    }))  # fmt: skip
-    argv = [nvim, "--headless", "-n", "-i", "NONE", "--noplugin", "-u", str(DRIVER),
-            str(ws / "src" / "app.py")]  # fmt: skip
-    process = subprocess.Popen(argv, cwd=ws, env=editor_env(home, config),
-                               stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                               stderr=subprocess.STDOUT, start_new_session=True)  # fmt: skip
+    config.write_text(
+        json.dumps(
+            {
+                "scenario": scenario,
+                "plugin": str(PLUGIN),
+                "cmd": server_cmd(),
+                "results": str(results),
+                "ws": str(ws),
+                "other": str(other),
+                "settings": {
+                    "model": "fake-model",
+                    "baseUrl": model.url,
+                    "storeUrl": "sqlite:///" + str(tmp_path / "talos.db"),
+                    "prices": {"fake-model": {"input": 1, "cached_input": 0.5, "output": 2}},
+                },
+            }
+        )
+    )
+    argv = [
+        nvim,
+        "--headless",
+        "-n",
+        "-i",
+        "NONE",
+        "--noplugin",
+        "-u",
+        str(DRIVER),
+        str(ws / "src" / "app.py"),
+    ]
+    process = subprocess.Popen(
+        argv,
+        cwd=ws,
+        env=editor_env(home, config),
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
+    )
     try:
         output, _ = process.communicate(timeout=RUN_S)
         ended = f"exit status {process.returncode}"
@@ -98,8 +125,11 @@ def play(tmp_path: Path, model: ScriptedModelServer, scenario: str) -> Run:
         os.killpg(process.pid, signal.SIGKILL)
         output, _ = process.communicate()
         ended = f"killed after {RUN_S} s"
-    steps = [json.loads(line) for line in results.read_text().splitlines()] if (
-        results.exists()) else []  # fmt: skip
+    steps = (
+        [json.loads(line) for line in results.read_text().splitlines()]
+        if (results.exists())
+        else []
+    )
     run = Run(steps, f"{ended}\n{output.decode(errors='replace')}", home)
     if not steps or not run["done"]["ok"] or [s for s in steps if s["step"] == "error"]:
         pytest.fail(f"Neovim's session did not complete\n{run}", pytrace=False)
@@ -149,7 +179,9 @@ def test_the_plugin_reviews_a_task_in_neovim(tmp_path, model):
     quickfix = run["quickfix"]
     assert quickfix["title"] == "Talos proposals" and quickfix["open"], str(run)
     assert [(i["file"], i["lnum"]) for i in quickfix["items"]] == [
-        ("src/app.py", 2), ("src/app.py", 6)], str(run)  # fmt: skip
+        ("src/app.py", 2),
+        ("src/app.py", 6),
+    ], str(run)
     assert "change 1 of 2: -1 +1: return 10" in quickfix["items"][0]["text"], str(run)
 
     # :TalosDiff: two windows in diff mode, base and proposed.
@@ -177,8 +209,10 @@ def test_the_plugin_reviews_a_task_in_neovim(tmp_path, model):
     assert "Tests use unittest" not in run["forget"]["left"], str(run)
     assert "no open question" in run["questions"]["note"], str(run)
     assert "no task is running" in run["cancel"]["note"], str(run)
-    print(f"\nNeovim session: {took:.1f} s; task {task['took_ms']:.0f} ms, {task['ticks']} "
-          f"ticks, longest gap {task['longest_gap_ms']:.0f} ms")  # fmt: skip
+    print(
+        f"\nNeovim session: {took:.1f} s; task {task['took_ms']:.0f} ms, {task['ticks']} "
+        f"ticks, longest gap {task['longest_gap_ms']:.0f} ms"
+    )
 
 
 def test_a_task_on_the_selected_lines_sends_them_with_their_diagnostics(tmp_path, model):
@@ -222,9 +256,12 @@ def test_a_choice_made_after_the_prompt_timed_out_is_not_sent_and_denies(tmp_pat
 
 
 def test_hostile_text_cannot_break_the_statusline_or_a_quickfix_entry(tmp_path, model):
-    evil = {"path": "src/app.py", "blocks": [
-        {"search": "return 1", "replace": "return '\x1b[31m%s %{execute(\"qa!\")}\u202ecba'"},
-    ]}  # fmt: skip
+    evil = {
+        "path": "src/app.py",
+        "blocks": [
+            {"search": "return 1", "replace": "return '\x1b[31m%s %{execute(\"qa!\")}\u202ecba'"}
+        ],
+    }
     model.script += [reply("", [("c1", "propose_edit", json.dumps(evil))]), reply("done")]
     run = play(tmp_path, model, "hostile")
     shown = run["statusline"]
@@ -254,14 +291,18 @@ def test_setup_uses_vim_lsp_start_where_it_exists_one_client_per_root(tmp_path, 
 
 
 # ------------------------------------------------------------------ static
-@pytest.mark.parametrize("cwd, argv", [
-    (ROOT, ["--config", "clients/neovim/.luacheckrc", "clients/neovim"]),  # as .ci/run runs it
-    (PLUGIN, ["."]),  # from the plugin's directory, its .luacheckrc found
-])  # fmt: skip
+@pytest.mark.parametrize(
+    "cwd, argv",
+    [
+        (ROOT, ["--config", "clients/neovim/.luacheckrc", "clients/neovim"]),  # as .ci/run runs it
+        (PLUGIN, ["."]),  # from the plugin's directory, its .luacheckrc found
+    ],
+)
 def test_luacheck_is_clean(cwd, argv):
     luacheck = require_binary("luacheck", LUACHECK_INSTALL)
-    done = subprocess.run([luacheck, "--no-color", *argv], cwd=cwd, capture_output=True,
-                          text=True, timeout=60)  # fmt: skip
+    done = subprocess.run(
+        [luacheck, "--no-color", *argv], cwd=cwd, capture_output=True, text=True, timeout=60
+    )
     assert done.returncode == 0, done.stdout + done.stderr
     assert "0 warnings / 0 errors" in done.stdout, done.stdout
 
@@ -271,16 +312,36 @@ def test_helptags_take_the_help_file_and_help_talos_opens_it(tmp_path):
     copy = tmp_path / "talos-plugin"
     shutil.copytree(PLUGIN / "doc", copy / "doc")
     out = tmp_path / "help.txt"
-    script = (f"set rtp^={copy} | helptags {copy / 'doc'} | help talos | "
-              f"call writefile([expand('%:t'), getline('.')], '{out}') | qa!")  # fmt: skip
-    done = subprocess.run([nvim, "--headless", "-u", "NONE", "-i", "NONE", "-c", script],
-                          capture_output=True, text=True, timeout=30)  # fmt: skip
+    script = (
+        f"set rtp^={copy} | helptags {copy / 'doc'} | help talos | "
+        f"call writefile([expand('%:t'), getline('.')], '{out}') | qa!"
+    )
+    done = subprocess.run(
+        [nvim, "--headless", "-u", "NONE", "-i", "NONE", "-c", script],
+        capture_output=True,
+        text=True,
+        timeout=30,
+    )
     assert done.returncode == 0, done.stdout + done.stderr
     tags = {line.split("\t")[0] for line in (copy / "doc" / "tags").read_text().splitlines()}
-    for tag in ("talos", "talos-setup", "talos-statusline", ":TalosTask", ":TalosCancel",
-                ":TalosTasks", ":TalosShow", ":TalosProposals", ":TalosApply", ":TalosReject",
-                ":TalosUndo", ":TalosDiff", ":TalosQuestions", ":TalosMemory", ":TalosForget",
-                "talos-prompts"):  # fmt: skip
+    for tag in (
+        "talos",
+        "talos-setup",
+        "talos-statusline",
+        ":TalosTask",
+        ":TalosCancel",
+        ":TalosTasks",
+        ":TalosShow",
+        ":TalosProposals",
+        ":TalosApply",
+        ":TalosReject",
+        ":TalosUndo",
+        ":TalosDiff",
+        ":TalosQuestions",
+        ":TalosMemory",
+        ":TalosForget",
+        "talos-prompts",
+    ):
         assert tag in tags, sorted(tags)
     name, line = out.read_text().splitlines()
     assert name == "talos.txt" and "*talos*" in line, (name, line)
@@ -288,15 +349,25 @@ def test_helptags_take_the_help_file_and_help_talos_opens_it(tmp_path):
 
 # Neovim APIs newer than 0.7, each allowed only in compat.lua (which guards it).
 NEWER = {
-    r"vim\.lsp\.start\s*\(": "0.8", r"vim\.lsp\.get_clients": "0.10", r"vim\.fs\.": "0.8",
-    r"vim\.uv\b": "0.10", r"vim\.iter": "0.10", r"vim\.system": "0.10", r"vim\.ringbuf": "0.10",
-    r"vim\.lsp\.start\b": "0.8", r"client:\w+\(": "0.11", r"vim\.version\(": "0.9",
-    r"vim\.print": "0.9", r"vim\.snippet": "0.10", r"vim\.lsp\.buf\.format": "0.8",
+    r"vim\.lsp\.start\s*\(": "0.8",
+    r"vim\.lsp\.get_clients": "0.10",
+    r"vim\.fs\.": "0.8",
+    r"vim\.uv\b": "0.10",
+    r"vim\.iter": "0.10",
+    r"vim\.system": "0.10",
+    r"vim\.ringbuf": "0.10",
+    r"vim\.lsp\.start\b": "0.8",
+    r"client:\w+\(": "0.11",
+    r"vim\.version\(": "0.9",
+    r"vim\.print": "0.9",
+    r"vim\.snippet": "0.10",
+    r"vim\.lsp\.buf\.format": "0.8",
     r"nvim_get_option_value|nvim_set_option_value": "0.7.1+/0.10 semantics",
-    r"vim\.keycode": "0.10", r"vim\.islist|vim\.list_contains|vim\.tbl_isarray": "0.10",
+    r"vim\.keycode": "0.10",
+    r"vim\.islist|vim\.list_contains|vim\.tbl_isarray": "0.10",
     r"vim\.defaulttable|vim\.split\([^)]*trimempty": "0.9/0.7",
     r"vim\.lsp\.status|LspProgress\b|LspAttach\b|LspDetach\b": "0.8-0.10",
-}  # fmt: skip
+}
 
 
 def test_no_api_newer_than_neovim_0_7_outside_its_guard():

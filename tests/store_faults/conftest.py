@@ -78,9 +78,16 @@ async def degraded(editor: Editor, *expected: str) -> str:
 
 
 async def recovered(editor: Editor) -> None:
-    await editor.until(lambda: (s := editor.last_status()) is not None and s.store.available
-                       and s.store.problem is None and said(editor, BACK),
-                       "the store back in talos/status", RECOVERY_S)  # fmt: skip
+    await editor.until(
+        lambda: (
+            (s := editor.last_status()) is not None
+            and s.store.available
+            and s.store.problem is None
+            and said(editor, BACK)
+        ),
+        "the store back in talos/status",
+        RECOVERY_S,
+    )
 
 
 async def still_answers(editor: Editor, ws: Path) -> None:
@@ -89,9 +96,11 @@ async def still_answers(editor: Editor, ws: Path) -> None:
     uri = editor.open(app) if app.as_uri() not in editor.versions else app.as_uri()
     params = types.CodeActionParams(
         text_document=types.TextDocumentIdentifier(uri=uri),
-        range=types.Range(start=types.Position(line=0, character=0),
-                          end=types.Position(line=1, character=0)),
-        context=types.CodeActionContext(diagnostics=[]))  # fmt: skip
+        range=types.Range(
+            start=types.Position(line=0, character=0), end=types.Position(line=1, character=0)
+        ),
+        context=types.CodeActionContext(diagnostics=[]),
+    )
     actions = await asyncio.wait_for(editor.client.text_document_code_action_async(params), WAIT_S)
     assert any("Ask Talos" in a.title for a in actions or [])
     status = await editor.command("talos.status", {})
@@ -118,9 +127,13 @@ async def task_runs(editor: Editor, model: Any, prompt: str = "write the tests")
 
 
 async def start(home: Path, ws: Path, model: Any, url: str, **options: Any) -> Editor:
-    options = {"model": "fake-model", "baseUrl": model.url, "storeUrl": url,
-               "prices": {"fake-model": {"input": 1, "cached_input": 0.5, "output": 2}},
-               **options}  # fmt: skip
+    options = {
+        "model": "fake-model",
+        "baseUrl": model.url,
+        "storeUrl": url,
+        "prices": {"fake-model": {"input": 1, "cached_input": 0.5, "output": 2}},
+        **options,
+    }
     editor = await start_editor(home, [ws], options)
     await editor.until(lambda: editor.statuses, "the first status")
     return editor
@@ -133,8 +146,12 @@ def can_mount() -> bool:
     probe = Path("/tmp") / f"talos-mount-probe-{time.monotonic_ns()}"
     probe.mkdir()
     try:
-        ok = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=64k", "tmpfs", str(probe)],
-                            capture_output=True).returncode == 0  # fmt: skip
+        ok = (
+            subprocess.run(
+                ["mount", "-t", "tmpfs", "-o", "size=64k", "tmpfs", str(probe)], capture_output=True
+            ).returncode
+            == 0
+        )
         if ok:
             subprocess.run(["umount", str(probe)], check=True)
         return ok
@@ -147,8 +164,7 @@ def tmpfs(tmp_path):
     """A small tmpfs of our own, to fill or make read-only under the server (needs the right
     to mount: root in CI's container)."""
     if not can_mount():
-        pytest.skip("cannot mount a tmpfs here (not root); the RLIMIT_FSIZE test covers "
-                    "disk full")  # fmt: skip
+        pytest.skip("cannot mount a tmpfs here (not root); the RLIMIT_FSIZE test covers disk full")
     where = tmp_path / "mnt"
     where.mkdir()
     subprocess.run(["mount", "-t", "tmpfs", "-o", "size=8m", "tmpfs", str(where)], check=True)

@@ -54,8 +54,7 @@ async def _after(editor, model, ws):
 async def _while_down(editor, ws, *expected):
     problem = await degraded(editor, *expected)
     await still_answers(editor, ws)
-    await refused(editor, "talos.task.start", {"prompt": "write the tests"}, UNAVAILABLE,
-                  *expected)  # fmt: skip
+    await refused(editor, "talos.task.start", {"prompt": "write the tests"}, UNAVAILABLE, *expected)
     await refused(editor, "talos.memory.remember", {"statement": LOST}, UNAVAILABLE)
     assert editor.prompts == []
     assert len(said(editor, UNAVAILABLE)) == 1 and problem in said(editor, UNAVAILABLE)[0]

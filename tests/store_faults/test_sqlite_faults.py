@@ -30,8 +30,9 @@ KEPT = "The build uses make"
 LOST = "Deploys go through CI"
 
 
-async def fault_and_recovery(editor, model, ws, brk: Callable[[], None],
-                             fix: Callable[[], None], *expected: str) -> str:  # fmt: skip
+async def fault_and_recovery(
+    editor, model, ws, brk: Callable[[], None], fix: Callable[[], None], *expected: str
+) -> str:
     """The common story: it works; the store breaks; everything that needs it is refused with
     the problem, the rest answers, no question is asked, one message; it is fixed; one message,
     and tasks, facts and questions work again, with what was acknowledged before."""
@@ -43,8 +44,7 @@ async def fault_and_recovery(editor, model, ws, brk: Callable[[], None],
     await refused(editor, "talos.task.start", {"prompt": "write the tests"})
     problem = await degraded(editor, *expected)
     await still_answers(editor, ws)
-    await refused(editor, "talos.task.start", {"prompt": "write the tests"}, UNAVAILABLE,
-                  *expected)  # fmt: skip
+    await refused(editor, "talos.task.start", {"prompt": "write the tests"}, UNAVAILABLE, *expected)
     await refused(editor, "talos.memory.remember", {"statement": LOST}, UNAVAILABLE)
     await refused(editor, "talos.memory.list", {}, UNAVAILABLE)
     assert editor.prompts == []  # the queue failed closed: nothing asked
@@ -75,11 +75,13 @@ async def test_file_size_limit_is_a_full_disk(tmp_path, ws, model):
             resource.prlimit(pid, resource.RLIMIT_FSIZE, (size, resource.RLIM_INFINITY))
 
         def fix() -> None:
-            resource.prlimit(pid, resource.RLIMIT_FSIZE,
-                             (resource.RLIM_INFINITY, resource.RLIM_INFINITY))  # fmt: skip
+            resource.prlimit(
+                pid, resource.RLIMIT_FSIZE, (resource.RLIM_INFINITY, resource.RLIM_INFINITY)
+            )
 
-        problem = await fault_and_recovery(editor, model, ws, brk, fix, "disk full", str(db),
-                                           "free some space")  # fmt: skip
+        problem = await fault_and_recovery(
+            editor, model, ws, brk, fix, "disk full", str(db), "free some space"
+        )
         assert problem.startswith("disk full")
     finally:
         await editor.stop()
@@ -105,9 +107,17 @@ async def test_full_tmpfs(tmp_path, ws, model, tmpfs):
         await editor.stop()
 
 
-async def broken_between_sessions(tmp_path, ws, model, db: Path, brk: Callable[[], None],
-                                  fix: Callable[[], None], word: str, hint: str,
-                                  kept: bool) -> None:  # fmt: skip
+async def broken_between_sessions(
+    tmp_path,
+    ws,
+    model,
+    db: Path,
+    brk: Callable[[], None],
+    fix: Callable[[], None],
+    word: str,
+    hint: str,
+    kept: bool,
+) -> None:
     """The store is broken while no daemon runs: a first session stores a task and a fact;
     `brk()`; the next daemon starts, answers, says `word` about `db` with `hint`, refuses
     what needs the store; `fix()`; it recovers without a restart, asks the question held back
@@ -147,9 +157,17 @@ async def test_read_only_database(tmp_path, ws, model, tmpfs):
     database is read-only and what to check, and takes it back once it is writable, with
     what it held. (A mount with a file open for writing cannot be remounted read-only, so the
     fault is made between two sessions.)"""
-    await broken_between_sessions(tmp_path, ws, model, tmpfs / "talos.db",
-                                  lambda: remount(tmpfs, "ro"), lambda: remount(tmpfs, "rw"),
-                                  "read-only", "check its permissions", kept=True)  # fmt: skip
+    await broken_between_sessions(
+        tmp_path,
+        ws,
+        model,
+        tmpfs / "talos.db",
+        lambda: remount(tmpfs, "ro"),
+        lambda: remount(tmpfs, "rw"),
+        "read-only",
+        "check its permissions",
+        kept=True,
+    )
 
 
 def garble(db: Path) -> None:
@@ -167,6 +185,14 @@ async def test_corrupted_file(tmp_path, ws, model):
     and to move it aside; once it is moved, a new one is started without a restart."""
     db = tmp_path / "db" / "talos.db"
     db.parent.mkdir()
-    await broken_between_sessions(tmp_path, ws, model, db, lambda: garble(db),
-                                  lambda: shutil.move(db, db.with_name("talos.db.corrupt")),
-                                  "corrupted", "move it aside", kept=False)  # fmt: skip
+    await broken_between_sessions(
+        tmp_path,
+        ws,
+        model,
+        db,
+        lambda: garble(db),
+        lambda: shutil.move(db, db.with_name("talos.db.corrupt")),
+        "corrupted",
+        "move it aside",
+        kept=False,
+    )

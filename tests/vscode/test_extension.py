@@ -89,11 +89,14 @@ class Person:
         except Exception as error:
             shot = self.shots(f"FAILED-{name}")
             self.shots.copy(self.code_server.log_files(), self.code_server.root)
-            pytest.fail(f"step {name!r} failed: {error}\n"
-                        f"screenshot: {shot}; all: {self.shots.dirs}\n"
-                        f"status bar: {self.status_texts()}\n"
-                        f"notifications: {self.notification_texts()}\n"
-                        f"{self.code_server.logs()}", pytrace=False)  # fmt: skip
+            pytest.fail(
+                f"step {name!r} failed: {error}\n"
+                f"screenshot: {shot}; all: {self.shots.dirs}\n"
+                f"status bar: {self.status_texts()}\n"
+                f"notifications: {self.notification_texts()}\n"
+                f"{self.code_server.logs()}",
+                pytrace=False,
+            )
         self.shots(name)
 
     # ------------------------------------------------------------- what is shown
@@ -101,8 +104,13 @@ class Person:
         """The extension's status-bar item: its id is <publisher>.<name>.<item id>; failing
         that, the item whose text has "Talos" and that is no status-bar message."""
         by_id = self.page.locator('.statusbar-item[id$=".talos.status"]')
-        return by_id if by_id.count() else self.page.locator(".statusbar-item").filter(
-            has_text=re.compile(r"^\s*Talos")).first  # fmt: skip
+        return (
+            by_id
+            if by_id.count()
+            else self.page.locator(".statusbar-item")
+            .filter(has_text=re.compile(r"^\s*Talos"))
+            .first
+        )
 
     def talos_text(self) -> str:
         try:
@@ -189,7 +197,7 @@ def test_task_question_diff_and_apply_in_vscode(tmp_path, model):
     model.script += [
         reply("", [("c1", "propose_edit", json.dumps(FIX))], usage=USAGE),
         reply("add() now adds; the test passes.", usage=USAGE),
-    ]  # fmt: skip
+    ]
     settings = {
         "workbench.startupEditor": "none",
         "telemetry.telemetryLevel": "off",
@@ -201,16 +209,18 @@ def test_task_question_diff_and_apply_in_vscode(tmp_path, model):
         "talos.model": "fake-model",
         "talos.prices": PRICES,
         "talos.apiKeyEnv": "OPENAI_API_KEY",
-    }  # fmt: skip
-    code_server = wb.CodeServer(code_server_bin, tmp_path / "vscode", settings,
-                                {"OPENAI_API_KEY": "dummy-test-key"})  # fmt: skip
+    }
+    code_server = wb.CodeServer(
+        code_server_bin, tmp_path / "vscode", settings, {"OPENAI_API_KEY": "dummy-test-key"}
+    )
     code_server.install(vsix)
     started = time.monotonic()
     url = code_server.start(ws)
     try:
         with wb.browser(sync_api, chromium) as page:
-            shots = wb.Shots(page, [artifacts_dir("test_task_question_diff_and_apply"),
-                                    tmp_path / "artifacts"])  # fmt: skip
+            shots = wb.Shots(
+                page, [artifacts_dir("test_task_question_diff_and_apply"), tmp_path / "artifacts"]
+            )
             person = Person(page, shots, code_server)
             play(person, page, url, ws, model)
             shots.copy(code_server.log_files(), code_server.root)
@@ -242,7 +252,8 @@ def play(person: Person, page: Any, url: str, ws: Path, model: ScriptedModelServ
 
     with person.step("c-question"):
         toast = page.locator(".notification-toast").filter(
-            has=page.get_by_role("button", name="Skip", exact=True))  # fmt: skip
+            has=page.get_by_role("button", name="Skip", exact=True)
+        )
         toast.first.wait_for(state="visible", timeout=UI_S * 1000)
         toast = toast.first
         buttons = [" ".join(t.split()) for t in toast.locator(".monaco-button").all_inner_texts()]
@@ -307,7 +318,8 @@ def play(person: Person, page: Any, url: str, ws: Path, model: ScriptedModelServ
         apply.first.wait_for(state="visible", timeout=UI_S * 1000)
         apply.first.click()
         calc = ws / "calc.py"
-        person.wait_for("calc.py on disk to have the fix",
-                        lambda: "return a + b" in calc.read_text())  # fmt: skip
+        person.wait_for(
+            "calc.py on disk to have the fix", lambda: "return a + b" in calc.read_text()
+        )
         assert calc.read_text() == CALC.replace("a - b", "a + b")
         person.wait_for("the diff to close", lambda: not diff.first.is_visible())

@@ -68,8 +68,9 @@ def base_settings(model_url: str | None) -> dict[str, Any]:
 
 
 @contextmanager
-def workbench(tmp_path: Path, name: str, settings: dict[str, Any],
-              env: dict[str, str] | None = None) -> Iterator[Person]:  # fmt: skip
+def workbench(
+    tmp_path: Path, name: str, settings: dict[str, Any], env: dict[str, str] | None = None
+) -> Iterator[Person]:
     """code-server on a one-file workspace with `settings` as the user's, the extension
     installed, a browser on it with every toast recorded, the workbench loaded. Stopped after;
     the logs are copied beside the screenshots."""
@@ -91,8 +92,9 @@ def workbench(tmp_path: Path, name: str, settings: dict[str, Any],
             with person.step("workbench"):
                 page.goto(f"{url}/?folder={ws}", timeout=UI_S * 1000)
                 page.locator(".monaco-workbench .part.statusbar").wait_for(timeout=UI_S * 1000)
-                person.wait_for("a status-bar item with 'Talos'",
-                                lambda: person.talos_item().count())  # fmt: skip
+                person.wait_for(
+                    "a status-bar item with 'Talos'", lambda: person.talos_item().count()
+                )
             yield person
             shots.copy(code_server.log_files(), code_server.root)
     finally:
@@ -150,8 +152,10 @@ def test_cannot_start_one_error_with_the_path_and_the_log(tmp_path):
 
         with person.step("c-status-error"):
             item = person.talos_item()
-            person.wait_for(f"the status item to read 'Talos' (it shows {person.talos_text()!r})",
-                            lambda: person.talos_text() == "Talos")  # fmt: skip
+            person.wait_for(
+                f"the status item to read 'Talos' (it shows {person.talos_text()!r})",
+                lambda: person.talos_text() == "Talos",
+            )
             assert item.locator(".codicon-error").count() == 1, item.inner_html()
             assert not item.locator(".codicon-loading, .codicon-hubot").count(), item.inner_html()
             # the error background: the theme's statusBarItem.errorBackground, as VS Code sets it
@@ -170,11 +174,17 @@ def test_cannot_start_one_error_with_the_path_and_the_log(tmp_path):
             def output() -> str:
                 return plain(" ".join(lines.all_inner_texts())) if panel.is_visible() else ""
 
-            person.wait_for("the Talos output with the not-found text",
-                            lambda: "was not found" in output())  # fmt: skip
+            person.wait_for(
+                "the Talos output with the not-found text", lambda: "was not found" in output()
+            )
             assert str(missing) in output().replace(" ", ""), output()
-            shown = plain(" ".join(panel.locator("select").evaluate_all(
-                "ss => ss.map((s) => s.options[s.selectedIndex]?.text || '')")))  # fmt: skip
+            shown = plain(
+                " ".join(
+                    panel.locator("select").evaluate_all(
+                        "ss => ss.map((s) => s.options[s.selectedIndex]?.text || '')"
+                    )
+                )
+            )
             assert "Talos" in shown, f"the output panel shows {shown!r}, not the Talos channel"
 
 
@@ -273,8 +283,9 @@ def test_task_from_the_status_bar_and_the_talos_view(tmp_path, model):
             assert person.rows(actions) == ["Open Transcript"], person.rows(actions)
             actions.locator(".quick-input-list .monaco-list-row").first.click()
             tab = page.locator(".tabs-container .tab.active")
-            person.wait_for("the transcript's tab",
-                            lambda: re.search(r"t[0-9a-f]+\.md", tab.inner_text()))  # fmt: skip
+            person.wait_for(
+                "the transcript's tab", lambda: re.search(r"t[0-9a-f]+\.md", tab.inner_text())
+            )
             text = editor_text(person)
             assert text.startswith("# Task t") and ": done" in text.splitlines()[0], text[:200]
             assert TASK_PROMPT in text, text
@@ -283,7 +294,8 @@ def test_task_from_the_status_bar_and_the_talos_view(tmp_path, model):
         with person.step("d-talos-view"):
             page.locator(".activitybar .action-label[aria-label^='Talos']").first.click()
             view = page.locator(".pane").filter(
-                has=page.locator(".pane-header", has_text="Tasks and Questions"))  # fmt: skip
+                has=page.locator(".pane-header", has_text="Tasks and Questions")
+            )
             view.first.wait_for(state="visible", timeout=UI_S * 1000)
             tree = view.first.locator(".monaco-list-row")
 

@@ -32,10 +32,16 @@ CHROMIUM = Path("/usr/bin/chromium")
 START_S = 60  # code-server answering /healthz
 # Chromium as CI runs it: no sandbox as root, no GPU, and nothing phoning home.
 CHROMIUM_ARGS = [
-    "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
-    "--disable-background-networking", "--disable-component-update", "--disable-sync",
-    "--no-first-run", "--disable-default-apps", "--disable-extensions",
-]  # fmt: skip
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-dev-shm-usage",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--no-first-run",
+    "--disable-default-apps",
+    "--disable-extensions",
+]
 
 
 def e2e_dir() -> Path:
@@ -72,8 +78,10 @@ def require_vsix() -> Path:
         if not vsix.exists():
             unavailable(f"TALOS_E2E_VSIX={vsix} does not exist: {BUILD}")
         return vsix
-    found = sorted([*EXTENSION.glob("talos-vscode*.vsix"), *EXTENSION.glob("dist/*.vsix")],
-                   key=lambda p: p.stat().st_mtime)  # fmt: skip
+    found = sorted(
+        [*EXTENSION.glob("talos-vscode*.vsix"), *EXTENSION.glob("dist/*.vsix")],
+        key=lambda p: p.stat().st_mtime,
+    )
     if not found:
         unavailable(f"needs the extension's .vsix: {BUILD}")
     vsix = found[-1]
@@ -94,8 +102,9 @@ class CodeServer:
     """One code-server with a profile of its own under `root`: XDG dirs and HOME there too, so
     the extension's talos-ls keeps its store and config there, not in the user's."""
 
-    def __init__(self, binary: Path, root: Path, settings: dict[str, Any],
-                 env: dict[str, str]) -> None:  # fmt: skip
+    def __init__(
+        self, binary: Path, root: Path, settings: dict[str, Any], env: dict[str, str]
+    ) -> None:
         self.binary = binary
         self.root = root
         self.user_data = root / "user-data"
@@ -110,24 +119,37 @@ class CodeServer:
         (self.user_data / "User" / "settings.json").write_text(json.dumps(settings, indent=2))
         theirs = ("TALOS_", "XDG_", "OPENAI_", "VSCODE_", "CODE_SERVER")
         keep = {k: v for k, v in os.environ.items() if not k.startswith(theirs)}
-        keep.update({
-            "HOME": str(self.home),
-            "XDG_CONFIG_HOME": str(self.home / ".config"),
-            "XDG_DATA_HOME": str(self.home / ".local" / "share"),
-            "XDG_STATE_HOME": str(self.home / ".local" / "state"),
-            "XDG_CACHE_HOME": str(self.home / ".cache"),
-            "PASSWORD": "",
-        })  # fmt: skip
+        keep.update(
+            {
+                "HOME": str(self.home),
+                "XDG_CONFIG_HOME": str(self.home / ".config"),
+                "XDG_DATA_HOME": str(self.home / ".local" / "share"),
+                "XDG_STATE_HOME": str(self.home / ".local" / "state"),
+                "XDG_CACHE_HOME": str(self.home / ".cache"),
+                "PASSWORD": "",
+            }
+        )
         keep.update(env)
         self.env = keep
 
     def _argv(self, *args: str) -> list[str]:
-        return [str(self.binary), "--user-data-dir", str(self.user_data),
-                "--extensions-dir", str(self.extensions), *args]  # fmt: skip
+        return [
+            str(self.binary),
+            "--user-data-dir",
+            str(self.user_data),
+            "--extensions-dir",
+            str(self.extensions),
+            *args,
+        ]
 
     def install(self, vsix: Path) -> None:
-        done = subprocess.run(self._argv("--install-extension", str(vsix)), env=self.env,
-                              capture_output=True, text=True, timeout=120)  # fmt: skip
+        done = subprocess.run(
+            self._argv("--install-extension", str(vsix)),
+            env=self.env,
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
         installed = [p.name for p in self.extensions.iterdir() if p.is_dir()]
         if done.returncode != 0 or not installed:
             raise AssertionError(
@@ -136,20 +158,33 @@ class CodeServer:
             )
 
     def start(self, folder: Path) -> str:
-        argv = self._argv("--bind-addr", f"127.0.0.1:{self.port}", "--auth", "none",
-                          "--disable-telemetry", "--disable-update-check",
-                          "--disable-workspace-trust", "--disable-getting-started-override",
-                          str(folder))  # fmt: skip
+        argv = self._argv(
+            "--bind-addr",
+            f"127.0.0.1:{self.port}",
+            "--auth",
+            "none",
+            "--disable-telemetry",
+            "--disable-update-check",
+            "--disable-workspace-trust",
+            "--disable-getting-started-override",
+            str(folder),
+        )
         with self.log.open("wb") as log:  # a session of its own: stopped by process group
             self.process = subprocess.Popen(
-                argv, env=self.env, cwd=folder, stdin=subprocess.DEVNULL, stdout=log,
-                stderr=subprocess.STDOUT, start_new_session=True,
-            )  # fmt: skip
+                argv,
+                env=self.env,
+                cwd=folder,
+                stdin=subprocess.DEVNULL,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+            )
         deadline = time.monotonic() + START_S
         while time.monotonic() < deadline:
             if self.process.poll() is not None:
-                raise AssertionError(f"code-server exited ({self.process.returncode}):\n"
-                                     f"{self.logs()}")  # fmt: skip
+                raise AssertionError(
+                    f"code-server exited ({self.process.returncode}):\n{self.logs()}"
+                )
             with suppress(OSError), urllib.request.urlopen(f"{self.url}/healthz", timeout=2) as r:
                 if r.status == 200:
                     return self.url
@@ -180,8 +215,11 @@ class CodeServer:
     def log_files(self) -> list[Path]:
         """code-server's own output, then the workbench's logs: the extension host's, and the
         extension's output channels (Talos's among them)."""
-        logs = sorted((self.user_data / "logs").rglob("*.log")) if (
-            self.user_data / "logs").exists() else []  # fmt: skip
+        logs = (
+            sorted((self.user_data / "logs").rglob("*.log"))
+            if (self.user_data / "logs").exists()
+            else []
+        )
         wanted = ("exthost", "Talos", "remoteagent")
         keep = [p for p in logs if any(k in p.as_posix() for k in wanted)]
         return [self.log, *keep]
@@ -199,8 +237,9 @@ class CodeServer:
 def browser(sync_api: Any, chromium: Path) -> Iterator[Any]:
     """A Playwright page in Debian's Chromium (Playwright downloads no browser of its own)."""
     with sync_api.sync_playwright() as playwright:
-        b = playwright.chromium.launch(executable_path=str(chromium), headless=True,
-                                       args=CHROMIUM_ARGS)  # fmt: skip
+        b = playwright.chromium.launch(
+            executable_path=str(chromium), headless=True, args=CHROMIUM_ARGS
+        )
         try:
             context = b.new_context(viewport={"width": 1400, "height": 900})
             yield context.new_page()
