@@ -109,6 +109,18 @@ class RawServer:
                 self._cond.wait(min(left, 0.5))
             return self.responses[msg_id]
 
+    def answer(self, msg_id: Any, nulls: int, timeout: float = WAIT_S) -> dict[str, Any]:
+        """The answer to a request whose id the server may not have been able to read: its
+        response, or the next error with a null id (beyond the `nulls` seen before)."""
+        deadline = time.monotonic() + timeout
+        with self._cond:
+            while msg_id not in self.responses and len(self.null_id_errors) <= nulls:
+                left = deadline - time.monotonic()
+                if left <= 0 or self.eof:
+                    raise AssertionError(f"no answer to request {msg_id!r}, by id or null")
+                self._cond.wait(min(left, 0.5))
+            return self.responses.get(msg_id) or self.null_id_errors[nulls]
+
     def call(self, method: str, params: Any = None) -> dict[str, Any]:
         return self.response(self.request(method, params))
 

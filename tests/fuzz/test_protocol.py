@@ -18,7 +18,7 @@ from collections.abc import Sequence
 from typing import Any
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from talos_ls.demo.scripted_model import ScriptedModelServer, reply
@@ -318,6 +318,8 @@ def test_invalid_utf8_is_a_parse_error_answered_by_the_id(server, bad, command):
 
 @settings(FUZZ, max_examples=12)
 @given(depth=st.integers(33, 1_000_000), where=st.sampled_from(["command", "custom", "lsp"]))
+@example(depth=507, where="command")  # parsed: refused by its id
+@example(depth=5000, where="command")  # too deep to parse: a null id
 def test_deeply_nested_json_is_refused_and_never_exhausts_the_stack(server, depth, where):
     nulls = server.null_id_error_count()
     msg_id = server.next_id()
@@ -343,8 +345,9 @@ def test_deeply_nested_json_is_refused_and_never_exhausts_the_stack(server, dept
     )
     if depth < 500:  # a command refuses it; an LSP type takes it as a string (no file URI)
         answered(server.response(msg_id), -32602)
-    else:  # too deep to parse at all: its id cannot be read
-        server.wait_null_id_errors(nulls + 1)
+    else:  # refused by its id while Python's parser can read it; too deep for that, null id
+        answer = server.answer(msg_id, nulls)
+        answered(answer, -32602 if answer.get("id") is not None else -32700)
     assert_serving(server)
 
 
