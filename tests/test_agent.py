@@ -203,7 +203,9 @@ async def test_cancellation_mid_stream(tmp_path, server):
         return await env.loop.run(env.context(task), task, "x", "system")
 
     task = env.registry.start("ws", "long", runner)
-    await asyncio.sleep(0.3)
+    async with asyncio.timeout(60):  # cancelled mid-stream: once the server has the request
+        while not server.requests:
+            await asyncio.sleep(0.02)
     assert task.state == "running" and env.registry.cancel(task.id)
     await env.registry.wait(task)
     assert task.state == "cancelled"

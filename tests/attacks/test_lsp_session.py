@@ -176,6 +176,9 @@ async def test_task_titles_steps_and_questions_are_escaped_where_clients_show_th
     ):
         assert not INVISIBLE.search(shown), shown
     assert listed["title"].startswith("fix it\\x1b[2K\\x0d") and "\\n\\nDeny" in listed["title"]
+    # cancelled once the model has the call: one cancelled before its request left would leave
+    # the hang in the script for the next task (a loaded machine did)
+    await editor.until(lambda: model.requests, "the model call")
     await editor.command("talos.task.cancel", {"task_id": started_task["task_id"]})
     await editor.finished(started_task["task_id"])
     # A model's question: shown escaped in the list, and answerable as shown.
