@@ -204,17 +204,20 @@ async def test_step_cap(tmp_path, server):
 async def test_cancellation_mid_stream(tmp_path, server):
     env = Env(tmp_path, server)
     server.script.append(hang())
+    heard: list[str] = []
 
     async def runner(task):
-        return await env.loop.run(env.context(task), task, "x", "system")
+        return await env.loop.run(env.context(task), task, "x", "system", on_text=heard.append)
 
     task = env.registry.start("ws", "long", runner)
-    async with asyncio.timeout(60):  # cancelled mid-stream: once the server has the request
-        while not server.requests:
+    async with asyncio.timeout(60):  # cancelled mid-stream: once output has begun
+        while not heard:
             await asyncio.sleep(0.02)
     assert task.state == "running" and env.registry.cancel(task.id)
     await env.registry.wait(task)
     assert task.state == "cancelled"
+    spent = env.meter.task(task.id)  # what streamed is counted, estimated: not $0
+    assert spent.estimated and spent.tokens_out == 2 and spent.tokens_in > 0 and spent.cost > 0
     assert await asyncio.to_thread(server.disconnected.wait, 60)
     assert env.store.task_get(task.id)["state"] == "cancelled"
     assert env.registry.cancel(task.id) is False

@@ -115,6 +115,7 @@ class AgentLoop:
         ]
         guard = LoopGuard(self.caps.repeat_limit)
         schemas = tools.schemas()
+        model = self.model.config.model
         step = 0
         while True:
             self.caps.check(self.meter.task(task.id))
@@ -123,9 +124,13 @@ class AgentLoop:
             step += 1
             report(f"step {step}: thinking")
             completion = await self.model.complete(
-                task.transcript, schemas, on_text, on_retry=_prefixed(report, f"step {step}")
+                task.transcript,
+                schemas,
+                on_text,
+                on_retry=_prefixed(report, f"step {step}"),
+                on_unfinished=lambda spent: self.meter.add(task.id, model, spent),
             )
-            self.meter.add(task.id, self.model.config.model, completion.usage)
+            self.meter.add(task.id, model, completion.usage)
             dropped = len(completion.tool_calls) - MAX_CALLS_PER_RESPONSE
             del completion.tool_calls[MAX_CALLS_PER_RESPONSE:]
             task.transcript.append(completion.message())
