@@ -266,8 +266,7 @@ def expire_resolved_referents(queue: Queue, agent_id: str, references: list[Any]
                 continue
             labels = {normalize_text(str(o.get("label", ""))) for o in cand.options}
             hit = any(asks_about(cand.question_text, s) and t in labels for s, t in settled)
-            if hit and queue._expire(cand, turn):
-                queue._log_expired(cand.candidate_id, REFERENCE_RESOLVED)
+            if hit and queue.expire(cand, turn, REFERENCE_RESOLVED):
                 expired += 1
     except Exception:
         logger.exception("question_queue: expiring resolved referents failed")

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import contextvars
 import os
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -85,21 +85,9 @@ class Queue(Protocol):
     store: Store
     ranking: str
 
-    def propose(
-        self,
-        agent_id: str,
-        question_text: str,
-        kind: str,
-        source_module: str,
-        target_keys: Sequence[str],
-        ambiguity_signal: str,
-        turn: int,
-        options: Sequence[Mapping[str, Any]] | None = None,
-        disjunction_id: str | None = None,
-    ) -> QuestionCandidate | None: ...
+    @property
+    def propose(self) -> Callable[..., QuestionCandidate | None]: ...  # `QuestionQueue.propose`
 
     def candidates(self, agent_id: str) -> list[QuestionCandidate]: ...
 
-    def _expire(self, cand: QuestionCandidate, turn: int) -> bool: ...
-
-    def _log_expired(self, candidate_id: str, reason: str) -> None: ...
+    def expire(self, cand: QuestionCandidate, turn: int, reason: str | None = None) -> bool: ...

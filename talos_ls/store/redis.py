@@ -99,24 +99,10 @@ def _prefix(agent_id: str) -> str:
     return "talos:{" + agent_id + "}:"
 
 
-def _cand_locator(candidate_id: str) -> str:
-    return "talos:cand:{" + candidate_id + "}"
-
-
-def _task_locator(task_id: str) -> str:
-    return "talos:task:{" + task_id + "}"
-
-
-def _owner_key(owner: str) -> str:
-    return "talos:owner:{" + owner + "}"
-
-
-def _proposal_locator(proposal_id: str) -> str:
-    return "talos:prop:{" + proposal_id + "}"
-
-
-def _fact_locator(key: str) -> str:
-    return "talos:fact:{" + key + "}"
+def _locator(kind: str, ident: str) -> str:
+    """The key of a `kind` record's own (`cand`, `task`, `prop`, `fact`: its agent's id;
+    `owner`: the owner's lease), hash-tagged by `ident`."""
+    return f"talos:{kind}:{{{ident}}}"
 
 
 def _encode(value: Any) -> str | None:
@@ -369,7 +355,7 @@ class RedisStore(Store):
     @_guarded
     def fact_insert(self, row: Mapping[str, Any]) -> None:
         self._index_agent(row["agent_id"])
-        self._client.set(_fact_locator(row["key"]), row["agent_id"])
+        self._client.set(_locator("fact", row["key"]), row["agent_id"])
         fields = {k: _encode(v) for k, v in row.items()}
         self._run("fact_insert", row["agent_id"], row["key"], json.dumps(fields))
 
@@ -380,7 +366,7 @@ class RedisStore(Store):
         return list(self._client.mget(keys))
 
     def _fact_agent(self, key: str) -> str | None:
-        return self._client.get(_fact_locator(key))
+        return self._client.get(_locator("fact", key))
 
     @_guarded
     def fact_get(self, key: str) -> dict[str, Any] | None:
@@ -403,7 +389,9 @@ class RedisStore(Store):
         if not keys:
             return {}
         by_agent: dict[str, dict[str, list[float]]] = {}
-        for key, agent in zip(keys, self._get_many([_fact_locator(k) for k in keys]), strict=True):
+        for key, agent in zip(
+            keys, self._get_many([_locator("fact", k) for k in keys]), strict=True
+        ):
             if agent is not None:
                 by_agent.setdefault(agent, {})[key] = [float(s) for s in observations[key]]
         out: dict[str, dict[str, Any]] = {}
@@ -447,7 +435,7 @@ class RedisStore(Store):
     # ---------------------------------------------------------------- tasks
     @_guarded
     def task_put(self, row: Mapping[str, Any]) -> None:
-        self._client.set(_task_locator(row["id"]), row["agent_id"])
+        self._client.set(_locator("task", row["id"]), row["agent_id"])
         fields = {k: _encode(v) for k, v in row.items()}
         self._run(
             "task_put",
@@ -459,7 +447,7 @@ class RedisStore(Store):
 
     @_guarded
     def task_get(self, task_id: str) -> dict[str, Any] | None:
-        agent = self._client.get(_task_locator(task_id))
+        agent = self._client.get(_locator("task", task_id))
         if agent is None:
             return None
         raw = self._client.hgetall(_prefix(agent) + "t:" + task_id)
@@ -479,7 +467,7 @@ class RedisStore(Store):
     def task_interrupt(
         self, task_id: str, owner: str | None, at: float, error: str
     ) -> dict[str, Any] | None:
-        agent = self._client.get(_task_locator(task_id))
+        agent = self._client.get(_locator("task", task_id))
         if agent is None:
             return None
         flat = self._run("task_interrupt", agent, task_id, owner or "", repr(float(at)), error)
@@ -489,12 +477,12 @@ class RedisStore(Store):
     def owner_beat(self, owner: str, until: float) -> None:
         # Redis deletes a lease LEASE_KEEP_S after it expired, as SQLite's owner_beat does.
         self._client.set(
-            _owner_key(owner), repr(float(until)), pxat=int((until + LEASE_KEEP_S) * 1000)
+            _locator("owner", owner), repr(float(until)), pxat=int((until + LEASE_KEEP_S) * 1000)
         )
 
     @_guarded
     def owner_lease(self, owner: str) -> float | None:
-        value = self._client.get(_owner_key(owner))
+        value = self._client.get(_locator("owner", owner))
         return None if value is None else float(value)
 
     # -------------------------------------------------------- question queue
@@ -517,7 +505,7 @@ class RedisStore(Store):
         )
         found = _candidate(flat)
         if created:
-            self._client.set(_cand_locator(found["candidate_id"]), agent)
+            self._client.set(_locator("cand", found["candidate_id"]), agent)
         return found, bool(created)
 
     @_guarded
@@ -636,7 +624,7 @@ class RedisStore(Store):
 
     @_guarded
     def qq_get(self, candidate_id: str) -> dict[str, Any] | None:
-        agent = self._client.get(_cand_locator(candidate_id))
+        agent = self._client.get(_locator("cand", candidate_id))
         if agent is None:
             return None
         rows = self._load(agent, [candidate_id])
@@ -655,7 +643,7 @@ class RedisStore(Store):
         deleted = self._run("prune", agent_id, int(current_turn), int(retention_turns))
         pipe = self._client.pipeline(transaction=False)  # one slot per locator: no multi-key DEL
         for cid in deleted:
-            pipe.delete(_cand_locator(cid))
+            pipe.delete(_locator("cand", cid))
         pipe.execute()
         return len(deleted)
 
@@ -683,7 +671,7 @@ class RedisStore(Store):
     def proposal_put(self, row: Mapping[str, Any]) -> None:
         values = check_proposal(row)
         agent, pid = values["agent_id"], values["id"]
-        locator = _proposal_locator(pid)
+        locator = _locator("prop", pid)
         owner = self._client.get(locator)
         if owner is not None and owner != agent:
             raise ValueError(f"proposal {pid} belongs to another agent")
@@ -693,7 +681,7 @@ class RedisStore(Store):
 
     @_guarded
     def proposal_get(self, proposal_id: str) -> dict[str, Any] | None:
-        agent = self._client.get(_proposal_locator(proposal_id))
+        agent = self._client.get(_locator("prop", proposal_id))
         if agent is None:
             return None
         raw = self._client.hgetall(_prefix(agent) + "p:" + proposal_id)
@@ -715,7 +703,7 @@ class RedisStore(Store):
         self, proposal_id: str, from_statuses: Sequence[str], updates: Mapping[str, Any]
     ) -> dict[str, Any] | None:
         statuses, values = check_proposal_claim(from_statuses, updates)
-        agent = self._client.get(_proposal_locator(proposal_id))
+        agent = self._client.get(_locator("prop", proposal_id))
         if agent is None:
             return None
         flat = self._run(
@@ -733,6 +721,6 @@ class RedisStore(Store):
         deleted = self._run("proposal_prune", agent_id, int(keep_settled))
         pipe = self._client.pipeline(transaction=False)  # one slot per locator: no multi-key DEL
         for pid in deleted:
-            pipe.delete(_proposal_locator(pid))
+            pipe.delete(_locator("prop", pid))
         pipe.execute()
         return len(deleted)
