@@ -365,15 +365,14 @@ class RedisStore(Store):
             return list(self._client.mget_nonatomic(keys))
         return list(self._client.mget(keys))
 
-    def _fact_agent(self, key: str) -> str | None:
-        return self._client.get(_locator("fact", key))
+    def _record(self, kind: str, ident: str, letter: str) -> dict[str, str]:
+        """The hash of the `kind` record `ident`, found through its `_locator`; {} if none."""
+        agent = self._client.get(_locator(kind, ident))
+        return {} if agent is None else self._client.hgetall(_prefix(agent) + letter + ident)
 
     @_guarded
     def fact_get(self, key: str) -> dict[str, Any] | None:
-        agent = self._fact_agent(key)
-        if agent is None:
-            return None
-        raw = self._client.hgetall(_prefix(agent) + "f:" + key)
+        raw = self._record("fact", key, "f:")
         return _fact(raw) if raw else None
 
     @_guarded
@@ -403,7 +402,7 @@ class RedisStore(Store):
 
     @_guarded
     def fact_close(self, key: str, at: float, successor: str | None) -> bool:
-        agent = self._fact_agent(key)
+        agent = self._client.get(_locator("fact", key))
         if agent is None:
             return False
         return self._run("fact_close", agent, key, repr(float(at)), successor or "") == 1
@@ -447,10 +446,7 @@ class RedisStore(Store):
 
     @_guarded
     def task_get(self, task_id: str) -> dict[str, Any] | None:
-        agent = self._client.get(_locator("task", task_id))
-        if agent is None:
-            return None
-        raw = self._client.hgetall(_prefix(agent) + "t:" + task_id)
+        raw = self._record("task", task_id, "t:")
         return _decode(raw, TASK_FIELDS, _TASK_PARSERS) if raw else None
 
     @_guarded
@@ -624,11 +620,8 @@ class RedisStore(Store):
 
     @_guarded
     def qq_get(self, candidate_id: str) -> dict[str, Any] | None:
-        agent = self._client.get(_locator("cand", candidate_id))
-        if agent is None:
-            return None
-        rows = self._load(agent, [candidate_id])
-        return rows[0] if rows else None
+        raw = self._record("cand", candidate_id, "c:")
+        return _candidate(raw) if raw else None
 
     @_guarded
     def qq_list(self, agent_id: str | None = None) -> list[dict[str, Any]]:
@@ -681,10 +674,7 @@ class RedisStore(Store):
 
     @_guarded
     def proposal_get(self, proposal_id: str) -> dict[str, Any] | None:
-        agent = self._client.get(_locator("prop", proposal_id))
-        if agent is None:
-            return None
-        raw = self._client.hgetall(_prefix(agent) + "p:" + proposal_id)
+        raw = self._record("prop", proposal_id, "p:")
         return _proposal(raw) if raw else None
 
     @_guarded
