@@ -64,17 +64,13 @@ class QuestionCandidate:
     disjunction_id: str | None = None
 
 
-# One delivery or expiry pass's memo: staleness checks read their source once per pass, and a
-# failed read is remembered too, so a broken source is asked once, not once per candidate.
+# One delivery or expiry pass's memo (None outside `next_question` / `expire_stale`):
+# staleness checks that read a shared source (the producers') cache their reads in it, so each
+# is read once per pass; a failed read is remembered too, so a broken source is asked once,
+# not once per candidate.
 PASS_MEMO: contextvars.ContextVar[dict | None] = contextvars.ContextVar(
     "talos_question_pass", default=None
 )
-
-
-def pass_memo() -> dict | None:
-    """The running pass's memo (None outside `next_question` / `expire_stale`), for staleness
-    checks that read a shared source: the producers' checks cache their reads in it."""
-    return PASS_MEMO.get()
 
 
 class Queue(Protocol):

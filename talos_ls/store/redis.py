@@ -105,14 +105,17 @@ def _locator(kind: str, ident: str) -> str:
     return f"talos:{kind}:{{{ident}}}"
 
 
-def _encode(value: Any) -> str | None:
-    if value is None:
-        return None
-    if isinstance(value, list | dict):
-        return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
-    if isinstance(value, float):
-        return repr(value)
-    return str(value)
+def _encode(row: Mapping[str, Any]) -> dict[str, str | None]:
+    """A row's fields as a hash holds them: JSON for a list or a dict, `repr` for a float
+    (every digit), None kept (the field is left out)."""
+    out: dict[str, str | None] = {}
+    for name, value in row.items():
+        if isinstance(value, list | dict):
+            value = json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+        elif isinstance(value, float):
+            value = repr(value)
+        out[name] = None if value is None else str(value)
+    return out
 
 
 def _pairs(flat: Sequence[str]) -> dict[str, str]:
@@ -356,8 +359,7 @@ class RedisStore(Store):
     def fact_insert(self, row: Mapping[str, Any]) -> None:
         self._index_agent(row["agent_id"])
         self._client.set(_locator("fact", row["key"]), row["agent_id"])
-        fields = {k: _encode(v) for k, v in row.items()}
-        self._run("fact_insert", row["agent_id"], row["key"], json.dumps(fields))
+        self._run("fact_insert", row["agent_id"], row["key"], json.dumps(_encode(row)))
 
     def _get_many(self, keys: list[str]) -> list[str | None]:
         """GET of keys on many slots: one MGET, or one per node in a cluster."""
@@ -410,8 +412,9 @@ class RedisStore(Store):
     # -------------------------------------------------------------- journal
     @_guarded
     def journal_add(self, row: Mapping[str, Any]) -> None:
-        fields = {k: _encode(v) for k, v in row.items()}
-        self._run("journal_add", row["agent_id"], row["id"], json.dumps(fields, ensure_ascii=False))
+        self._run(
+            "journal_add", row["agent_id"], row["id"], json.dumps(_encode(row), ensure_ascii=False)
+        )
 
     @_guarded
     def journal_live(self, agent_id: str) -> list[dict[str, Any]]:
@@ -435,13 +438,12 @@ class RedisStore(Store):
     @_guarded
     def task_put(self, row: Mapping[str, Any]) -> None:
         self._client.set(_locator("task", row["id"]), row["agent_id"])
-        fields = {k: _encode(v) for k, v in row.items()}
         self._run(
             "task_put",
             row["agent_id"],
             row["id"],
             repr(float(row["created_at"])),
-            json.dumps(fields, ensure_ascii=False),
+            json.dumps(_encode(row), ensure_ascii=False),
         )
 
     @_guarded
@@ -488,13 +490,11 @@ class RedisStore(Store):
     ) -> tuple[dict[str, Any], bool]:
         agent = row["agent_id"]
         self._index_agent(agent)
-        encoded = {k: _encode(v) for k, v in row.items()}
-        sha = hashlib.sha1(norm_text.encode()).hexdigest()
         created, flat = self._run(
             "propose",
             agent,
-            json.dumps(encoded, ensure_ascii=False),
-            sha,
+            json.dumps(_encode(row), ensure_ascii=False),
+            hashlib.sha1(norm_text.encode()).hexdigest(),
             int(row["created_turn"]),
             int(cooldown_turns),
             int(retention_turns),
@@ -581,8 +581,8 @@ class RedisStore(Store):
                 agent_id,
                 candidate_id,
                 json.dumps(list(from_statuses)),
-                json.dumps({k: _encode(v) for k, v in updates.items()}),
-                json.dumps({k: _encode(v) for k, v in (guard or {}).items()}),
+                json.dumps(_encode(updates)),
+                json.dumps(_encode(guard or {})),
             )
             == 1
         )
@@ -669,8 +669,7 @@ class RedisStore(Store):
         if owner is not None and owner != agent:
             raise ValueError(f"proposal {pid} belongs to another agent")
         self._client.set(locator, agent)
-        fields = {k: _encode(v) for k, v in values.items()}
-        self._run("proposal_put", agent, pid, json.dumps(fields, ensure_ascii=False))
+        self._run("proposal_put", agent, pid, json.dumps(_encode(values), ensure_ascii=False))
 
     @_guarded
     def proposal_get(self, proposal_id: str) -> dict[str, Any] | None:
@@ -701,7 +700,7 @@ class RedisStore(Store):
             agent,
             proposal_id,
             json.dumps(statuses, ensure_ascii=False),
-            json.dumps({k: _encode(v) for k, v in values.items()}, ensure_ascii=False),
+            json.dumps(_encode(values), ensure_ascii=False),
         )
         return _proposal(_pairs(flat)) if flat else None
 
