@@ -26,6 +26,7 @@ from file events, and finished tasks, answers and proposals leave memory.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import dataclasses
 import json
 import logging
@@ -76,6 +77,7 @@ APPLY, REJECT = "Apply", "Reject"
 KEEP_ANSWERS = 64  # answers kept in memory for the session's report; all are in the store
 MAX_CONTEXT_CHARS = 4000  # the editor's selection, as given to the model
 TOUCHED_TASKS = 3  # the files the last this many tasks read or edited are "recently touched"
+SYNC_S = 0.25  # how often the store is asked whether another server moved a proposal
 PERSON_EDITS = 50  # the person's latest edits kept for "recently touched" (since those tasks)
 
 
@@ -280,6 +282,7 @@ class Host:
         self.policy.nested = lambda: self.nested()
         self.skills, self.skill_problems = await self.offload.run(discover, root)
         await self.offload.run(self.proposals.load)  # what an earlier server left to review
+        self.spawn(self._follow_store(), daemon=True)
         # Tasks a dead process left running are interrupted, here and while we run.
         self._interrupted(await self.registry.recover(self.agent_id))
         self.spawn(
@@ -291,6 +294,30 @@ class Host:
             self.spawn(self._build_index(), daemon=True)
         else:
             await self._build_index()
+
+    async def show_open(self) -> None:
+        """Show the proposals still to review (an earlier server's, after a restart), one per
+        file: the port shows each file's proposals together."""
+        for proposal in {p.path: p for p in self.proposals.list() if p.status in OPEN}.values():
+            await self.port.show_proposal(proposal)
+
+    async def _follow_store(self) -> None:
+        """Another server on the store (a second window, `talos apply`) may make, apply or
+        reject a proposal: the store's proposal stamp is read every SYNC_S and, when it moved,
+        what changed is shown again here, so this editor's diagnostics and lenses follow. A
+        failing store is tried again at the next tick (its health reports the outage)."""
+        stamp = None
+        while not self._stop.is_set():
+            try:
+                now = await self.offload.run(self.store.proposal_stamp, self.agent_id)
+                if now != stamp or self.proposals.moved:
+                    stamp = now
+                    for proposal in await self.offload.run(self.proposals.load, False):
+                        await self.port.show_proposal(proposal)
+            except StoreError:
+                stamp = None  # read everything again once the store is back
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._stop.wait(), SYNC_S)
 
     async def _build_index(self) -> None:
         await self.offload.run(self.index.scan)

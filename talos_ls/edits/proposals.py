@@ -138,6 +138,7 @@ class ProposalBook:
         self.agent_id = agent_id
         self._items: dict[str, Proposal] = {}
         self._lock = threading.Lock()
+        self.moved: set[str] = set()  # found moved elsewhere since the last `load`
 
     # ------------------------------------------------------------ storage
     def _row(self, p: Proposal) -> dict[str, Any]:
@@ -202,8 +203,8 @@ class ProposalBook:
         row = self.store.proposal_claim(p.id, from_statuses, stored)
         if row is None:
             current = self.store.proposal_get(p.id)
-            if current is not None:
-                self._load(current)
+            if current is not None:  # moved by another server: shown by the next `load`
+                self.moved.add(self._load(current).id)
             raise ProposalError(f"proposal {p.id} is {p.status} (changed elsewhere)")
         self._load(row)
 
@@ -252,12 +253,26 @@ class ProposalBook:
             items = builtins.list(self._items.values())
         return [p for p in items if path is None or p.path == path]
 
-    def load(self) -> None:
-        """Take in the store's open proposals and recent settled ones (a restarted server, or
-        another one on the workspace). Blocking: call it off the event loop."""
-        if self.store is not None:
-            for row in self.store.proposal_list(self.agent_id):
-                self._load(row)
+    def load(self, settled: bool = True) -> builtins.list[Proposal]:
+        """Take in the store's proposals: on start, the open ones and recent settled ones an
+        earlier server left; later (`settled=False`), what another server on the workspace
+        made or moved (memory forgets settled proposals on purpose: those it does not hold
+        stay out). Returns the proposals new here or changed (status or applied hunks), and
+        those a failed claim found `moved`. Blocking: call it off the event loop."""
+        if self.store is None:
+            return []
+        with self._lock:
+            known = {pid: (p.status, p.applied_hash) for pid, p in self._items.items()}
+            moved, self.moved = self.moved, set()
+        return [
+            self._load(row)
+            for row in self.store.proposal_list(self.agent_id)
+            if row["id"] in moved
+            or (
+                known.get(row["id"]) != (row["status"], row["applied_hash"])
+                and (settled or row["id"] in known or row["status"] in OPEN)
+            )
+        ]
 
     # ------------------------------------------------------------ changes
     def base_changed(self, path: str, current_text: str) -> builtins.list[Proposal]:

@@ -421,6 +421,7 @@ class Daemon:
             return
         self.hosts[root] = host
         host.spawn(host.review_rules())
+        host.spawn(host.show_open())  # registered first: the port finds the proposals here
         host.report_status()
 
     def _inside(self, root: Path) -> list[tuple[str, Any]]:

@@ -705,6 +705,10 @@ class RedisStore(Store):
         return _proposal(_pairs(flat)) if flat else None
 
     @_guarded
+    def proposal_stamp(self, agent_id: str) -> str:
+        return str(self._client.get(_prefix(agent_id) + "pstamp") or 0)
+
+    @_guarded
     def proposal_prune(self, agent_id: str, keep_settled: int) -> int:
         check_keep_settled(keep_settled)
         deleted = self._run("proposal_prune", agent_id, int(keep_settled))

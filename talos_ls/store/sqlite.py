@@ -898,6 +898,15 @@ class SQLiteStore(Store):
             ).fetchall()
         return _proposal(rows[0]) if rows else None
 
+    def proposal_stamp(self, agent_id: str) -> str:
+        # Every put and claim sets updated_at, every prune drops rows: the pair moves.
+        with self._read() as conn:
+            count, total = conn.execute(
+                "SELECT count(*), total(updated_at) FROM proposals WHERE agent_id = ?",
+                (agent_id,),
+            ).fetchone()
+        return f"{count}:{total!r}"
+
     def proposal_prune(self, agent_id: str, keep_settled: int) -> int:
         check_keep_settled(keep_settled)
         with self._write() as conn:
