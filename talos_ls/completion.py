@@ -54,13 +54,7 @@ def _help(parser: argparse.ArgumentParser, action: argparse.Action) -> str:
     return text if len(text) <= 70 else text[:69] + "…"
 
 
-def _kind(action: argparse.Action) -> str | None:
-    metavar = action.metavar if isinstance(action.metavar, str) else ""
-    if metavar == "DIR":
-        return "dir"
-    if metavar in ("PATH", "FILE"):
-        return "file"
-    return None
+_KINDS: dict[object, str] = {"DIR": "dir", "PATH": "file", "FILE": "file"}  # by metavar
 
 
 def walk(parser: argparse.ArgumentParser) -> list[Node]:
@@ -85,7 +79,7 @@ def walk(parser: argparse.ArgumentParser) -> list[Node]:
                         _help(p, action),
                         action.nargs != 0,
                         choices,
-                        _kind(action),
+                        _KINDS.get(action.metavar),
                     )
                 )
             elif not action.option_strings and action.choices is not None:

@@ -101,8 +101,7 @@ class Redactor:
         if not text:
             return text
         for value in self._known:
-            if value in text:
-                text = text.replace(value, "[redacted secret]")
+            text = text.replace(value, "[redacted secret]")
         for kind, pattern in _SHAPES:
             text = pattern.sub(f"[redacted {kind}]", text)
         return redact_url(text)

@@ -78,17 +78,14 @@ class Params:
         _check_json(raw, command)
         self.raw = raw
 
-    def get(self, name: str, kind: type | tuple[type, ...], required: bool = False) -> Any:
+    def get(self, name: str, kind: type, required: bool = False) -> Any:
         value = self.raw.get(name)
         if value is None:
             if required:
                 raise ParamsError(f"{self.command}: the field {name!r} is required")
             return None
         if not isinstance(value, kind) or isinstance(value, bool):
-            names = kind.__name__ if isinstance(kind, type) else "/".join(k.__name__ for k in kind)
-            raise ParamsError(
-                f"{self.command}: the field {name!r} must be {_KINDS.get(names, names)}"
-            )
+            raise ParamsError(f"{self.command}: the field {name!r} must be {_KINDS[kind]}")
         if name in ID_FIELDS and isinstance(value, str) and len(value) > MAX_ID_CHARS:
             raise ParamsError(
                 f"{self.command}: the field {name!r} is longer than "
@@ -127,7 +124,7 @@ def _check_json(raw: Any, command: str) -> None:
             stack.extend((item, depth + 1) for item in items)
 
 
-_KINDS = {"str": "a string", "int": "an integer", "dict": "an object", "list": "a list"}
+_KINDS = {str: "a string", int: "an integer", dict: "an object", list: "a list"}
 
 
 def _range_lines(value: Mapping[str, Any] | None, command: str) -> tuple[int, int] | None:

@@ -101,7 +101,8 @@ def _overlaps(r: types.Range, start: int, end: int) -> bool:
     return start <= r.end.line and r.start.line <= max(start, end - 1)
 
 
-def _command(title: str, name: str, arguments: dict[str, Any]) -> types.Command:
+def command(title: str, name: str, arguments: dict[str, Any]) -> types.Command:
+    """A command of ours, with its one object argument (`daemon.Params`)."""
     return types.Command(title=title, command=name, arguments=[arguments])
 
 
@@ -111,7 +112,7 @@ def _hunk_command(proposal: Proposal, hunk: Hunk) -> types.Command | None:
         return None
     title = f"Apply this hunk ({hunk.index + 1} of {len(proposal.hunks)})"
     arguments = {"proposal_id": proposal.id, "hunks": [hunk.index]}
-    return _command(title, "talos.proposal.apply", arguments)
+    return command(title, "talos.proposal.apply", arguments)
 
 
 def _proposal_commands(proposal: Proposal, uri: str = "") -> list[types.Command]:
@@ -120,7 +121,7 @@ def _proposal_commands(proposal: Proposal, uri: str = "") -> list[types.Command]
     if proposal.status in OPEN:
         every = f" (all {count} changes)" if count > 1 else ""
         commands.append(
-            _command(f"Apply {pid}{every}", "talos.proposal.apply", {"proposal_id": pid})
+            command(f"Apply {pid}{every}", "talos.proposal.apply", {"proposal_id": pid})
         )
     elif proposal.status == "stale" and uri:  # the agent is asked again only when you ask
         prompt = (
@@ -128,15 +129,17 @@ def _proposal_commands(proposal: Proposal, uri: str = "") -> list[types.Command]
             "Propose the same change again, against the file as it is now."
         )
         commands.append(
-            _command(
+            command(
                 f"Ask Talos to redo {pid} on the file as it is",
                 "talos.task.start",
                 {"prompt": prompt, "uri": uri},
             )
         )
-    commands.append(_command(f"Reject {pid}", "talos.proposal.reject", {"proposal_id": pid}))
-    commands.append(_command(f"Show diff of {pid}", "talos.proposal.diff", {"proposal_id": pid}))
-    return commands
+    return [
+        *commands,
+        command(f"Reject {pid}", "talos.proposal.reject", {"proposal_id": pid}),
+        command(f"Show diff of {pid}", "talos.proposal.diff", {"proposal_id": pid}),
+    ]
 
 
 def code_actions(
@@ -149,7 +152,7 @@ def code_actions(
     applied = [p for p in proposals if p.undo_text is not None and p.status != "undone"]
     if applied:
         pid = applied[-1].id
-        commands.append(_command(f"Undo {pid}", "talos.undo", {"proposal_id": pid}))
+        commands.append(command(f"Undo {pid}", "talos.undo", {"proposal_id": pid}))
     for proposal in proposals:
         if proposal.status not in (*OPEN, "stale"):
             continue

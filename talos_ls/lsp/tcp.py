@@ -43,7 +43,14 @@ from typing import TYPE_CHECKING, Any
 from pygls.exceptions import JsonRpcException, JsonRpcInvalidRequest, JsonRpcServerNotInitialized
 
 from ..errors import TalosError
-from .transport import HardenedProtocol, StreamFrameReader, next_body, read_frames, too_big
+from .transport import (
+    HardenedProtocol,
+    StreamFrameReader,
+    next_body,
+    read_frames,
+    too_big,
+    valid_id,
+)
 
 if TYPE_CHECKING:
     from pygls.lsp.server import LanguageServer
@@ -134,7 +141,7 @@ def _hello(body: bytes, token: str) -> bytes:
             None, JsonRpcInvalidRequest("the first message must be an initialize request")
         ) from None
     msg_id = data.get("id") if isinstance(data, dict) else None
-    if not isinstance(msg_id, str | int) or isinstance(msg_id, bool):
+    if not valid_id(msg_id):
         msg_id = None
     if not isinstance(data, dict) or data.get("method") != "initialize" or msg_id is None:
         raise Refused(
