@@ -71,7 +71,7 @@ class TalosServer(LanguageServer):
         )
         self.daemon = Daemon(
             lambda root: LspPort(self, self.daemon, root),
-            self._publish_status,
+            lambda status: self.notify("talos/status", status),
             lambda message: self.show(types.MessageType.Warning, message),
         )
         self.closing = False
@@ -107,9 +107,6 @@ class TalosServer(LanguageServer):
 
     def show(self, kind: types.MessageType, message: str) -> None:
         self.notify(types.WINDOW_SHOW_MESSAGE, types.ShowMessageParams(type=kind, message=message))
-
-    def _publish_status(self, status: dict[str, Any]) -> None:
-        self.notify("talos/status", status)
 
     async def prompt(
         self, message: str, options: Sequence[str], kind: str = "question"
@@ -442,18 +439,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument(
         "--tcp",
         metavar="HOST:PORT",
-        help="listen on TCP instead of stdio, "
-        "for debugging: HOST must be a loopback address (127.0.0.1, ::1, "
-        "localhost; PORT 0 picks a free one, logged); one client, which "
-        "must send the token of --token-file as "
-        "initializationOptions.tcpToken",
+        help="listen on TCP instead of stdio, for debugging: HOST must be a loopback address "
+        "(127.0.0.1, ::1, localhost; PORT 0 picks a free one, logged); one client, which must "
+        "send the token of --token-file as initializationOptions.tcpToken",
     )
     parser.add_argument(
         "--token-file",
         metavar="PATH",
-        help="with --tcp (required): a file "
-        "only you can read (chmod 600) holding the token a client must "
-        "send",
+        help="with --tcp (required): a file only you can read (chmod 600) holding the token a "
+        "client must send",
     )
     parser.add_argument("--log-file", metavar="PATH", help="write the log here (default: stderr)")
     parser.add_argument(
@@ -470,9 +464,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             parser.error(f"--tcp needs HOST:PORT, got {args.tcp!r}")
         if not args.token_file:
             parser.error(
-                "--tcp needs --token-file PATH: a file only you can read, holding "
-                "the token a client must send as "
-                "initializationOptions.tcpToken"
+                "--tcp needs --token-file PATH: a file only you can read, holding the token a "
+                "client must send as initializationOptions.tcpToken"
             )
         try:
             tcp = (

@@ -23,16 +23,12 @@ SOURCE = "talos"
 SUMMARY_CHARS = 80
 
 
-def _utf16(text: str) -> int:
-    return len(text.encode("utf-16-le")) // 2
-
-
 def _position(text_lines: Sequence[str], line: int) -> types.Position:
     """The start of `line`; past the last line, the end of the document."""
     if line < len(text_lines) or not text_lines or text_lines[-1].endswith(("\n", "\r")):
         return types.Position(line=line, character=0)
-    last = text_lines[-1]
-    return types.Position(line=len(text_lines) - 1, character=_utf16(last))
+    utf16 = len(text_lines[-1].encode("utf-16-le")) // 2  # what LSP counts
+    return types.Position(line=len(text_lines) - 1, character=utf16)
 
 
 def line_range(text_lines: Sequence[str], start: int, end: int) -> types.Range:

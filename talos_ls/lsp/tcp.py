@@ -216,14 +216,11 @@ def serve_tcp(server: LanguageServer, host: str, port: int, token: str) -> None:
         waiting[writer] = me
         frames = StreamFrameReader(reader)
 
-        async def first_message() -> bytes | None:
+        try:
             try:
-                return await asyncio.wait_for(next_body(frames, _oversized, MAX_HELLO), HELLO_S)
+                body = await asyncio.wait_for(next_body(frames, _oversized, MAX_HELLO), HELLO_S)
             finally:  # waiting no more, before any refusal is sent: not dropped while refused
                 waiting.pop(writer, None)
-
-        try:
-            body = await first_message()
             if writer in dropped:  # its message came as it was dropped: it goes on
                 dropped.discard(writer)
                 me.uncancel()
