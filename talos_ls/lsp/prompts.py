@@ -24,7 +24,6 @@ from .daemon import Params, ParamsError
 
 PROMPT = "talos/prompt"
 CLOSED = "talos/promptClosed"
-KINDS = ("question", "permission")
 
 
 @dataclass
@@ -39,9 +38,6 @@ class PromptBook:
     def __init__(self, send: Callable[[str, Any], None]) -> None:
         self._send = send
         self._open: dict[str, _Open] = {}
-
-    def __len__(self) -> int:
-        return len(self._open)
 
     async def ask(
         self, kind: str, message: str, actions: Sequence[str], timeout: float
