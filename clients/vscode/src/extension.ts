@@ -62,6 +62,8 @@ export async function activate(context: vscode.ExtensionContext): Promise<void> 
     }),
     vscode.workspace.onDidChangeConfiguration(async (event) => {
       if (!event.affectsConfiguration('talos')) return;
+      // An endpoint or key variable this remote window ignores stops Talos; applied, starts it.
+      if (await talos?.blockingChanged()) return;
       if (AT_START.some((key) => event.affectsConfiguration(key))) {
         const pick = await vscode.window.showInformationMessage('Talos: this setting takes effect when the server restarts.', 'Restart Now');
         if (pick) await talos?.restart();
