@@ -576,7 +576,7 @@ class Daemon:
                 "id": t.id,
                 "title": _shown(t.title),
                 "state": t.state,
-                "step": _shown(t.activity),
+                "step": _shown(t.activity) if t.state in OPEN_TASK_STATES else "",
                 "cost": str(host.meter.task(t.id).cost),
                 "error": _maybe(t.error),
                 "folder": _shown(str(host.workspace.root)),
