@@ -212,8 +212,7 @@ export class Conversation {
         if (result && !squash(task.text).includes(squash(result))) {
           task.text = task.text.trim() ? `${task.text.trimEnd()}\n\n${result}` : result;
         }
-        // an ended task asks nothing any more
-        task.prompts = [];
+        // its prompts stay until the server closes them: a question outlives its task
         break;
       }
     }

@@ -100,9 +100,12 @@ test('prompts: with the one running task, loose when it cannot be told; closed o
   assert.deepEqual(c.loose, []);
   assert.deepEqual(c.task('t2')!.prompts, []);
   assert.deepEqual(c.task('t2')!.answers, [], 'closed by the server: not an answer');
-  // a task's end closes what it asked
+  // a question outlives the task it came with (the task does not wait for it): only the
+  // server closes it
   c.prompt(promptRow({ prompt_id: 'q4', kind: 'question', message: 'm', actions: ['x'], task_id: 't2' })!);
-  events(c, { kind: 'end', task_id: 't2', folder: FOLDER, state: 'cancelled', result: null, error: null, tokens: 0, cost: 0 });
+  events(c, { kind: 'end', task_id: 't2', folder: FOLDER, state: 'done', result: 'ok', error: null, tokens: 0, cost: 0 });
+  assert.equal(c.findPrompt('q4')?.task_id, 't2');
+  c.close('q4');
   assert.equal(c.findPrompt('q4'), undefined);
 });
 
