@@ -322,7 +322,7 @@ export function cost(usd: number | null): string {
 export function doneMessage(task: TaskEntry): string | undefined {
   const end = task.end;
   if (!end || end.state === 'cancelled') return undefined; // the person cancelled it: they know
-  const said = end.state === 'done' ? (end.result ?? task.text) : (end.error ?? end.state);
+  const said = end.state === 'done' ? (end.result || task.text) : (end.error || end.state);
   const line = squash(said ?? '');
   const short = line.length > 200 ? `${line.slice(0, 199)}…` : line;
   const spent = cost(end.cost);

@@ -48,7 +48,7 @@ function el<K extends keyof HTMLElementTagNameMap>(tag: K, className = '', text?
 
 function button(text: string, title: string, onClick: () => void, className = ''): HTMLButtonElement {
   const b = el('button', className, text);
-  b.title = title;
+  b.title = visible(title);
   b.addEventListener('click', onClick);
   return b;
 }

@@ -59,6 +59,10 @@ test('a final answer that did not stream is shown; a failure says why', () => {
   events(c, { kind: 'begin', task_id: 't4', folder: FOLDER, title: 'z', follows: null },
     { kind: 'end', task_id: 't4', folder: FOLDER, state: 'cancelled', result: null, error: null, tokens: 0, cost: 0 });
   assert.equal(doneMessage(c.task('t4')!), undefined, 'the person cancelled it: no toast');
+  events(c, { kind: 'begin', task_id: 't5', folder: FOLDER, title: 'say hi', follows: null },
+    { kind: 'text', task_id: 't5', folder: FOLDER, text: 'Hello\n\nthere [x](command:y)' },
+    { kind: 'end', task_id: 't5', folder: FOLDER, state: 'done', result: '', error: null, tokens: 3, cost: 0 });
+  assert.equal(doneMessage(c.task('t5')!), 'Talos t5 done: Hello there [x](command:y) · $0.0000', 'an empty result: what streamed');
 });
 
 test('malformed events are dropped whole', () => {
