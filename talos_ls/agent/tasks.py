@@ -44,7 +44,6 @@ logger = logging.getLogger(__name__)
 KEEP_FINISHED = 32
 STATES = ("queued", "running", "done", "failed", "cancelled", "stopped", "interrupted")
 FINAL = frozenset({"done", "failed", "cancelled", "stopped", "interrupted"})
-OPEN = ("queued", "running")  # the store's OPEN_TASK_STATES
 LEASE_S = 60.0  # a process's lease in the store; renewed every quarter of it
 
 
