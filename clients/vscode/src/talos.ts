@@ -28,6 +28,8 @@ import type { Connection, ServerStatus } from './status';
 import { inline, label, message } from './text';
 
 export const SECRET_KEY = 'talos.apiKey';
+/** What the conversation panel hears from the server. */
+export const CONVERSATION_METHODS = ['talos/conversation', 'talos/prompt', 'talos/promptClosed'];
 
 /** A task refused because a setting that decides where the key goes cannot be applied here. */
 export class Blocked extends Error {}
@@ -83,6 +85,9 @@ export class Talos implements vscode.Disposable {
   readonly onDidChange = this.statusEmitter.event;
   /** A file's proposals were made or changed state. */
   readonly onProposals = this.proposalsEmitter.event;
+  private readonly serverEmitter = new vscode.EventEmitter<{ method: string; params: unknown }>();
+  /** The conversation's notifications (`CONVERSATION_METHODS`), for the panel. */
+  readonly onServerNotification = this.serverEmitter.event;
   /** Set by the extension: how to show a proposal as a diff (the server's "Show diff"). */
   showDiff: (proposalId: string) => Promise<void> = async () => undefined;
 
@@ -225,6 +230,7 @@ export class Talos implements vscode.Disposable {
       this.statusEmitter.fire();
     });
     client.onNotification('talos/proposals', (params: ProposalsChanged) => this.proposalsEmitter.fire(params));
+    for (const method of CONVERSATION_METHODS) client.onNotification(method, (params: unknown) => this.serverEmitter.fire({ method, params }));
     client.onDidChangeState((e) => {
       if (this.client !== client) return;
       if (e.newState === State.Running) {
@@ -321,6 +327,7 @@ export class Talos implements vscode.Disposable {
     void this.stop();
     this.statusEmitter.dispose();
     this.proposalsEmitter.dispose();
+    this.serverEmitter.dispose();
     this.log.dispose();
   }
 
@@ -366,7 +373,9 @@ export class Talos implements vscode.Disposable {
         stdout: (input, channel) => readline.createInterface({ input, crlfDelay: Infinity }).on('line', (line) => channel.info(line)),
         stderr: (input, channel) => this.pipeStderr(input, channel),
       },
-      initializationOptions: { ...checked.settings, contentProvider: true },
+      // prompts as talos/prompt (answered from the panel or a toast, whenever the person
+      // likes) and each task's events as talos/conversation (the server then sends no end toast)
+      initializationOptions: { ...checked.settings, contentProvider: true, deferredPrompts: true, conversation: true },
       errorHandler: {
         error: () => ({ action: ErrorAction.Continue, handled: true }),
         closed: () => this.closed(),
