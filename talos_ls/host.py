@@ -37,7 +37,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
-from .agent import tools
+from .agent import tasks, tools
 from .agent.cost import Caps, CostMeter, load_prices
 from .agent.limits import Limits
 from .agent.loop import AgentLoop, system_prompt
@@ -526,6 +526,7 @@ class Host:
         return question
 
     async def _deliver(self, question: QuestionCandidate, task: Task | None) -> None:
+        tasks.CURRENT.set(task.id if task else None)  # the question is sent as the task's
         reply = await self.port.ask(await self.offload.run(self.phrase, question))
         await self.answer(question, reply, task)
 
