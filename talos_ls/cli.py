@@ -79,6 +79,13 @@ def _parser() -> argparse.ArgumentParser:
         "--log-file", metavar="PATH", help="also log at DEBUG to PATH (keys, credentials redacted)"
     )
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+
+    def command(name: str, help: str, description: str) -> argparse.ArgumentParser:
+        """A command's parser, its first option --workspace."""
+        child = sub.add_parser(name, help=help, description=description)
+        child.add_argument("--workspace", metavar="DIR", help=WORKSPACE_HELP)
+        return child
+
     listing = _Parser(add_help=False)
     listing.add_argument("--agent", metavar="A", help="only this agent (default: this workspace's)")
     listing.add_argument("--all-agents", action="store_true", help="every agent in the store")
@@ -207,46 +214,42 @@ def _parser() -> argparse.ArgumentParser:
         "(repeatable; default: the config file's readable_paths)",
     )
     r.add_argument("--json", action="store_true", help="print the result as JSON on stdout")
-    sk = sub.add_parser(
+    command(
         "skills",
-        help="list the skills the agent can load",
-        description="Skills from the package, the user config directory and "
+        "list the skills the agent can load",
+        "Skills from the package, the user config directory and "
         "the workspace's .talos/skills/ (a later one of a name wins).",
     )
-    sk.add_argument("--workspace", metavar="DIR", help=WORKSPACE_HELP)
-    doc = sub.add_parser(
+    doc = command(
         "doctor",
-        help="check the configuration and say what to fix",
-        description="Check for real: the store takes a write (and passes "
+        "check the configuration and say what to fix",
+        "Check for real: the store takes a write (and passes "
         "PRAGMA quick_check), the key is set (nothing is sent without one), the "
         "endpoint lists its models, the sandbox runs, rg is there. Exit code 1 "
         "when something needs fixing.",
     )
-    doc.add_argument("--workspace", metavar="DIR", help=WORKSPACE_HELP)
     doc.add_argument("--base-url")
     doc.add_argument("--api-key-env", metavar="VAR")
-    perm = sub.add_parser(
+    perm = command(
         "permissions",
-        help="where the permission rules come from; trust the workspace's own rules file",
-        description="Show the permission rules in force and where each comes "
+        "where the permission rules come from; trust the workspace's own rules file",
+        "Show the permission rules in force and where each comes "
         "from. A workspace's .talos/permissions.json came with the repository: "
         "until you trust its exact content, only its deny and ask rules "
         "apply.",
     )
-    perm.add_argument("--workspace", metavar="DIR", help=WORKSPACE_HELP)
     perm.add_argument(
         "--trust",
         action="store_true",
         help="trust the workspace's .talos/permissions.json as it is now",
     )
-    pr = sub.add_parser(
+    pr = command(
         "proposals",
-        help="the proposed edits waiting for review",
-        description="Proposals Talos made in this workspace (in any editor or "
+        "the proposed edits waiting for review",
+        "Proposals Talos made in this workspace (in any editor or "
         "terminal) that are still to review: pending, partly applied or stale "
         "(--all: every one).",
     )
-    pr.add_argument("--workspace", metavar="DIR", help=WORKSPACE_HELP)
     pr.add_argument("--all", action="store_true", help="include applied, rejected, undone")
     pr.add_argument("--diff", action="store_true", help="show each one's diff")
     pr.add_argument("--json", action="store_true", help="print JSON")
@@ -266,46 +269,41 @@ def _parser() -> argparse.ArgumentParser:
         help="only hunk N (1 is the first; repeat for more)",
     )
     ap.add_argument("--workspace", metavar="DIR", help=WORKSPACE_HELP)
-    rj = sub.add_parser("reject", help="reject a proposal", description="Reject a proposal.")
+    rj = command("reject", "reject a proposal", "Reject a proposal.")
     rj.add_argument("id")
-    rj.add_argument("--workspace", metavar="DIR", help=WORKSPACE_HELP)
-    ud = sub.add_parser(
+    ud = command(
         "undo",
-        help="undo the last applied proposal",
-        description="Put back the file a proposal changed (the last applied "
+        "undo the last applied proposal",
+        "Put back the file a proposal changed (the last applied "
         "one, or ID), if the file is still as the proposal left it.",
     )
     ud.add_argument("id", nargs="?")
-    ud.add_argument("--workspace", metavar="DIR", help=WORKSPACE_HELP)
-    ts = sub.add_parser(
+    ts = command(
         "tasks",
-        help="the workspace's recent tasks",
-        description="Tasks run in this workspace (by talos run or an editor), "
+        "the workspace's recent tasks",
+        "Tasks run in this workspace (by talos run or an editor), "
         "newest last: id, state, cost, title.",
     )
-    ts.add_argument("--workspace", metavar="DIR", help=WORKSPACE_HELP)
     ts.add_argument(
         "--limit", type=_count, default=20, metavar="N", help="the last N tasks (default 20)"
     )
     ts.add_argument("--json", action="store_true", help="print JSON")
-    sh = sub.add_parser(
+    sh = command(
         "show",
-        help="a task's transcript",
-        description="What a task did: its state, error and transcript (the "
+        "a task's transcript",
+        "What a task did: its state, error and transcript (the "
         "model's words and its tool calls, shown as plain text).",
     )
     sh.add_argument("task", help="the task's id, or an unambiguous prefix of it")
-    sh.add_argument("--workspace", metavar="DIR", help=WORKSPACE_HELP)
     sh.add_argument("--json", action="store_true", help="print JSON")
-    cf = sub.add_parser(
+    cf = command(
         "config",
-        help="the settings in force and where each comes from",
-        description="Every setting's value and its origin: a flag, a variable, "
+        "the settings in force and where each comes from",
+        "Every setting's value and its origin: a flag, a variable, "
         "the workspace's .talos/config.toml, your config.toml (in the user "
         "config directory: ~/.config/talos/ on Linux) or the default "
         "(docs/config.md).",
     )
-    cf.add_argument("--workspace", metavar="DIR", help=WORKSPACE_HELP)
     cf.add_argument("--json", action="store_true", help="print JSON")
     co = sub.add_parser(
         "completion",
@@ -370,6 +368,10 @@ def _table(
     return "\n".join(line.rstrip() for line in lines)
 
 
+def _print_json(value: Any, **kwargs: Any) -> None:
+    print(json.dumps(value, ensure_ascii=False, indent=2, **kwargs))
+
+
 def _say(text: str, **kwargs: Any) -> None:
     """Print text that may hold the workspace's or the model's words (a rule, a question), with
     control characters made visible."""
@@ -418,7 +420,7 @@ def _questions(store: Store, args: argparse.Namespace) -> int:
             }
         )
     if args.json:
-        print(json.dumps(out, ensure_ascii=False, indent=2))
+        _print_json(out)
         return 0
     if not out:
         _say(f"No questions in {store.url}: nothing has been proposed yet.")
@@ -484,7 +486,7 @@ def _memory(store: Store, args: argparse.Namespace) -> int:
     only = _agent_filter(args)
     facts = FactStore(store).list(only)
     if args.json:
-        print(json.dumps([asdict(f) for f in facts], ensure_ascii=False, indent=2))
+        _print_json([asdict(f) for f in facts])
         return 0
     if not facts:
         _say(f"No facts in {store.url}" + (f" for agent {only}." if only else "."))
@@ -571,7 +573,7 @@ def _memory_conflicts(store: Store, args: argparse.Namespace) -> int:
             }
             for a, entry, x, y in found
         ]
-        print(json.dumps(out, ensure_ascii=False, indent=2))
+        _print_json(out)
         return 0
     if not found:
         _say("No unresolved conflicts.")
@@ -597,22 +599,18 @@ def _proposals(store: Store, args: argparse.Namespace) -> int:
     book, _ = _book(store, args)
     shown = [p for p in book.list() if args.all or p.status in (*edits.OPEN, "stale")]
     if args.json:
-        print(
-            json.dumps(
-                [
-                    {
-                        "id": p.id,
-                        "path": p.path,
-                        "status": p.status,
-                        "task": p.task_id,
-                        "hunks": len(p.hunks),
-                        "diff": p.diff(),
-                    }
-                    for p in shown
-                ],
-                indent=2,
-                ensure_ascii=False,
-            )
+        _print_json(
+            [
+                {
+                    "id": p.id,
+                    "path": p.path,
+                    "status": p.status,
+                    "task": p.task_id,
+                    "hunks": len(p.hunks),
+                    "diff": p.diff(),
+                }
+                for p in shown
+            ]
         )
         return 0
     if not shown:
@@ -652,27 +650,8 @@ def _undo(store: Store, args: argparse.Namespace) -> int:
 def _tasks(store: Store, args: argparse.Namespace) -> int:
     rows = store.task_list(agent_id(_workspace(args)))[-args.limit :]
     if args.json:
-        print(
-            json.dumps(
-                [
-                    {
-                        k: r.get(k)
-                        for k in (
-                            "id",
-                            "state",
-                            "cost",
-                            "title",
-                            "error",
-                            "created_at",
-                            "updated_at",
-                        )
-                    }
-                    for r in rows
-                ],
-                indent=2,
-                ensure_ascii=False,
-            )
-        )
+        keys = ("id", "state", "cost", "title", "error", "created_at", "updated_at")
+        _print_json([{k: r.get(k) for k in keys} for r in rows])
         return 0
     if not rows:
         _say("no task has run in this workspace yet (talos run 'what to do' starts one)")
@@ -708,7 +687,7 @@ def _find_task(store: Store, args: argparse.Namespace) -> dict[str, Any]:
 def _show(store: Store, args: argparse.Namespace) -> int:
     row = _find_task(store, args)
     if args.json:
-        print(json.dumps(row, indent=2, ensure_ascii=False, default=str))
+        _print_json(row, default=str)
         return 0
     _say(f"task {row['id']}: {row['state']}, ${row['cost']}", end="  ")
     print(visible(str(row["title"]), single_line=True))
