@@ -49,7 +49,6 @@ if TYPE_CHECKING:
     from .config import Effective
 
 OPEN = ("pending", "delivered", "cooled")
-WORKSPACE_HELP = "default: the nearest directory up from here with .git, .talos or a project file"
 
 
 class _Parser(argparse.ArgumentParser):
@@ -57,6 +56,15 @@ class _Parser(argparse.ArgumentParser):
 
     def error(self, message: str) -> NoReturn:
         raise CliError("usage", f"{message}; see {self.prog} --help", USAGE)
+
+
+def _workspace_option(parser: argparse.ArgumentParser, **kwargs: Any) -> None:
+    parser.add_argument(
+        "--workspace",
+        metavar="DIR",
+        help="default: the nearest directory up from here with .git, .talos or a project file",
+        **kwargs,
+    )
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -83,13 +91,13 @@ def _parser() -> argparse.ArgumentParser:
     def command(name: str, help: str, description: str) -> argparse.ArgumentParser:
         """A command's parser, its first option --workspace."""
         child = sub.add_parser(name, help=help, description=description)
-        child.add_argument("--workspace", metavar="DIR", help=WORKSPACE_HELP)
+        _workspace_option(child)
         return child
 
     listing = _Parser(add_help=False)
     listing.add_argument("--agent", metavar="A", help="only this agent (default: this workspace's)")
     listing.add_argument("--all-agents", action="store_true", help="every agent in the store")
-    listing.add_argument("--workspace", metavar="DIR", help=WORKSPACE_HELP)
+    _workspace_option(listing)
     listing.add_argument("--json", action="store_true", help="print JSON instead of a table")
 
     q = sub.add_parser(
@@ -125,7 +133,7 @@ def _parser() -> argparse.ArgumentParser:
     late.add_argument(
         "--json", action="store_true", default=argparse.SUPPRESS, help="print JSON instead of text"
     )
-    late.add_argument("--workspace", metavar="DIR", default=argparse.SUPPRESS, help=WORKSPACE_HELP)
+    _workspace_option(late, default=argparse.SUPPRESS)
     add = actions.add_parser(
         "add",
         parents=[late],
@@ -161,7 +169,7 @@ def _parser() -> argparse.ArgumentParser:
     )
     r.add_argument("request", nargs="?", help="what to do, in your words; - reads it from stdin")
     r.add_argument("--file", metavar="PATH", help="read the request from a file")
-    r.add_argument("--workspace", metavar="DIR", help=WORKSPACE_HELP)
+    _workspace_option(r)
     r.add_argument(
         "--model",
         help="model name (default: $TALOS_MODEL, else the config "
@@ -268,7 +276,7 @@ def _parser() -> argparse.ArgumentParser:
         metavar="N",
         help="only hunk N (1 is the first; repeat for more)",
     )
-    ap.add_argument("--workspace", metavar="DIR", help=WORKSPACE_HELP)
+    _workspace_option(ap)
     rj = command("reject", "reject a proposal", "Reject a proposal.")
     rj.add_argument("id")
     ud = command(
@@ -346,25 +354,16 @@ def _clip(text: str, width: int) -> str:
     return text if len(text) <= width else text[: max(width - 1, 0)] + "…"
 
 
-def _table(
-    headers: Sequence[str], rows: Sequence[Sequence[str]], last_flexible: bool = True
-) -> str:
+def _table(headers: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
     rows = [[visible(cell, single_line=True) for cell in row] for row in rows]
-    widths = [len(h) for h in headers]
-    for row in rows:
-        for i, cell in enumerate(row[:-1] if last_flexible else row):
-            widths[i] = max(widths[i], len(cell))
-    room = shutil.get_terminal_size((120, 24)).columns - sum(widths[:-1]) - 2 * (len(headers) - 1)
+    widths = [max(len(row[i]) for row in [headers, *rows]) for i in range(len(headers) - 1)]
+    room = shutil.get_terminal_size((120, 24)).columns - sum(widths) - 2 * (len(headers) - 1)
     lines = []
     for row in [headers, *rows]:
-        cells = list(row)
-        if last_flexible and sys.stdout.isatty():  # piped output keeps the whole text
-            cells[-1] = _clip(cells[-1], max(room, 20))
-        lines.append(
-            "  ".join(c.ljust(w) for c, w in zip(cells[:-1], widths, strict=False))
-            + "  "
-            + cells[-1]
-        )
+        last = row[-1]
+        if sys.stdout.isatty():  # piped output keeps the whole text
+            last = _clip(last, max(room, 20))
+        lines.append("  ".join([*(c.ljust(w) for c, w in zip(row, widths, strict=False)), last]))
     return "\n".join(line.rstrip() for line in lines)
 
 
@@ -376,10 +375,6 @@ def _say(text: str, **kwargs: Any) -> None:
     """Print text that may hold the workspace's or the model's words (a rule, a question), with
     control characters made visible."""
     print(visible(text), **kwargs)
-
-
-def _opt(value: int | None) -> str:
-    return "-" if value is None else str(value)
 
 
 def _answer_label(c: QuestionCandidate) -> str:
@@ -416,41 +411,39 @@ def _questions(store: Store, args: argparse.Namespace) -> int:
                 "last_delivery_turn": last,
                 "budget_reopens_at_turn": None if last is None else last + args.budget_turns,
                 "hidden": len(cands) - len(shown),
-                "candidates": [asdict(c) for c in shown],
+                "candidates": shown,
             }
         )
     if args.json:
-        _print_json(out)
+        _print_json(
+            [{**entry, "candidates": [asdict(c) for c in entry["candidates"]]} for entry in out]
+        )
         return 0
     if not out:
         _say(f"No questions in {store.url}: nothing has been proposed yet.")
         return 0
     for i, entry in enumerate(out):
-        last = entry["last_delivery_turn"]
         budget = (
             "no question asked yet; the budget is open"
-            if last is None
-            else f"last question at turn {last}; budget reopens at turn "
+            if entry["last_delivery_turn"] is None
+            else f"last question at turn {entry['last_delivery_turn']}; budget reopens at turn "
             f"{entry['budget_reopens_at_turn']}"
         )
         _say(("\n" if i else "") + f"agent {entry['agent']}: {budget}")
-        rows = []
-        for raw in entry["candidates"]:
-            c = QuestionCandidate(**raw)
-            cooldown = f" until {c.cooldown_until}" if c.status == "cooled" else ""
-            rows.append(
-                (
-                    c.candidate_id[-8:],  # the random end: ids of one minute share a start
-                    c.status + cooldown,
-                    c.kind,
-                    str(c.ask_count),
-                    str(c.created_turn),
-                    str(c.last_seen_turn),
-                    str(c.expires_turn),
-                    _opt(c.delivered_turn),
-                    c.question_text + _answer_label(c),
-                )
+        rows = [
+            (
+                c.candidate_id[-8:],  # the random end: ids of one minute share a start
+                c.status + (f" until {c.cooldown_until}" if c.status == "cooled" else ""),
+                c.kind,
+                str(c.ask_count),
+                str(c.created_turn),
+                str(c.last_seen_turn),
+                str(c.expires_turn),
+                "-" if c.delivered_turn is None else str(c.delivered_turn),
+                c.question_text + _answer_label(c),
             )
+            for c in entry["candidates"]
+        ]
         if rows:
             headers = (
                 "ID",
@@ -784,12 +777,8 @@ def _stdout_gone() -> int:
 def _exit_if_stuck() -> None:
     """After Ctrl-C, exit now if a thread would hold the exit up (one still blocked reading
     the terminal): everything was recorded and closed before this."""
-    stuck = [
-        t
-        for t in threading.enumerate()
-        if t is not threading.main_thread() and t.is_alive() and not t.daemon
-    ]
-    if stuck:
+    threads = threading.enumerate()
+    if any(t is not threading.main_thread() and t.is_alive() and not t.daemon for t in threads):
         with contextlib.suppress(OSError, ValueError):
             sys.stdout.flush()
             sys.stderr.flush()

@@ -85,9 +85,10 @@ class StoreFaults(logging.Filter):
     """Keeps the StoreErrors that log records carry (a background write that failed) and, but
     with --verbose, drops those records: the command reports the fault once, at its end."""
 
-    def __init__(self, verbose: bool) -> None:
+    verbose = False  # `setup_logging` sets it
+
+    def __init__(self) -> None:
         super().__init__()
-        self.verbose = verbose
         self.seen: list[StoreError] = []
         self._lock = threading.Lock()
 
@@ -125,7 +126,7 @@ class _CopyingFile(_Copy, logging.FileHandler):
     pass
 
 
-STORE_FAULTS = StoreFaults(verbose=False)
+STORE_FAULTS = StoreFaults()
 
 
 def setup_logging(verbose: bool, log_file: str | None) -> None:

@@ -393,10 +393,8 @@ class TerminalPort:
         for running in status.get("running", []):
             view = self._views.get(running.get("id", ""))
             if view is not None:
-                view.tokens_in = running.get("tokens_in", view.tokens_in)
-                view.tokens_out = running.get("tokens_out", view.tokens_out)
-                view.cost = running.get("cost", view.cost)
-                view.unpriced = running.get("unpriced", view.unpriced)
+                for name in ("tokens_in", "tokens_out", "cost", "unpriced"):
+                    setattr(view, name, running.get(name, getattr(view, name)))
 
     def notice(self, message: str) -> None:
         self._out(Text(visible(message), style="yellow"))
