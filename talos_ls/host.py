@@ -48,7 +48,7 @@ from .agent.tasks import FINAL, Task, TaskRegistry
 from .agent.workspace import SandboxError, Workspace, agent_id
 from .display import visible
 from .edits import apply
-from .edits.apply import DiskFiles
+from .edits.apply import disk_text
 from .edits.proposals import OPEN, Proposal, ProposalBook, ProposalError
 from .gates.permissions import MODES, Policy
 from .gates.producers import (
@@ -207,7 +207,6 @@ class Host:
         self.offload = offload or Offload()
         self._owns_offload = offload is None
         self.workspace = Workspace(config.workspace)
-        self._disk = DiskFiles(self.workspace, self.offload.run)
         self.agent_id = config.agent_id or agent_id(self.workspace.root)
         self.facts = FactStore(store)
         # The value ranking: it asked less and better than the seed's order on
@@ -614,7 +613,7 @@ class Host:
     def _current(self, path: str) -> tuple[str, int | None]:
         """A file's text as the person sees it: the editor's buffer, else the disk."""
         open_doc = self.port.read_document(path)
-        return open_doc if open_doc is not None else (self._disk.text(path), None)
+        return open_doc if open_doc is not None else (disk_text(self.workspace, path), None)
 
     async def read(self, proposal: Proposal) -> tuple[str, int | None]:
         """`edits.apply.Files`: the editor's buffer (made able to check the edit's version
@@ -626,7 +625,8 @@ class Host:
         """`edits.apply.Files`: an open document through the editor, at the version read; a
         file that is not open on disk, by the host (it owns the workspace)."""
         if version is None:
-            return await self._disk.write(proposal, text, None)
+            await self.offload.run(self.workspace.write_text, proposal.path, text)
+            return True
         return await self.port.apply(proposal, text, version)
 
     async def apply_proposal(self, proposal_id: str, hunks: Sequence[int] | None = None) -> bool:

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import builtins
 import contextlib
+import dataclasses
 import difflib
 import hashlib
 import re
@@ -142,41 +143,16 @@ class ProposalBook:
 
     # ------------------------------------------------------------ storage
     def _row(self, p: Proposal) -> dict[str, Any]:
-        return {
-            "id": p.id,
-            "agent_id": self.agent_id,
-            "task_id": p.task_id,
-            "path": p.path,
-            "base_hash": p.base_hash,
-            "base_text": p.base_text,
-            "new_text": p.new_text,
-            "version": p.version,
-            "hunks": [_hunk_row(h) for h in p.hunks],
-            "status": p.status,
-            "applied_hunks": list(p.applied_hunks),
-            "applied_hash": p.applied_hash,
-            "undo_text": p.undo_text,
-            "created_at": p.created_at,
-            "updated_at": time.time(),
-        }
+        fields = {f.name: getattr(p, f.name) for f in dataclasses.fields(Proposal)}
+        return _stored(fields, agent_id=self.agent_id, updated_at=time.time())
 
     def _load(self, row: dict[str, Any]) -> Proposal:
         """The cached proposal, brought up to the stored row (another server may have moved
         it), or a new one."""
-        fields = {
-            "path": row["path"],
-            "base_text": row["base_text"],
-            "new_text": row["new_text"],
-            "base_hash": row["base_hash"],
-            "hunks": [Hunk(**h) for h in row["hunks"]],
-            "version": row["version"],
-            "task_id": row["task_id"],
-            "status": row["status"],
-            "applied_hunks": tuple(row["applied_hunks"]),
-            "applied_hash": row["applied_hash"],
-            "undo_text": row["undo_text"],
-            "created_at": row["created_at"],
-        }
+        fields = {f.name: row[f.name] for f in dataclasses.fields(Proposal) if f.name != "id"}
+        fields.update(
+            hunks=[Hunk(**h) for h in row["hunks"]], applied_hunks=tuple(row["applied_hunks"])
+        )
         with self._lock:
             known = self._items.get(row["id"])
             if known is None:
@@ -195,11 +171,7 @@ class ProposalBook:
                 for name, value in updates.items():
                     setattr(p, name, value)
             return
-        stored = dict(updates, updated_at=time.time())
-        if "hunks" in stored:
-            stored["hunks"] = [_hunk_row(h) for h in stored["hunks"]]
-        if "applied_hunks" in stored:
-            stored["applied_hunks"] = list(stored["applied_hunks"])
+        stored = _stored(updates, updated_at=time.time())
         row = self.store.proposal_claim(p.id, from_statuses, stored)
         if row is None:
             current = self.store.proposal_get(p.id)
@@ -405,11 +377,11 @@ _APPLY_FIELDS = (
 )
 
 
-def _hunk_row(h: Hunk) -> dict[str, Any]:
-    return {
-        "index": h.index,
-        "base_start": h.base_start,
-        "base_end": h.base_end,
-        "old_lines": list(h.old_lines),
-        "new_lines": list(h.new_lines),
-    }
+def _stored(fields: dict[str, Any], **more: Any) -> dict[str, Any]:
+    """Proposal fields as the store takes them: hunks as objects, applied hunks as a list."""
+    stored = dict(fields, **more)
+    if "hunks" in stored:
+        stored["hunks"] = [dataclasses.asdict(h) for h in stored["hunks"]]
+    if "applied_hunks" in stored:
+        stored["applied_hunks"] = list(stored["applied_hunks"])
+    return stored
