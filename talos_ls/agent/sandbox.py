@@ -434,7 +434,8 @@ def toolchain(path: Path) -> tuple[Path, Path]:
             raise ValueError(f"{_tilde(each)} holds many programs' settings")
         store = next((c for c in stores if each.is_relative_to(c)), None)
         if store is not None:
-            raise ValueError(f"{_tilde(each)} is or lies in a credential store ({_tilde(store)})")
+            lies = "is" if each == store else f"lies in {_tilde(store)},"
+            raise ValueError(f"{_tilde(each)} {lies} a credential store")
     return shown, real
 
 
@@ -620,24 +621,38 @@ class Sandbox:
         def outside(path: Path) -> bool:
             return not any(path.is_relative_to(s) for s in system)
 
-        def followed(path: Path) -> bool:  # not the repository's, nor refused
-            real = Path(os.path.realpath(path))
-            if workspace is not None and real.is_relative_to(workspace):
-                return False
-            try:
-                return not outside(real) or bool(toolchain(path))
-            except ValueError:
-                return False
+        places: list[tuple[Path, Path]] = []
+        refused: dict[Path, str] = {}
 
-        wanted: list[Path] = []
+        def want(path: Path) -> None:
+            if not outside(path) or path in refused or any(path == s for s, _ in places):
+                return
+            try:
+                shown, real = toolchain(path)
+            except ValueError as exc:
+                refused[path] = str(exc)
+                logger.warning("not shown to commands: %s", exc)
+                return
+            if os.path.isdir(real):  # else gone, or not this user's to enter
+                places.extend([(shown, real)] + ([(real, real)] if outside(real) else []))
+
+        def visible(real: Path) -> bool:
+            return not outside(real) or any(real.is_relative_to(r) for _, r in places)
+
+        def followed(path: Path) -> bool:  # shown (or the system), and not the repository's
+            real = Path(os.path.realpath(path))
+            in_workspace = workspace is not None and real.is_relative_to(workspace)
+            return visible(real) and not in_workspace
+
         for entry in entries:
-            wanted.append(_toolchain_root(entry, containers))
+            want(_toolchain_root(entry, containers))
             if entry.parent.name == ".local" and entry.name == "bin":
-                wanted.append(entry.parent / "lib")
+                want(entry.parent / "lib")
         for var, other in COMPANIONS.items():
-            if where[var] and where[other] and Path(where[var]) in wanted:
-                wanted.append(Path(where[other]))
-        wanted += [Path(sys.base_prefix), Path(sys.prefix)]
+            if where[var] and where[other] and any(str(s) == where[var] for s, _ in places):
+                want(Path(where[other]))
+        want(Path(sys.base_prefix))
+        want(Path(sys.prefix))
         for entry in entries:  # programs that are links out of the system
             if not followed(entry):
                 continue
@@ -647,25 +662,12 @@ class Sandbox:
                 continue
             for link in links:
                 target = Path(os.path.realpath(link))
-                if outside(target) and not any(target.is_relative_to(w) for w in wanted):
-                    wanted.append(_toolchain_root(target.parent, containers))
-        for root in list(wanted):
-            python = _venv_home(root) if followed(root) else None
-            if python is not None:
-                wanted.append(_toolchain_root(python, containers))
-        places: list[tuple[Path, Path]] = []
-        refused: dict[Path, str] = {}
-        for path in dict.fromkeys(wanted):
-            if not outside(path):
-                continue
-            try:
-                shown, real = toolchain(path)
-            except ValueError as exc:
-                refused[path] = str(exc)
-                logger.warning("not shown to commands: %s", exc)
-                continue
-            if os.path.isdir(real):  # else gone, or not this user's to enter
-                places += [(shown, real)] + ([(real, real)] if outside(real) else [])
+                if not visible(target):
+                    want(_toolchain_root(target.parent, containers))
+        for _, real in list(places):  # the Python each virtualenv was made from
+            python = _venv_home(real) if followed(real) else None
+            if python is not None and not visible(python):
+                want(_toolchain_root(python, containers))
         out: list[tuple[Path, Path]] = []
         for shown, real in sorted(dict.fromkeys(places), key=lambda p: len(p[0].parts)):
             if not any(
