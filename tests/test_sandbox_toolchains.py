@@ -127,12 +127,13 @@ def test_cargo_comes_with_rustup_and_nvm_with_its_version_only(home, ws, monkeyp
 
 def test_hostile_path_entries_widen_nothing(home, ws, tmp_path, monkeypatch):
     """PATH entries that would show too much are refused, as named and as resolved: the home
-    itself, `/`, a credential store, `~/.config`, relative ones, links to `/`, to the home
-    and into `~/.ssh`, a program on PATH that is a link into `~/.ssh`; a link in a refused
-    entry brings nothing (`~/.ssh/helper -> /elsewhere/helper`); nothing of them is read
-    through any name, and a variable naming a refused place (PYENV_ROOT=~/.ssh) or holding
-    a secret is not passed. The toolchains beside them still work: a uv tool (a link in
-    `~/.local/bin` to its virtualenv, whose Python is uv's) is shown, `~` on PATH or not."""
+    itself, `/`, a credential store, `~/.config`, relative ones, links to `/`, to the home,
+    into `~/.ssh` or into the workspace (whose `.env` is covered there only), a program on
+    PATH that is a link into `~/.ssh`; a link in a refused entry brings nothing
+    (`~/.ssh/helper -> /elsewhere/helper`); nothing of them is read through any name, and a
+    variable naming a refused place (PYENV_ROOT=~/.ssh) or holding a secret is not passed.
+    The toolchains beside them still work: a uv tool (a link in `~/.local/bin` to its
+    virtualenv, whose Python is uv's) is shown, `~` on PATH or not."""
     for var in ("XDG_CONFIG_HOME", "XDG_DATA_HOME", "XDG_STATE_HOME", "XDG_CACHE_HOME"):
         monkeypatch.setenv(var, str(tmp_path / "xdg" / var))  # Talos's own, not in ~/.config
     (home / "rootlink").symlink_to("/")
@@ -151,6 +152,8 @@ def test_hostile_path_entries_widen_nothing(home, ws, tmp_path, monkeypatch):
     (home / ".local" / "bin" / "ruffish").symlink_to(venv / "bin" / "ruffish")
     (home / ".local" / "bin" / "key").symlink_to(home / ".ssh" / "id_rsa")
     script(ws / "bin" / "whoami", "#!/bin/sh\necho repository-program\n")
+    (ws / "bin" / ".env").write_text("ENV-BAIT\n")
+    (home / "wslink").symlink_to(ws / "bin")
     entries = [
         str(home),
         "/",
@@ -160,6 +163,7 @@ def test_hostile_path_entries_widen_nothing(home, ws, tmp_path, monkeypatch):
         f"{home}/rootlink",
         f"{home}/homelink",
         f"{home}/keys",
+        f"{home}/wslink",
         f"{home}/rootlink/usr/../root",
         "bin",
         ".",
@@ -189,6 +193,7 @@ def test_hostile_path_entries_widen_nothing(home, ws, tmp_path, monkeypatch):
         home / ".config" / "app" / "token",
         home / "src" / "other" / "notes.txt",
         tmp_path / "elsewhere" / "notes.txt",
+        home / "wslink" / ".env",
     ]
     done = run(
         sandbox,
@@ -201,6 +206,7 @@ def test_hostile_path_entries_widen_nothing(home, ws, tmp_path, monkeypatch):
     assert "PATH=" + os.pathsep.join(e for e in entries if e.startswith("/")) + "\n" in out
     reads_nothing_of(home, out)
     assert "\n0\n" in out and "ghp_" not in out and "ELSEWHERE-BAIT" not in out, out
+    assert "ENV-BAIT" not in out and home / "wslink" in tools.refused, out
     listed = out.split("\n0\n", 1)[1].split("\n")[0]
     assert listed == ".local", out
 
@@ -217,9 +223,7 @@ def test_a_program_not_found_says_where_it_is_and_why(home, ws, monkeypatch):
     assert done.exit_code == 127
     hints = [line for line in done.output.splitlines() if line.startswith("[talos: ")]
     assert len(hints) == 3, done.output
-    assert hints[0].startswith(
-        "[talos: nodeish is not on the PATH Talos was started with ("
-    ), hints
+    assert hints[0].startswith("[talos: nodeish is not on the PATH Talos was started with ("), hints
     assert "installed at ~/.nvm/versions/node/v20.0.0/bin/nodeish: start Talos" in hints[0]
     assert "with ~/.nvm/versions/node/v20.0.0/bin on PATH" in hints[0]
     assert hints[1].startswith(

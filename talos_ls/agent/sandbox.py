@@ -4,16 +4,18 @@ Every command the agent runs is spawned as `bwrap ... -- bash -c COMMAND`:
 - new user, PID, IPC, UTS, cgroup and network namespaces (`--unshare-all`; the network comes
   back only when a rule grants it), `--die-with-parent`, `--new-session` (no typing into the
   person's terminal), every capability dropped (no unmounting what hides a secret);
-- the environment is an allow-list (PATH, LANG, TERM...; HOME is a private empty directory),
-  and bwrap itself is spawned with that same environment: no process the command can see holds
-  a secret, and the daemon is outside its PID namespace, so no `/proc/<pid>/environ` leaks;
+- the environment is an allow-list (PATH, LANG, TERM...; HOME is a private empty directory;
+  PYENV_ROOT, CARGO_HOME... when they name a toolchain shown), and bwrap itself is spawned
+  with that environment: no process the command can see holds a secret, and the daemon is
+  outside its PID namespace, so no `/proc/<pid>/environ` leaks;
 - outside the workspace only the system is visible, read-only (`/usr`, `/bin`, `/lib*`, `/etc`
   but for what others may not read there, `/sys`, a new `/dev` and `/proc`), with the
-  toolchains on PATH (`~/.pyenv`, `~/.cargo`, `/opt/node`...) and the paths the person's
-  settings list (`readable_paths`); the rest (`/srv`, `/opt`, `/mnt`, `/var`, other projects,
-  every home) is absent or empty, so no Unix socket there can be connected to. The person's
-  credential stores and Talos's own config, state and store are hidden even where a shown
-  directory contains them;
+  toolchains on PATH (`~/.pyenv`, `~/.cargo` and `~/.rustup`, `/opt/node`...; never a home,
+  `/`, `~/.config` or a credential store, by name or through a link: `toolchain`) and the
+  paths the person's settings list (`readable_paths`); the rest (`/srv`, `/opt`, `/mnt`,
+  `/var`, other projects, every home) is absent or empty, so no Unix socket there can be
+  connected to. The person's credential stores and Talos's own config, state and store are
+  hidden even where a shown directory contains them;
 - limits on processes, memory, file size, `/tmp` and CPU time (`limits.py`): hitting one ends
   the command with a message saying which;
 - the workspace is read-only for what rules allow unasked and writable for approved commands
@@ -25,7 +27,8 @@ Every command the agent runs is spawned as `bwrap ... -- bash -c COMMAND`:
 Where `bwrap` is missing or cannot create namespaces (some containers, Ubuntu's AppArmor
 restriction of user namespaces), `probe` says so once, and the permission gate asks before
 every command; an approved command then runs with the same clean environment, but unconfined.
-Output is streamed with a byte cap (the command is killed past it) and a timeout.
+Output is streamed with a byte cap (the command is killed past it) and a timeout; a command
+not found (exit 127) ends with where the program is and why the sandbox does not show it.
 """
 
 from __future__ import annotations
@@ -629,6 +632,8 @@ class Sandbox:
                 return
             try:
                 shown, real = toolchain(path)
+                if workspace is not None and real.is_relative_to(workspace) and real != shown:
+                    raise ValueError(f"{path} leads into the workspace: its .env would show")
             except ValueError as exc:
                 refused[path] = str(exc)
                 logger.warning("not shown to commands: %s", exc)
@@ -707,7 +712,7 @@ class Sandbox:
         home = Path.home()
         for rel in USUAL_BINS:
             for found in sorted(home.glob(f"{rel}/{name}")):
-                if os.access(found, os.X_OK):
+                if found.is_file() and os.access(found, os.X_OK):
                     return True, (
                         f"{name} is not on the PATH Talos was started with ({path}); it is "
                         f"installed at {_tilde(found)}: start Talos (or the editor that "
