@@ -108,7 +108,7 @@ def test_always_allow_at_a_terminal_saves_the_module_not_the_interpreter(attack,
     assert term.finish() == 0, plain(term.raw)
     saved = json.loads(settings_file(attack).read_text())
     assert saved["commands"]["allow"] == ["python3 -m platform"], saved
-    later = ["python3 platform -m", "python3 -c 'open(\"pwned_by_code\", \"w\")'"]
+    later = ["python3 platform -m", 'python3 -c \'open("pwned_by_code", "w")\'']
     _, results = batch(attack, ["python3 -m platform", *later])
     ran(["python3 -m platform"], results[:1])
     not_run(later, results[1:], "no rule allows it")
