@@ -667,7 +667,7 @@ async def test_a_shipped_permissions_file_is_offered_with_its_grants_and_stays_u
             "writing **",
         ):
             assert shown in trust.message, trust.message
-        assert "$ touch pwned" in permission.message
+        assert permission.message.startswith("Run this command? `touch pwned` ("), permission
         assert "denied by you" in result
     finally:
         await editor.stop()
