@@ -23,8 +23,9 @@ no rule allows is asked), `auto-edit` (edits go through without asking; commands
 `full-auto` (everything not denied, except a command whose program cannot be known before it
 runs, and what an ask rule covers). Without an OS sandbox every command is asked, whatever the
 mode and the rules. A prompt offers Allow once, Always allow `<rule>` (when a rule could cover
-it) and Deny; a dismissal is a denial; with nobody there to ask (headless), ask means deny, so
-nothing ever waits for ever.
+it: the narrowest useful one, `suggest_rule`, never a bare interpreter) and Deny; a dismissal
+is a denial; with nobody there to ask (headless), ask means deny, so nothing ever waits for
+ever.
 """
 
 from __future__ import annotations
