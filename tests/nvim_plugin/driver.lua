@@ -259,6 +259,7 @@ function SCENARIOS.review()
   for _, win in ipairs(windows) do
     local buf = vim.api.nvim_win_get_buf(win)
     table.insert(shown, { name = vim.api.nvim_buf_get_name(buf), diff = vim.wo[win].diff,
+                          shown = vim.fn.bufname(buf),
                           lines = lines(buf), filetype = vim.bo[buf].filetype,
                           modifiable = vim.bo[buf].modifiable })
   end

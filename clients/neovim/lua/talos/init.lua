@@ -56,6 +56,12 @@ local function commands()
     { nargs = '?', desc = 'Talos: base and proposed text in diff mode' })
   create('TalosQuestions', function() c.questions() end,
     { desc = "Talos: answer the agent's open questions" })
+  create('TalosChat', function() require('talos.chat').open() end,
+    { desc = 'Talos: the conversation: tasks as they stream, and follow-ups' })
+  create('TalosFollowUp', function(o) c.follow_up(o.args) end,
+    { nargs = '*', desc = 'Talos: follow up on the latest task (a new task when none)' })
+  create('TalosMessages', function() c.messages() end,
+    { desc = "Talos: this session's messages, whole" })
   create('TalosMemory', function() c.memory() end, { desc = 'Talos: what it remembers' })
   create('TalosForget', function(o) c.forget(o.args) end, {
     nargs = '?', desc = 'Talos: retract a remembered fact',
