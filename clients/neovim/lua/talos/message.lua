@@ -79,8 +79,10 @@ function M.flush()
   end
   local waiting = queue
   queue = {}
-  pcall(vim.cmd, 'redraw') -- nothing left of a menu or an earlier message to stack under
   for _, entry in ipairs(waiting) do
+    -- A redraw before each: a message echoed after another without one (in one callback, or
+    -- after a menu, until a key is pressed) goes on a new line, and two lines prompt.
+    pcall(vim.cmd, 'redraw')
     pcall(vim.api.nvim_echo, { { M.one_line(entry.text), HIGHLIGHT[entry.level] } }, true, {})
   end
 end
