@@ -320,9 +320,16 @@ class Host:
         self.report_status()
 
     # ---------------------------------------------------------------- turns
-    async def turn(self, request: str, context: EditorContext | None = None) -> TurnResult:
+    async def turn(
+        self,
+        request: str,
+        context: EditorContext | None = None,
+        history: Sequence[Mapping[str, Any]] = (),
+        follows: str | None = None,
+    ) -> TurnResult:
         """One request: questions considered, the task started. Returns once the task is
-        queued; the work runs in the background."""
+        queued; the work runs in the background. A follow-up names the task it `follows` and
+        carries that conversation (`loop.conversation`) as `history`."""
         if not isinstance(request, str) or not request.strip():
             raise ValueError("the request is empty")
         # The configuration at the request is the task's for its whole run: the endpoint, key
@@ -362,11 +369,13 @@ class Host:
                 prepared.system,
                 on_text=(lambda piece: stream(task, piece)) if stream else None,
                 on_step=lambda message: self._step(task, message),
+                history=history,
             )
             await self._settle_proposals(task, policy)
             return text
 
         task = self.registry.start(self.agent_id, request, run)
+        task.follows = follows
         if prepared.question is not None:
             self.spawn(self._deliver(prepared.question, task))
         self.report_status()

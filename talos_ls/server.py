@@ -51,7 +51,8 @@ CLIENT_S = 5.0  # a request needing no person waits this long for the client (se
 PROPOSAL_SCHEME = "talos-proposal"
 # fmt: off
 COMMANDS = (
-    "talos.task.start", "talos.task.cancel", "talos.task.list", "talos.task.show",
+    "talos.task.start", "talos.task.followUp", "talos.task.cancel", "talos.task.list",
+    "talos.task.show",
     "talos.proposal.list", "talos.proposal.show", "talos.proposal.apply",
     "talos.proposal.reject", "talos.proposal.diff", "talos.undo", "talos.questions.list",
     "talos.question.answer", "talos.prompt.answer",
@@ -80,6 +81,7 @@ class TalosServer(LanguageServer):
         self._diff_dir: Path | None = None
         self.content_provider = False  # the client serves talos-proposal: documents
         self.deferred_prompts = False  # prompts as talos/prompt, answered by command
+        self.conversation = False  # tasks streamed as talos/conversation events
         self.prompts = PromptBook(self.notify)
 
     # ------------------------------------------------- what the client can
@@ -255,6 +257,7 @@ def _command(name: str, run: Callable[[Params], Any]) -> None:
 
 
 _command("talos.task.start", lambda p: D.start_task(p, _path(p)))
+_command("talos.task.followUp", D.follow_up)
 _command("talos.task.cancel", D.cancel_task)
 _command("talos.task.list", lambda p: D.list_tasks())
 _command("talos.task.show", D.show_task)
@@ -286,6 +289,7 @@ def initialize(ls: TalosServer, params: types.InitializeParams) -> None:
     ls._early_problems = D.configure(options)
     ls.content_provider = isinstance(options, dict) and options.get("contentProvider") is True
     ls.deferred_prompts = isinstance(options, dict) and options.get("deferredPrompts") is True
+    ls.conversation = isinstance(options, dict) and options.get("conversation") is True
 
 
 @server.feature(types.INITIALIZED)

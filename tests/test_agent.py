@@ -9,7 +9,13 @@ from decimal import Decimal
 
 from talos_ls.agent import tools
 from talos_ls.agent.cost import Caps, CostMeter, Price, Usage, cost_of
-from talos_ls.agent.loop import AgentLoop, system_prompt
+from talos_ls.agent.loop import (
+    HISTORY_CHARS,
+    HISTORY_MESSAGES,
+    AgentLoop,
+    conversation,
+    system_prompt,
+)
 from talos_ls.agent.model import ModelClient, ModelConfig
 from talos_ls.agent.sandbox import Sandbox
 from talos_ls.agent.tasks import TaskRegistry
@@ -198,17 +204,20 @@ async def test_step_cap(tmp_path, server):
 async def test_cancellation_mid_stream(tmp_path, server):
     env = Env(tmp_path, server)
     server.script.append(hang())
+    heard: list[str] = []
 
     async def runner(task):
-        return await env.loop.run(env.context(task), task, "x", "system")
+        return await env.loop.run(env.context(task), task, "x", "system", on_text=heard.append)
 
     task = env.registry.start("ws", "long", runner)
-    async with asyncio.timeout(60):  # cancelled mid-stream: once the server has the request
-        while not server.requests:
+    async with asyncio.timeout(60):  # cancelled mid-stream: once output has begun
+        while not heard:
             await asyncio.sleep(0.02)
     assert task.state == "running" and env.registry.cancel(task.id)
     await env.registry.wait(task)
     assert task.state == "cancelled"
+    spent = env.meter.task(task.id)  # what streamed is counted, estimated: not $0
+    assert spent.estimated and spent.tokens_out == 2 and spent.tokens_in > 0 and spent.cost > 0
     assert await asyncio.to_thread(server.disconnected.wait, 60)
     assert env.store.task_get(task.id)["state"] == "cancelled"
     assert env.registry.cancel(task.id) is False
@@ -516,3 +525,30 @@ async def test_a_bug_in_a_tool_is_an_error_for_the_model_not_the_end_of_the_task
     assert tool_messages(server, 1)[0]["content"] == (
         "error: load_skill failed (KeyError); try another way"
     )
+
+
+def test_a_follow_ups_history_is_what_was_said_bounded_newest_first_and_untrusted_in_shape():
+    call = {"id": "c1", "type": "function", "function": {"name": "read_file", "arguments": "{}"}}
+    transcript = [
+        {"role": "system", "content": "the system prompt"},
+        {"role": "user", "content": "the request"},
+        {"role": "assistant", "content": "let me look", "tool_calls": [call]},
+        {"role": "tool", "tool_call_id": "c1", "content": "the file"},
+        {"role": "assistant", "content": "the answer"},
+        {"role": "user", "content": "   "},
+        {"role": "assistant", "content": None},
+        "not a message",
+        {"role": "user", "content": ["parts"]},
+        {"role": "developer", "content": "not said by either"},
+    ]
+    assert conversation(transcript) == [
+        {"role": "user", "content": "the request"},
+        {"role": "assistant", "content": "the answer"},
+    ]
+    many = [{"role": "user", "content": f"m{i}"} for i in range(HISTORY_MESSAGES + 5)]
+    assert conversation(many)[0]["content"] == "m5"
+    big = [{"role": "user", "content": "x" * (HISTORY_CHARS // 2)} for _ in range(3)]
+    big.append({"role": "assistant", "content": "newest"})
+    kept = conversation(big)
+    assert len(kept) == 2 and kept[-1]["content"] == "newest"
+    assert sum(len(m["content"]) for m in kept) <= HISTORY_CHARS

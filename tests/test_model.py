@@ -133,6 +133,40 @@ async def test_cancellation_closes_the_stream(server, client):
     assert await asyncio.to_thread(server.disconnected.wait, 60)
 
 
+async def test_a_call_cancelled_after_output_began_counts_what_it_spent(server, client):
+    """Cancelled mid-stream: the endpoint never sent its usage, but the prompt was read and
+    output streamed; the spend is estimated from both, not lost at $0."""
+    server.script.append(hang("Thinking about it at some length"))
+    spent: list[Usage] = []
+    prompt = [{"role": "user", "content": "x" * 400}]
+    task = asyncio.ensure_future(client.complete(prompt, on_unfinished=spent.append))
+    async with asyncio.timeout(60):
+        while not server.requests:
+            await asyncio.sleep(0.01)
+    await asyncio.sleep(0.3)  # the first chunk (the output) arrives
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    (usage,) = spent
+    assert usage.estimated and usage.prompt_tokens >= 100 and usage.completion_tokens == 8
+
+
+async def test_a_cut_stream_counts_the_endpoints_own_usage_and_a_finished_one_is_not_reported(
+    server, client
+):
+    step = reply("Half an answer", usage=(321, 9, 0))
+    done, usage_chunk = step["stream"][-2], step["stream"][-1]
+    step["stream"] = [c for c in step["stream"] if c is not done]  # usage, then no finish
+    assert usage_chunk.get("usage")
+    server.script += [step, reply("whole")]
+    spent: list[Usage] = []
+    with pytest.raises(ModelError, match="ended before the model finished"):
+        await client.complete([{"role": "user", "content": "x"}], on_unfinished=spent.append)
+    assert spent == [Usage(321, 9, 0)]
+    finished = await client.complete([{"role": "user", "content": "x"}], on_unfinished=spent.append)
+    assert finished.text == "whole" and len(spent) == 1  # the caller meters a finished one
+
+
 async def test_impossible_usage_fails_the_step(server, client):
     server.script.append(reply("hi", usage=(-500, 10, 0)))
     with pytest.raises(ModelError, match=r"impossible usage \(prompt_tokens=-500"):

@@ -43,8 +43,23 @@ def test_list_apply_one_hunk_then_the_rest_then_undo(setup, capsys):
     assert (ws / "app.py").read_text() == NEW
     assert talos("apply", pid) == 1  # once only
     assert "not pending" in capsys.readouterr().err
-    assert talos("undo") == 0
-    assert (ws / "app.py").read_text() == BASE.replace("return 2", "return 20")
+    capsys.readouterr()
+    assert talos("undo") == 0  # both applications: the file the proposal was made on
+    assert (ws / "app.py").read_bytes() == BASE.encode()
+    assert "back as it was" in capsys.readouterr().out
+
+
+def test_an_undo_over_the_persons_edit_names_the_lines_and_leaves_the_file(setup, capsys):
+    ws, pid, talos = setup
+    assert talos("apply", pid, "--hunk", "1") == 0
+    assert talos("apply", pid) == 0
+    edited = NEW.replace("def b():", "def b():  # mine")
+    (ws / "app.py").write_text(edited)
+    capsys.readouterr()
+    assert talos("undo", pid) == 1
+    err = capsys.readouterr().err
+    assert "(line 5)" in err and "left as it is" in err
+    assert (ws / "app.py").read_text() == edited
 
 
 def test_a_stale_proposal_is_refused_and_said_so(setup, capsys):

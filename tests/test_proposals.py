@@ -31,7 +31,7 @@ def test_hunks_and_partial_apply():
     assert final == NEW
     book.applied(p.id, final, None)
     assert p.status == "applied"
-    assert book.undo(p.id, NEW) == text  # the last application only
+    assert book.undo(p.id, NEW) == BASE  # the file before the first application
 
 
 def test_stale_base_is_never_applied():
@@ -57,8 +57,10 @@ def test_reject_and_undo():
         book.apply(p.id, BASE)
     q = book.create("x.py", BASE, NEW)
     book.applied(q.id, book.apply(q.id, BASE), None)
-    with pytest.raises(ProposalError, match="changed after"):
+    with pytest.raises(ProposalError, match=r"changed after .* \(line 7\);.* left as it is"):
         book.undo(q.id, NEW + "edited later\n")
+    with pytest.raises(ProposalError, match=r"\(lines 1-2, 6\)"):
+        book.undo(q.id, "x\ny\nc\nd\nE\ng\n")
     assert book.undo(q.id, NEW) == BASE and q.status == "undone"
     with pytest.raises(ProposalError, match="undone"):
         book.undo(q.id, NEW)
@@ -76,3 +78,26 @@ def test_search_replace_blocks():
         apply_blocks("x\nx\n", [("x", "y")])
     with pytest.raises(ProposalError, match="empty"):
         apply_blocks(BASE, [("", "y")])
+
+
+@pytest.mark.parametrize("newline", ["\n", "\r\n"])
+def test_undo_after_hunks_applied_one_by_one_restores_the_file_the_proposal_was_made_on(
+    tmp_path, newline
+):
+    from talos_ls.store import open_store
+
+    base, new = BASE.replace("\n", newline), NEW.replace("\n", newline)
+    store = open_store("sqlite:///" + str(tmp_path / "t.db"))
+    book = ProposalBook(store, "a1")
+    p = book.create("x.py", base, new)
+    first = book.apply(p.id, base, hunks=[1])
+    book.applied(p.id, first, [1])
+    # Another server (the CLI after the editor) applies the rest from the store.
+    again = ProposalBook(store, "a1")
+    second = again.apply(p.id, first)
+    assert second == new
+    again.applied(p.id, second, None)
+    assert ProposalBook(store, "a1").undo(p.id, new) == base
+    with pytest.raises(ProposalError, match="undone"):
+        again.undo(p.id, new)
+    store.close()

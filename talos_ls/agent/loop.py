@@ -13,6 +13,7 @@ fails the task with the message (model.py: no call waits for ever).
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
+from typing import Any
 
 from ..memory.facts import Fact
 from ..redact import redact
@@ -22,6 +23,8 @@ from .model import ModelClient
 from .tasks import Task, TaskRegistry
 
 MAX_CALLS_PER_RESPONSE = 16
+HISTORY_MESSAGES = 40  # the earlier conversation a follow-up carries: its last messages,
+HISTORY_CHARS = 60_000  # at most this long in all (the oldest go first)
 
 INSTRUCTIONS = """You are Talos, a coding agent working in the person's workspace through tools.
 - Read before you change: list_files, read_file and search show you the code.
@@ -56,6 +59,25 @@ def system_prompt(
     return redact("\n\n".join(parts))  # a rules file or a fact may quote a credential
 
 
+def conversation(transcript: Sequence[Mapping[str, Any]]) -> list[dict[str, str]]:
+    """The conversation a follow-up continues: what the person said and what the model answered
+    (the requests, the notes, the final answers), without the system prompt, the tool calls
+    or their output, so it stays small however much the earlier tasks read. A transcript from
+    the store is untrusted in shape: anything else is left out. The newest messages win."""
+    said = [
+        {"role": m["role"], "content": m["content"]}
+        for m in transcript
+        if isinstance(m, Mapping)
+        and isinstance(m.get("content"), str)
+        and m["content"].strip()
+        and (m.get("role") == "user" or (m.get("role") == "assistant" and not m.get("tool_calls")))
+    ][-HISTORY_MESSAGES:]
+    size = sum(len(m["content"]) for m in said)
+    while said and size > HISTORY_CHARS:
+        size -= len(said.pop(0)["content"])
+    return said
+
+
 def _prefixed(report: Callable[[str], None], prefix: str) -> Callable[[str], None]:
     """What a step is doing now, after the step ("step 3: run_command: checking the
     command"); "" goes back to the step alone."""
@@ -79,17 +101,21 @@ class AgentLoop:
         system: str,
         on_text: Callable[[str], None] | None = None,
         on_step: Callable[[str], None] | None = None,
+        history: Sequence[Mapping[str, Any]] = (),
     ) -> str:
         """Run until the model answers; returns its final text. Raises CapReached when a cap or
         the guard stops it, ModelError when the model cannot be used. `on_step` hears what the
-        task is doing ("step 2: read_file") for the person's progress view."""
+        task is doing ("step 2: read_file") for the person's progress view; `history` is the
+        earlier conversation a follow-up continues (`conversation`)."""
         report = on_step or (lambda _: None)
         task.transcript = [
             {"role": "system", "content": system},
+            *({"role": m["role"], "content": m["content"]} for m in history),
             {"role": "user", "content": prompt},
         ]
         guard = LoopGuard(self.caps.repeat_limit)
         schemas = tools.schemas()
+        model = self.model.config.model
         step = 0
         while True:
             self.caps.check(self.meter.task(task.id))
@@ -98,9 +124,13 @@ class AgentLoop:
             step += 1
             report(f"step {step}: thinking")
             completion = await self.model.complete(
-                task.transcript, schemas, on_text, on_retry=_prefixed(report, f"step {step}")
+                task.transcript,
+                schemas,
+                on_text,
+                on_retry=_prefixed(report, f"step {step}"),
+                on_unfinished=lambda spent: self.meter.add(task.id, model, spent),
             )
-            self.meter.add(task.id, self.model.config.model, completion.usage)
+            self.meter.add(task.id, model, completion.usage)
             dropped = len(completion.tool_calls) - MAX_CALLS_PER_RESPONSE
             del completion.tool_calls[MAX_CALLS_PER_RESPONSE:]
             task.transcript.append(completion.message())

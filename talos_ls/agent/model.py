@@ -221,17 +221,21 @@ class ModelClient:
         tools: Sequence[dict[str, Any]] = (),
         on_text: Callable[[str], None] | None = None,
         on_retry: Callable[[str], None] | None = None,
+        on_unfinished: Callable[[Usage], object] | None = None,
     ) -> Completion:
         """One model turn, streamed; `on_text` gets each piece of text as it arrives, `on_retry`
-        a line saying why the call is tried again and when."""
+        a line saying why the call is tried again and when. An attempt that ends after output
+        began but before it finished (cancelled, cut, silent, refused) spent tokens all the
+        same: `on_unfinished` gets them (the endpoint's count if it sent one, else estimated)."""
         cfg = self.config
         endpoint = cfg.shown_endpoint
         self._require_key()  # at once: not four attempts reported as "no connection"
         openai = _sdk()
         attempts = cfg.max_retries + 1
         for attempt in range(attempts):
+            heard = _Heard()
             try:
-                return await self._stream(messages, tools, on_text)
+                return await self._stream(messages, tools, on_text, heard)
             except (openai.RateLimitError, openai.InternalServerError) as exc:
                 wait = _retry_after(exc)
                 what = f"{exc.status_code} from {endpoint}"
@@ -263,7 +267,7 @@ class ModelClient:
             except _BadUsage as exc:
                 raise ModelError(
                     f"{endpoint} reported impossible usage ({exc}); the step is "
-                    "not counted and the task stops"
+                    "counted from its length and the task stops"
                 ) from None
             except openai.AuthenticationError:
                 raise ModelError(
@@ -285,6 +289,9 @@ class ModelClient:
                 raise ModelError(
                     f"{endpoint} reported an error mid-stream: {self._scrub(exc.message)}"
                 ) from None
+            finally:
+                if on_unfinished is not None and (spent := heard.spent(messages)) is not None:
+                    on_unfinished(spent)
             if attempt == cfg.max_retries:
                 raise ModelError(f"{last}, {attempt + 1} attempts; giving up")
             backoff = min(cfg.max_backoff, 0.5 * 2**attempt) * (0.5 + random.random() / 2)
@@ -300,9 +307,11 @@ class ModelClient:
         messages: Sequence[dict[str, Any]],
         tools: Sequence[dict[str, Any]],
         on_text: Callable[[str], None] | None,
+        heard: _Heard,
     ) -> Completion:
         """One request, read to its end under the three limits: `timeout` to the first chunk,
-        `idle_timeout` between chunks, `deadline` for all of it."""
+        `idle_timeout` between chunks, `deadline` for all of it. What it receives is kept in
+        `heard` as it comes."""
         openai = _sdk()
         cfg = self.config
         kwargs: dict[str, Any] = {
@@ -317,8 +326,7 @@ class ModelClient:
         end = loop.time() + cfg.deadline
         limit = "deadline" if cfg.timeout >= cfg.deadline else "first"
         result = Completion()
-        calls: dict[int, ToolCall] = {}
-        texts: list[str] = []
+        calls, texts = heard.calls, heard.texts
         started = reported = False
         chunks = 0
         try:
@@ -338,7 +346,7 @@ class ModelClient:
                         timer.reschedule(min(idle, end))
                         piece = _read_chunk(chunk)
                         if piece.usage is not None:
-                            result.usage = piece.usage
+                            result.usage = heard.usage = piece.usage
                             reported = True
                         if piece.texts or piece.calls:
                             started = True
@@ -386,6 +394,7 @@ class ModelClient:
             or (said and result.usage.completion_tokens == 0)
         ):
             result.usage = _estimate(messages, result)
+        heard.finished = True
         return result
 
 
@@ -456,6 +465,25 @@ def _connection_words(exc: Exception) -> str:
         return f"connection lost ({type(exc).__name__})"
     detail = f": {cause}" if str(cause) else ""
     return f"connection lost ({type(cause).__name__}{detail})"
+
+
+@dataclass
+class _Heard:
+    """What one attempt has received so far: what it spent, if it ends unfinished."""
+
+    texts: list[str] = field(default_factory=list)
+    calls: dict[int, ToolCall] = field(default_factory=dict)
+    usage: Usage | None = None  # the endpoint's own count
+    finished: bool = False
+
+    def spent(self, messages: Sequence[dict[str, Any]]) -> Usage | None:
+        """None when it finished (the caller meters the result) or had no output."""
+        if self.finished or not (self.texts or self.calls):
+            return None
+        if self.usage is not None:
+            return self.usage
+        partial = Completion("".join(self.texts), [self.calls[i] for i in sorted(self.calls)])
+        return _estimate(messages, partial)
 
 
 def _estimate(messages: Sequence[dict[str, Any]], result: Completion) -> Usage:

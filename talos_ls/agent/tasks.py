@@ -147,6 +147,7 @@ class Task:
     # What it is doing now ("step 2: read_file"), for progress and status; never empty, so a
     # status sent as its state changes always says something.
     activity: str = "queued"
+    follows: str | None = None  # the task this one follows up in a conversation
     future: asyncio.Task | None = field(default=None, repr=False)
 
 

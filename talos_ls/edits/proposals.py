@@ -292,11 +292,14 @@ class ProposalBook:
     ) -> dict[str, Any]:
         """Claim the application (atomic: of two claims one fails). Some hunks: the rest stay
         to review against the file as it will be (partly applied); all: applied. Either way
-        the application can be undone. Returns what `revert` needs."""
+        the application can be undone, to the file before the FIRST of them (an undo after
+        some hunks, then the rest, puts back the file the proposal was made on). Returns what
+        `revert` needs."""
         proposal = self.get(proposal_id)
         before = {name: getattr(proposal, name) for name in _APPLY_FIELDS}
+        first = proposal.base_text if proposal.undo_text is None else proposal.undo_text
         updates: dict[str, Any] = {
-            "undo_text": proposal.base_text,
+            "undo_text": first,
             "applied_hash": content_hash(written_text),
             "applied_hunks": tuple(range(len(proposal.hunks)) if hunks is None else hunks),
             "status": "applied",
@@ -325,14 +328,18 @@ class ProposalBook:
         return proposal
 
     def undo(self, proposal_id: str, current_text: str) -> str:
-        """The file before the last application, if the file is still exactly as it left it."""
+        """The file before the proposal's first application, if the file is still exactly as
+        the last one left it; otherwise ProposalError names the lines changed since."""
         proposal = self.get(proposal_id)
         if proposal.undo_text is None or proposal.status not in ("applied", "partly_applied"):
             raise ProposalError(f"proposal {proposal_id} is {proposal.status}, not applied")
         if content_hash(current_text) != proposal.applied_hash:
+            # What the last application left: all of it, or the new base of the rest.
+            left = proposal.new_text if proposal.status == "applied" else proposal.base_text
             raise ProposalError(
-                f"{proposal.path} changed after proposal {proposal_id} was applied; undoing "
-                "would lose those changes"
+                f"{proposal.path} changed after proposal {proposal_id} was applied "
+                f"({_changed_lines(left, current_text)}); undoing would lose those changes, "
+                "so the file is left as it is"
             )
         undo_text = proposal.undo_text
         self._change(proposal, ("applied", "partly_applied"), status="undone")
@@ -356,6 +363,20 @@ class ProposalBook:
         if self.store is not None:
             self.store.proposal_prune(self.agent_id, keep_applied)
         self.forget_settled(keep_applied)
+
+
+def _changed_lines(before: str, after: str) -> str:
+    """Which lines of `after` differ from `before`, for a person: "line 3", "lines 3-5 and 9"."""
+    changed = []
+    matcher = difflib.SequenceMatcher(None, lines(before), lines(after), autojunk=False)
+    for tag, _, _, start, end in matcher.get_opcodes():
+        if tag != "equal":
+            first, last = start + 1, max(start + 1, end)
+            changed.append(str(first) if first == last else f"{first}-{last}")
+    if not changed:
+        return "its line endings or encoding"
+    shown = ", ".join(changed[:5]) + (f" and {len(changed) - 5} more" if len(changed) > 5 else "")
+    return ("line " if changed == [changed[0]] and "-" not in changed[0] else "lines ") + shown
 
 
 _APPLY_FIELDS = (

@@ -22,6 +22,7 @@ from typing import Any, cast
 from urllib.parse import urlsplit
 
 from ..agent.limits import Limits
+from ..agent.loop import conversation
 from ..agent.model import ModelConfig
 from ..agent.tasks import Task
 from ..agent.tools import MAX_FACT_CHARS
@@ -30,11 +31,12 @@ from ..display import visible
 from ..edits.proposals import OPEN, Proposal, ProposalError
 from ..errors import TalosError
 from ..gates.question_queue import QuestionCandidate
-from ..host import EditorContext, EditorPort, Host, HostConfig
+from ..host import EditorContext, EditorPort, Host, HostConfig, TurnResult
 from ..memory.reconcile import Reconciler
 from ..offload import Offload
 from ..redact import redact_url
 from ..store import Store, StoreError, default_store_url, open_store
+from ..store.base import OPEN_TASK_STATES
 from ..watch import lsp_changes
 from .health import GuardedStore, StoreHealth
 from .settings import Settings, confirmed, guarded, narrowed
@@ -127,6 +129,17 @@ def _check_json(raw: Any, command: str) -> None:
 
 
 _KINDS = {"str": "a string", "int": "an integer", "dict": "an object", "list": "a list"}
+
+
+def _prompt(p: Params) -> str:
+    prompt = p.get("prompt", str, required=True)
+    if not prompt.strip():
+        raise ParamsError(f"{p.command}: the field 'prompt' is empty")
+    if len(prompt) > MAX_PROMPT_CHARS:
+        raise ParamsError(
+            f"{p.command}: the field 'prompt' is longer than {MAX_PROMPT_CHARS} characters"
+        )
+    return prompt
 
 
 def _range_lines(value: Mapping[str, Any] | None, command: str) -> tuple[int, int] | None:
@@ -478,24 +491,41 @@ class Daemon:
 
     # --------------------------------------------------------------- tasks
     async def start_task(self, p: Params, path: Path | None) -> dict[str, Any]:
-        prompt = p.get("prompt", str, required=True)
-        if not prompt.strip():
-            raise ParamsError(f"{p.command}: the field 'prompt' is empty")
-        if len(prompt) > MAX_PROMPT_CHARS:
-            raise ParamsError(
-                f"{p.command}: the field 'prompt' is longer than {MAX_PROMPT_CHARS} characters"
-            )
+        prompt = _prompt(p)
         lines = _range_lines(p.get("range", dict), p.command)
         diagnostics = p.get("diagnostics", list) or []
+        return await self._turn(prompt, lambda: self._start(path, prompt, lines, diagnostics))
+
+    async def _start(
+        self, path: Path | None, prompt: str, lines: tuple[int, int] | None, diagnostics: list
+    ) -> TurnResult:
+        await self.ready()
+        host = self.host_for(path)
+        context = None
+        if path is not None:
+            context = await self.offload.run(self._context, host, path, lines, diagnostics)
+        return await host.turn(prompt, context)
+
+    async def follow_up(self, p: Params) -> dict[str, Any]:
+        """A new task that continues an ended task's conversation (its requests and answers)."""
+        task_id, prompt = p.get("task_id", str, required=True), _prompt(p)
+
+        async def start() -> TurnResult:
+            host, row = await self._task_row(task_id)
+            if row.get("state") in OPEN_TASK_STATES:
+                raise ParamsError(
+                    f"{p.command}: task {task_id!r} is still running; wait for it or cancel it"
+                )
+            history = conversation(row.get("transcript") or [])
+            return await host.turn(prompt, history=history, follows=task_id)
+
+        return await self._turn(prompt, start)
+
+    async def _turn(self, prompt: str, start: Callable[[], Awaitable[TurnResult]]) -> dict:
         self._admit()
         self._starting += 1
         try:
-            await self.ready()
-            host = self.host_for(path)
-            context = None
-            if path is not None:
-                context = await self.offload.run(self._context, host, path, lines, diagnostics)
-            result = await host.turn(prompt, context)
+            result = await start()
         finally:
             self._starting -= 1
         return {"task_id": result.task.id, "turn": result.turn, "state": result.task.state}
@@ -566,18 +596,22 @@ class Daemon:
 
     async def show_task(self, p: Params) -> str:
         """The task's transcript as Markdown, from the store (finished tasks leave memory)."""
-        task_id = p.get("task_id", str, required=True)
+        _, row = await self._task_row(p.get("task_id", str, required=True))
+        return transcript_markdown(row)
+
+    async def _task_row(self, task_id: str) -> tuple[Host, dict[str, Any]]:
+        """A task's record and its folder's host, from the store (flushed first): a task of
+        an open folder only; another workspace's, in a store two servers share, is no task."""
         await self.ready()
         for host in self.hosts.values():
-            live = host.registry.get(task_id)
-            if live is not None:
+            if host.registry.get(task_id) is not None:
                 await host.registry.flush()
         assert self.store is not None
         row = await self.offload.run(self.store.task_get, task_id)
-        mine = {host.agent_id for host in self.hosts.values()}
-        if row is None or row.get("agent_id") not in mine:  # another workspace's is no task here
-            raise ParamsError(f"no task {task_id!r} in any open workspace folder")
-        return transcript_markdown(row)
+        for host in self.hosts.values():
+            if row is not None and row.get("agent_id") == host.agent_id:
+                return host, row
+        raise ParamsError(f"no task {task_id!r} in any open workspace folder")
 
     # ----------------------------------------------------------- proposals
     async def list_proposals(self, path: Path | None) -> list[dict[str, Any]]:

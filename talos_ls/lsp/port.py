@@ -44,6 +44,7 @@ class Client(Protocol):
     documents, prompts, messages, notifications, progress and edits, and what it can do."""
 
     closing: bool
+    conversation: bool  # the client asked for `talos/conversation` events
 
     @property
     def can_prompt(self) -> bool: ...
@@ -120,6 +121,8 @@ class LspPort:
         self.client.notify(
             "talos/proposals", {"uri": uri, "proposals": [proposal_summary(p) for p in mine]}
         )
+        if proposal.task_id:
+            self._converse(proposal.task_id, "proposal", proposal=proposal_summary(proposal))
         self.client.refresh_lenses()
 
     async def apply(self, proposal: Proposal, new_text: str, version: int) -> bool:
@@ -213,6 +216,9 @@ class LspPort:
         within `client_wait`. A busy editor that answers later (seconds, under load) still gets
         it: the creation goes on in the background while the task runs, its steps until then
         are not shown, and a task that ended meanwhile has its progress begun and ended."""
+        self._converse(
+            task.id, "begin", title=visible(task.title, single_line=True), follows=task.follows
+        )
         if not self.client.can_show_progress or self.client.closing:
             return
         created = asyncio.ensure_future(self._create_progress(task))
@@ -246,6 +252,7 @@ class LspPort:
             self._end_progress(task)
 
     def progress(self, task: Task, message: str) -> None:
+        self._converse(task.id, "step", message=visible(message, single_line=True))
         if self.client.closing:
             return
         token = self._tokens.get(task.id)
@@ -254,15 +261,26 @@ class LspPort:
             self.client.work_done_progress.report(token, types.WorkDoneProgressReport(message=line))
 
     def stream(self, task: Task, text: str) -> None:
-        """The model's text is not streamed to the editor: its progress says what the task
-        does, and the answer comes when the task ends (a message and talos.task.show)."""
+        """The model's text as it arrives, to a client that shows the conversation; to others
+        the progress says what the task does, and the answer comes when it ends."""
+        self._converse(task.id, "text", text=visible(text))
 
-    def _spent(self, task: Task) -> str:
+    def _converse(self, task_id: str, kind: str, **event: Any) -> None:
+        """One `talos/conversation` event, to a client that asked for them."""
+        if self.client.conversation and not self.client.closing:
+            event = {"task_id": task_id, "kind": kind, "folder": self.root.as_uri(), **event}
+            self.client.notify("talos/conversation", event)
+
+    def _cost(self, task: Task) -> tuple[int, float]:
         host = self.daemon.hosts.get(self.root)
         if host is None:
-            return ""
+            return 0, 0.0
         spent = host.meter.task(task.id)
-        return f"{spent.tokens_in + spent.tokens_out} tokens · ${spent.cost:.4f}"
+        return spent.tokens_in + spent.tokens_out, float(spent.cost)
+
+    def _spent(self, task: Task) -> str:
+        tokens, cost = self._cost(task)
+        return f"{tokens} tokens · ${cost:.4f}"
 
     def _end_progress(self, task: Task) -> None:
         token = self._tokens.pop(task.id, None)
@@ -275,7 +293,20 @@ class LspPort:
 
     def end(self, task: Task) -> None:
         self._end_progress(task)
-        if task.state == "done":
+        if self.client.conversation:  # the client says it ends, with a way to the conversation
+            tokens, cost = self._cost(task)
+            error = None if task.error is None else visible(task.error)
+            result = visible(task.result or "")
+            self._converse(
+                task.id,
+                "end",
+                state=task.state,
+                result=result,
+                error=error,
+                tokens=tokens,
+                cost=cost,
+            )
+        elif task.state == "done":
             answer = visible(task.result or "", single_line=True)
             if len(answer) > SHORT_ANSWER_CHARS:
                 answer = answer[:SHORT_ANSWER_CHARS] + "…"

@@ -86,3 +86,22 @@ async def test_reject_and_proposal_content(editor, model):
     assert rejected["status"] == "rejected"
     with pytest.raises(JsonRpcException):
         await editor.command("talos.proposal.reject", {"proposal_id": proposal["id"]})
+
+
+async def test_undo_after_one_hunk_then_the_rest_puts_the_buffer_back_as_it_was(editor, model, ws):
+    base = "def main():\n    return 1\n\n\ndef other():\n    return 3\n"
+    (ws / "src" / "app.py").write_text(base)
+    uri = editor.open(ws / "src" / "app.py")
+    blocks = [{"search": "return 1", "replace": "return 2"}, {"search": "return 3", "replace": "4"}]
+    edit = json.dumps({"path": "src/app.py", "blocks": blocks})
+    model.script += [reply("", [("c1", "propose_edit", edit)]), reply("proposed")]
+    task_id = (await editor.command("talos.task.start", {"prompt": "two changes"}))["task_id"]
+    await editor.finished(task_id)
+    (proposal,) = await editor.command("talos.proposal.list", {})
+    pid = proposal["id"]
+    one = await editor.command("talos.proposal.apply", {"proposal_id": pid, "hunks": [1]})
+    assert one["status"] == "partly_applied"
+    rest = await editor.command("talos.proposal.apply", {"proposal_id": pid})
+    assert rest["status"] == "applied" and "return 2" in editor.texts[uri]
+    undone = await editor.command("talos.undo", {"uri": uri})
+    assert undone["status"] == "undone" and editor.texts[uri] == base
