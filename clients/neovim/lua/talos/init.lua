@@ -106,6 +106,11 @@ function M.task(prompt, line1, line2)
   return require('talos.commands').task(prompt, line1, line2)
 end
 
+--- Open the chat (:TalosChat); returns its buffer.
+function M.chat()
+  return require('talos.chat').open()
+end
+
 --- The Talos client of a buffer (0: the current one), or nil.
 function M.client(bufnr)
   return require('talos.client').get(bufnr)
