@@ -443,7 +443,7 @@ function SCENARIOS.chat()
   local before = lines(app)
   vim.api.nvim_feedkeys('ga', 'x', false)
   wait_for('the buffer changed', function() return not vim.deep_equal(lines(app), before) end)
-  local _, applied = wait_for('the proposal line updated', function()
+  local applied = wait_for('the proposal line updated', function()
     local i, line = find_line(buf, '◆ proposal')
     return line:find('· applied') and { i, line }
   end)
@@ -473,8 +473,9 @@ function SCENARIOS.chat()
     event({ kind = 'text', text = piece })
   end
   event({ kind = 'step', message = 'step 1: \27]0;title\7 run' })
-  event({ kind = 'end', state = 'done', result = '', error = '\27[31mboom\nline', tokens = 5,
-          cost = 0 })
+  -- The last line is a modeline (a modeline is looked for in the last lines only).
+  event({ kind = 'end', state = 'done', result = '', tokens = 5, cost = 0,
+          error = '\27[31mboom\nline vim: set ft=sh ts=2 :' })
   wait_for('the hostile end', function() return find_line(buf, 'boom') end)
   vim.api.nvim_buf_call(buf, function() vim.cmd('doautocmd BufRead') end) -- modelines run here
   record('hostile', { lines = lines(buf), filetype = vim.bo[buf].filetype,

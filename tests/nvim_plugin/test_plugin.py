@@ -288,6 +288,7 @@ def test_setup_uses_vim_lsp_start_where_it_exists_one_client_per_root(tmp_path, 
     assert [c["root"] for c in step["calls"]] == [ws, ws, other], str(run)
     assert all(c["bufnr"] == c["current"] for c in step["calls"]), str(run)  # 0.8: current
     assert all(c["name"] == "talos" and c["deferred"] for c in step["calls"]), str(run)
+    assert all(c["conversation"] for c in step["calls"]), str(run)  # the chat's events
     assert step["app"] == step["other"] != step["lib"], str(run)
 
 

@@ -110,11 +110,18 @@ local function edit(fn)
 end
 
 -- New lines at the end, each with its highlight (or none); the first line's index (0-based).
+-- The empty line a text ending with a line break left open is taken by the first.
 local function append(lines, group)
   local first
   edit(function(b)
     first = vim.api.nvim_buf_line_count(b)
-    vim.api.nvim_buf_set_lines(b, -1, -1, false, lines)
+    local open = vim.api.nvim_buf_get_lines(b, first - 1, first, false)[1]
+    if tail and tail.kind == 'text' and open == '' then
+      first = first - 1
+      vim.api.nvim_buf_set_lines(b, first, first + 1, false, lines)
+    else
+      vim.api.nvim_buf_set_lines(b, -1, -1, false, lines)
+    end
     if group then
       for i = first, first + #lines - 1 do
         vim.api.nvim_buf_add_highlight(b, ns, group, i, 0, -1)
@@ -148,6 +155,7 @@ local function blank_line()
   if vim.api.nvim_buf_get_lines(b, count - 1, count, false)[1] ~= '' then
     append({ '' })
   end
+  tail = { kind = 'blank' } -- kept: what comes next goes after it
 end
 
 -- ------------------------------------------------------------------ the events

@@ -53,8 +53,8 @@ local function check_server(h)
       })
     return
   end
-  h.ok('server command: ' .. text.line(table.concat(cmd, ' '), 400) .. ' (' ..
-    text.line(path, 400) .. ')')
+  local where = path ~= cmd[1] and (' (' .. text.line(path, 400) .. ')') or ''
+  h.ok('server command: ' .. text.line(table.concat(cmd, ' '), 400) .. where)
   local argv = vim.deepcopy(cmd)
   table.insert(argv, '--version')
   local version, code = run(argv)
