@@ -31,6 +31,7 @@ INIT = Path(__file__).with_name("terminal.lua")
 # is a run of text on the terminal of its own.
 CHUNKS = [f"chunk{i:02d}" for i in range(1, 9)]
 STREAMED = "".join(CHUNKS)
+FOLLOWED = "answer2"  # one chunk: drawn in one run
 MENU = r"Type number and <Enter>"
 WAIT_S = 60
 
@@ -73,7 +74,7 @@ def test_a_task_at_a_terminal_asks_without_a_hit_enter_prompt_and_streams_to_the
         reply("", [("c1", "run_command", json.dumps({"command": "touch made.txt"}))]),
         reply("", [("c2", "propose_edit", json.dumps(TWO_HUNKS))]),
         reply(STREAMED, delay=0.3),  # about 3 s of chunks
-        reply("followed up"),
+        reply(FOLLOWED),
     ]
     modes = tmp_path / "modes.txt"
     config = tmp_path / "nvim.json"
@@ -134,7 +135,7 @@ def test_a_task_at_a_terminal_asks_without_a_hit_enter_prompt_and_streams_to_the
         term.until_text(r"Talos follow-up:", start, WAIT_S)
         term.send("and now the docs\r")
         term.until_text(r"▍follow-up t\w+ \(after t\w+\): and now the docs", start, WAIT_S)
-        term.until_text(r"followed up", start, WAIT_S)
+        term.until_text(FOLLOWED, start, WAIT_S)
         term.until_text(r"■ done", start, WAIT_S)
 
         everything = text(term.raw)
