@@ -6,10 +6,11 @@ than the screen, left "Press ENTER or type command to continue" on the screen, w
 next key, and the permission menu came only after one.
 
 One session: `:TalosChat`, then a task that asks a question (two rules files disagree) and
-for permission to run a command, proposes an edit and streams its answer in chunks; both menus
-open with no key pressed (the test sends nothing until it sees each), the answer shows in the
-chat before the task ends, `:TalosDiff`'s tab is labelled readably, and a follow-up typed in
-the chat reaches the model with the earlier conversation."""
+for permission to run a command, proposes an edit and streams its answer in chunks. While the
+person types in Insert mode no menu opens (one line says Talos needs them); back in Normal mode
+both menus open with no key pressed (the test sends nothing until it sees each), the answer
+shows in the chat before the task ends, `:TalosDiff`'s tab is labelled readably, and a
+follow-up typed in the chat reaches the model with the earlier conversation."""
 
 from __future__ import annotations
 
@@ -103,9 +104,20 @@ def test_a_task_at_a_terminal_asks_without_a_hit_enter_prompt_and_streams_to_the
         term.send(":TalosChat\r")
         term.until_text(r"Talos chat · i follow up", start, WAIT_S)
 
+        # The task starts, and the person goes on typing in app.py: no menu opens in Insert
+        # mode (it would take the keys typed), one line says Talos needs them.
+        term.send(":wincmd p\r")
         start = len(term.raw)
         term.send(":TalosTask write the tests\r")
-        # The two menus, in the order they come, each opened with no key pressed.
+        term.send("Go# typing on")
+        term.until_text(r"Talos needs you: ", start, WAIT_S)
+        term.send(" and on")
+        term.until_text(r"and on", start, WAIT_S)  # drawn beside "# typing on"
+        assert MENU not in text(term.raw[start:]), text(term.raw[start:])
+        # Back in Normal mode: the two menus, in the order they come, each opened with no
+        # key pressed.
+        start = len(term.raw)
+        term.send("\x1b")
         kinds = []
         for _ in range(2):
             kind, start = answer_menu(term, start)
@@ -130,6 +142,7 @@ def test_a_task_at_a_terminal_asks_without_a_hit_enter_prompt_and_streams_to_the
         term.send(":tabclose\r")
 
         # A follow-up typed in the chat (its `i`): the model sees the earlier conversation.
+        term.send(":TalosChat\r")  # to the chat's window
         start = len(term.raw)
         term.send("i")
         term.until_text(r"Talos follow-up:", start, WAIT_S)

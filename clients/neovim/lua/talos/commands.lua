@@ -600,7 +600,7 @@ end
 
 --- :TalosMessages: every message of this session, whole (the command line shows one line).
 function M.messages()
-  scratch('talos://messages', message.show(), nil)
+  scratch('Talos messages', message.show(), nil)
   vim.cmd('normal! G')
 end
 
