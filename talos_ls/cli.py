@@ -49,7 +49,6 @@ if TYPE_CHECKING:
     from .config import Effective
 
 OPEN = ("pending", "delivered", "cooled")
-WORKSPACE_HELP = "default: the nearest directory up from here with .git, .talos or a project file"
 
 
 class _Parser(argparse.ArgumentParser):
@@ -57,6 +56,15 @@ class _Parser(argparse.ArgumentParser):
 
     def error(self, message: str) -> NoReturn:
         raise CliError("usage", f"{message}; see {self.prog} --help", USAGE)
+
+
+def _workspace_option(parser: argparse.ArgumentParser, **kwargs: Any) -> None:
+    parser.add_argument(
+        "--workspace",
+        metavar="DIR",
+        help="default: the nearest directory up from here with .git, .talos or a project file",
+        **kwargs,
+    )
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -79,10 +87,17 @@ def _parser() -> argparse.ArgumentParser:
         "--log-file", metavar="PATH", help="also log at DEBUG to PATH (keys, credentials redacted)"
     )
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+
+    def command(name: str, help: str, description: str) -> argparse.ArgumentParser:
+        """A command's parser, its first option --workspace."""
+        child = sub.add_parser(name, help=help, description=description)
+        _workspace_option(child)
+        return child
+
     listing = _Parser(add_help=False)
     listing.add_argument("--agent", metavar="A", help="only this agent (default: this workspace's)")
     listing.add_argument("--all-agents", action="store_true", help="every agent in the store")
-    listing.add_argument("--workspace", metavar="DIR", help=WORKSPACE_HELP)
+    _workspace_option(listing)
     listing.add_argument("--json", action="store_true", help="print JSON instead of a table")
 
     q = sub.add_parser(
@@ -118,7 +133,7 @@ def _parser() -> argparse.ArgumentParser:
     late.add_argument(
         "--json", action="store_true", default=argparse.SUPPRESS, help="print JSON instead of text"
     )
-    late.add_argument("--workspace", metavar="DIR", default=argparse.SUPPRESS, help=WORKSPACE_HELP)
+    _workspace_option(late, default=argparse.SUPPRESS)
     add = actions.add_parser(
         "add",
         parents=[late],
@@ -154,7 +169,7 @@ def _parser() -> argparse.ArgumentParser:
     )
     r.add_argument("request", nargs="?", help="what to do, in your words; - reads it from stdin")
     r.add_argument("--file", metavar="PATH", help="read the request from a file")
-    r.add_argument("--workspace", metavar="DIR", help=WORKSPACE_HELP)
+    _workspace_option(r)
     r.add_argument(
         "--model",
         help="model name (default: $TALOS_MODEL, else the config "
@@ -207,46 +222,42 @@ def _parser() -> argparse.ArgumentParser:
         "(repeatable; default: the config file's readable_paths)",
     )
     r.add_argument("--json", action="store_true", help="print the result as JSON on stdout")
-    sk = sub.add_parser(
+    command(
         "skills",
-        help="list the skills the agent can load",
-        description="Skills from the package, the user config directory and "
+        "list the skills the agent can load",
+        "Skills from the package, the user config directory and "
         "the workspace's .talos/skills/ (a later one of a name wins).",
     )
-    sk.add_argument("--workspace", metavar="DIR", help=WORKSPACE_HELP)
-    doc = sub.add_parser(
+    doc = command(
         "doctor",
-        help="check the configuration and say what to fix",
-        description="Check for real: the store takes a write (and passes "
+        "check the configuration and say what to fix",
+        "Check for real: the store takes a write (and passes "
         "PRAGMA quick_check), the key is set (nothing is sent without one), the "
         "endpoint lists its models, the sandbox runs, rg is there. Exit code 1 "
         "when something needs fixing.",
     )
-    doc.add_argument("--workspace", metavar="DIR", help=WORKSPACE_HELP)
     doc.add_argument("--base-url")
     doc.add_argument("--api-key-env", metavar="VAR")
-    perm = sub.add_parser(
+    perm = command(
         "permissions",
-        help="where the permission rules come from; trust the workspace's own rules file",
-        description="Show the permission rules in force and where each comes "
+        "where the permission rules come from; trust the workspace's own rules file",
+        "Show the permission rules in force and where each comes "
         "from. A workspace's .talos/permissions.json came with the repository: "
         "until you trust its exact content, only its deny and ask rules "
         "apply.",
     )
-    perm.add_argument("--workspace", metavar="DIR", help=WORKSPACE_HELP)
     perm.add_argument(
         "--trust",
         action="store_true",
         help="trust the workspace's .talos/permissions.json as it is now",
     )
-    pr = sub.add_parser(
+    pr = command(
         "proposals",
-        help="the proposed edits waiting for review",
-        description="Proposals Talos made in this workspace (in any editor or "
+        "the proposed edits waiting for review",
+        "Proposals Talos made in this workspace (in any editor or "
         "terminal) that are still to review: pending, partly applied or stale "
         "(--all: every one).",
     )
-    pr.add_argument("--workspace", metavar="DIR", help=WORKSPACE_HELP)
     pr.add_argument("--all", action="store_true", help="include applied, rejected, undone")
     pr.add_argument("--diff", action="store_true", help="show each one's diff")
     pr.add_argument("--json", action="store_true", help="print JSON")
@@ -265,47 +276,42 @@ def _parser() -> argparse.ArgumentParser:
         metavar="N",
         help="only hunk N (1 is the first; repeat for more)",
     )
-    ap.add_argument("--workspace", metavar="DIR", help=WORKSPACE_HELP)
-    rj = sub.add_parser("reject", help="reject a proposal", description="Reject a proposal.")
+    _workspace_option(ap)
+    rj = command("reject", "reject a proposal", "Reject a proposal.")
     rj.add_argument("id")
-    rj.add_argument("--workspace", metavar="DIR", help=WORKSPACE_HELP)
-    ud = sub.add_parser(
+    ud = command(
         "undo",
-        help="undo the last applied proposal",
-        description="Put back the file a proposal changed (the last applied "
+        "undo the last applied proposal",
+        "Put back the file a proposal changed (the last applied "
         "one, or ID), if the file is still as the proposal left it.",
     )
     ud.add_argument("id", nargs="?")
-    ud.add_argument("--workspace", metavar="DIR", help=WORKSPACE_HELP)
-    ts = sub.add_parser(
+    ts = command(
         "tasks",
-        help="the workspace's recent tasks",
-        description="Tasks run in this workspace (by talos run or an editor), "
+        "the workspace's recent tasks",
+        "Tasks run in this workspace (by talos run or an editor), "
         "newest last: id, state, cost, title.",
     )
-    ts.add_argument("--workspace", metavar="DIR", help=WORKSPACE_HELP)
     ts.add_argument(
         "--limit", type=_count, default=20, metavar="N", help="the last N tasks (default 20)"
     )
     ts.add_argument("--json", action="store_true", help="print JSON")
-    sh = sub.add_parser(
+    sh = command(
         "show",
-        help="a task's transcript",
-        description="What a task did: its state, error and transcript (the "
+        "a task's transcript",
+        "What a task did: its state, error and transcript (the "
         "model's words and its tool calls, shown as plain text).",
     )
     sh.add_argument("task", help="the task's id, or an unambiguous prefix of it")
-    sh.add_argument("--workspace", metavar="DIR", help=WORKSPACE_HELP)
     sh.add_argument("--json", action="store_true", help="print JSON")
-    cf = sub.add_parser(
+    cf = command(
         "config",
-        help="the settings in force and where each comes from",
-        description="Every setting's value and its origin: a flag, a variable, "
+        "the settings in force and where each comes from",
+        "Every setting's value and its origin: a flag, a variable, "
         "the workspace's .talos/config.toml, your config.toml (in the user "
         "config directory: ~/.config/talos/ on Linux) or the default "
         "(docs/config.md).",
     )
-    cf.add_argument("--workspace", metavar="DIR", help=WORKSPACE_HELP)
     cf.add_argument("--json", action="store_true", help="print JSON")
     co = sub.add_parser(
         "completion",
@@ -348,36 +354,27 @@ def _clip(text: str, width: int) -> str:
     return text if len(text) <= width else text[: max(width - 1, 0)] + "…"
 
 
-def _table(
-    headers: Sequence[str], rows: Sequence[Sequence[str]], last_flexible: bool = True
-) -> str:
+def _table(headers: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
     rows = [[visible(cell, single_line=True) for cell in row] for row in rows]
-    widths = [len(h) for h in headers]
-    for row in rows:
-        for i, cell in enumerate(row[:-1] if last_flexible else row):
-            widths[i] = max(widths[i], len(cell))
-    room = shutil.get_terminal_size((120, 24)).columns - sum(widths[:-1]) - 2 * (len(headers) - 1)
+    widths = [max(len(row[i]) for row in [headers, *rows]) for i in range(len(headers) - 1)]
+    room = shutil.get_terminal_size((120, 24)).columns - sum(widths) - 2 * (len(headers) - 1)
     lines = []
     for row in [headers, *rows]:
-        cells = list(row)
-        if last_flexible and sys.stdout.isatty():  # piped output keeps the whole text
-            cells[-1] = _clip(cells[-1], max(room, 20))
-        lines.append(
-            "  ".join(c.ljust(w) for c, w in zip(cells[:-1], widths, strict=False))
-            + "  "
-            + cells[-1]
-        )
+        last = row[-1]
+        if sys.stdout.isatty():  # piped output keeps the whole text
+            last = _clip(last, max(room, 20))
+        lines.append("  ".join([*(c.ljust(w) for c, w in zip(row, widths, strict=False)), last]))
     return "\n".join(line.rstrip() for line in lines)
+
+
+def _print_json(value: Any, **kwargs: Any) -> None:
+    print(json.dumps(value, ensure_ascii=False, indent=2, **kwargs))
 
 
 def _say(text: str, **kwargs: Any) -> None:
     """Print text that may hold the workspace's or the model's words (a rule, a question), with
     control characters made visible."""
     print(visible(text), **kwargs)
-
-
-def _opt(value: int | None) -> str:
-    return "-" if value is None else str(value)
 
 
 def _answer_label(c: QuestionCandidate) -> str:
@@ -414,41 +411,39 @@ def _questions(store: Store, args: argparse.Namespace) -> int:
                 "last_delivery_turn": last,
                 "budget_reopens_at_turn": None if last is None else last + args.budget_turns,
                 "hidden": len(cands) - len(shown),
-                "candidates": [asdict(c) for c in shown],
+                "candidates": shown,
             }
         )
     if args.json:
-        print(json.dumps(out, ensure_ascii=False, indent=2))
+        _print_json(
+            [{**entry, "candidates": [asdict(c) for c in entry["candidates"]]} for entry in out]
+        )
         return 0
     if not out:
         _say(f"No questions in {store.url}: nothing has been proposed yet.")
         return 0
     for i, entry in enumerate(out):
-        last = entry["last_delivery_turn"]
         budget = (
             "no question asked yet; the budget is open"
-            if last is None
-            else f"last question at turn {last}; budget reopens at turn "
+            if entry["last_delivery_turn"] is None
+            else f"last question at turn {entry['last_delivery_turn']}; budget reopens at turn "
             f"{entry['budget_reopens_at_turn']}"
         )
         _say(("\n" if i else "") + f"agent {entry['agent']}: {budget}")
-        rows = []
-        for raw in entry["candidates"]:
-            c = QuestionCandidate(**raw)
-            cooldown = f" until {c.cooldown_until}" if c.status == "cooled" else ""
-            rows.append(
-                (
-                    c.candidate_id[-8:],  # the random end: ids of one minute share a start
-                    c.status + cooldown,
-                    c.kind,
-                    str(c.ask_count),
-                    str(c.created_turn),
-                    str(c.last_seen_turn),
-                    str(c.expires_turn),
-                    _opt(c.delivered_turn),
-                    c.question_text + _answer_label(c),
-                )
+        rows = [
+            (
+                c.candidate_id[-8:],  # the random end: ids of one minute share a start
+                c.status + (f" until {c.cooldown_until}" if c.status == "cooled" else ""),
+                c.kind,
+                str(c.ask_count),
+                str(c.created_turn),
+                str(c.last_seen_turn),
+                str(c.expires_turn),
+                "-" if c.delivered_turn is None else str(c.delivered_turn),
+                c.question_text + _answer_label(c),
             )
+            for c in entry["candidates"]
+        ]
         if rows:
             headers = (
                 "ID",
@@ -484,7 +479,7 @@ def _memory(store: Store, args: argparse.Namespace) -> int:
     only = _agent_filter(args)
     facts = FactStore(store).list(only)
     if args.json:
-        print(json.dumps([asdict(f) for f in facts], ensure_ascii=False, indent=2))
+        _print_json([asdict(f) for f in facts])
         return 0
     if not facts:
         _say(f"No facts in {store.url}" + (f" for agent {only}." if only else "."))
@@ -571,7 +566,7 @@ def _memory_conflicts(store: Store, args: argparse.Namespace) -> int:
             }
             for a, entry, x, y in found
         ]
-        print(json.dumps(out, ensure_ascii=False, indent=2))
+        _print_json(out)
         return 0
     if not found:
         _say("No unresolved conflicts.")
@@ -597,22 +592,18 @@ def _proposals(store: Store, args: argparse.Namespace) -> int:
     book, _ = _book(store, args)
     shown = [p for p in book.list() if args.all or p.status in (*edits.OPEN, "stale")]
     if args.json:
-        print(
-            json.dumps(
-                [
-                    {
-                        "id": p.id,
-                        "path": p.path,
-                        "status": p.status,
-                        "task": p.task_id,
-                        "hunks": len(p.hunks),
-                        "diff": p.diff(),
-                    }
-                    for p in shown
-                ],
-                indent=2,
-                ensure_ascii=False,
-            )
+        _print_json(
+            [
+                {
+                    "id": p.id,
+                    "path": p.path,
+                    "status": p.status,
+                    "task": p.task_id,
+                    "hunks": len(p.hunks),
+                    "diff": p.diff(),
+                }
+                for p in shown
+            ]
         )
         return 0
     if not shown:
@@ -652,27 +643,8 @@ def _undo(store: Store, args: argparse.Namespace) -> int:
 def _tasks(store: Store, args: argparse.Namespace) -> int:
     rows = store.task_list(agent_id(_workspace(args)))[-args.limit :]
     if args.json:
-        print(
-            json.dumps(
-                [
-                    {
-                        k: r.get(k)
-                        for k in (
-                            "id",
-                            "state",
-                            "cost",
-                            "title",
-                            "error",
-                            "created_at",
-                            "updated_at",
-                        )
-                    }
-                    for r in rows
-                ],
-                indent=2,
-                ensure_ascii=False,
-            )
-        )
+        keys = ("id", "state", "cost", "title", "error", "created_at", "updated_at")
+        _print_json([{k: r.get(k) for k in keys} for r in rows])
         return 0
     if not rows:
         _say("no task has run in this workspace yet (talos run 'what to do' starts one)")
@@ -708,7 +680,7 @@ def _find_task(store: Store, args: argparse.Namespace) -> dict[str, Any]:
 def _show(store: Store, args: argparse.Namespace) -> int:
     row = _find_task(store, args)
     if args.json:
-        print(json.dumps(row, indent=2, ensure_ascii=False, default=str))
+        _print_json(row, default=str)
         return 0
     _say(f"task {row['id']}: {row['state']}, ${row['cost']}", end="  ")
     print(visible(str(row["title"]), single_line=True))
@@ -805,12 +777,8 @@ def _stdout_gone() -> int:
 def _exit_if_stuck() -> None:
     """After Ctrl-C, exit now if a thread would hold the exit up (one still blocked reading
     the terminal): everything was recorded and closed before this."""
-    stuck = [
-        t
-        for t in threading.enumerate()
-        if t is not threading.main_thread() and t.is_alive() and not t.daemon
-    ]
-    if stuck:
+    threads = threading.enumerate()
+    if any(t is not threading.main_thread() and t.is_alive() and not t.daemon for t in threads):
         with contextlib.suppress(OSError, ValueError):
             sys.stdout.flush()
             sys.stderr.flush()

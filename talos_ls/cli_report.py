@@ -85,9 +85,10 @@ class StoreFaults(logging.Filter):
     """Keeps the StoreErrors that log records carry (a background write that failed) and, but
     with --verbose, drops those records: the command reports the fault once, at its end."""
 
-    def __init__(self, verbose: bool) -> None:
+    verbose = False  # `setup_logging` sets it
+
+    def __init__(self) -> None:
         super().__init__()
-        self.verbose = verbose
         self.seen: list[StoreError] = []
         self._lock = threading.Lock()
 
@@ -100,11 +101,17 @@ class StoreFaults(logging.Filter):
         return True
 
 
-class _Copying(logging.StreamHandler):
+class _Copy(logging.Handler):
     """Each handler filters a copy: redaction and folding change the record, and the log
-    file still wants the traceback the terminal leaves out. It writes to the current
-    `sys.stderr`: the terminal's live display redirects it, so a log line lands above the
-    status line instead of across it or a prompt."""
+    file still wants the traceback the terminal leaves out."""
+
+    def handle(self, record: logging.LogRecord) -> bool:
+        return bool(super().handle(logging.makeLogRecord(record.__dict__)))
+
+
+class _Copying(_Copy, logging.StreamHandler):
+    """It writes to the current `sys.stderr`: the terminal's live display redirects it, so a
+    log line lands above the status line instead of across it or a prompt."""
 
     @property  # type: ignore[override]
     def stream(self) -> Any:
@@ -114,16 +121,12 @@ class _Copying(logging.StreamHandler):
     def stream(self, value: Any) -> None:
         pass  # always the current sys.stderr
 
-    def handle(self, record: logging.LogRecord) -> bool:
-        return bool(super().handle(logging.makeLogRecord(record.__dict__)))
+
+class _CopyingFile(_Copy, logging.FileHandler):
+    pass
 
 
-class _CopyingFile(logging.FileHandler):
-    def handle(self, record: logging.LogRecord) -> bool:
-        return bool(super().handle(logging.makeLogRecord(record.__dict__)))
-
-
-STORE_FAULTS = StoreFaults(verbose=False)
+STORE_FAULTS = StoreFaults()
 
 
 def setup_logging(verbose: bool, log_file: str | None) -> None:
@@ -135,25 +138,27 @@ def setup_logging(verbose: bool, log_file: str | None) -> None:
         root.removeHandler(handler)
     STORE_FAULTS.verbose = verbose
     STORE_FAULTS.seen.clear()
-    console = _Copying()
-    console.setLevel(logging.DEBUG if verbose else logging.WARNING)
-    console.addFilter(STORE_FAULTS)  # before redaction: it needs the exception itself
-    console.setFormatter(logging.Formatter("talos: %(levelname)s: %(message)s"))
-    console.addFilter(_Redacting(keep_traceback=verbose))
-    console.addFilter(VisibleFilter())  # after: it escapes the final text
-    root.addHandler(console)
     level = logging.DEBUG if verbose else logging.WARNING
+    console = _Copying()
+    console.setLevel(level)
+    console.addFilter(STORE_FAULTS)  # before redaction: it needs the exception itself
+    _install(console, "talos: %(levelname)s: %(message)s", keep_traceback=verbose)
     if log_file:
         file = _CopyingFile(log_file, encoding="utf-8")
         file.setLevel(logging.DEBUG)
-        file.setFormatter(logging.Formatter("%(asctime)s %(name)s %(levelname)s: %(message)s"))
-        file.addFilter(_Redacting(keep_traceback=True))
-        file.addFilter(VisibleFilter())
-        root.addHandler(file)
-        level = logging.DEBUG
-    root.setLevel(level)
+        _install(file, "%(asctime)s %(name)s %(levelname)s: %(message)s", keep_traceback=True)
+    root.setLevel(logging.DEBUG if log_file else level)
     for noisy in ("httpx", "httpcore", "openai", "asyncio", "markdown_it"):
         logging.getLogger(noisy).setLevel(logging.INFO if verbose else logging.WARNING)
+
+
+def _install(handler: logging.Handler, form: str, keep_traceback: bool) -> None:
+    """`handler` on the root logger, its records redacted then escaped
+    (`display.VisibleFilter`, last: it escapes the final text)."""
+    handler.setFormatter(logging.Formatter(form))
+    handler.addFilter(_Redacting(keep_traceback=keep_traceback))
+    handler.addFilter(VisibleFilter())
+    logging.getLogger().addHandler(handler)
 
 
 class _Redacting(RedactingFilter):

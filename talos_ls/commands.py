@@ -199,9 +199,7 @@ async def _run(
             host.cancel(task.id)  # already cancelled with the wait, unless it had not begun
     finally:
         await host.close()  # cancels what still runs; every task record is written
-        close = getattr(port, "close", None)  # the terminal's live display, if any
-        if close is not None:
-            close()
+        port.close()  # the terminal's live display, if any
     if interrupted.count:
         return _interrupted(args, task)
     assert task is not None

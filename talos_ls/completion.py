@@ -17,6 +17,7 @@ from __future__ import annotations
 import argparse
 import re
 import shlex
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 SHELLS = ("bash", "zsh", "fish")
@@ -53,13 +54,7 @@ def _help(parser: argparse.ArgumentParser, action: argparse.Action) -> str:
     return text if len(text) <= 70 else text[:69] + "…"
 
 
-def _kind(action: argparse.Action) -> str | None:
-    metavar = action.metavar if isinstance(action.metavar, str) else ""
-    if metavar == "DIR":
-        return "dir"
-    if metavar in ("PATH", "FILE"):
-        return "file"
-    return None
+_KINDS: dict[object, str] = {"DIR": "dir", "PATH": "file", "FILE": "file"}  # by metavar
 
 
 def walk(parser: argparse.ArgumentParser) -> list[Node]:
@@ -84,7 +79,7 @@ def walk(parser: argparse.ArgumentParser) -> list[Node]:
                         _help(p, action),
                         action.nargs != 0,
                         choices,
-                        _kind(action),
+                        _KINDS.get(action.metavar),
                     )
                 )
             elif not action.option_strings and action.choices is not None:
@@ -113,35 +108,24 @@ def _case(entries: list[tuple[str, list[str]]], indent: str = "        ") -> str
 
 def _tables(nodes: list[Node]) -> dict[str, list[tuple[str, list[str]]]]:
     """Lookup tables keyed "path" or "path|--option", shared by the bash and zsh scripts."""
-    commands: list[tuple[str, list[str]]] = []
-    options: list[tuple[str, list[str]]] = []
-    valued: list[tuple[str, list[str]]] = []
-    choices: list[tuple[str, list[str]]] = []
-    kinds: list[tuple[str, list[str]]] = []
-    arguments: list[tuple[str, list[str]]] = []
+    names = ("commands", "options", "valued", "choices", "kinds", "arguments")
+    t: dict[str, list[tuple[str, list[str]]]] = {name: [] for name in names}
     for n in nodes:
         if n.commands:
-            commands.append((n.path, list(n.commands)))
+            t["commands"].append((n.path, list(n.commands)))
         if n.arguments:
-            arguments.append((n.path, n.arguments))
-        options.append((n.path, [f for o in n.options for f in o.flags]))
+            t["arguments"].append((n.path, n.arguments))
+        t["options"].append((n.path, [f for o in n.options for f in o.flags]))
         for o in n.options:
             for flag in o.flags:
                 key = f"{n.path}|{flag}"
                 if o.takes_value:
-                    valued.append((key, ["1"]))
+                    t["valued"].append((key, ["1"]))
                 if o.choices:
-                    choices.append((key, o.choices))
+                    t["choices"].append((key, o.choices))
                 if o.kind:
-                    kinds.append((key, [o.kind]))
-    return {
-        "commands": commands,
-        "options": options,
-        "valued": valued,
-        "choices": choices,
-        "kinds": kinds,
-        "arguments": arguments,
-    }
+                    t["kinds"].append((key, [o.kind]))
+    return t
 
 
 def _bash(parser: argparse.ArgumentParser) -> str:
@@ -217,9 +201,11 @@ complete -F {f} {prog}
 
 
 # ------------------------------------------------------------------ zsh
-def _zsh_entry(name: str, help_text: str) -> str:
-    """One `_describe` entry, quoted: a colon in the name is escaped, as _describe needs."""
-    return shlex.quote(name.replace(":", r"\:") + (f":{help_text}" if help_text else ""))
+def _zsh_arm(path: str, entries: Iterable[tuple[str, str]]) -> str:
+    """A `case` arm setting `reply` to `_describe` entries (name, help), each quoted: a colon
+    in a name is escaped, as _describe needs."""
+    quoted = (shlex.quote(name.replace(":", r"\:") + (f":{h}" if h else "")) for name, h in entries)
+    return f"        {shlex.quote(path)}) reply=({' '.join(quoted)}) ;;"
 
 
 def _zsh(parser: argparse.ArgumentParser) -> str:
@@ -227,15 +213,8 @@ def _zsh(parser: argparse.ArgumentParser) -> str:
     f = _ident(prog)
     nodes = walk(parser)
     t = _tables(nodes)
-    described = []
-    for n in nodes:
-        if n.commands:
-            entries = " ".join(_zsh_entry(c, h) for c, h in n.commands.items())
-            described.append(f"        {shlex.quote(n.path)}) reply=({entries}) ;;")
-    opts = []
-    for n in nodes:
-        entries = " ".join(_zsh_entry(flag, o.help) for o in n.options for flag in o.flags)
-        opts.append(f"        {shlex.quote(n.path)}) reply=({entries}) ;;")
+    described = [_zsh_arm(n.path, n.commands.items()) for n in nodes if n.commands]
+    opts = [_zsh_arm(n.path, [(f, o.help) for o in n.options for f in o.flags]) for n in nodes]
     lookups = "\n".join(
         f'{f}_{name}() {{\n    case "$1" in\n{_case(t[name])}\n    esac\n}}'
         for name in ("commands", "valued", "choices", "kinds", "arguments")

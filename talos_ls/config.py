@@ -125,12 +125,8 @@ def shown_path(path: Path) -> str:
 def flags_from(namespace: Any) -> dict[str, Any]:
     """The settings given as flags on an argparse namespace (an attribute that is None, or
     absent, was not given). The flags must default to None for this to tell them apart."""
-    given = {}
-    for name, attr in NAMESPACE.items():
-        value = getattr(namespace, attr, None)
-        if value is not None:
-            given[name] = value
-    return given
+    given = {name: getattr(namespace, attr, None) for name, attr in NAMESPACE.items()}
+    return {name: value for name, value in given.items() if value is not None}
 
 
 def apply_to(namespace: Any, effective: Effective) -> None:
@@ -195,14 +191,14 @@ def read_file(path: Path) -> dict[str, Any] | None:
 
 
 def _parse_file(
-    path: Path, data: dict[str, Any], problems: list[str], forbidden: list[str] | None = None
+    path: Path, problems: list[str], forbidden: list[str] | None = None
 ) -> dict[str, Any]:
-    """The file's settings, checked; every refusal added to `problems`. With `forbidden` (the
-    workspace's file), the keys it may not set are listed there, not checked: they are
-    ignored whatever their value."""
+    """The file's settings, checked (none without a file); every refusal added to `problems`.
+    With `forbidden` (the workspace's file), the keys it may not set are listed there, not
+    checked: they are ignored whatever their value."""
     where = shown_path(path)
     out: dict[str, Any] = {}
-    for name, raw in data.items():
+    for name, raw in (read_file(path) or {}).items():
         if forbidden is not None and name in IN_FILES and IN_FILES[name].workspace == NEVER:
             forbidden.append(name)
         elif name in ("api_key", "apiKey", "key", "openai_api_key"):
@@ -257,16 +253,12 @@ def load(
     user_path = user_file or user_config_file()
     problems: list[str] = []
     warnings: list[str] = []
-    user: dict[str, Any] = {}
-    data = read_file(user_path)
-    if data is not None:
-        user = _parse_file(user_path, data, problems)
+    user = _parse_file(user_path, problems)
     ws_path = None if workspace is None else Path(workspace).absolute() / WORKSPACE_FILE
     theirs: dict[str, Any] = {}
     forbidden: list[str] = []
-    ws_data = None if ws_path is None else read_file(ws_path)
-    if ws_path is not None and ws_data is not None:
-        theirs = _parse_file(ws_path, ws_data, problems, forbidden)
+    if ws_path is not None:
+        theirs = _parse_file(ws_path, problems, forbidden)
         for name in forbidden:
             warnings.append(
                 f"{shown_path(ws_path)}: {name} ignored: only your own "
@@ -295,7 +287,7 @@ def load(
             checked = _checked(key, variable, f"${key.env}", problems)
             if checked is not None:
                 values[name] = Value(checked, f"${key.env}")
-        if name in flags and flags[name] is not None and key.flag:
+        if flags.get(name) is not None and key.flag:
             checked = _checked(key, flags[name], key.flag, problems)
             if checked is not None:
                 values[name] = Value(checked, key.flag)
@@ -414,11 +406,9 @@ def render(effective: Effective, *, as_json: bool = False) -> str:
                 effective.price_origins[model],
             )
         )
-    widths = [max(len(r[i]) for r in [("SETTING", "VALUE", "FROM"), *rows]) for i in (0, 1)]
-    lines = [
-        f"{a.ljust(widths[0])}  {b.ljust(widths[1])}  {c}".rstrip()
-        for a, b, c in [("SETTING", "VALUE", "FROM"), *rows]
-    ]
+    rows.insert(0, ("SETTING", "VALUE", "FROM"))
+    widths = [max(len(r[i]) for r in rows) for i in (0, 1)]
+    lines = [f"{a.ljust(widths[0])}  {b.ljust(widths[1])}  {c}".rstrip() for a, b, c in rows]
     lines.append("(prices: USD per million tokens in / cached in / out)")
     files = [("user file", effective.user_file), ("workspace file", effective.workspace_file)]
     for label, path in files:

@@ -67,10 +67,6 @@ def read_regular(
     return data
 
 
-def read_text_regular(path: str | os.PathLike[str], limit: int) -> str:
-    return read_regular(path, limit).decode("utf-8", errors="replace")
-
-
 def _open_dir(parent_fd: int, name: str, create: bool) -> int:
     flags = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
     try:

@@ -26,6 +26,7 @@ from file events, and finished tasks, answers and proposals leave memory.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import dataclasses
 import json
 import logging
@@ -36,7 +37,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
-from .agent import tools
+from .agent import tasks, tools
 from .agent.cost import Caps, CostMeter, load_prices
 from .agent.limits import Limits
 from .agent.loop import AgentLoop, system_prompt
@@ -47,7 +48,7 @@ from .agent.tasks import FINAL, Task, TaskRegistry
 from .agent.workspace import SandboxError, Workspace, agent_id
 from .display import visible
 from .edits import apply
-from .edits.apply import DiskFiles
+from .edits.apply import disk_text
 from .edits.proposals import OPEN, Proposal, ProposalBook, ProposalError
 from .gates.permissions import MODES, Policy
 from .gates.producers import (
@@ -76,6 +77,7 @@ APPLY, REJECT = "Apply", "Reject"
 KEEP_ANSWERS = 64  # answers kept in memory for the session's report; all are in the store
 MAX_CONTEXT_CHARS = 4000  # the editor's selection, as given to the model
 TOUCHED_TASKS = 3  # the files the last this many tasks read or edited are "recently touched"
+SYNC_S = 0.25  # how often the store is asked whether another server moved a proposal
 PERSON_EDITS = 50  # the person's latest edits kept for "recently touched" (since those tasks)
 
 
@@ -205,7 +207,6 @@ class Host:
         self.offload = offload or Offload()
         self._owns_offload = offload is None
         self.workspace = Workspace(config.workspace)
-        self._disk = DiskFiles(self.workspace, self.offload.run)
         self.agent_id = config.agent_id or agent_id(self.workspace.root)
         self.facts = FactStore(store)
         # The value ranking: it asked less and better than the seed's order on
@@ -280,6 +281,7 @@ class Host:
         self.policy.nested = lambda: self.nested()
         self.skills, self.skill_problems = await self.offload.run(discover, root)
         await self.offload.run(self.proposals.load)  # what an earlier server left to review
+        self.spawn(self._follow_store(), daemon=True)
         # Tasks a dead process left running are interrupted, here and while we run.
         self._interrupted(await self.registry.recover(self.agent_id))
         self.spawn(
@@ -291,6 +293,30 @@ class Host:
             self.spawn(self._build_index(), daemon=True)
         else:
             await self._build_index()
+
+    async def show_open(self) -> None:
+        """Show the proposals still to review (an earlier server's, after a restart), one per
+        file: the port shows each file's proposals together."""
+        for proposal in {p.path: p for p in self.proposals.list() if p.status in OPEN}.values():
+            await self.port.show_proposal(proposal)
+
+    async def _follow_store(self) -> None:
+        """Another server on the store (a second window, `talos apply`) may make, apply or
+        reject a proposal: the store's proposal stamp is read every SYNC_S and, when it moved,
+        what changed is shown again here, so this editor's diagnostics and lenses follow. A
+        failing store is tried again at the next tick (its health reports the outage)."""
+        stamp = None
+        while not self._stop.is_set():
+            try:
+                now = await self.offload.run(self.store.proposal_stamp, self.agent_id)
+                if now != stamp or self.proposals.moved:
+                    stamp = now
+                    for proposal in await self.offload.run(self.proposals.load, False):
+                        await self.port.show_proposal(proposal)
+            except StoreError:
+                stamp = None  # read everything again once the store is back
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._stop.wait(), SYNC_S)
 
     async def _build_index(self) -> None:
         await self.offload.run(self.index.scan)
@@ -499,6 +525,7 @@ class Host:
         return question
 
     async def _deliver(self, question: QuestionCandidate, task: Task | None) -> None:
+        tasks.CURRENT.set(task.id if task else None)  # the question is sent as the task's
         reply = await self.port.ask(await self.offload.run(self.phrase, question))
         await self.answer(question, reply, task)
 
@@ -586,7 +613,7 @@ class Host:
     def _current(self, path: str) -> tuple[str, int | None]:
         """A file's text as the person sees it: the editor's buffer, else the disk."""
         open_doc = self.port.read_document(path)
-        return open_doc if open_doc is not None else (self._disk.text(path), None)
+        return open_doc if open_doc is not None else (disk_text(self.workspace, path), None)
 
     async def read(self, proposal: Proposal) -> tuple[str, int | None]:
         """`edits.apply.Files`: the editor's buffer (made able to check the edit's version
@@ -598,7 +625,8 @@ class Host:
         """`edits.apply.Files`: an open document through the editor, at the version read; a
         file that is not open on disk, by the host (it owns the workspace)."""
         if version is None:
-            return await self._disk.write(proposal, text, None)
+            await self.offload.run(self.workspace.write_text, proposal.path, text)
+            return True
         return await self.port.apply(proposal, text, version)
 
     async def apply_proposal(self, proposal_id: str, hunks: Sequence[int] | None = None) -> bool:

@@ -10,6 +10,7 @@ the sandbox keeps the key out of a command's reach, and `.env*` files are never 
 
 from __future__ import annotations
 
+import functools
 import logging
 import os
 import re
@@ -100,21 +101,15 @@ class Redactor:
         if not text:
             return text
         for value in self._known:
-            if value in text:
-                text = text.replace(value, "[redacted secret]")
+            text = text.replace(value, "[redacted secret]")
         for kind, pattern in _SHAPES:
             text = pattern.sub(f"[redacted {kind}]", text)
         return redact_url(text)
 
 
-_default: Redactor | None = None
-
-
+@functools.cache
 def _process_redactor() -> Redactor:
-    global _default
-    if _default is None:
-        _default = Redactor.from_environment()
-    return _default
+    return Redactor.from_environment()
 
 
 def add_secret(value: str) -> None:

@@ -72,7 +72,7 @@ class TalosServer(LanguageServer):
         )
         self.daemon = Daemon(
             lambda root: LspPort(self, self.daemon, root),
-            self._publish_status,
+            lambda status: self.notify("talos/status", status),
             lambda message: self.show(types.MessageType.Warning, message),
         )
         self.closing = False
@@ -90,6 +90,10 @@ class TalosServer(LanguageServer):
         return self.client_capabilities.window if self.client_capabilities else None
 
     @property
+    def _workspace_caps(self) -> types.WorkspaceClientCapabilities | None:
+        return self.client_capabilities.workspace if self.client_capabilities else None
+
+    @property
     def can_prompt(self) -> bool:
         window = self._window
         return self.deferred_prompts or (window is not None and window.show_message is not None)
@@ -105,9 +109,6 @@ class TalosServer(LanguageServer):
 
     def show(self, kind: types.MessageType, message: str) -> None:
         self.notify(types.WINDOW_SHOW_MESSAGE, types.ShowMessageParams(type=kind, message=message))
-
-    def _publish_status(self, status: dict[str, Any]) -> None:
-        self.notify("talos/status", status)
 
     async def prompt(
         self, message: str, options: Sequence[str], kind: str = "question"
@@ -141,8 +142,7 @@ class TalosServer(LanguageServer):
 
     def refresh_lenses(self) -> None:
         """Ask the client to fetch code lenses again, when it can be asked."""
-        workspace = self.client_capabilities.workspace if self.client_capabilities else None
-        lenses = workspace.code_lens if workspace else None
+        lenses = self._workspace_caps.code_lens if self._workspace_caps else None
         if lenses and lenses.refresh_support and not self.closing:
             self.spawn(self.quietly(self.workspace_code_lens_refresh_async(None)))
 
@@ -278,8 +278,7 @@ _command("talos.status", lambda p: D.current_status())
 
 @server.feature("talos/proposalContent")
 async def proposal_content(ls: TalosServer, params: Any) -> str:
-    raw = params._asdict() if hasattr(params, "_asdict") else params
-    return await ls.call("talos/proposalContent", [raw], D.proposal_content)
+    return await ls.call("talos/proposalContent", [params], D.proposal_content)
 
 
 # ----------------------------------------------------------------- lifecycle
@@ -299,7 +298,7 @@ def initialized(ls: TalosServer, params: types.InitializedParams) -> None:
 
 async def _start(ls: TalosServer) -> None:
     problems = ls._early_problems + await _pull_configuration(ls)
-    D.lock_settings()  # the session's settings are read: a widening change needs the person
+    D.locked = True  # the session's settings are read: a widening change needs the person
     for problem in problems:
         ls.show(types.MessageType.Error, f"Talos setting refused: {problem}")
     D.client_watches = await _watch_through_client(ls)
@@ -313,8 +312,7 @@ async def _start(ls: TalosServer) -> None:
 async def _watch_through_client(ls: TalosServer) -> bool:
     """Ask the editor to report file changes, when it can: it watches anyway, and our own
     watcher's setup holds the interpreter for a moment per ten thousand directories."""
-    caps = ls.client_capabilities.workspace if ls.client_capabilities else None
-    watched = caps.did_change_watched_files if caps else None
+    watched = ls._workspace_caps.did_change_watched_files if ls._workspace_caps else None
     if not (watched and watched.dynamic_registration):
         return False
     options = types.DidChangeWatchedFilesRegistrationOptions(
@@ -342,8 +340,7 @@ async def _watch_through_client(ls: TalosServer) -> bool:
 
 async def _pull_configuration(ls: TalosServer) -> list[str]:
     """The `talos` section, when the client offers `workspace/configuration`."""
-    caps = ls.client_capabilities.workspace if ls.client_capabilities else None
-    if not (caps and caps.configuration):
+    if not (ls._workspace_caps and ls._workspace_caps.configuration):
         return []
     try:
         (section,) = await asyncio.wait_for(
@@ -446,18 +443,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument(
         "--tcp",
         metavar="HOST:PORT",
-        help="listen on TCP instead of stdio, "
-        "for debugging: HOST must be a loopback address (127.0.0.1, ::1, "
-        "localhost; PORT 0 picks a free one, logged); one client, which "
-        "must send the token of --token-file as "
-        "initializationOptions.tcpToken",
+        help="listen on TCP instead of stdio, for debugging: HOST must be a loopback address "
+        "(127.0.0.1, ::1, localhost; PORT 0 picks a free one, logged); one client, which must "
+        "send the token of --token-file as initializationOptions.tcpToken",
     )
     parser.add_argument(
         "--token-file",
         metavar="PATH",
-        help="with --tcp (required): a file "
-        "only you can read (chmod 600) holding the token a client must "
-        "send",
+        help="with --tcp (required): a file only you can read (chmod 600) holding the token a "
+        "client must send",
     )
     parser.add_argument("--log-file", metavar="PATH", help="write the log here (default: stderr)")
     parser.add_argument(
@@ -474,9 +468,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             parser.error(f"--tcp needs HOST:PORT, got {args.tcp!r}")
         if not args.token_file:
             parser.error(
-                "--tcp needs --token-file PATH: a file only you can read, holding "
-                "the token a client must send as "
-                "initializationOptions.tcpToken"
+                "--tcp needs --token-file PATH: a file only you can read, holding the token a "
+                "client must send as initializationOptions.tcpToken"
             )
         try:
             tcp = (

@@ -125,7 +125,6 @@ class TerminalPort:
                 "confirm": list(scripted_confirms or []),
             }
         self.interactive = interactive or self.scripted is not None
-        self.last_status: Mapping[str, Any] = {}
         self.live_enabled = (
             console.is_terminal and not console.is_dumb_terminal and not console.stderr
             if live is None
@@ -174,6 +173,9 @@ class TerminalPort:
         it on the way out (an interrupt included), so the terminal is left as it was found:
         cursor shown, no half-drawn status line."""
         self._stop_live()
+        self._print_held()
+
+    def _print_held(self) -> None:
         held, self._held = self._held, []
         for renderable in held:
             self.console.print(renderable)
@@ -222,9 +224,7 @@ class TerminalPort:
             finally:
                 self._paused -= 1
                 if not self._paused:
-                    held, self._held = self._held, []
-                    for renderable in held:
-                        self.console.print(renderable)
+                    self._print_held()
                     if resume:
                         self._start_live()
 
@@ -390,14 +390,11 @@ class TerminalPort:
             self._stop_live()
 
     def status(self, status: Mapping[str, Any]) -> None:
-        self.last_status = status
         for running in status.get("running", []):
             view = self._views.get(running.get("id", ""))
             if view is not None:
-                view.tokens_in = running.get("tokens_in", view.tokens_in)
-                view.tokens_out = running.get("tokens_out", view.tokens_out)
-                view.cost = running.get("cost", view.cost)
-                view.unpriced = running.get("unpriced", view.unpriced)
+                for name in ("tokens_in", "tokens_out", "cost", "unpriced"):
+                    setattr(view, name, running.get(name, getattr(view, name)))
 
     def notice(self, message: str) -> None:
         self._out(Text(visible(message), style="yellow"))

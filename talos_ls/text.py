@@ -8,6 +8,7 @@ ideographs, kana and hangul, which do not separate words with spaces.
 
 from __future__ import annotations
 
+import itertools
 import re
 import string
 import unicodedata
@@ -67,18 +68,12 @@ def word_tokens(text: str) -> list[str]:
             if len(run) >= 3 and run not in CUE_STOPWORDS:
                 out.append(run)
             continue
-        start = 0
-        while start < len(run):
-            cjk = _is_cjk(run[start])
-            end = start + 1
-            while end < len(run) and _is_cjk(run[end]) == cjk:
-                end += 1
-            part = run[start:end]
+        for cjk, chars in itertools.groupby(run, key=_is_cjk):
+            part = "".join(chars)
             if cjk:
                 out.extend(part[i : i + 2] for i in range(len(part) - 1))
             elif len(part) >= 3 and part not in CUE_STOPWORDS:
                 out.append(part)
-            start = end
     return out
 
 

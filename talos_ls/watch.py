@@ -166,8 +166,6 @@ def _follow(root: Path, debounce_ms: int, step_ms: int) -> None:
                 return
     except (OSError, RuntimeError) as exc:  # RuntimeError: watchfiles' own errors
         say({"warning": f"not watching {root} for changes: {exc}"})
-    except BrokenPipeError:
-        pass
 
 
 def lsp_changes(events: Iterable[tuple[int, str]]) -> list[tuple[str, str]]:

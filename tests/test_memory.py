@@ -312,8 +312,9 @@ def test_disjunction_producer(qq, facts, rec):
     (cand,) = qq.candidates("a1")
     assert cand.kind == "disjunction" and cand.disjunction_id == entry.payload["disjunction_id"]
     assert cand.question_text == (
-        'I have two conflicting notes: "tests use pytest" and "tests use unittest". Which is right?'
-    )  # the statements, in the order of the options
+        'Two notes conflict: a rules file says "tests use pytest"; a rules file says "tests use '
+        'unittest". Which is right?'
+    )  # the statements and where each comes from, in the order of the options
     assert cand.options == [
         {"label": "pytest", "acted": [b], "contradicted": [a]},
         {"label": "unittest", "acted": [a], "contradicted": [b]},
@@ -328,31 +329,51 @@ def test_disjunction_producer(qq, facts, rec):
         (
             "Tests use pytest",
             "Tests use unittest",
-            'I have two conflicting notes: "Tests use pytest" and "Tests use unittest". '
+            'Two notes conflict: you told me "Tests use pytest"; I noted "Tests use unittest". '
             "Which is right?",
         ),
         # Workspace text stays as it is (surfaces escape it); no markup is added, none read.
         (
             "[bold]Tests[/bold] use\x1b[2J py",
             "Tests use 'x' \"y\" [/]",
-            'I have two conflicting notes: "[bold]Tests[/bold] use\x1b[2J py" and '
+            'Two notes conflict: you told me "[bold]Tests[/bold] use\x1b[2J py"; I noted '
             '"Tests use \'x\' "y" [/]". Which is right?',
         ),
         # One line, whatever the statement's lines.
         (
             "Tests\nuse\r\n  pytest\u2028now",
             "Tests\tuse unittest",
-            'I have two conflicting notes: "Tests use pytest now" and "Tests use unittest". '
-            "Which is right?",
+            'Two notes conflict: you told me "Tests use pytest now"; I noted "Tests use '
+            'unittest". Which is right?',
         ),
-        # Statements that read alike tell nothing apart: the options do.
-        ("Tests use pytest", "tests  use PYTEST", "I have two conflicting notes. Which is right?"),
+        # Statements that read alike tell nothing apart: the sources and the options do.
+        (
+            "Tests use pytest",
+            "tests  use PYTEST",
+            "I have two conflicting notes (from you and me). Which is right?",
+        ),
     ],
 )
 def test_conflict_question_wording(facts, a, b, expected):
-    fa, fb = facts.get(facts.add("a1", a)), facts.get(facts.add("a1", b))
+    fa = facts.get(facts.add("a1", a, source="person"))
+    fb = facts.get(facts.add("a1", b, source="model"))
     assert Reconciler.conflict_question(fa, fb) == expected
     assert Reconciler.conflict_question(fa, None) == "I have two conflicting notes. Which is right?"
+
+
+def test_conflict_question_names_each_rules_file_and_stays_one_line(facts):
+    agents = facts.get(
+        facts.add("a1", "Tests use unittest", source="rules file", origin="AGENTS.md")
+    )
+    claude = facts.get(facts.add("a1", "Tests use pytest", source="rules file", origin="CLAUDE.md"))
+    assert Reconciler.conflict_question(agents, claude) == (
+        'Two notes conflict: AGENTS.md says "Tests use unittest"; CLAUDE.md says "Tests use '
+        'pytest". Which is right?'
+    )
+    same = facts.get(facts.add("a1", "tests  use UNITTEST", source="rules file", origin="x\ny.md"))
+    assert Reconciler.conflict_question(agents, same) == (
+        "I have two conflicting notes (from AGENTS.md and x y.md). Which is right?"
+    )
 
 
 def test_conflict_question_cuts_long_statements(facts):

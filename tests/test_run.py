@@ -173,8 +173,8 @@ def test_demo(tmp_path):
     out = " ".join(plain.split())
     for expected in (
         "SCRIPTED DEMO: no model is called",
-        'I have two conflicting notes: "Tests use pytest" and "Tests use unittest". Which is '
-        "right?",
+        'Two notes conflict: CLAUDE.md says "Tests use pytest"; AGENTS.md says "Tests use '
+        'unittest". Which is right?',
         "> pytest (scripted reply)",
         "Run this command? (",
         "python3 src/calc.py",

@@ -393,3 +393,27 @@ def test_redis_proposal_keys_carry_the_agent_hash_tag(redis_server):
     assert per_agent and all(
         k.startswith(("talos:{/home/dana/proj}:", "talos:{other}:")) for k in per_agent
     )
+
+
+def test_the_stamp_moves_with_every_put_claim_and_prune_of_the_agent_only(store):
+    agent = proposal()["agent_id"]
+    seen = [store.proposal_stamp(agent)]
+
+    def moved() -> bool:
+        seen.append(store.proposal_stamp(agent))
+        return seen[-1] != seen[-2]
+
+    assert not moved()  # a read moves nothing
+    store.proposal_put(proposal("p1"))
+    assert moved()
+    assert store.proposal_claim("p1", ["pending"], {"status": "rejected", "updated_at": 1001.5})
+    assert moved()
+    assert store.proposal_claim("p1", ["pending"], {"status": "applied"}) is None
+    assert not moved()  # a claim that fails changes nothing
+    store.proposal_put(proposal("p9", agent_id="/home/other"))
+    store.proposal_claim("p9", ["pending"], {"status": "rejected", "updated_at": 1002.0})
+    assert not moved()  # another agent's
+    assert store.proposal_prune(agent, 0) == 1
+    assert moved()
+    assert store.proposal_prune(agent, 0) == 0
+    assert not moved()

@@ -26,6 +26,7 @@ finished (its record stays in the store, where `talos.task.show` reads it).
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import logging
 import os
 import socket
@@ -44,7 +45,6 @@ logger = logging.getLogger(__name__)
 KEEP_FINISHED = 32
 STATES = ("queued", "running", "done", "failed", "cancelled", "stopped", "interrupted")
 FINAL = frozenset({"done", "failed", "cancelled", "stopped", "interrupted"})
-OPEN = ("queued", "running")  # the store's OPEN_TASK_STATES
 LEASE_S = 60.0  # a process's lease in the store; renewed every quarter of it
 
 
@@ -152,6 +152,8 @@ class Task:
 
 
 Runner = Callable[[Task], Awaitable[str]]
+# The task whose work is running (None outside one): a prompt it raises is sent with its id.
+CURRENT: contextvars.ContextVar[str | None] = contextvars.ContextVar("talos_task", default=None)
 
 
 class TaskRegistry:
@@ -188,6 +190,7 @@ class TaskRegistry:
         return task
 
     async def _run(self, task: Task, run: Runner) -> None:
+        CURRENT.set(task.id)  # this asyncio task's own context: what it awaits sees it
         try:
             async with self._slots:
                 task.activity = "starting"  # running, before its first step reports

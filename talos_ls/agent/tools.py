@@ -154,8 +154,13 @@ def _truncate(text: str, limit: int = MAX_OUTPUT) -> str:
 
 
 # ------------------------------------------------------------------ handlers
-async def _list_files(ctx: ToolContext, args: dict[str, Any]) -> str:
-    return await ctx.blocking(_list, ctx, args)
+def _offloaded(fn: Callable[[ToolContext, dict[str, Any]], str]) -> Handler:
+    """A handler running `fn` (disk or store work) through `ctx.blocking`."""
+
+    async def handler(ctx: ToolContext, args: dict[str, Any]) -> str:
+        return await ctx.blocking(fn, ctx, args)
+
+    return handler
 
 
 def _list(ctx: ToolContext, args: dict[str, Any]) -> str:
@@ -166,10 +171,6 @@ def _list(ctx: ToolContext, args: dict[str, Any]) -> str:
         if len(files) > limit:
             return "\n".join(files[:limit]) + f"\n[... more than {limit} files; narrow the path]"
     return "\n".join(files) or "(no files)"
-
-
-async def _read_file(ctx: ToolContext, args: dict[str, Any]) -> str:
-    return await ctx.blocking(_read, ctx, args)
 
 
 def _read(ctx: ToolContext, args: dict[str, Any]) -> str:
@@ -280,10 +281,6 @@ async def _run_command(ctx: ToolContext, args: dict[str, Any]) -> str:
     return result.text()
 
 
-async def _remember(ctx: ToolContext, args: dict[str, Any]) -> str:
-    return await ctx.blocking(_remember_fact, ctx, args)
-
-
 def _remember_fact(ctx: ToolContext, args: dict[str, Any]) -> str:
     slot: dict[str, Any] = {k: args[k] for k in ("subject", "attribute", "value") if k in args}
     if len(args["statement"]) > MAX_FACT_CHARS:
@@ -314,10 +311,6 @@ def _already_known(ctx: ToolContext, statement: str, slot: Mapping[str, Any]) ->
         if all(triple) and held == triple:
             return fact.key
     return None
-
-
-async def _ask(ctx: ToolContext, args: dict[str, Any]) -> str:
-    return await ctx.blocking(_queue_question, ctx, args)
 
 
 def _queue_question(ctx: ToolContext, args: dict[str, Any]) -> str:
@@ -358,10 +351,13 @@ async def _load_skill(ctx: ToolContext, args: dict[str, Any]) -> str:
     return body
 
 
-def _params(required: list[str], **props: tuple[str, str]) -> dict[str, Any]:
+def _params(required: list[str], **props: str | tuple[str, str]) -> dict[str, Any]:
+    """A tool's parameters schema; each property is (type, description), or a description
+    alone for a string."""
+    typed = {n: p if isinstance(p, tuple) else ("string", p) for n, p in props.items()}
     return {
         "type": "object",
-        "properties": {n: {"type": t, "description": d} for n, (t, d) in props.items()},
+        "properties": {n: {"type": t, "description": d} for n, (t, d) in typed.items()},
         "required": required,
     }
 
@@ -374,29 +370,29 @@ TOOLS: dict[str, Tool] = {
             "List the workspace's files (respecting .gitignore).",
             _params(
                 [],
-                path=("string", "directory, relative to the workspace"),
+                path="directory, relative to the workspace",
                 limit=("integer", "at most this many (default 200)"),
             ),
-            _list_files,
+            _offloaded(_list),
         ),
         Tool(
             "read_file",
             "Read a file, or a range of its lines (1-based, inclusive).",
             _params(
                 ["path"],
-                path=("string", "file path"),
+                path="file path",
                 start_line=("integer", "first line"),
                 end_line=("integer", "last line"),
             ),
-            _read_file,
+            _offloaded(_read),
         ),
         Tool(
             "search",
             "Search the workspace's files with a regular expression.",
             _params(
                 ["pattern"],
-                pattern=("string", "regex in RE2/ripgrep syntax (no backreferences or lookaround)"),
-                path=("string", "directory to search"),
+                pattern="regex in RE2/ripgrep syntax (no backreferences or lookaround)",
+                path="directory to search",
                 limit=("integer", "at most this many matches (default 50)"),
             ),
             _search,
@@ -408,9 +404,9 @@ TOOLS: dict[str, Tool] = {
             "the person applies it.",
             _params(
                 ["path"],
-                path=("string", "file path"),
+                path="file path",
                 blocks=("array", "[{search, replace}] applied in order"),
-                content=("string", "the whole new file content"),
+                content="the whole new file content",
             ),
             _propose_edit,
         ),
@@ -420,7 +416,7 @@ TOOLS: dict[str, Tool] = {
             "and no secrets (subject to the person's permission rules).",
             _params(
                 ["command"],
-                command=("string", "the command"),
+                command="the command",
                 timeout=("integer", "seconds (default and maximum: the configured limit)"),
             ),
             _run_command,
@@ -431,12 +427,12 @@ TOOLS: dict[str, Tool] = {
             "Give subject/attribute/value when the fact fills a slot (tests / use / pytest).",
             _params(
                 ["statement"],
-                statement=("string", "the fact"),
-                subject=("string", "what it is about"),
-                attribute=("string", "which aspect"),
-                value=("string", "the value"),
+                statement="the fact",
+                subject="what it is about",
+                attribute="which aspect",
+                value="the value",
             ),
-            _remember,
+            _offloaded(_remember_fact),
         ),
         Tool(
             "ask",
@@ -444,15 +440,15 @@ TOOLS: dict[str, Tool] = {
             "a stated assumption.",
             _params(
                 ["question", "options"],
-                question=("string", "the question"),
+                question="the question",
                 options=("array", "2 to 6 answers to choose from"),
             ),
-            _ask,
+            _offloaded(_queue_question),
         ),
         Tool(
             "load_skill",
             "Load a skill's instructions by name.",
-            _params(["name"], name=("string", "the skill")),
+            _params(["name"], name="the skill"),
             _load_skill,
         ),
     )

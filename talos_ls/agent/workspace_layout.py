@@ -78,7 +78,6 @@ GIT_READ_ONLY: dict[str, bytes | None] = {
 # directory, but run nothing, so one a command makes is removed when it ends (each mount
 # costs) rather than prevented.
 GIT_READ_ONLY_IF_PRESENT = ("objects/info/alternates",)
-GIT_REMOVED_IF_MADE = ("objects/info/alternates",)
 # A paused rebase, cherry-pick or `git am`: its todo list may hold `exec` lines, run by the next
 # `git rebase --continue`. Read-only when there; one a command leaves behind is removed.
 GIT_PAUSED = ("rebase-merge", "rebase-apply", "sequencer")
@@ -349,25 +348,21 @@ class GitLayout:
 
     def __init__(self, git_dir: Path, held: list[Path]) -> None:
         self.git_dir = git_dir
-        self.mounts: list[Mount] = [bind(git_dir, read_only=False)]  # unrenamable
-        self.read_only: list[Path] = []
-        for rel, content in GIT_READ_ONLY.items():
-            mount = read_only(git_dir / rel, content, held)
-            if mount is not None:
-                self.mounts.append(mount)
-                self.read_only.append(mount.path)
-        for rel in (*GIT_READ_ONLY_IF_PRESENT, *GIT_PAUSED):
-            if os.path.lexists(git_dir / rel):
-                self.mounts.append(bind(git_dir / rel, read_only=True))
-                self.read_only.append(git_dir / rel)
-        for path, content in config_named(git_dir):
-            mount = read_only_or_below(path, content, held)
-            if mount is not None:
-                self.mounts.append(mount)
-                self.read_only.append(mount.path)
+        found = [read_only(git_dir / rel, content, held) for rel, content in GIT_READ_ONLY.items()]
+        found += [
+            bind(git_dir / rel, read_only=True)
+            for rel in (*GIT_READ_ONLY_IF_PRESENT, *GIT_PAUSED)
+            if os.path.lexists(git_dir / rel)
+        ]
+        found += [
+            read_only_or_below(path, content, held) for path, content in config_named(git_dir)
+        ]
+        kept = [m for m in found if m is not None]
+        self.mounts = [bind(git_dir, read_only=False), *kept]  # .git itself: unrenamable
+        self.read_only = [m.path for m in kept]
         self.missing = [
             git_dir / r
-            for r in (*GIT_PAUSED, *GIT_REMOVED_IF_MADE)
+            for r in (*GIT_PAUSED, *GIT_READ_ONLY_IF_PRESENT)
             if not os.path.lexists(git_dir / r)
         ]
         self.odd_before = {p: _what(p) for p in _odd_entries(git_dir, self.read_only)}
@@ -713,89 +708,77 @@ def build(
     skills and permissions bind their own tasks) and the pins. Secrets outside the root go
     to `Layout.outside`, for the caller to cover with the rest of the system."""
     held: list[Path] = []
-    inside = [p for p in inner if p.is_relative_to(root) and p != root]
+    inner = [p for p in inner if p.is_relative_to(root) and p != root]
+    repositories = list(repositories)
     try:
-        return _build(root, writable, secrets, covers, empty_file, list(repositories), held, inside)
+        protected: list[Mount] = [bind(root, read_only=not writable)]
+        mounted, fixed = [root], []
+        talos = protected_dir(root / ".talos", writable=writable, held=held)
+        if talos is not None:
+            protected.append(talos)
+            fixed.append(talos.path)
+        git, git_dir = None, git_dir_of(root)
+        if writable and git_dir is not None and GitLayout.usable(git_dir):
+            git = GitLayout(git_dir, held)
+            protected += git.mounts
+            mounted.append(git_dir)
+            fixed += git.read_only
+        else:
+            whole = protected_dir(root / ".git", writable=writable, held=held)
+            if whole is not None:
+                protected.append(whole)
+                fixed.append(whole.path)
+        nested = nested_repositories(root, repositories, held) if writable else []
+        for folder in inner if writable else []:
+            if folder.is_symlink() or not folder.is_dir():
+                continue
+            for name in (".talos", ".git"):
+                mount = protected_dir(folder / name, writable=name == ".talos", held=held)
+                if mount is not None:
+                    nested.append(mount)
+        protected += nested
+        fixed += [m.path for m in nested]
+        inside: list[Path] = []
+        outside: list[Path] = []
+        prefix = f"{root}/"
+        for path in secrets:
+            if path.is_symlink() or not path.exists() or path == root:
+                continue
+            (inside if str(path).startswith(prefix) else outside).append(path)
+        covered = covers.update(inside)
+        hidden = [p for p in covered if p.is_dir()]  # covered whole: nothing under them to cover
+        below = tuple(f"{d}/" for d in hidden)
+        covered = [p for p in covered if not str(p).startswith(below)] if below else covered
+        files = [p for p in covered if p not in hidden]
+        contents = TRACKED.contents(root, files) if files and git_dir is not None else {}
+        mounts = [cover(p, contents.get(p, empty_file)) for p in covered]
+        mounted += files
+        pinned: list[Path] = []
+        if writable:  # read-only, nothing can be renamed anyway
+            targets = [*(m.path for m in mounts), *(m.path for m in protected)]
+            pinned = pins(targets, root, mounted=mounted, fixed=[*fixed, *hidden])
+        if len(mounts) + len(pinned) + len(nested) > MAX_MOUNTS:
+            raise TooManyMounts(
+                f"the workspace has {len(mounts)} secrets files (.env*) to hide and "
+                f"{len(nested)} repositories to protect, which with the {len(pinned)} "
+                f"directories that hold them would take more than {MAX_MOUNTS} mounts; commands "
+                "are not run until there are fewer"
+            )
+        pin_mounts = [bind(p, read_only=False) for p in pinned]
+        env = git_identity(git.git_dir) if git is not None else {}
+        return Layout(
+            ordered([*protected, *mounts, *pin_mounts]),
+            held,
+            git,
+            outside,
+            env,
+            set(repositories) if writable else None,
+            root,
+        )
     except BaseException:
         for path in held:
             STAND_INS.release(path)
         raise
-
-
-def _build(
-    root: Path,
-    writable: bool,
-    secrets: Iterable[Path],
-    covers: Covers,
-    empty_file: str,
-    repositories: list[Path],
-    held: list[Path],
-    inner: list[Path],
-) -> Layout:
-    protected: list[Mount] = [bind(root, read_only=not writable)]
-    mounted, fixed = [root], []
-    talos = protected_dir(root / ".talos", writable=writable, held=held)
-    if talos is not None:
-        protected.append(talos)
-        fixed.append(talos.path)
-    git, git_dir = None, git_dir_of(root)
-    if writable and git_dir is not None and GitLayout.usable(git_dir):
-        git = GitLayout(git_dir, held)
-        protected += git.mounts
-        mounted.append(git_dir)
-        fixed += git.read_only
-    else:
-        whole = protected_dir(root / ".git", writable=writable, held=held)
-        if whole is not None:
-            protected.append(whole)
-            fixed.append(whole.path)
-    nested = nested_repositories(root, repositories, held) if writable else []
-    for folder in inner if writable else []:
-        if folder.is_symlink() or not folder.is_dir():
-            continue
-        for name in (".talos", ".git"):
-            mount = protected_dir(folder / name, writable=name == ".talos", held=held)
-            if mount is not None:
-                nested.append(mount)
-    protected += nested
-    fixed += [m.path for m in nested]
-    inside: list[Path] = []
-    outside: list[Path] = []
-    prefix = f"{root}/"
-    for path in secrets:
-        if path.is_symlink() or not path.exists() or path == root:
-            continue
-        (inside if str(path).startswith(prefix) else outside).append(path)
-    covered = covers.update(inside)
-    hidden = [p for p in covered if p.is_dir()]  # covered whole: nothing under them to cover
-    below = tuple(f"{d}/" for d in hidden)
-    covered = [p for p in covered if not str(p).startswith(below)] if below else covered
-    files = [p for p in covered if p not in hidden]
-    contents = TRACKED.contents(root, files) if files and git_dir is not None else {}
-    mounts = [cover(p, contents.get(p, empty_file)) for p in covered]
-    mounted += files
-    pinned: list[Path] = []
-    if writable:  # read-only, nothing can be renamed anyway
-        targets = [*(m.path for m in mounts), *(m.path for m in protected)]
-        pinned = pins(targets, root, mounted=mounted, fixed=[*fixed, *hidden])
-    if len(mounts) + len(pinned) + len(nested) > MAX_MOUNTS:
-        raise TooManyMounts(
-            f"the workspace has {len(mounts)} secrets files (.env*) to hide and "
-            f"{len(nested)} repositories to protect, which with the {len(pinned)} "
-            f"directories that hold them would take more than {MAX_MOUNTS} mounts; commands "
-            "are not run until there are fewer"
-        )
-    pin_mounts = [bind(p, read_only=False) for p in pinned]
-    env = git_identity(git.git_dir) if git is not None else {}
-    return Layout(
-        ordered([*protected, *mounts, *pin_mounts]),
-        held,
-        git,
-        outside,
-        env,
-        set(repositories) if writable else None,
-        root,
-    )
 
 
 def nested_repositories(root: Path, repositories: list[Path], held: list[Path]) -> list[Mount]:

@@ -162,8 +162,7 @@ class ScriptedModelServer:
                     self.send_response(step["status_raw"])
                     self.send_header("Content-Type", step["content_type"])
                     self.end_headers()
-                    self.wfile.write(step["raw"])
-                    self.wfile.flush()
+                    self._send(step["raw"])
                     self.close_connection = True
                     return
                 self.send_response(200)
@@ -171,8 +170,7 @@ class ScriptedModelServer:
                 self.end_headers()
                 try:
                     for chunk in step["stream"]:
-                        self.wfile.write(f"data: {json.dumps(chunk)}\n\n".encode())
-                        self.wfile.flush()
+                        self._send(f"data: {json.dumps(chunk)}\n\n".encode())
                         time.sleep(step.get("delay", 0.0))
                     if "drop" in step:
                         self._drop(reset=step["drop"] == "reset")
@@ -183,16 +181,13 @@ class ScriptedModelServer:
                     if step.get("hang"):
                         while not server._stopping.is_set():  # until the client closes it
                             time.sleep(0.05)
-                            self.wfile.write(b": keep-alive\n\n")
-                            self.wfile.flush()
+                            self._send(b": keep-alive\n\n")
                     if "trickle" in step:
                         piece = _chunk("fake-model", {"content": step["text"]})
                         while not server._stopping.is_set():
                             time.sleep(step["trickle"])
-                            self.wfile.write(f"data: {json.dumps(piece)}\n\n".encode())
-                            self.wfile.flush()
-                    self.wfile.write(b"data: [DONE]\n\n")
-                    self.wfile.flush()
+                            self._send(f"data: {json.dumps(piece)}\n\n".encode())
+                    self._send(b"data: [DONE]\n\n")
                 except (BrokenPipeError, ConnectionResetError):
                     server._went_away()
 
@@ -212,6 +207,10 @@ class ScriptedModelServer:
                         server._went_away()
                         self.close_connection = True
                         return
+
+            def _send(self, data: bytes) -> None:
+                self.wfile.write(data)
+                self.wfile.flush()
 
             def _drop(self, reset: bool) -> None:
                 self.wfile.flush()

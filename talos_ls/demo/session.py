@@ -18,6 +18,7 @@ import shutil
 import sys
 import tempfile
 from decimal import Decimal
+from functools import partial
 from pathlib import Path
 
 from rich.console import Console
@@ -70,41 +71,36 @@ def _script(python: str) -> list[dict]:
             ),
         }
     )
+    step = partial(reply, model=DEMO_MODEL)
     return [
-        reply(
+        step(
             "Reading src/calc.py.",
             [("c1", "read_file", '{"path": "src/calc.py"}')],
             usage=(1200, 40, 0),
-            model=DEMO_MODEL,
         ),
-        reply(
+        step(
             "add() subtracts. Let me confirm by running it.",
             [("c2", "run_command", run)],
             usage=(1500, 60, 1024),
-            model=DEMO_MODEL,
         ),
-        reply(
+        step(
             "Confirmed: add(2, 3) gives -1.",
             [("c3", "propose_edit", fix)],
             usage=(1700, 80, 1024),
-            model=DEMO_MODEL,
         ),
-        reply(
+        step(
             "I proposed `return a + b` in add(). Tests come in the next step.",
             usage=(1900, 30, 1024),
-            model=DEMO_MODEL,
         ),
-        reply(
+        step(
             "'The parser' could be src/parser.py or tools/parser.py; I assume src/parser.py, "
             "which the app uses, and write pytest tests, as you said.",
             [("c4", "propose_edit", test)],
             usage=(2100, 150, 1024),
-            model=DEMO_MODEL,
         ),
-        reply(
+        step(
             "Proposed tests/test_parser.py with two pytest tests for parse().",
             usage=(2300, 25, 1024),
-            model=DEMO_MODEL,
         ),
     ]
 

@@ -12,6 +12,7 @@ its worker threads; the CLI, which has no loop to keep free, runs them in place)
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass
 from typing import Any, Protocol, TypeVar
 
 from ..agent.workspace import MAX_READ_BYTES, Workspace
@@ -34,32 +35,32 @@ class Files(Protocol):
         or its buffer moved on)."""
 
 
+def disk_text(workspace: Workspace, path: str) -> str:
+    """A file's text on disk, empty if it does not exist yet (a proposal may create it).
+    Decoded strictly: a file that is not UTF-8 is refused, never written back with its bytes
+    replaced."""
+    real = workspace.resolve(path, write=True)
+    try:
+        return read_regular(real, MAX_READ_BYTES).decode() if real.exists() else ""
+    except FileTooLarge:
+        raise ProposalError(f"{path} is over {MAX_READ_BYTES} bytes") from None
+    except NotRegularFile:
+        raise ProposalError(f"{path} is not a regular file") from None
+    except UnicodeDecodeError:
+        raise ProposalError(f"{path} is not UTF-8 text; it is left as it is") from None
+
+
+@dataclass
 class DiskFiles:
-    """The workspace's files on disk, in place (the CLI) or through `run` (worker threads)."""
+    """The workspace's files on disk, read and written in place (the CLI)."""
 
-    def __init__(self, workspace: Workspace, run: Run | None = None) -> None:
-        self.workspace = workspace
-        self.run = run or in_place
-
-    def text(self, path: str) -> str:
-        """A file's text, empty if it does not exist yet (a proposal may create it). Decoded
-        strictly: a file that is not UTF-8 is refused, never written back with its bytes
-        replaced."""
-        real = self.workspace.resolve(path, write=True)
-        try:
-            return read_regular(real, MAX_READ_BYTES).decode() if real.exists() else ""
-        except FileTooLarge:
-            raise ProposalError(f"{path} is over {MAX_READ_BYTES} bytes") from None
-        except NotRegularFile:
-            raise ProposalError(f"{path} is not a regular file") from None
-        except UnicodeDecodeError:
-            raise ProposalError(f"{path} is not UTF-8 text; it is left as it is") from None
+    workspace: Workspace
 
     async def read(self, proposal: Proposal) -> tuple[str, int | None]:
-        return await self.run(self.text, proposal.path), None
+        return disk_text(self.workspace, proposal.path), None
 
     async def write(self, proposal: Proposal, text: str, version: int | None) -> bool:
-        await self.run(self.workspace.write_text, proposal.path, text)
+        self.workspace.write_text(proposal.path, text)
         return True
 
 

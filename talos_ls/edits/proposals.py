@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import builtins
 import contextlib
+import dataclasses
 import difflib
 import hashlib
 import re
@@ -138,44 +139,20 @@ class ProposalBook:
         self.agent_id = agent_id
         self._items: dict[str, Proposal] = {}
         self._lock = threading.Lock()
+        self.moved: set[str] = set()  # found moved elsewhere since the last `load`
 
     # ------------------------------------------------------------ storage
     def _row(self, p: Proposal) -> dict[str, Any]:
-        return {
-            "id": p.id,
-            "agent_id": self.agent_id,
-            "task_id": p.task_id,
-            "path": p.path,
-            "base_hash": p.base_hash,
-            "base_text": p.base_text,
-            "new_text": p.new_text,
-            "version": p.version,
-            "hunks": [_hunk_row(h) for h in p.hunks],
-            "status": p.status,
-            "applied_hunks": list(p.applied_hunks),
-            "applied_hash": p.applied_hash,
-            "undo_text": p.undo_text,
-            "created_at": p.created_at,
-            "updated_at": time.time(),
-        }
+        fields = {f.name: getattr(p, f.name) for f in dataclasses.fields(Proposal)}
+        return _stored(fields, agent_id=self.agent_id, updated_at=time.time())
 
     def _load(self, row: dict[str, Any]) -> Proposal:
         """The cached proposal, brought up to the stored row (another server may have moved
         it), or a new one."""
-        fields = {
-            "path": row["path"],
-            "base_text": row["base_text"],
-            "new_text": row["new_text"],
-            "base_hash": row["base_hash"],
-            "hunks": [Hunk(**h) for h in row["hunks"]],
-            "version": row["version"],
-            "task_id": row["task_id"],
-            "status": row["status"],
-            "applied_hunks": tuple(row["applied_hunks"]),
-            "applied_hash": row["applied_hash"],
-            "undo_text": row["undo_text"],
-            "created_at": row["created_at"],
-        }
+        fields = {f.name: row[f.name] for f in dataclasses.fields(Proposal) if f.name != "id"}
+        fields.update(
+            hunks=[Hunk(**h) for h in row["hunks"]], applied_hunks=tuple(row["applied_hunks"])
+        )
         with self._lock:
             known = self._items.get(row["id"])
             if known is None:
@@ -194,16 +171,12 @@ class ProposalBook:
                 for name, value in updates.items():
                     setattr(p, name, value)
             return
-        stored = dict(updates, updated_at=time.time())
-        if "hunks" in stored:
-            stored["hunks"] = [_hunk_row(h) for h in stored["hunks"]]
-        if "applied_hunks" in stored:
-            stored["applied_hunks"] = list(stored["applied_hunks"])
+        stored = _stored(updates, updated_at=time.time())
         row = self.store.proposal_claim(p.id, from_statuses, stored)
         if row is None:
             current = self.store.proposal_get(p.id)
-            if current is not None:
-                self._load(current)
+            if current is not None:  # moved by another server: shown by the next `load`
+                self.moved.add(self._load(current).id)
             raise ProposalError(f"proposal {p.id} is {p.status} (changed elsewhere)")
         self._load(row)
 
@@ -252,12 +225,26 @@ class ProposalBook:
             items = builtins.list(self._items.values())
         return [p for p in items if path is None or p.path == path]
 
-    def load(self) -> None:
-        """Take in the store's open proposals and recent settled ones (a restarted server, or
-        another one on the workspace). Blocking: call it off the event loop."""
-        if self.store is not None:
-            for row in self.store.proposal_list(self.agent_id):
-                self._load(row)
+    def load(self, settled: bool = True) -> builtins.list[Proposal]:
+        """Take in the store's proposals: on start, the open ones and recent settled ones an
+        earlier server left; later (`settled=False`), what another server on the workspace
+        made or moved (memory forgets settled proposals on purpose: those it does not hold
+        stay out). Returns the proposals new here or changed (status or applied hunks), and
+        those a failed claim found `moved`. Blocking: call it off the event loop."""
+        if self.store is None:
+            return []
+        with self._lock:
+            known = {pid: (p.status, p.applied_hash) for pid, p in self._items.items()}
+            moved, self.moved = self.moved, set()
+        return [
+            self._load(row)
+            for row in self.store.proposal_list(self.agent_id)
+            if row["id"] in moved
+            or (
+                known.get(row["id"]) != (row["status"], row["applied_hash"])
+                and (settled or row["id"] in known or row["status"] in OPEN)
+            )
+        ]
 
     # ------------------------------------------------------------ changes
     def base_changed(self, path: str, current_text: str) -> builtins.list[Proposal]:
@@ -390,11 +377,11 @@ _APPLY_FIELDS = (
 )
 
 
-def _hunk_row(h: Hunk) -> dict[str, Any]:
-    return {
-        "index": h.index,
-        "base_start": h.base_start,
-        "base_end": h.base_end,
-        "old_lines": list(h.old_lines),
-        "new_lines": list(h.new_lines),
-    }
+def _stored(fields: dict[str, Any], **more: Any) -> dict[str, Any]:
+    """Proposal fields as the store takes them: hunks as objects, applied hunks as a list."""
+    stored = dict(fields, **more)
+    if "hunks" in stored:
+        stored["hunks"] = [dataclasses.asdict(h) for h in stored["hunks"]]
+    if "applied_hunks" in stored:
+        stored["applied_hunks"] = list(stored["applied_hunks"])
+    return stored

@@ -25,7 +25,7 @@ from typing import Any
 
 from ..memory.resolve import asks_about
 from ..text import normalize_text
-from .question_types import DEFLECTION_PHRASES, QuestionCandidate, Queue, pass_memo, queue_enabled
+from .question_types import DEFLECTION_PHRASES, PASS_MEMO, QuestionCandidate, Queue, queue_enabled
 from .question_value import REFERENCE_RESOLVED
 
 logger = logging.getLogger(__name__)
@@ -83,7 +83,7 @@ def live_disjoins(queue: Queue, agent_id: str) -> list[tuple[str, str, str]]:
 def _live_disjoin_ids(queue: Queue, agent_id: str) -> frozenset[str]:
     """The live disjunction ids, read once per delivery or expiry pass (a failed read is
     remembered too, so a broken journal is read once, not once per candidate)."""
-    memo = pass_memo()
+    memo = PASS_MEMO.get()
     slot = ("live_disjoin_ids", agent_id)
     if memo is not None and slot in memo:
         found = memo[slot]
@@ -266,8 +266,7 @@ def expire_resolved_referents(queue: Queue, agent_id: str, references: list[Any]
                 continue
             labels = {normalize_text(str(o.get("label", ""))) for o in cand.options}
             hit = any(asks_about(cand.question_text, s) and t in labels for s, t in settled)
-            if hit and queue._expire(cand, turn):
-                queue._log_expired(cand.candidate_id, REFERENCE_RESOLVED)
+            if hit and queue.expire(cand, turn, REFERENCE_RESOLVED):
                 expired += 1
     except Exception:
         logger.exception("question_queue: expiring resolved referents failed")

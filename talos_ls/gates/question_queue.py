@@ -254,7 +254,7 @@ class QuestionQueue:
         return False
 
     def live_reason(self, candidate: QuestionCandidate) -> str | None:
-        """Why the candidate's reason to ask is gone (`question_value.LIVE_REASONS`), or None
+        """Why the candidate's reason to ask is gone (a `question_value` reason code), or None
         while it stands; None too under the seed ranking, which has no such gate. Reads the
         facts it names; a storage error propagates."""
         if self.ranking != "value":
@@ -278,15 +278,19 @@ class QuestionQueue:
             return None, None
         return reason, reason is not None
 
-    def _expire(self, cand: QuestionCandidate, turn: int) -> bool:
-        # Only from the status we read: an expiry decided on a pending snapshot must not land
-        # on a question another worker has delivered since.
-        return self.store.qq_claim(
+    def expire(self, cand: QuestionCandidate, turn: int, reason: str | None = None) -> bool:
+        """Expire `cand` from the status it was read in (an expiry decided on a pending
+        snapshot must not land on a question another worker has delivered since), logging
+        `reason` when given. Returns whether it expired; a storage error propagates."""
+        expired = self.store.qq_claim(
             cand.agent_id,
             cand.candidate_id,
             [cand.status],
             {"status": "expired", "resolved_turn": turn},
         )
+        if expired and reason is not None:
+            self._log_expired(cand.candidate_id, reason)
+        return expired
 
     # ---------------------------------------------------------- propose
     def propose(
@@ -509,10 +513,8 @@ class QuestionQueue:
                     stale, reason = self._is_stale(cand, turn), None
                     if stale is False and by_value:
                         reason, stale = self._live_check(cand, lookup)
-                    if stale and self._expire(cand, turn):
+                    if stale and self.expire(cand, turn, reason):
                         expired += 1
-                        if reason is not None:
-                            self._log_expired(cand.candidate_id, reason)
             return expired
         except Exception:
             logger.exception("question_queue: expire_stale for agent %s failed", agent_id)

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import contextvars
 import os
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -64,17 +64,13 @@ class QuestionCandidate:
     disjunction_id: str | None = None
 
 
-# One delivery or expiry pass's memo: staleness checks read their source once per pass, and a
-# failed read is remembered too, so a broken source is asked once, not once per candidate.
+# One delivery or expiry pass's memo (None outside `next_question` / `expire_stale`):
+# staleness checks that read a shared source (the producers') cache their reads in it, so each
+# is read once per pass; a failed read is remembered too, so a broken source is asked once,
+# not once per candidate.
 PASS_MEMO: contextvars.ContextVar[dict | None] = contextvars.ContextVar(
     "talos_question_pass", default=None
 )
-
-
-def pass_memo() -> dict | None:
-    """The running pass's memo (None outside `next_question` / `expire_stale`), for staleness
-    checks that read a shared source: the producers' checks cache their reads in it."""
-    return PASS_MEMO.get()
 
 
 class Queue(Protocol):
@@ -85,21 +81,9 @@ class Queue(Protocol):
     store: Store
     ranking: str
 
-    def propose(
-        self,
-        agent_id: str,
-        question_text: str,
-        kind: str,
-        source_module: str,
-        target_keys: Sequence[str],
-        ambiguity_signal: str,
-        turn: int,
-        options: Sequence[Mapping[str, Any]] | None = None,
-        disjunction_id: str | None = None,
-    ) -> QuestionCandidate | None: ...
+    @property
+    def propose(self) -> Callable[..., QuestionCandidate | None]: ...  # `QuestionQueue.propose`
 
     def candidates(self, agent_id: str) -> list[QuestionCandidate]: ...
 
-    def _expire(self, cand: QuestionCandidate, turn: int) -> bool: ...
-
-    def _log_expired(self, candidate_id: str, reason: str) -> None: ...
+    def expire(self, cand: QuestionCandidate, turn: int, reason: str | None = None) -> bool: ...

@@ -39,13 +39,6 @@ CONFLICT_SEPARATED = "conflict_separated"  # evidence split the sides as reconci
 FACT_CLOSED = "fact_closed"  # the fact to confirm is no longer held
 FACT_CORROBORATED = "fact_corroborated"  # the weak fact rose to the confidence gate
 REFERENCE_RESOLVED = "reference_resolved"  # a later request resolved the same reference
-LIVE_REASONS = (
-    CONFLICT_CLOSED,
-    CONFLICT_SEPARATED,
-    FACT_CLOSED,
-    FACT_CORROBORATED,
-    REFERENCE_RESOLVED,
-)
 
 # How exactly one option maps to facts (see `option_precision`).
 SLOT_FACT = 1.0  # asserts one fact filling a slot: "pytest" for tests/use
@@ -117,8 +110,7 @@ def request_stems(query_cues: str | Iterable[Any] | None) -> frozenset[str] | No
     """The request's words folded by the search stemmer; None when there is no request."""
     if query_cues is None:
         return None
-    texts = [query_cues] if isinstance(query_cues, str) else [str(q) for q in query_cues]
-    return frozenset(stem(t) for t in cue_tokens_for(*texts))
+    return _stems_of((query_cues,) if isinstance(query_cues, str) else tuple(map(str, query_cues)))
 
 
 def candidate_stems(candidate: QuestionCandidate) -> frozenset[str]:
@@ -209,9 +201,7 @@ def rank(
 ) -> list[QuestionCandidate]:
     """Highest value first; equal values keep the order given (the store's impact order, which
     ends in the time-ordered candidate id), so the ranking is deterministic."""
-    scored = [(value(c, turn, request, lookup), i, c) for i, c in enumerate(candidates)]
-    scored.sort(key=lambda s: (-s[0], s[1]))
-    return [c for _, _, c in scored]
+    return sorted(candidates, key=lambda c: -value(c, turn, request, lookup))  # stable
 
 
 def memo_lookup(get: FactLookup) -> FactLookup:

@@ -100,10 +100,8 @@ RISKY_FLAGS: dict[str, dict[str, str]] = {
     "git *": {"--output": "writes a file", "--ext-diff": "runs an external diff program",
               "--no-index": "reads files outside the repository",
               "--textconv": "runs conversion programs"},
-    "git branch": {"-d": "changes branches", "-D": "changes branches", "-m": "changes branches",
-                   "-M": "changes branches", "-c": "changes branches", "-C": "changes branches",
-                   "-f": "changes branches", "-u": "changes branches", "-t": "changes branches",
-                   "--unset-upstream": "changes branches", "--track": "changes branches",
+    "git branch": {**dict.fromkeys(("-d", "-D", "-m", "-M", "-c", "-C", "-f", "-u", "-t",
+                                    "--unset-upstream", "--track"), "changes branches"),
                    "--edit-description": "opens an editor"},
     "git difftool": {"": "runs the configured diff tool"},
     "git mergetool": {"": "runs the configured merge tool"},
@@ -493,7 +491,6 @@ UNREAD_RUNNERS = frozenset({
     "machinectl", "flatpak-spawn", "numactl", "parallel", "hyperfine", "entr", "watchexec",
     "expect", "at", "batch", "chpst", "trickle", "fakechroot", "faketime", "tmux", "screen",
 })
-WRAPPERS = frozenset(RUNNERS)
 ENV_OPTIONS = frozenset({"-E", "--env", "--setenv"})  # strace, systemd-run, firejail: NAME=VALUE
 # fmt: on
 
@@ -1831,17 +1828,12 @@ class Canonical:
     positionals: tuple[str, ...]
 
 
-def _tokens(words: tuple[str, ...] | list[str]) -> tuple[tuple[str, str], ...]:
+@functools.lru_cache(maxsize=4096)  # read once: each command is compared with every rule
+def _tokens(words: tuple[str, ...]) -> tuple[tuple[str, str], ...]:
     """("flag" | "arg", text) for each word after the program, spelt one way: `-fr` is `-f`,
     `-r`; `--force` and `--forc` are `-f` for rm; a value attached to an option is `-n=5`
     however it was attached; paths normalised; everything after `--` an argument. Options
     are read with the program's table (`options.read`) when there is one."""
-    return _tokens_of(tuple(words))
-
-
-@functools.lru_cache(maxsize=4096)
-def _tokens_of(words: tuple[str, ...]) -> tuple[tuple[str, str], ...]:
-    """Read once: each command is compared with every rule."""
     program = program_name(words[0])
     rest = list(words[1:])
     if program == "git" and (own := options.spec("git")) is not None:
@@ -1907,7 +1899,7 @@ def canonical(words: tuple[str, ...] | list[str]) -> Canonical:
     the command spells the same thing."""
     if not words:
         return Canonical("", frozenset(), ())
-    tokens = _tokens(words)
+    tokens = _tokens(tuple(words))
     return Canonical(
         program_name(words[0]),
         frozenset(t for k, t in tokens if k == "flag"),
@@ -1925,14 +1917,9 @@ def _fits(pattern: str, word: str) -> bool:
     return fnmatch.fnmatchcase(word, pattern) if "*" in pattern else pattern == word
 
 
-def rule_words(rule: str) -> list[str]:
+@functools.lru_cache(maxsize=4096)  # parsed once per rule: every command is checked against each
+def rule_words(rule: str) -> tuple[str, ...]:
     """A rule's words, as the shell would split them (`git log`, `npm run "build:prod"`)."""
-    return list(_rule_words(rule))
-
-
-@functools.lru_cache(maxsize=4096)
-def _rule_words(rule: str) -> tuple[str, ...]:
-    """Parsed once per rule: every command is checked against every rule."""
     analysis = analyze(rule)
     if len(analysis.commands) == 1 and analysis.commands[0].known:
         cmd = analysis.commands[0]
@@ -1950,13 +1937,13 @@ def matches(rule: str, words: tuple[str, ...], *, loose: bool = False) -> bool:
     its other words need only appear in order, so `git push --repo x origin main` is still
     `git push origin main` and `/opt/bin/rm -r x -f /` is still `rm -rf /`."""
     pattern = rule_words(rule)
-    if pattern == ["*"]:
+    if pattern == ("*",):
         return True
     if not pattern or not words:
         return False
     r, c = canonical(pattern), canonical(words)
     if not loose:
-        head = _tokens(words)[: len(_tokens(pattern))]
+        head = _tokens(tuple(words))[: len(_tokens(pattern))]
         c = Canonical(
             c.program,
             frozenset(t for k, t in head if k == "flag"),
@@ -1982,7 +1969,7 @@ def could_match(rule: str, command: SimpleCommand) -> bool:
     only known at run time could be any word or flag (`rm -rf $HOME`); a glob could be any
     path it matches (`rm -rf /*` could be `rm -rf /`)."""
     pattern = rule_words(rule)
-    if not pattern or pattern == ["*"]:
+    if not pattern or pattern == ("*",):
         return False  # `*` denies outright
     program = os.path.basename(command.program)
     if not command.known:  # `/usr/bin/sud? -n true`: a glob that may name the program

@@ -10,6 +10,7 @@ from typing import Any
 from lsprotocol import types
 
 from ..display import visible
+from .review import command
 
 SOURCE = "talos"
 TITLE_CHARS = 60
@@ -20,10 +21,6 @@ def _range(r: types.Range) -> dict[str, Any]:
         "start": {"line": r.start.line, "character": r.start.character},
         "end": {"line": r.end.line, "character": r.end.character},
     }
-
-
-def _start(title: str, arguments: dict[str, Any]) -> types.Command:
-    return types.Command(title=title, command="talos.task.start", arguments=[arguments])
 
 
 def code_actions(params: types.CodeActionParams) -> list[types.CodeAction]:
@@ -45,8 +42,9 @@ def code_actions(params: types.CodeActionParams) -> list[types.CodeAction]:
                 title=title,
                 kind=types.CodeActionKind.QuickFix,
                 diagnostics=[diagnostic],
-                command=_start(
+                command=command(
                     title,
+                    "talos.task.start",
                     {
                         "prompt": f"Fix this problem{origin}: {message}",
                         "uri": uri,
@@ -63,8 +61,9 @@ def code_actions(params: types.CodeActionParams) -> list[types.CodeAction]:
             types.CodeAction(
                 title=title,
                 kind=types.CodeActionKind.Empty,
-                command=_start(
+                command=command(
                     title,
+                    "talos.task.start",
                     {
                         "prompt": "Explain the selected code, and point out any problem in it.",
                         "uri": uri,

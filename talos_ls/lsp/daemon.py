@@ -15,6 +15,7 @@ import dataclasses
 import json
 import logging
 import os
+import re
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from decimal import Decimal
 from pathlib import Path
@@ -79,17 +80,14 @@ class Params:
         _check_json(raw, command)
         self.raw = raw
 
-    def get(self, name: str, kind: type | tuple[type, ...], required: bool = False) -> Any:
+    def get(self, name: str, kind: type, required: bool = False) -> Any:
         value = self.raw.get(name)
         if value is None:
             if required:
                 raise ParamsError(f"{self.command}: the field {name!r} is required")
             return None
         if not isinstance(value, kind) or isinstance(value, bool):
-            names = kind.__name__ if isinstance(kind, type) else "/".join(k.__name__ for k in kind)
-            raise ParamsError(
-                f"{self.command}: the field {name!r} must be {_KINDS.get(names, names)}"
-            )
+            raise ParamsError(f"{self.command}: the field {name!r} must be {_KINDS[kind]}")
         if name in ID_FIELDS and isinstance(value, str) and len(value) > MAX_ID_CHARS:
             raise ParamsError(
                 f"{self.command}: the field {name!r} is longer than "
@@ -128,7 +126,7 @@ def _check_json(raw: Any, command: str) -> None:
             stack.extend((item, depth + 1) for item in items)
 
 
-_KINDS = {"str": "a string", "int": "an integer", "dict": "an object", "list": "a list"}
+_KINDS = {str: "a string", int: "an integer", dict: "an object", list: "a list"}
 
 
 def _prompt(p: Params) -> str:
@@ -179,7 +177,7 @@ class Daemon:
         self._store_url = ""
         self.client_watches = False  # the editor reports file changes: no watcher of ours
         self._starting = 0  # task starts accepted and not yet queued in a host
-        self.locked = False  # after the session's first settings (`lock_settings`)
+        self.locked = False  # True once the session's first settings are read
         # Changes that widen what the agent may do, waiting for the person (`narrowed`), and
         # those the person declined this session (not asked again: a restart takes them).
         self.pending: dict[str, Any] = {}
@@ -193,7 +191,7 @@ class Daemon:
         """Apply settings (bad ones refused, named, and the last good value kept) to every
         host, for the tasks started from now on (a running task keeps what it started with).
 
-        Once the session has its settings (`lock_settings`), a change that widens what the
+        Once the session has its settings (`locked`), a change that widens what the
         agent may do (where requests and the key go, a higher permission mode, more readable
         paths, higher limits: `settings.narrowed`) is not made by the client alone: its
         narrowing part applies, the rest waits in `pending` until the person confirms it
@@ -231,10 +229,6 @@ class Daemon:
                 host.reconfigure(self.host_config(root))
             except ValueError as exc:
                 problems.append(str(exc))
-
-    def lock_settings(self) -> None:
-        """The session's settings are read: from now on a widening change needs the person."""
-        self.locked = True
 
     async def confirm_changes(
         self, ask: Callable[[str, Sequence[str]], Awaitable[str | None]]
@@ -332,10 +326,6 @@ class Daemon:
             limits=s.limits,
         )
 
-    @property
-    def store_problem(self) -> str | None:
-        return self.health.problem
-
     async def open(self, folders: Sequence[Path]) -> None:
         """Open the store and a host for each folder. A store that cannot be opened, or fails
         later, is reported once (`health.py`); the server keeps answering, commands say why
@@ -421,6 +411,7 @@ class Daemon:
             return
         self.hosts[root] = host
         host.spawn(host.review_rules())
+        host.spawn(host.show_open())  # registered first: the port finds the proposals here
         host.report_status()
 
     def _inside(self, root: Path) -> list[tuple[str, Any]]:
@@ -585,7 +576,7 @@ class Daemon:
                 "id": t.id,
                 "title": _shown(t.title),
                 "state": t.state,
-                "step": _shown(t.activity),
+                "step": _shown(t.activity) if t.state in OPEN_TASK_STATES else "",
                 "cost": str(host.meter.task(t.id).cost),
                 "error": _maybe(t.error),
                 "folder": _shown(str(host.workspace.root)),
@@ -808,7 +799,7 @@ class Daemon:
         """Every folder's status and the session's totals, as `talos/status` carries it."""
         folders = [self._folder_status[r] for r in self.hosts if r in self._folder_status]
         url = self.health.url if self._opened else self.settings.store_url or default_store_url()
-        refused = None if self.store_refused is None else redact_url(self.store_refused)
+        refused = self.store_refused
         return {
             "running": [t for f in folders for t in f["running"]],
             "tokens_in": sum(f["tokens_in"] for f in folders),
@@ -818,10 +809,10 @@ class Daemon:
             "store": {
                 "url": redact_url(url),
                 "available": self.store is not None and self.health.available,
-                "problem": self.store_problem,
+                "problem": self.health.problem,
                 "refused": None
                 if refused is None
-                else f"{refused}: a new store takes effect when the server restarts",
+                else f"{redact_url(refused)}: a new store takes effect when the server restarts",
             },
             "settings": self.settings.shown(),
             "folders": folders,
@@ -868,20 +859,9 @@ def _fenced(text: str) -> str:
     text = visible(text)
     if len(text) > MAX_SHOWN_CHARS:
         text = text[:MAX_SHOWN_CHARS] + f"\n[... {len(text) - MAX_SHOWN_CHARS} characters cut]"
-    longest = max((len(run) for run in text.split("\n") for run in _backtick_runs(run)), default=0)
+    longest = max(map(len, re.findall("`+", text)), default=0)
     fence = "`" * max(3, longest + 1)
     return f"{fence}text\n{text}\n{fence}"
-
-
-def _backtick_runs(line: str) -> list[str]:
-    runs, current = [], ""
-    for ch in line:
-        if ch == "`":
-            current += ch
-        elif current:
-            runs.append(current)
-            current = ""
-    return [*runs, current] if current else runs
 
 
 def transcript_markdown(row: Mapping[str, Any]) -> str:
@@ -899,8 +879,10 @@ def transcript_markdown(row: Mapping[str, Any]) -> str:
             out.append(_fenced(str(message["content"])))
         for call in message.get("tool_calls") or []:
             function = call.get("function", {})
-            out.append("Calls a tool:")
-            out.append(_fenced(f"{function.get('name')} {_pretty(function.get('arguments', ''))}"))
+            out += [
+                "Calls a tool:",
+                _fenced(f"{function.get('name')} {_pretty(function.get('arguments', ''))}"),
+            ]
         out.append("")
     return "\n".join(out)
 

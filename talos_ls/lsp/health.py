@@ -61,7 +61,6 @@ class StoreHealth:
         self._lock = threading.Lock()
         self.problem: str | None = None
         self.reason: str | None = None
-        self.outages = 0
         self._loop: asyncio.AbstractEventLoop | None = None
         self._recovery: asyncio.Task[None] | None = None
         self._wake = asyncio.Event()
@@ -106,7 +105,6 @@ class StoreHealth:
             loop.call_soon_threadsafe(self._degraded, text)
 
     def _degraded(self, text: str) -> None:
-        self.outages += 1
         self.notice(
             f"Talos's store is unavailable: {text}. Questions are paused and tasks "
             "cannot start until it is back; Talos checks again by itself."
@@ -129,6 +127,7 @@ class StoreHealth:
     async def _attempt(self) -> bool:
         """One probe; True when the store is back (and the daemon told)."""
         self._last_probe = time.monotonic()
+        ok = False
         try:
             await self._probe()
         except StoreError as exc:
@@ -139,13 +138,10 @@ class StoreHealth:
                         exc.reason,
                     )
             logger.info("the store is still failing: %s", exc)
-            ok = False
         except Exception:
             logger.exception("the store probe failed")
-            ok = False
         else:
             ok = True
-        if ok:
             with self._lock:
                 self.problem = self.reason = None
             try:

@@ -25,25 +25,21 @@ MAX_ARG_CHARS = 64
 _where = "the server's stderr (the editor shows it as the language server's output)"
 
 
-class ScrubPyglsArgs(logging.Filter):
-    def filter(self, record: logging.LogRecord) -> bool:
-        if record.name.startswith("pygls") and record.args:
-            args = record.args if isinstance(record.args, tuple) else (record.args,)
-            record.args = tuple(_scrub(a) for a in args)
-        return True
+def _scrub_pygls_args(record: logging.LogRecord) -> bool:
+    if record.name.startswith("pygls") and record.args:
+        args = record.args if isinstance(record.args, tuple) else (record.args,)
+        record.args = tuple(_scrub(a) for a in args)
+    return True
 
 
-class WithholdExceptionMessages(logging.Filter):
-    def filter(self, record: logging.LogRecord) -> bool:
-        if record.exc_info and record.exc_info[1] is not None:
-            kind, _, tb = record.exc_info
-            frames = "".join(traceback.format_tb(tb)) if tb else ""
-            name = kind.__name__ if kind else "exception"
-            record.exc_text = (
-                f"Traceback (most recent call last):\n{frames}{name} (message withheld)"
-            )
-            record.exc_info = None
-        return True
+def _withhold_exception_message(record: logging.LogRecord) -> bool:
+    if record.exc_info and record.exc_info[1] is not None:
+        kind, _, tb = record.exc_info
+        frames = "".join(traceback.format_tb(tb)) if tb else ""
+        name = kind.__name__ if kind else "exception"
+        record.exc_text = f"Traceback (most recent call last):\n{frames}{name} (message withheld)"
+        record.exc_info = None
+    return True
 
 
 def _scrub(value: object) -> object:
@@ -69,8 +65,8 @@ def configure_logging(log_file: str | None, level: str = "warning") -> None:
     else:
         handler = logging.StreamHandler(sys.stderr)
     handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
-    handler.addFilter(ScrubPyglsArgs())
-    handler.addFilter(WithholdExceptionMessages())
+    handler.addFilter(_scrub_pygls_args)
+    handler.addFilter(_withhold_exception_message)
     handler.addFilter(RedactingFilter())
     handler.addFilter(VisibleFilter())  # last: control characters in the final text escaped
     root = logging.getLogger()

@@ -15,7 +15,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import Awaitable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, Protocol
 from urllib.parse import unquote
@@ -152,7 +152,7 @@ class LspPort:
             return False
         if result is None or not result.applied:
             return False
-        return await self._shows(path, new_text)
+        return await self._until(path, lambda doc: doc is not None and doc.source == new_text)
 
     async def settle(self, proposal: Proposal) -> None:
         """Before an application: a document still at version 0 is moved past it.
@@ -168,12 +168,8 @@ class LspPort:
         doc = _document(self.client, path)
         if doc is None or doc.version != 0 or self.client.closing:
             return
-        nothing = types.TextEdit(
-            range=types.Range(
-                start=types.Position(line=0, character=0), end=types.Position(line=0, character=0)
-            ),
-            new_text="",
-        )
+        start = types.Position(line=0, character=0)
+        nothing = types.TextEdit(range=types.Range(start=start, end=start), new_text="")
         edit = types.TextDocumentEdit(
             text_document=types.OptionalVersionedTextDocumentIdentifier(
                 uri=path.as_uri(), version=0
@@ -191,24 +187,18 @@ class LspPort:
             )
         except (JsonRpcException, TimeoutError):
             return
-        loop = asyncio.get_running_loop()
-        deadline = loop.time() + APPLIED_WAIT_S
-        while (doc := _document(self.client, path)) is not None and doc.version == 0:
-            if loop.time() > deadline:
-                return
-            await asyncio.sleep(0.02)
+        await self._until(path, lambda doc: doc is None or doc.version != 0)
 
-    async def _shows(self, path: Path, text: str) -> bool:
-        """Whether the editor's buffer holds `text` (its didChange may trail the reply)."""
+    async def _until(self, path: Path, done: Callable[[Any], bool]) -> bool:
+        """Whether the editor's document of `path` comes to pass `done` within
+        `APPLIED_WAIT_S` (its didChange may trail the reply to an edit)."""
         loop = asyncio.get_running_loop()
         deadline = loop.time() + APPLIED_WAIT_S
-        while True:
-            doc = _document(self.client, path)
-            if doc is not None and doc.source == text:
-                return True
+        while not done(_document(self.client, path)):
             if loop.time() > deadline:
                 return False
             await asyncio.sleep(0.02)
+        return True
 
     # ------------------------------------------------------------ progress
     async def begin(self, task: Task) -> None:

@@ -3,13 +3,14 @@
 A client whose `window/showMessageRequest` handler must reply at once (Neovim 0.7: its handlers
 are synchronous, so it cannot wait for a picker) says `initializationOptions.deferredPrompts:
 true`. Its prompts then come as the notification `talos/prompt {prompt_id, kind, message,
-actions}` and are answered with the command `talos.prompt.answer {prompt_id, choice}`, with the
-semantics of `window/showMessageRequest`: the prompt waits at most `promptTimeout` seconds; a
-null choice, a choice that is none of the actions, or no answer in time is a dismissal (never an
-answer: a question is cooled, a permission is denied). A prompt is answered once: a second
-answer, an answer after the timeout, or an id never sent is refused by name. A prompt that ends
-without an answer (timed out, or its task cancelled) is closed with `talos/promptClosed
-{prompt_id, reason}` so the client can drop its picker.
+actions, task_id}` (`task_id` null for a prompt of no task's) and are answered with the command
+`talos.prompt.answer {prompt_id, choice}`, with the semantics of `window/showMessageRequest`:
+the prompt waits at most `promptTimeout` seconds; a null choice, a choice that is none of the
+actions, or no answer in time is a dismissal (never an answer: a question is cooled, a
+permission is denied). A prompt is answered once: a second answer, an answer after the
+timeout, or an id never sent is refused by name. A prompt that ends without an answer (timed
+out, or its task cancelled) is closed with `talos/promptClosed {prompt_id, reason}` so the
+client can drop its picker.
 """
 
 from __future__ import annotations
@@ -20,11 +21,11 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from ..agent import tasks
 from .daemon import Params, ParamsError
 
 PROMPT = "talos/prompt"
 CLOSED = "talos/promptClosed"
-KINDS = ("question", "permission")
 
 
 @dataclass
@@ -39,9 +40,6 @@ class PromptBook:
     def __init__(self, send: Callable[[str, Any], None]) -> None:
         self._send = send
         self._open: dict[str, _Open] = {}
-
-    def __len__(self) -> int:
-        return len(self._open)
 
     async def ask(
         self, kind: str, message: str, actions: Sequence[str], timeout: float
@@ -60,6 +58,7 @@ class PromptBook:
                     "kind": kind,
                     "message": message,
                     "actions": list(actions),
+                    "task_id": tasks.CURRENT.get(),  # None: no task's (trusting a folder)
                 },
             )
             try:

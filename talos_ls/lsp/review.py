@@ -23,16 +23,12 @@ SOURCE = "talos"
 SUMMARY_CHARS = 80
 
 
-def _utf16(text: str) -> int:
-    return len(text.encode("utf-16-le")) // 2
-
-
 def _position(text_lines: Sequence[str], line: int) -> types.Position:
     """The start of `line`; past the last line, the end of the document."""
     if line < len(text_lines) or not text_lines or text_lines[-1].endswith(("\n", "\r")):
         return types.Position(line=line, character=0)
-    last = text_lines[-1]
-    return types.Position(line=len(text_lines) - 1, character=_utf16(last))
+    utf16 = len(text_lines[-1].encode("utf-16-le")) // 2  # what LSP counts
+    return types.Position(line=len(text_lines) - 1, character=utf16)
 
 
 def line_range(text_lines: Sequence[str], start: int, end: int) -> types.Range:
@@ -101,7 +97,8 @@ def _overlaps(r: types.Range, start: int, end: int) -> bool:
     return start <= r.end.line and r.start.line <= max(start, end - 1)
 
 
-def _command(title: str, name: str, arguments: dict[str, Any]) -> types.Command:
+def command(title: str, name: str, arguments: dict[str, Any]) -> types.Command:
+    """A command of ours, with its one object argument (`daemon.Params`)."""
     return types.Command(title=title, command=name, arguments=[arguments])
 
 
@@ -111,7 +108,7 @@ def _hunk_command(proposal: Proposal, hunk: Hunk) -> types.Command | None:
         return None
     title = f"Apply this hunk ({hunk.index + 1} of {len(proposal.hunks)})"
     arguments = {"proposal_id": proposal.id, "hunks": [hunk.index]}
-    return _command(title, "talos.proposal.apply", arguments)
+    return command(title, "talos.proposal.apply", arguments)
 
 
 def _proposal_commands(proposal: Proposal, uri: str = "") -> list[types.Command]:
@@ -120,7 +117,7 @@ def _proposal_commands(proposal: Proposal, uri: str = "") -> list[types.Command]
     if proposal.status in OPEN:
         every = f" (all {count} changes)" if count > 1 else ""
         commands.append(
-            _command(f"Apply {pid}{every}", "talos.proposal.apply", {"proposal_id": pid})
+            command(f"Apply {pid}{every}", "talos.proposal.apply", {"proposal_id": pid})
         )
     elif proposal.status == "stale" and uri:  # the agent is asked again only when you ask
         prompt = (
@@ -128,15 +125,17 @@ def _proposal_commands(proposal: Proposal, uri: str = "") -> list[types.Command]
             "Propose the same change again, against the file as it is now."
         )
         commands.append(
-            _command(
+            command(
                 f"Ask Talos to redo {pid} on the file as it is",
                 "talos.task.start",
                 {"prompt": prompt, "uri": uri},
             )
         )
-    commands.append(_command(f"Reject {pid}", "talos.proposal.reject", {"proposal_id": pid}))
-    commands.append(_command(f"Show diff of {pid}", "talos.proposal.diff", {"proposal_id": pid}))
-    return commands
+    return [
+        *commands,
+        command(f"Reject {pid}", "talos.proposal.reject", {"proposal_id": pid}),
+        command(f"Show diff of {pid}", "talos.proposal.diff", {"proposal_id": pid}),
+    ]
 
 
 def code_actions(
@@ -149,7 +148,7 @@ def code_actions(
     applied = [p for p in proposals if p.undo_text is not None and p.status != "undone"]
     if applied:
         pid = applied[-1].id
-        commands.append(_command(f"Undo {pid}", "talos.undo", {"proposal_id": pid}))
+        commands.append(command(f"Undo {pid}", "talos.undo", {"proposal_id": pid}))
     for proposal in proposals:
         if proposal.status not in (*OPEN, "stale"):
             continue

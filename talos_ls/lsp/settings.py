@@ -144,22 +144,16 @@ def narrowed(in_use: Settings, wanted: Settings) -> tuple[Settings, dict[str, An
         kept = tuple(p for p in wanted.readable_paths if p in in_use.readable_paths)
         now = dataclasses.replace(now, readable_paths=kept)
     old, new = in_use.limits or Limits.default(), wanted.limits or Limits.default()
-    if any(getattr(new, f.name) > getattr(old, f.name) for f in dataclasses.fields(Limits)):
+    lower = Limits(*map(min, dataclasses.astuple(new), dataclasses.astuple(old)))
+    if lower != new:  # a limit raised
         wider["limits"] = wanted.limits
-        lower = {
-            f.name: min(getattr(new, f.name), getattr(old, f.name))
-            for f in dataclasses.fields(Limits)
-        }
-        now = dataclasses.replace(now, limits=Limits(**lower))
+        now = dataclasses.replace(now, limits=lower)
     return now, wider
 
 
 def confirmed(settings: Settings, changes: Mapping[str, Any]) -> Settings:
     """`settings` with the waiting changes (`narrowed`) the person confirmed."""
-    out = settings
-    for name, value in changes.items():
-        if name == "endpoint":
-            out = dataclasses.replace(out, base_url=value[0], api_key_env=value[1])
-        else:
-            out = dataclasses.replace(out, **{name: value})
-    return out
+    fields = dict(changes)
+    if "endpoint" in fields:
+        fields["base_url"], fields["api_key_env"] = fields.pop("endpoint")
+    return dataclasses.replace(settings, **fields)

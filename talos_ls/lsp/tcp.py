@@ -43,7 +43,14 @@ from typing import TYPE_CHECKING, Any
 from pygls.exceptions import JsonRpcException, JsonRpcInvalidRequest, JsonRpcServerNotInitialized
 
 from ..errors import TalosError
-from .transport import HardenedProtocol, StreamFrameReader, next_body, read_frames, too_big
+from .transport import (
+    HardenedProtocol,
+    StreamFrameReader,
+    next_body,
+    read_frames,
+    too_big,
+    valid_id,
+)
 
 if TYPE_CHECKING:
     from pygls.lsp.server import LanguageServer
@@ -134,7 +141,7 @@ def _hello(body: bytes, token: str) -> bytes:
             None, JsonRpcInvalidRequest("the first message must be an initialize request")
         ) from None
     msg_id = data.get("id") if isinstance(data, dict) else None
-    if not isinstance(msg_id, str | int) or isinstance(msg_id, bool):
+    if not valid_id(msg_id):
         msg_id = None
     if not isinstance(data, dict) or data.get("method") != "initialize" or msg_id is None:
         raise Refused(
@@ -209,14 +216,11 @@ def serve_tcp(server: LanguageServer, host: str, port: int, token: str) -> None:
         waiting[writer] = me
         frames = StreamFrameReader(reader)
 
-        async def first_message() -> bytes | None:
+        try:
             try:
-                return await asyncio.wait_for(next_body(frames, _oversized, MAX_HELLO), HELLO_S)
+                body = await asyncio.wait_for(next_body(frames, _oversized, MAX_HELLO), HELLO_S)
             finally:  # waiting no more, before any refusal is sent: not dropped while refused
                 waiting.pop(writer, None)
-
-        try:
-            body = await first_message()
             if writer in dropped:  # its message came as it was dropped: it goes on
                 dropped.discard(writer)
                 me.uncancel()

@@ -53,6 +53,7 @@ from concurrent.futures import Executor, Future
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, BinaryIO
 
+import attrs
 import cattrs
 from lsprotocol import types
 from pygls.exceptions import (
@@ -211,7 +212,7 @@ def _no_constants(name: str) -> Any:
     raise ValueError(f"{name} is not JSON")
 
 
-def _valid_id(value: Any) -> bool:
+def valid_id(value: Any) -> bool:
     return isinstance(value, str) or (isinstance(value, int) and not isinstance(value, bool))
 
 
@@ -222,11 +223,12 @@ def _salvage_id(body: bytes) -> Any:
     except (ValueError, RecursionError):
         return None
     msg_id = data.get("id") if isinstance(data, dict) else None
-    return msg_id if _valid_id(msg_id) and "method" in data else None
+    return msg_id if valid_id(msg_id) and "method" in data else None
 
 
-def _plain(cls: type, fields: tuple[str, ...]) -> Callable[[Any, Any], Any]:
+def _plain(cls: type) -> Callable[[Any, Any], Any]:
     """Structure a generic message keeping its params (or result) as plain JSON."""
+    fields = [field.name for field in attrs.fields(cls)]
 
     def hook(obj: Any, _: Any) -> Any:
         return cls(**{f: obj.get(f) for f in fields})
@@ -240,15 +242,8 @@ def converter() -> cattrs.Converter:
     from pygls.protocol import default_converter
 
     conv = default_converter()
-    conv.register_structure_hook(
-        JsonRPCRequestMessage, _plain(JsonRPCRequestMessage, ("id", "method", "jsonrpc", "params"))
-    )
-    conv.register_structure_hook(
-        JsonRPCNotification, _plain(JsonRPCNotification, ("method", "jsonrpc", "params"))
-    )
-    conv.register_structure_hook(
-        JsonRPCResponseMessage, _plain(JsonRPCResponseMessage, ("id", "jsonrpc", "result"))
-    )
+    for cls in (JsonRPCRequestMessage, JsonRPCNotification, JsonRPCResponseMessage):
+        conv.register_structure_hook(cls, _plain(cls))
     return conv
 
 
@@ -322,18 +317,6 @@ class HardenedProtocol(LanguageServerProtocol):
         """Stop waiting for every reply (shutdown)."""
         for entry in list(self._outgoing.values()):
             entry.future.cancel()
-
-    def _resolve(self, msg_id: Any, result: Any = None, error: Any = None) -> None:
-        """A reply to one of our requests, given to whoever waits for it; dropped, with a
-        log line, when nobody does."""
-        entry = self._outgoing.pop(msg_id, None)
-        if entry is None or entry.future.done():
-            self._dropped(msg_id, entry)
-            return
-        if error is not None:
-            entry.future.set_exception(JsonRpcException.from_error(error))
-        else:
-            entry.future.set_result(result)
 
     def _dropped(self, msg_id: Any, entry: _Outgoing | None) -> None:
         late = entry.method if entry is not None else self._expired.get(msg_id)
@@ -439,7 +422,7 @@ class HardenedProtocol(LanguageServerProtocol):
             )
             return
         has_id, msg_id, method = "id" in data, data.get("id"), data.get("method")
-        if has_id and not _valid_id(msg_id):
+        if has_id and not valid_id(msg_id):
             self.reply_error(None, JsonRpcInvalidRequest("the id must be a string or an integer"))
             return
         problem = None
@@ -452,7 +435,7 @@ class HardenedProtocol(LanguageServerProtocol):
         if problem:
             logger.warning("a malformed message was refused: %s", problem)
             if has_id and "method" not in data and msg_id in self._outgoing:
-                self._fail_pending(msg_id, problem)  # a broken response to one of ours
+                self._fail_pending(self._outgoing.pop(msg_id), problem)  # a broken reply to ours
             else:  # answered by its id, or with a null id (JSON-RPC 2.0)
                 self.reply_error(msg_id, JsonRpcInvalidRequest(problem))
             return
@@ -506,33 +489,28 @@ class HardenedProtocol(LanguageServerProtocol):
             logger.warning("the notification %s was dropped: %s", method[:64], type(exc).__name__)
 
     def _handle_client_response(self, data: dict[str, Any], msg_id: Any) -> None:
-        """A reply: to one of our requests still waited for, or dropped. Never raised: the
-        reader goes on whatever the client answers, and whenever."""
-        entry = self._outgoing.get(msg_id)
+        """A reply: to one of our requests still waited for, given to whoever waits for it;
+        else dropped, with a log line. Never raised: the reader goes on whatever the client
+        answers, and whenever."""
+        entry = self._outgoing.pop(msg_id, None)
         if entry is None or entry.future.done():
-            self._outgoing.pop(msg_id, None)
             self._dropped(msg_id, entry)
             return
-        message: Any
+        failed = "error" in data
+        kind = types.ResponseErrorMessage if failed else entry.result_type or JsonRPCResponseMessage
         try:
-            if "error" in data:
-                message = self._converter.structure(data, types.ResponseErrorMessage)
-            else:
-                message = self._converter.structure(
-                    data, entry.result_type or JsonRPCResponseMessage
-                )
+            message = self._converter.structure(data, kind)
         except Exception:
-            self._fail_pending(msg_id, "the response does not fit the request")
+            self._fail_pending(entry, "the response does not fit the request")
             return
-        if "error" in data:
-            self._resolve(msg_id, error=message.error)
+        if failed and message.error is not None:
+            entry.future.set_exception(JsonRpcException.from_error(message.error))
         else:
-            self._resolve(msg_id, result=message.result)
+            entry.future.set_result(None if failed else message.result)
 
-    def _fail_pending(self, msg_id: Any, problem: str) -> None:
+    def _fail_pending(self, entry: _Outgoing, problem: str) -> None:
         """A malformed response to one of our requests: the request fails, not hangs."""
-        logger.warning("a reply to %s was refused: %s", self._outgoing[msg_id].method[:64], problem)
-        entry = self._outgoing.pop(msg_id)
+        logger.warning("a reply to %s was refused: %s", entry.method[:64], problem)
         if not entry.future.done():
             entry.future.set_exception(JsonRpcInternalError(f"the client's response: {problem}"))
 

@@ -36,12 +36,6 @@ _ATTRS = ("subject", "attribute", "value", "source", "origin", "valid_from", "ke
 _K1, _B = 1.2, 0.75
 
 
-def _terms(text: str) -> list[str]:
-    """Search terms, folded by the one stemmer (`stemming.stem`), which the question queue's
-    relevance timing uses too."""
-    return stemmed_tokens(text)
-
-
 def _new_key() -> str:
     """Random, not time-ordered: people name facts by a short key prefix (`talos memory forget
     fact:1a2b3c4d`), which time-ordered keys made in the same minute would share. Search never
@@ -215,14 +209,14 @@ class FactStore:
         self, agent_id: str, cues: str | Iterable[str], limit: int = 20
     ) -> builtins.list[Fact]:
         """Live facts relevant to `cues`, best first: BM25 over statements (words folded by
-        `stemming.stem`), weighted by
+        `stemming.stem`, the stemmer the question queue's relevance timing uses too), weighted by
         confidence (x 0.5 for a fact at 0, x 1.5 at 1), then the more recent first. Facts that
         share no token with the cues are not returned."""
-        query = _terms(cues if isinstance(cues, str) else " ".join(map(str, cues)))
+        query = stemmed_tokens(cues if isinstance(cues, str) else " ".join(map(str, cues)))
         if not query:
             return []
         facts = self.list(agent_id, include_closed=False)
-        docs = [Counter(_terms(f.statement)) for f in facts]
+        docs = [Counter(stemmed_tokens(f.statement)) for f in facts]
         if not docs:
             return []
         avg_len = sum(sum(d.values()) for d in docs) / len(docs) or 1.0

@@ -80,6 +80,20 @@ def _slot(fact: Fact) -> tuple[str, str] | None:
     return normalize_text(fact.subject), normalize_text(fact.attribute)
 
 
+def _source(fact: Fact) -> str:
+    """Where a fact comes from, as a person names it: "AGENTS.md", "you", "me"."""
+    if fact.source == "rules file":
+        return " ".join(fact.origin.split())[:80] if fact.origin else "a rules file"
+    return {"person": "you", "model": "me", "workspace scan": "the code"}.get(fact.source, "a note")
+
+
+def _said_by(fact: Fact) -> str:
+    source = _source(fact)
+    return {"you": "you told me", "me": "I noted", "the code": "the code shows"}.get(
+        source, f"{source} says"
+    )
+
+
 class Reconciler:
     """Keeps an agent's facts consistent, and its unresolved conflicts on record."""
 
@@ -134,19 +148,27 @@ class Reconciler:
 
     @staticmethod
     def conflict_question(a: Fact | None, b: Fact | None) -> str:
-        """The question a conflict becomes, quoting both statements in the order of its options:
-        `I have two conflicting notes: "Tests use pytest" and "Tests use unittest". Which is
-        right?`. A person reads the claims themselves, not a slot ("tests use"). Each is put on
-        one line and cut to QUOTED_CHARS; nothing else is done to it: surfaces show question
-        text through `display.visible`, and no markup is added here."""
+        """The question a conflict becomes, naming where each side comes from and quoting it, in
+        the order of its options: `Two notes conflict: AGENTS.md says "Tests use unittest";
+        CLAUDE.md says "Tests use pytest". Which is right?`. A person reads the claims and their
+        sources, not a slot ("tests use"). Each is put on one line and cut to QUOTED_CHARS;
+        nothing else is done to it: surfaces show question text through `display.visible`,
+        and no markup is added here."""
+        if a is None or b is None:
+            return "I have two conflicting notes. Which is right?"
         quoted = []
         for fact in (a, b):
-            text = " ".join(fact.statement.split()) if fact is not None else ""
+            text = " ".join(fact.statement.split())
             if len(text) > QUOTED_CHARS:
                 text = text[: QUOTED_CHARS - 1].rstrip() + "\u2026"
             quoted.append(text)
-        if all(quoted) and normalize_text(quoted[0]) != normalize_text(quoted[1]):
-            return f'I have two conflicting notes: "{quoted[0]}" and "{quoted[1]}". Which is right?'
+        where = [_said_by(a), _said_by(b)]
+        if normalize_text(quoted[0]) != normalize_text(quoted[1]):
+            sides = "; ".join(f'{w} "{q}"' for w, q in zip(where, quoted, strict=True))
+            return f"Two notes conflict: {sides}. Which is right?"
+        first, second = _source(a), _source(b)
+        if first != second:  # alike in words: the sources and the options tell them apart
+            return f"I have two conflicting notes (from {first} and {second}). Which is right?"
         return "I have two conflicting notes. Which is right?"
 
     # ------------------------------------------------------------ reconcile

@@ -475,6 +475,11 @@ class Store(ABC):
         the same proposal from the same statuses, exactly one gets the row."""
 
     @abstractmethod
+    def proposal_stamp(self, agent_id: str) -> str:
+        """One cheap read that changes whenever any of the agent's proposals is put, claimed
+        or pruned, by any process: a server polls it to follow what another one did."""
+
+    @abstractmethod
     def proposal_prune(self, agent_id: str, keep_settled: int) -> int:
         """Delete the agent's settled proposals (every status but pending) beyond the newest
         `keep_settled`, newest by (updated_at, id). Pending ones always stay. Returns how

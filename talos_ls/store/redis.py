@@ -99,34 +99,23 @@ def _prefix(agent_id: str) -> str:
     return "talos:{" + agent_id + "}:"
 
 
-def _cand_locator(candidate_id: str) -> str:
-    return "talos:cand:{" + candidate_id + "}"
+def _locator(kind: str, ident: str) -> str:
+    """The key of a `kind` record's own (`cand`, `task`, `prop`, `fact`: its agent's id;
+    `owner`: the owner's lease), hash-tagged by `ident`."""
+    return f"talos:{kind}:{{{ident}}}"
 
 
-def _task_locator(task_id: str) -> str:
-    return "talos:task:{" + task_id + "}"
-
-
-def _owner_key(owner: str) -> str:
-    return "talos:owner:{" + owner + "}"
-
-
-def _proposal_locator(proposal_id: str) -> str:
-    return "talos:prop:{" + proposal_id + "}"
-
-
-def _fact_locator(key: str) -> str:
-    return "talos:fact:{" + key + "}"
-
-
-def _encode(value: Any) -> str | None:
-    if value is None:
-        return None
-    if isinstance(value, list | dict):
-        return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
-    if isinstance(value, float):
-        return repr(value)
-    return str(value)
+def _encode(row: Mapping[str, Any]) -> dict[str, str | None]:
+    """A row's fields as a hash holds them: JSON for a list or a dict, `repr` for a float
+    (every digit), None kept (the field is left out)."""
+    out: dict[str, str | None] = {}
+    for name, value in row.items():
+        if isinstance(value, list | dict):
+            value = json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+        elif isinstance(value, float):
+            value = repr(value)
+        out[name] = None if value is None else str(value)
+    return out
 
 
 def _pairs(flat: Sequence[str]) -> dict[str, str]:
@@ -369,9 +358,8 @@ class RedisStore(Store):
     @_guarded
     def fact_insert(self, row: Mapping[str, Any]) -> None:
         self._index_agent(row["agent_id"])
-        self._client.set(_fact_locator(row["key"]), row["agent_id"])
-        fields = {k: _encode(v) for k, v in row.items()}
-        self._run("fact_insert", row["agent_id"], row["key"], json.dumps(fields))
+        self._client.set(_locator("fact", row["key"]), row["agent_id"])
+        self._run("fact_insert", row["agent_id"], row["key"], json.dumps(_encode(row)))
 
     def _get_many(self, keys: list[str]) -> list[str | None]:
         """GET of keys on many slots: one MGET, or one per node in a cluster."""
@@ -379,15 +367,14 @@ class RedisStore(Store):
             return list(self._client.mget_nonatomic(keys))
         return list(self._client.mget(keys))
 
-    def _fact_agent(self, key: str) -> str | None:
-        return self._client.get(_fact_locator(key))
+    def _record(self, kind: str, ident: str, letter: str) -> dict[str, str]:
+        """The hash of the `kind` record `ident`, found through its `_locator`; {} if none."""
+        agent = self._client.get(_locator(kind, ident))
+        return {} if agent is None else self._client.hgetall(_prefix(agent) + letter + ident)
 
     @_guarded
     def fact_get(self, key: str) -> dict[str, Any] | None:
-        agent = self._fact_agent(key)
-        if agent is None:
-            return None
-        raw = self._client.hgetall(_prefix(agent) + "f:" + key)
+        raw = self._record("fact", key, "f:")
         return _fact(raw) if raw else None
 
     @_guarded
@@ -403,7 +390,9 @@ class RedisStore(Store):
         if not keys:
             return {}
         by_agent: dict[str, dict[str, list[float]]] = {}
-        for key, agent in zip(keys, self._get_many([_fact_locator(k) for k in keys]), strict=True):
+        for key, agent in zip(
+            keys, self._get_many([_locator("fact", k) for k in keys]), strict=True
+        ):
             if agent is not None:
                 by_agent.setdefault(agent, {})[key] = [float(s) for s in observations[key]]
         out: dict[str, dict[str, Any]] = {}
@@ -415,7 +404,7 @@ class RedisStore(Store):
 
     @_guarded
     def fact_close(self, key: str, at: float, successor: str | None) -> bool:
-        agent = self._fact_agent(key)
+        agent = self._client.get(_locator("fact", key))
         if agent is None:
             return False
         return self._run("fact_close", agent, key, repr(float(at)), successor or "") == 1
@@ -423,8 +412,9 @@ class RedisStore(Store):
     # -------------------------------------------------------------- journal
     @_guarded
     def journal_add(self, row: Mapping[str, Any]) -> None:
-        fields = {k: _encode(v) for k, v in row.items()}
-        self._run("journal_add", row["agent_id"], row["id"], json.dumps(fields, ensure_ascii=False))
+        self._run(
+            "journal_add", row["agent_id"], row["id"], json.dumps(_encode(row), ensure_ascii=False)
+        )
 
     @_guarded
     def journal_live(self, agent_id: str) -> list[dict[str, Any]]:
@@ -447,22 +437,18 @@ class RedisStore(Store):
     # ---------------------------------------------------------------- tasks
     @_guarded
     def task_put(self, row: Mapping[str, Any]) -> None:
-        self._client.set(_task_locator(row["id"]), row["agent_id"])
-        fields = {k: _encode(v) for k, v in row.items()}
+        self._client.set(_locator("task", row["id"]), row["agent_id"])
         self._run(
             "task_put",
             row["agent_id"],
             row["id"],
             repr(float(row["created_at"])),
-            json.dumps(fields, ensure_ascii=False),
+            json.dumps(_encode(row), ensure_ascii=False),
         )
 
     @_guarded
     def task_get(self, task_id: str) -> dict[str, Any] | None:
-        agent = self._client.get(_task_locator(task_id))
-        if agent is None:
-            return None
-        raw = self._client.hgetall(_prefix(agent) + "t:" + task_id)
+        raw = self._record("task", task_id, "t:")
         return _decode(raw, TASK_FIELDS, _TASK_PARSERS) if raw else None
 
     @_guarded
@@ -479,7 +465,7 @@ class RedisStore(Store):
     def task_interrupt(
         self, task_id: str, owner: str | None, at: float, error: str
     ) -> dict[str, Any] | None:
-        agent = self._client.get(_task_locator(task_id))
+        agent = self._client.get(_locator("task", task_id))
         if agent is None:
             return None
         flat = self._run("task_interrupt", agent, task_id, owner or "", repr(float(at)), error)
@@ -489,12 +475,12 @@ class RedisStore(Store):
     def owner_beat(self, owner: str, until: float) -> None:
         # Redis deletes a lease LEASE_KEEP_S after it expired, as SQLite's owner_beat does.
         self._client.set(
-            _owner_key(owner), repr(float(until)), pxat=int((until + LEASE_KEEP_S) * 1000)
+            _locator("owner", owner), repr(float(until)), pxat=int((until + LEASE_KEEP_S) * 1000)
         )
 
     @_guarded
     def owner_lease(self, owner: str) -> float | None:
-        value = self._client.get(_owner_key(owner))
+        value = self._client.get(_locator("owner", owner))
         return None if value is None else float(value)
 
     # -------------------------------------------------------- question queue
@@ -504,20 +490,18 @@ class RedisStore(Store):
     ) -> tuple[dict[str, Any], bool]:
         agent = row["agent_id"]
         self._index_agent(agent)
-        encoded = {k: _encode(v) for k, v in row.items()}
-        sha = hashlib.sha1(norm_text.encode()).hexdigest()
         created, flat = self._run(
             "propose",
             agent,
-            json.dumps(encoded, ensure_ascii=False),
-            sha,
+            json.dumps(_encode(row), ensure_ascii=False),
+            hashlib.sha1(norm_text.encode()).hexdigest(),
             int(row["created_turn"]),
             int(cooldown_turns),
             int(retention_turns),
         )
         found = _candidate(flat)
         if created:
-            self._client.set(_cand_locator(found["candidate_id"]), agent)
+            self._client.set(_locator("cand", found["candidate_id"]), agent)
         return found, bool(created)
 
     @_guarded
@@ -597,8 +581,8 @@ class RedisStore(Store):
                 agent_id,
                 candidate_id,
                 json.dumps(list(from_statuses)),
-                json.dumps({k: _encode(v) for k, v in updates.items()}),
-                json.dumps({k: _encode(v) for k, v in (guard or {}).items()}),
+                json.dumps(_encode(updates)),
+                json.dumps(_encode(guard or {})),
             )
             == 1
         )
@@ -636,11 +620,8 @@ class RedisStore(Store):
 
     @_guarded
     def qq_get(self, candidate_id: str) -> dict[str, Any] | None:
-        agent = self._client.get(_cand_locator(candidate_id))
-        if agent is None:
-            return None
-        rows = self._load(agent, [candidate_id])
-        return rows[0] if rows else None
+        raw = self._record("cand", candidate_id, "c:")
+        return _candidate(raw) if raw else None
 
     @_guarded
     def qq_list(self, agent_id: str | None = None) -> list[dict[str, Any]]:
@@ -655,7 +636,7 @@ class RedisStore(Store):
         deleted = self._run("prune", agent_id, int(current_turn), int(retention_turns))
         pipe = self._client.pipeline(transaction=False)  # one slot per locator: no multi-key DEL
         for cid in deleted:
-            pipe.delete(_cand_locator(cid))
+            pipe.delete(_locator("cand", cid))
         pipe.execute()
         return len(deleted)
 
@@ -683,20 +664,16 @@ class RedisStore(Store):
     def proposal_put(self, row: Mapping[str, Any]) -> None:
         values = check_proposal(row)
         agent, pid = values["agent_id"], values["id"]
-        locator = _proposal_locator(pid)
+        locator = _locator("prop", pid)
         owner = self._client.get(locator)
         if owner is not None and owner != agent:
             raise ValueError(f"proposal {pid} belongs to another agent")
         self._client.set(locator, agent)
-        fields = {k: _encode(v) for k, v in values.items()}
-        self._run("proposal_put", agent, pid, json.dumps(fields, ensure_ascii=False))
+        self._run("proposal_put", agent, pid, json.dumps(_encode(values), ensure_ascii=False))
 
     @_guarded
     def proposal_get(self, proposal_id: str) -> dict[str, Any] | None:
-        agent = self._client.get(_proposal_locator(proposal_id))
-        if agent is None:
-            return None
-        raw = self._client.hgetall(_prefix(agent) + "p:" + proposal_id)
+        raw = self._record("prop", proposal_id, "p:")
         return _proposal(raw) if raw else None
 
     @_guarded
@@ -715,7 +692,7 @@ class RedisStore(Store):
         self, proposal_id: str, from_statuses: Sequence[str], updates: Mapping[str, Any]
     ) -> dict[str, Any] | None:
         statuses, values = check_proposal_claim(from_statuses, updates)
-        agent = self._client.get(_proposal_locator(proposal_id))
+        agent = self._client.get(_locator("prop", proposal_id))
         if agent is None:
             return None
         flat = self._run(
@@ -723,9 +700,13 @@ class RedisStore(Store):
             agent,
             proposal_id,
             json.dumps(statuses, ensure_ascii=False),
-            json.dumps({k: _encode(v) for k, v in values.items()}, ensure_ascii=False),
+            json.dumps(_encode(values), ensure_ascii=False),
         )
         return _proposal(_pairs(flat)) if flat else None
+
+    @_guarded
+    def proposal_stamp(self, agent_id: str) -> str:
+        return str(self._client.get(_prefix(agent_id) + "pstamp") or 0)
 
     @_guarded
     def proposal_prune(self, agent_id: str, keep_settled: int) -> int:
@@ -733,6 +714,6 @@ class RedisStore(Store):
         deleted = self._run("proposal_prune", agent_id, int(keep_settled))
         pipe = self._client.pipeline(transaction=False)  # one slot per locator: no multi-key DEL
         for pid in deleted:
-            pipe.delete(_proposal_locator(pid))
+            pipe.delete(_locator("prop", pid))
         pipe.execute()
         return len(deleted)

@@ -186,6 +186,13 @@ _IMPACT_ORDER = "last_seen_turn DESC, ask_count, created_turn, candidate_id"
 _LAST_DELIVERY = "SELECT last_delivery_turn FROM question_budget WHERE agent_id = ?"
 
 
+def _insert(table: str, fields: Sequence[str], verb: str = "INSERT") -> str:
+    """The statement inserting a row of `fields` into `table`, each bound by name."""
+    return (
+        f"{verb} INTO {table} ({', '.join(fields)}) VALUES ({', '.join(':' + f for f in fields)})"
+    )
+
+
 def _dumps(value: Any) -> str:
     return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
 
@@ -389,10 +396,8 @@ class SQLiteStore(Store):
 
     # ---------------------------------------------------------------- facts
     def fact_insert(self, row: Mapping[str, Any]) -> None:
-        cols = ", ".join(FACT_FIELDS)
-        marks = ", ".join(f":{c}" for c in FACT_FIELDS)
         with self._write() as conn:
-            conn.execute(f"INSERT INTO facts ({cols}) VALUES ({marks})", dict(row))
+            conn.execute(_insert("facts", FACT_FIELDS), dict(row))
 
     def fact_get(self, key: str) -> dict[str, Any] | None:
         with self._read() as conn:
@@ -443,10 +448,8 @@ class SQLiteStore(Store):
     # -------------------------------------------------------------- journal
     def journal_add(self, row: Mapping[str, Any]) -> None:
         values = dict(row, payload=_dumps(row["payload"]))
-        cols = ", ".join(JOURNAL_FIELDS)
-        marks = ", ".join(":" + c for c in JOURNAL_FIELDS)
         with self._write() as conn:
-            conn.execute(f"INSERT INTO journal ({cols}) VALUES ({marks})", values)
+            conn.execute(_insert("journal", JOURNAL_FIELDS), values)
 
     def journal_live(self, agent_id: str) -> list[dict[str, Any]]:
         with self._read() as conn:
@@ -484,10 +487,8 @@ class SQLiteStore(Store):
     # ---------------------------------------------------------------- tasks
     def task_put(self, row: Mapping[str, Any]) -> None:
         values = dict(row, transcript=_dumps(row["transcript"]), owner=row.get("owner"))
-        cols = ", ".join(TASK_FIELDS)
-        marks = ", ".join(":" + c for c in TASK_FIELDS)
         with self._write() as conn:
-            conn.execute(f"INSERT OR REPLACE INTO tasks ({cols}) VALUES ({marks})", values)
+            conn.execute(_insert("tasks", TASK_FIELDS, "INSERT OR REPLACE"), values)
 
     @staticmethod
     def _task(row: sqlite3.Row) -> dict[str, Any]:
@@ -584,12 +585,7 @@ class SQLiteStore(Store):
             for name in _JSON_FIELDS:
                 values[name] = _dumps(values[name])
             values["norm_text"] = norm_text
-            cols = (*CANDIDATE_FIELDS, "norm_text")
-            conn.execute(
-                f"INSERT INTO candidates ({', '.join(cols)}) "
-                f"VALUES ({', '.join(':' + c for c in cols)})",
-                values,
-            )
+            conn.execute(_insert("candidates", (*CANDIDATE_FIELDS, "norm_text")), values)
             cid = row["candidate_id"]
             conn.executemany(
                 "INSERT OR IGNORE INTO candidate_keys VALUES (?, ?, ?)",
@@ -855,15 +851,13 @@ class SQLiteStore(Store):
         values = check_proposal(row)
         for name in _PROPOSAL_JSON:
             values[name] = _dumps(values[name])
-        cols = ", ".join(PROPOSAL_FIELDS)
-        marks = ", ".join(":" + c for c in PROPOSAL_FIELDS)
         with self._write() as conn:
             owner = conn.execute(
                 "SELECT agent_id FROM proposals WHERE id = ?", (values["id"],)
             ).fetchone()
             if owner is not None and owner[0] != values["agent_id"]:
                 raise ValueError(f"proposal {values['id']} belongs to another agent")
-            conn.execute(f"INSERT OR REPLACE INTO proposals ({cols}) VALUES ({marks})", values)
+            conn.execute(_insert("proposals", PROPOSAL_FIELDS, "INSERT OR REPLACE"), values)
 
     def proposal_get(self, proposal_id: str) -> dict[str, Any] | None:
         with self._read() as conn:
@@ -903,6 +897,15 @@ class SQLiteStore(Store):
                 args,
             ).fetchall()
         return _proposal(rows[0]) if rows else None
+
+    def proposal_stamp(self, agent_id: str) -> str:
+        # Every put and claim sets updated_at, every prune drops rows: the pair moves.
+        with self._read() as conn:
+            count, total = conn.execute(
+                "SELECT count(*), total(updated_at) FROM proposals WHERE agent_id = ?",
+                (agent_id,),
+            ).fetchone()
+        return f"{count}:{total!r}"
 
     def proposal_prune(self, agent_id: str, keep_settled: int) -> int:
         check_keep_settled(keep_settled)

@@ -108,7 +108,10 @@ def test_impossible_usage_stops_the_task_and_never_lowers_the_cost(attack, usage
     assert result["outcome"] != "done"
     assert "usage" in (result["error"] or ""), result["error"]
     assert_sane_totals(result)
-    assert Decimal(result["cost"]) == Decimal("0.002")  # the honest turn, and only it
+    # The honest turn, and the bad one counted from its length (estimated), never from the
+    # usage it claimed: the cost only goes up, and stays under the cap that stopped nothing.
+    assert Decimal("0.002") < Decimal(result["cost"]) < Decimal("0.01")
+    assert result["usage_estimated"] is True
     assert len(attack.server.requests) == 2  # the model is not called again
     assert step_facts(attack) == ["step fact 1"]  # the bad turn's tool did not run
 

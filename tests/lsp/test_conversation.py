@@ -80,6 +80,8 @@ async def test_a_task_streams_its_text_steps_and_end_and_no_toast(tmp_path, ws, 
         assert end["tokens"] > 0 and end["cost"] > 0
         await editor.finished(task_id)
         assert not [m for m in editor.messages() if task_id in m]  # the client says it ended
+        listed = await editor.task(task_id)
+        assert (listed["state"], listed["step"]) == ("done", "")  # no "step 1: thinking" left
     finally:
         await editor.stop()
 

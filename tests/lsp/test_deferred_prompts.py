@@ -73,6 +73,7 @@ async def test_a_question_comes_as_a_notification_and_is_answered_later(
         await editor.finished(task_id)  # the task does not wait for the person
         assert editor.prompts == []  # no window/showMessageRequest at all
         assert prompt.kind == "question" and prompt.actions[-1] == "Skip"
+        assert prompt.task_id == task_id  # asked while that task runs: shown with it
         (question,) = await editor.command("talos.questions.list", {})
         assert question["status"] == "delivered"  # open while the prompt is: not cooled
         choice = next(a for a in prompt.actions if "pytest" in a)
@@ -132,7 +133,7 @@ async def test_a_permission_prompt_answered_later(tmp_path, ws, options, model, 
         model.script += [run_command("touch made.txt && echo made"), reply("finished")]
         task_id = await start(editor, "make it")
         prompt = await prompts.next(editor)
-        assert prompt.kind == "permission"
+        assert prompt.kind == "permission" and prompt.task_id == task_id
         assert "$ touch made.txt && echo made" in prompt.message
         assert prompt.actions[0] == "Allow once" and prompt.actions[-1] == "Deny"
         (task,) = [t for t in await editor.command("talos.task.list", {}) if t["id"] == task_id]

@@ -4,7 +4,7 @@ through its UI as a person would, against the real `talos-ls` and the scripted m
 a. the status bar shows the Talos item, ready (a cost, since the model has a price);
 b. "Talos: Start Task" from the command palette asks for a prompt; "write the tests" starts a
    task (AGENTS.md and CLAUDE.md disagree on the test framework, so a question comes);
-c. the question is a notification with the options and "Skip" as buttons; clicking "pytest"
+c. the question is a notification with the options, "Skip" and "Open" as buttons; clicking "pytest"
    reaches the server: the open question goes from the status bar, and "Talos: Show Memory"
    rates "Tests use pytest" above "Tests use unittest";
 d. the task's two model calls are counted: the status bar shows their cost, $0.0300;
@@ -257,7 +257,8 @@ def play(person: Person, page: Any, url: str, ws: Path, model: ScriptedModelServ
         toast.first.wait_for(state="visible", timeout=UI_S * 1000)
         toast = toast.first
         buttons = [" ".join(t.split()) for t in toast.locator(".monaco-button").all_inner_texts()]
-        assert sorted(buttons) == ["Skip", "pytest", "unittest"], buttons
+        # the options, Skip, and Open (the conversation panel, at the task)
+        assert sorted(buttons) == ["Open", "Skip", "pytest", "unittest"], buttons
         person.wait_status(r"Talos.*\?1\b")  # the open question, on the status bar
         person.shots("c-question-shown")
         toast.get_by_role("button", name="pytest", exact=True).click()

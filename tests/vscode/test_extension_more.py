@@ -2,9 +2,9 @@
 through its UI against the real `talos-ls` and the scripted model, as in test_extension.py
 (whose `Person` plays it here too):
 
-1. talos-ls cannot be found: ONE error notification, naming the path tried and
-   `pip install talos-ls`, whose "Show Log" reveals the Talos output; the status item in its
-   error state;
+1. talos-ls cannot be found: ONE error notification, naming the path tried, the PATH
+   searched and `pip install talos-ls`, whose "Show Log" reveals the Talos output; the status
+   item in its error state;
 2. the key from SecretStorage: "Talos: Set API Key" is a password box; the restarted server
    sends the key to the model, and the key is written to no file under the test's HOME, the
    user-data dir (settings, logs, the Talos output) or code-server's log;
@@ -69,9 +69,14 @@ def base_settings(model_url: str | None) -> dict[str, Any]:
 
 @contextmanager
 def workbench(
-    tmp_path: Path, name: str, settings: dict[str, Any], env: dict[str, str] | None = None
+    tmp_path: Path,
+    name: str,
+    settings: dict[str, Any],
+    env: dict[str, str] | None = None,
+    user_only: dict[str, Any] | None = None,
 ) -> Iterator[Person]:
-    """code-server on a one-file workspace with `settings` as the user's, the extension
+    """code-server on a one-file workspace with `settings` as the person's (the machine-scoped
+    ones in Remote settings, see wb.CodeServer; `user_only` in User settings), the extension
     installed, a browser on it with every toast recorded, the workbench loaded. Stopped after;
     the logs are copied beside the screenshots."""
     code_server_bin = wb.require_code_server()
@@ -81,7 +86,9 @@ def workbench(
     ws = tmp_path / "ws"
     ws.mkdir()
     (ws / "calc.py").write_text(CALC)
-    code_server = wb.CodeServer(code_server_bin, tmp_path / "vscode", settings, env or {})
+    code_server = wb.CodeServer(
+        code_server_bin, tmp_path / "vscode", settings, env or {}, user_only=user_only
+    )
     code_server.install(vsix)
     url = code_server.start(ws)
     try:
@@ -140,6 +147,12 @@ def test_cannot_start_one_error_with_the_path_and_the_log(tmp_path):
             text = plain(toast.inner_text())
             assert str(missing) in text, f"the path tried is not named: {text!r}"
             assert "pip install talos-ls" in text, text
+            # the PATH the extension host searched (code-server's, as a login shell gives it)
+            assert "PATH searched" in text, text
+            host_path = person.code_server.env["PATH"].split(":")
+            assert any(d and d in text for d in host_path), (text, host_path)
+            # a remote window: the command is set in Remote settings
+            assert "Remote settings" in text, text
             assert toast.locator(".codicon-error").count(), "not an error notification"
             assert "Show Log" in toast_buttons(toast), toast_buttons(toast)
 

@@ -92,6 +92,13 @@ def require_vsix() -> Path:
     return vsix
 
 
+def machine_scoped() -> set[str]:
+    """The extension's machine-scoped settings (`"scope": "machine"` in its package.json)."""
+    manifest = json.loads((EXTENSION / "package.json").read_text())
+    properties = manifest["contributes"]["configuration"]["properties"]
+    return {key for key, spec in properties.items() if spec.get("scope") == "machine"}
+
+
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -100,10 +107,22 @@ def free_port() -> int:
 
 class CodeServer:
     """One code-server with a profile of its own under `root`: XDG dirs and HOME there too, so
-    the extension's talos-ls keeps its store and config there, not in the user's."""
+    the extension's talos-ls keeps its store and config there, not in the user's.
+
+    code-server is a remote window, like Remote-SSH, WSL or a dev container: VS Code applies
+    machine-scoped settings there from the Remote settings (`<user-data-dir>/Machine/
+    settings.json`), not from User settings. `settings` are written where a person in such a
+    window puts them: the extension's machine-scoped ones in Machine/settings.json, the rest in
+    User/settings.json. `user_only` are written to User settings whatever their scope (what a
+    person who followed a local window's set-up has)."""
 
     def __init__(
-        self, binary: Path, root: Path, settings: dict[str, Any], env: dict[str, str]
+        self,
+        binary: Path,
+        root: Path,
+        settings: dict[str, Any],
+        env: dict[str, str],
+        user_only: dict[str, Any] | None = None,
     ) -> None:
         self.binary = binary
         self.root = root
@@ -114,9 +133,17 @@ class CodeServer:
         self.port = free_port()
         self.process: subprocess.Popen[bytes] | None = None
         (self.user_data / "User").mkdir(parents=True)
+        (self.user_data / "Machine").mkdir()
         self.extensions.mkdir()
         self.home.mkdir()
-        (self.user_data / "User" / "settings.json").write_text(json.dumps(settings, indent=2))
+        machine = machine_scoped()
+        remote = {k: v for k, v in settings.items() if k in machine}
+        user = {k: v for k, v in settings.items() if k not in machine}
+        user.update(user_only or {})
+        self.user_settings = self.user_data / "User" / "settings.json"
+        self.remote_settings = self.user_data / "Machine" / "settings.json"
+        self.user_settings.write_text(json.dumps(user, indent=2))
+        self.remote_settings.write_text(json.dumps(remote, indent=2))
         theirs = ("TALOS_", "XDG_", "OPENAI_", "VSCODE_", "CODE_SERVER")
         keep = {k: v for k, v in os.environ.items() if not k.startswith(theirs)}
         keep.update(
@@ -131,6 +158,12 @@ class CodeServer:
         )
         keep.update(env)
         self.env = keep
+
+    def set_remote(self, values: dict[str, Any]) -> None:
+        """Adds `values` to the Remote settings, as a person who pastes them there and saves."""
+        current = json.loads(self.remote_settings.read_text())
+        current.update(values)
+        self.remote_settings.write_text(json.dumps(current, indent=2))
 
     def _argv(self, *args: str) -> list[str]:
         return [

@@ -6,7 +6,7 @@
 import * as vscode from 'vscode';
 import { PROPOSAL_SCHEME, TASK_SCHEME, parseProposalPath, proposalPath, taskPath } from './documents';
 import { dollars, statusView } from './status';
-import { SECRET_KEY, type Talos } from './talos';
+import { Blocked, SECRET_KEY, showBlocked, type Talos } from './talos';
 import { label, message } from './text';
 import { answerable, idOf, type ProposalInfo, type QuestionInfo, type TaskInfo } from './views';
 
@@ -23,7 +23,8 @@ async function guarded(run: () => Promise<unknown>): Promise<void> {
   try {
     await run();
   } catch (error) {
-    void vscode.window.showErrorMessage(message(`Talos: ${(error as Error).message}`));
+    if (error instanceof Blocked) showBlocked(error);
+    else void vscode.window.showErrorMessage(message(`Talos: ${(error as Error).message}`));
   }
 }
 
@@ -49,6 +50,7 @@ export function registerCommands(context: vscode.ExtensionContext, talos: Talos)
   };
 
   register('talos.startTask', async () => {
+    talos.checkTasks(); // refused before the person types a prompt
     const editor = vscode.window.activeTextEditor;
     const selected = editor && !editor.selection.isEmpty;
     const prompt = await vscode.window.showInputBox({
@@ -62,6 +64,7 @@ export function registerCommands(context: vscode.ExtensionContext, talos: Talos)
   });
 
   register('talos.askAboutSelection', async () => {
+    talos.checkTasks();
     const editor = vscode.window.activeTextEditor;
     if (!editor || editor.selection.isEmpty) {
       void vscode.window.showInformationMessage('Talos: select some code first.');
@@ -72,6 +75,7 @@ export function registerCommands(context: vscode.ExtensionContext, talos: Talos)
   });
 
   register('talos.fixDiagnostics', async () => {
+    talos.checkTasks();
     const editor = vscode.window.activeTextEditor;
     if (!editor) return;
     const where = editor.selection.isEmpty ? new vscode.Range(editor.selection.active.line, 0, editor.selection.active.line + 1, 0) : editor.selection;
@@ -289,7 +293,7 @@ export function registerCommands(context: vscode.ExtensionContext, talos: Talos)
   // --------------------------------------------------- server and the key
   register('talos.showStatus', async () => {
     await talos.refreshStatus();
-    const view = statusView(talos.status, talos.connection);
+    const view = statusView(talos.status, talos.connection, talos.blockedWhy);
     await vscode.window.showInformationMessage('Talos status', { modal: true, detail: view.tooltip.replace(/\n\nClick for tasks\.$/, '') });
   });
   register('talos.restart', () => talos.restart());

@@ -4,6 +4,7 @@
  */
 import * as vscode from 'vscode';
 import { registerCommands } from './commands';
+import { ConversationPanel, VIEW_ID } from './panel';
 import { Documents, PROPOSAL_SCHEME, TASK_SCHEME, parseTaskPath, showing } from './documents';
 import { statusBar } from './statusBar';
 import { Talos } from './talos';
@@ -29,6 +30,7 @@ export async function activate(context: vscode.ExtensionContext): Promise<void> 
   const proposals = new Provider((path) => documents.proposal(path));
   const transcripts = new Provider((path) => documents.transcript(path));
   const overview = new Overview(talos);
+  const conversation = new ConversationPanel(context.extensionUri, talos);
 
   context.subscriptions.push(
     talos,
@@ -38,6 +40,10 @@ export async function activate(context: vscode.ExtensionContext): Promise<void> 
     vscode.workspace.registerTextDocumentContentProvider(PROPOSAL_SCHEME, proposals),
     vscode.workspace.registerTextDocumentContentProvider(TASK_SCHEME, transcripts),
     vscode.window.registerTreeDataProvider('talos.overview', overview),
+    conversation,
+    vscode.window.registerWebviewViewProvider(VIEW_ID, conversation, { webviewOptions: { retainContextWhenHidden: true } }),
+    vscode.commands.registerCommand('talos.openConversation', () => conversation.reveal()),
+    vscode.commands.registerCommand('talos.newConversation', () => conversation.newConversation()),
     vscode.commands.registerCommand('talos.refreshView', () => overview.refresh()),
     statusBar(talos),
     // A proposal partly applied or made stale: its open diff shows it as it is now.
@@ -62,6 +68,8 @@ export async function activate(context: vscode.ExtensionContext): Promise<void> 
     }),
     vscode.workspace.onDidChangeConfiguration(async (event) => {
       if (!event.affectsConfiguration('talos')) return;
+      // An endpoint or key variable this remote window ignores stops Talos; applied, starts it.
+      if (await talos?.blockingChanged()) return;
       if (AT_START.some((key) => event.affectsConfiguration(key))) {
         const pick = await vscode.window.showInformationMessage('Talos: this setting takes effect when the server restarts.', 'Restart Now');
         if (pick) await talos?.restart();

@@ -6,6 +6,7 @@
  */
 import * as fs from 'node:fs';
 import * as path from 'node:path';
+import { inline } from './text';
 
 export const INSTALL_HINT = 'pip install talos-ls';
 
@@ -73,9 +74,93 @@ export function findServer(configured: string, folders: string[], envPath: strin
   return { command: undefined, tried };
 }
 
-/** What the notification says when the server cannot be found or started. */
-export function notFoundMessage(tried: string[]): string {
-  return `Talos: talos-ls was not found (tried ${tried.join(', ')}). Install it with "${INSTALL_HINT}" (in the workspace's .venv or on PATH), or set talos.server.command to its path.`;
+/**
+ * The PATH that was searched, for a message: each entry shown inert, at most `max` characters,
+ * then how many entries are left out. It is the extension host's PATH: VS Code's, which it
+ * took from your login shell, not the one a terminal's rc files build.
+ */
+export function searchedPath(envPath: string, max = 600): string {
+  const dirs = envPath.split(path.delimiter).filter(Boolean).map((d) => inline(d, 200));
+  if (!dirs.length) return '(empty)';
+  const shown: string[] = [];
+  let length = 0;
+  for (const dir of dirs) {
+    if (shown.length && length + dir.length + 1 > max) break;
+    shown.push(dir);
+    length += dir.length + 1;
+  }
+  const left = dirs.length - shown.length;
+  return shown.join(path.delimiter) + (left ? ` … and ${left} more` : '');
+}
+
+/** Where the person sets the server command: Remote settings in a remote window. */
+function whereToSet(remote: boolean): string {
+  return remote ? 'set talos.server.command to its path in your Remote settings (a remote window does not apply it from User settings)' : 'set talos.server.command to its path';
+}
+
+/** What the notification says when the server cannot be found. */
+export function notFoundMessage(tried: string[], envPath: string, remote = false): string {
+  return (
+    `Talos: talos-ls was not found (tried ${tried.map((t) => inline(t, 300)).join(', ')}). ` +
+    `PATH searched (VS Code's, from your login shell, which may differ from your terminal's): ${searchedPath(envPath)}. ` +
+    `Install it with "${INSTALL_HINT}" (in the workspace's .venv or on that PATH), or ${whereToSet(remote)}.`
+  );
+}
+
+/**
+ * The last lines a server wrote on stderr, for the message when it dies: one process at a time
+ * (`reset` when a new one starts), each line at most `width` characters, at most `keep` lines.
+ * A known secret is replaced before anything is kept.
+ */
+export class StderrTail {
+  private lines: string[] = [];
+
+  constructor(private readonly keep = 20, private readonly width = 500, private secrets: string[] = []) {}
+
+  reset(secrets: string[] = this.secrets): void {
+    this.lines = [];
+    this.secrets = secrets.filter((s) => s.length >= 4);
+  }
+
+  push(line: string): void {
+    let kept = line;
+    for (const secret of this.secrets) kept = kept.split(secret).join('<the API key>');
+    kept = kept.replace(/\s+$/, '');
+    if (!kept) return;
+    this.lines.push(kept.length > this.width ? `${kept.slice(0, this.width - 1)}…` : kept);
+    if (this.lines.length > this.keep) this.lines.shift();
+  }
+
+  /** The last `count` lines, oldest first. */
+  last(count = 3): string[] {
+    return this.lines.slice(-count);
+  }
+}
+
+/**
+ * The server's last stderr lines as one inert line for a notification: links broken, hidden
+ * characters shown, joined by ⏎, at most `max` characters (the end kept: the cause is
+ * usually last).
+ */
+export function stderrExcerpt(lines: string[], max = 500): string {
+  let text = lines.map((l) => l.replace(/\r\n|\r|\n|\t/g, ' ')).join(' ⏎ ');
+  if (text.length > max) text = `…${text.slice(text.length - max + 1)}`;
+  return inline(text, max + 1);
+}
+
+/** What the notification says when the server exits before it has answered. */
+export function startFailureMessage(command: string, stderr: string[], error: string, remote = false): string {
+  const cause = stderr.length ? `Its last output: "${stderrExcerpt(stderr)}".` : `It wrote nothing on stderr (${inline(error, 200)}).`;
+  return (
+    `Talos: talos-ls (${inline(command, 300)}) stopped as it started. ${cause} ` +
+    `Run it in a terminal to see the whole error; reinstall it with "${INSTALL_HINT}", or ${whereToSet(remote)}.`
+  );
+}
+
+/** What the notification says when a running server kept crashing and was given up. */
+export function crashLoopMessage(stderr: string[], limit = 5, minutes = 3): string {
+  const cause = stderr.length ? ` Its last output: "${stderrExcerpt(stderr)}".` : '';
+  return `Talos: the language server crashed ${limit} times in ${minutes} minutes and was not restarted.${cause} Run Talos: Restart to start it again; Show Log has the rest.`;
 }
 
 /**

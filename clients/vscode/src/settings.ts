@@ -149,10 +149,17 @@ export function checkSettings(get: (key: string) => unknown): Checked {
   return { settings: settings as ServerSettings, problems };
 }
 
-/** One setting as VS Code's `inspect()` gives it: each layer's value. */
+/**
+ * One setting as VS Code's `inspect()` gives it: each layer's value. In a remote window VS Code
+ * also reports the two halves of the user layer (not in the typed API, present since 1.6x):
+ * `globalLocalValue`, the User settings of the machine the window runs on, and
+ * `globalRemoteValue`, the Remote settings of the machine the extension runs on.
+ */
 export interface Layers {
   defaultValue?: unknown;
   globalValue?: unknown;
+  globalLocalValue?: unknown;
+  globalRemoteValue?: unknown;
   workspaceValue?: unknown;
   workspaceFolderValue?: unknown;
 }
@@ -178,10 +185,10 @@ function given(value: unknown): boolean {
  * the workspace's content, so it can lower the permission mode and the caps but never raise
  * them, and cannot set the user-only settings at all.
  */
-export function effective(name: string, layers: Layers | undefined): unknown {
+export function effective(name: string, layers: Layers | undefined, remote = false): unknown {
   if (!layers) return undefined;
+  if (USER_ONLY.has(name)) return machineValue(layers, remote).value;
   const user = given(layers.globalValue) ? layers.globalValue : layers.defaultValue;
-  if (USER_ONLY.has(name)) return user;
   const workspace = given(layers.workspaceFolderValue) ? layers.workspaceFolderValue : layers.workspaceValue;
   if (!given(workspace)) return user;
   if (name === 'permissionMode') {
@@ -194,4 +201,93 @@ export function effective(name: string, layers: Layers | undefined): unknown {
     return typeof user === 'number' ? Math.min(user, workspace) : workspace;
   }
   return workspace;
+}
+
+/** Which layer a user-only setting's value comes from in this window. */
+export type Source = 'default' | 'user' | 'remote';
+
+export interface MachineValue {
+  value: unknown;
+  source: Source;
+  /** A value in User settings that this remote window does not apply (the default is used). */
+  ignored: boolean;
+}
+
+/**
+ * A machine-scoped (user-only) setting's value where VS Code applies it. In a local window,
+ * User settings. In a remote window (Remote-SSH, WSL, Dev Containers, Codespaces, code-server)
+ * VS Code applies machine settings from Remote settings only and greys out a User value ("cannot
+ * be applied in this window"), so a User value there is ignored and reported, whatever the
+ * merged `globalValue` says: an extension host may still see it while the Settings editor tells
+ * the person it does not apply. A host that does not report the two halves gives the merged
+ * value, which is then taken as applied.
+ */
+export function machineValue(layers: Layers, remote: boolean): MachineValue {
+  if (remote && given(layers.globalRemoteValue)) return { value: layers.globalRemoteValue, source: 'remote', ignored: false };
+  if (remote && given(layers.globalLocalValue)) return { value: layers.defaultValue, source: 'default', ignored: true };
+  if (given(layers.globalValue)) return { value: layers.globalValue, source: remote ? 'remote' : 'user', ignored: false };
+  return { value: layers.defaultValue, source: 'default', ignored: false };
+}
+
+/**
+ * Settings whose User value, ignored, could send the key or the code elsewhere: without
+ * `baseUrl` the task goes to `$OPENAI_BASE_URL` or OpenAI; without `apiKeyEnv` the key of
+ * another variable (often an OpenAI key) goes to the endpoint. No task starts while one of
+ * these is only in User settings of a remote window.
+ */
+export const BLOCKING = ['baseUrl', 'apiKeyEnv'];
+
+export interface Ignored {
+  /** Every user-only setting with a User value this window does not apply, as `talos.<name>`. */
+  names: string[];
+  /** Those of them in BLOCKING. */
+  blocking: string[];
+}
+
+/** The user-only settings this window ignores (`inspect` reads one key's layers). */
+export function ignoredSettings(inspect: (key: string) => Layers | undefined, remote: boolean): Ignored {
+  const names: string[] = [];
+  const blocking: string[] = [];
+  if (!remote) return { names, blocking };
+  for (const name of USER_ONLY) {
+    const layers = inspect(name);
+    if (!layers || !machineValue(layers, remote).ignored) continue;
+    names.push(`talos.${name}`);
+    if (BLOCKING.includes(name)) blocking.push(`talos.${name}`);
+  }
+  return { names, blocking };
+}
+
+function list(names: string[]): string {
+  return names.length <= 1 ? names.join('') : `${names.slice(0, -1).join(', ')} and ${names[names.length - 1]}`;
+}
+
+/** The button that opens the settings file a remote window reads machine settings from. */
+export const OPEN_REMOTE_SETTINGS = 'Open Remote Settings';
+
+/**
+ * What the person is told, once, about settings this remote window ignores (`where` names the
+ * window, e.g. "SSH: myhost"). With a blocking one, Talos does not start.
+ */
+export function ignoredMessage(ignored: Ignored, where: string): string {
+  const these = ignored.names.length === 1 ? 'is' : 'are';
+  const window = `this remote window (${where})`;
+  const move = `Put ${ignored.names.length === 1 ? 'it' : 'them'} in your Remote settings (${OPEN_REMOTE_SETTINGS}), where VS Code reads machine settings in a remote window.`;
+  if (ignored.blocking.length) {
+    return `Talos is not started: ${list(ignored.names)} ${these} only in your User settings, which VS Code does not apply in ${window}, so ${endpointRisk(ignored.blocking)}. ${move} Talos starts once ${list(ignored.blocking)} ${ignored.blocking.length === 1 ? 'is' : 'are'} there.`;
+  }
+  return `Talos: ${list(ignored.names)} ${these} only in your User settings, which VS Code does not apply in ${window}: the default${ignored.names.length === 1 ? ' is' : 's are'} used. ${move}`;
+}
+
+function endpointRisk(blocking: string[]): string {
+  const url = blocking.includes('talos.baseUrl');
+  const env = blocking.includes('talos.apiKeyEnv');
+  if (url && env) return 'your code and a key would go to the default endpoint instead of yours';
+  if (url) return 'your code and key would go to the default endpoint ($OPENAI_BASE_URL or OpenAI) instead of yours';
+  return 'another variable\'s key ($OPENAI_API_KEY) would be sent instead of yours';
+}
+
+/** Why a task is refused while a blocking setting is ignored. */
+export function blockedMessage(ignored: Ignored): string {
+  return `Talos: no task starts while ${list(ignored.blocking)} ${ignored.blocking.length === 1 ? 'is' : 'are'} only in your User settings, which this remote window does not apply (${endpointRisk(ignored.blocking)}). Put ${ignored.blocking.length === 1 ? 'it' : 'them'} in your Remote settings (${OPEN_REMOTE_SETTINGS}).`;
 }

@@ -33,8 +33,11 @@ export interface ServerStatus {
   folders: FolderStatus[];
 }
 
-/** The client's view of the server process, besides what the server reports. */
-export type Connection = 'starting' | 'running' | 'stopped' | 'failed';
+/**
+ * The client's view of the server process, besides what the server reports. `blocked`: not
+ * started because a setting that decides where the key goes cannot be applied in this window.
+ */
+export type Connection = 'starting' | 'running' | 'stopped' | 'failed' | 'blocked';
 
 export interface StatusView {
   text: string;
@@ -72,7 +75,10 @@ export function problems(status: ServerStatus): string[] {
   return out;
 }
 
-export function statusView(status: ServerStatus | undefined, connection: Connection): StatusView {
+export function statusView(status: ServerStatus | undefined, connection: Connection, why?: string): StatusView {
+  if (connection === 'blocked') {
+    return { text: '$(warning) Talos', tooltip: `${why ?? 'Talos is not started: a setting cannot be applied in this window.'}\n\nClick to check again.`, warning: true, error: false };
+  }
   if (connection === 'failed') {
     return { text: '$(error) Talos', tooltip: 'Talos: the language server is not running. Click for the log and Restart.', warning: false, error: true };
   }

@@ -8,13 +8,13 @@ export function statusBar(talos: Talos): vscode.Disposable {
   item.name = 'Talos';
   item.command = 'talos.showTasks';
   const update = (): void => {
-    const view = statusView(talos.status, talos.connection);
+    const view = statusView(talos.status, talos.connection, talos.blockedWhy);
     item.text = view.text;
     item.tooltip = view.tooltip;
     item.backgroundColor = view.error
       ? new vscode.ThemeColor('statusBarItem.errorBackground')
       : view.warning ? new vscode.ThemeColor('statusBarItem.warningBackground') : undefined;
-    item.command = view.error ? 'talos.showLog' : 'talos.showTasks';
+    item.command = view.error ? 'talos.showLog' : talos.connection === 'blocked' ? 'talos.restart' : 'talos.showTasks';
   };
   update();
   item.show();

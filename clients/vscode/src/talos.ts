@@ -20,12 +20,42 @@ import {
   type MessageActionItem,
   type ServerOptions,
 } from 'vscode-languageclient/node';
-import { Backoff, findServer, notFoundMessage, serverEnv } from './launch';
-import { checkSettings, effective, type Checked } from './settings';
+import type { Readable } from 'node:stream';
+import * as readline from 'node:readline';
+import { Backoff, crashLoopMessage, findServer, notFoundMessage, serverEnv, startFailureMessage, StderrTail } from './launch';
+import { blockedMessage, checkSettings, effective, ignoredMessage, ignoredSettings, OPEN_REMOTE_SETTINGS, type Checked, type Ignored, type Layers } from './settings';
 import type { Connection, ServerStatus } from './status';
-import { label, message } from './text';
+import { inline, label, message } from './text';
 
 export const SECRET_KEY = 'talos.apiKey';
+/** What the conversation panel hears from the server. */
+export const CONVERSATION_METHODS = ['talos/conversation', 'talos/prompt', 'talos/promptClosed'];
+
+/** A task refused because a setting that decides where the key goes cannot be applied here. */
+export class Blocked extends Error {}
+
+/**
+ * The language client, quiet: it notifies nothing itself (its start and connection errors
+ * came as raw "write EPIPE" toasts, one per layer). Failures are told once, by `Talos`, with
+ * their cause; everything still goes to the log.
+ */
+class QuietClient extends LanguageClient {
+  override error(message: string, data?: unknown): void {
+    super.error(message, data, false);
+  }
+}
+
+/** Opens the Remote settings file (a remote window reads machine settings from it). */
+export function openRemoteSettings(): Thenable<unknown> {
+  return vscode.commands.executeCommand('workbench.action.openRemoteSettingsFile');
+}
+
+/** A refusal from `Talos.checkTasks`, shown with the button to the Remote settings. */
+export function showBlocked(error: Blocked): void {
+  void vscode.window.showErrorMessage(error.message, OPEN_REMOTE_SETTINGS).then((pick) => {
+    if (pick) void openRemoteSettings();
+  });
+}
 
 export interface ProposalsChanged {
   uri: string;
@@ -37,6 +67,14 @@ export class Talos implements vscode.Disposable {
   private readonly backoff = new Backoff();
   private notified = false;
   private lastProblems = '';
+  /** The ignored settings last told about (`names` joined), so each set is told once. */
+  private toldIgnored = '';
+  /** Whether the current client has been running: a crash before that is a start failure. */
+  private ran = false;
+  private readonly stderr = new StderrTail();
+  private stderrClosed: Promise<void> = Promise.resolve();
+  /** Why Talos is not started (connection `blocked`), for the status bar. */
+  blockedWhy: string | undefined;
   status: ServerStatus | undefined;
   connection: Connection = 'stopped';
 
@@ -47,6 +85,9 @@ export class Talos implements vscode.Disposable {
   readonly onDidChange = this.statusEmitter.event;
   /** A file's proposals were made or changed state. */
   readonly onProposals = this.proposalsEmitter.event;
+  private readonly serverEmitter = new vscode.EventEmitter<{ method: string; params: unknown }>();
+  /** The conversation's notifications (`CONVERSATION_METHODS`), for the panel. */
+  readonly onServerNotification = this.serverEmitter.event;
   /** Set by the extension: how to show a proposal as a diff (the server's "Show diff"). */
   showDiff: (proposalId: string) => Promise<void> = async () => undefined;
 
@@ -69,7 +110,29 @@ export class Talos implements vscode.Disposable {
     return (await client.sendRequest(method, params)) as T;
   }
 
+  /** A remote window: VS Code applies machine settings from Remote settings only. */
+  get remote(): boolean {
+    return vscode.env.remoteName !== undefined;
+  }
+
+  private layers(key: string): Layers | undefined {
+    return vscode.workspace.getConfiguration('talos').inspect(key);
+  }
+
+  /** The user-only settings this window does not apply (none in a local window). */
+  ignored(): Ignored {
+    return ignoredSettings((key) => this.layers(key), this.remote);
+  }
+
+  /** Refuses (with the reason and the way out) while no task may start. */
+  checkTasks(): void {
+    if (this.connection !== 'blocked') return;
+    const ignored = this.ignored();
+    throw new Blocked(blockedMessage(ignored.blocking.length ? ignored : { names: ['talos.baseUrl'], blocking: ['talos.baseUrl'] }));
+  }
+
   private async ready(): Promise<LanguageClient> {
+    this.checkTasks();
     if (!this.client || this.connection === 'failed' || this.connection === 'stopped') {
       throw new Error('the Talos language server is not running (Talos: Restart)');
     }
@@ -80,7 +143,7 @@ export class Talos implements vscode.Disposable {
   /** The settings as they are now, checked; problems are shown once per new set. */
   settings(): Checked {
     const config = vscode.workspace.getConfiguration('talos');
-    const checked = checkSettings((key) => effective(key, config.inspect(key)));
+    const checked = checkSettings((key) => effective(key, config.inspect(key), this.remote));
     const problems = checked.problems.join('\n');
     if (problems && problems !== this.lastProblems) {
       void vscode.window.showWarningMessage(`Talos settings refused (the server keeps its last good value): ${checked.problems.join('; ')}`, 'Open Settings').then((pick) => {
@@ -91,8 +154,32 @@ export class Talos implements vscode.Disposable {
     return checked;
   }
 
+  /**
+   * After a change of `talos.*`: a setting that decides where the key goes, now ignored by this
+   * window, stops the server; now applied, starts it. True if it did either (or Talos stays
+   * blocked), so the caller does nothing more.
+   */
+  async blockingChanged(): Promise<boolean> {
+    const ignored = this.ignored();
+    if (this.connection === 'blocked') {
+      if (ignored.blocking.length) {
+        this.tellIgnored(ignored, true);
+        return true;
+      }
+      this.blockedWhy = undefined;
+      this.notified = false;
+      await this.start();
+      return true;
+    }
+    if (!ignored.blocking.length) return false;
+    await this.stop();
+    await this.start();
+    return true;
+  }
+
   /** Sends the current settings (after a change of `talos.*`). */
   async configurationChanged(): Promise<void> {
+    this.tellIgnored(this.ignored(), false);
     const checked = this.settings();
     if (this.client?.state === State.Running) {
       await this.client.sendNotification(DidChangeConfigurationNotification.type, { settings: { talos: checked.settings } });
@@ -100,27 +187,42 @@ export class Talos implements vscode.Disposable {
   }
 
   async start(): Promise<void> {
+    // Where the key goes is the person's: with their endpoint or key variable ignored by this
+    // remote window, nothing starts (the default endpoint would get the code and the key).
+    const ignored = this.ignored();
+    if (ignored.blocking.length) {
+      this.blockedWhy = ignoredMessage(ignored, this.where());
+      this.log.error(this.blockedWhy);
+      this.setConnection('blocked');
+      this.tellIgnored(ignored, true);
+      return;
+    }
+    this.blockedWhy = undefined;
     // A workspace's own .venv is a program the repository chose: used only once it is trusted.
     const folders = vscode.workspace.isTrusted ? (vscode.workspace.workspaceFolders ?? []).map((f) => f.uri.fsPath) : [];
     const config = vscode.workspace.getConfiguration('talos');
-    const command = effective('server.command', config.inspect('server.command'));
-    const found = findServer(typeof command === 'string' ? command : '', folders, process.env.PATH ?? '');
+    const command = effective('server.command', config.inspect('server.command'), this.remote);
+    const envPath = process.env.PATH ?? '';
+    const found = findServer(typeof command === 'string' ? command : '', folders, envPath);
     if (!found.command) {
       this.setConnection('failed');
-      this.log.error(notFoundMessage(found.tried));
-      this.notifyFailure(notFoundMessage(found.tried));
+      const why = notFoundMessage(found.tried, envPath, this.remote);
+      this.log.error(why);
+      this.notifyFailure(why, ignored);
       return;
     }
     const checked = this.settings();
     const secret = await this.context.secrets.get(SECRET_KEY);
+    this.stderr.reset(secret ? [secret] : []);
+    this.ran = false;
     const serverOptions: ServerOptions = {
       command: found.command,
-      args: (effective('server.args', config.inspect('server.args')) as string[] | undefined) ?? [],
+      args: (effective('server.args', config.inspect('server.args'), this.remote) as string[] | undefined) ?? [],
       // No `transport`: with TransportKind.stdio the client appends `--stdio`, which talos-ls
       // (stdio by default) refuses.
       options: { env: serverEnv(process.env, checked.settings.apiKeyEnv, secret), cwd: folders[0] },
     };
-    const client = new LanguageClient('talos', 'Talos', serverOptions, this.clientOptions(checked));
+    const client = new QuietClient('talos', 'Talos', serverOptions, this.clientOptions(checked));
     this.client = client;
     this.handleMessages(client);
     client.onNotification('talos/status', (status: ServerStatus) => {
@@ -128,11 +230,14 @@ export class Talos implements vscode.Disposable {
       this.statusEmitter.fire();
     });
     client.onNotification('talos/proposals', (params: ProposalsChanged) => this.proposalsEmitter.fire(params));
+    for (const method of CONVERSATION_METHODS) client.onNotification(method, (params: unknown) => this.serverEmitter.fire({ method, params }));
     client.onDidChangeState((e) => {
       if (this.client !== client) return;
       if (e.newState === State.Running) {
         this.notified = false;
+        this.ran = true;
         this.setConnection('running');
+        this.tellIgnored(ignored, false);
         void this.refreshStatus();
       } else if (e.newState === State.Starting) {
         this.setConnection('starting');
@@ -145,16 +250,52 @@ export class Talos implements vscode.Disposable {
     } catch (error) {
       if (this.client !== client) return;
       this.setConnection('failed');
-      const why = `Talos: talos-ls (${found.command}) could not start: ${(error as Error).message}. If it is not installed there, install it with "pip install talos-ls" or set talos.server.command.`;
-      this.log.error(why);
-      this.notifyFailure(why);
+      // Its stderr, which says why, may still be on its way: wait for the pipe to close.
+      await Promise.race([this.stderrClosed, new Promise((resolve) => setTimeout(resolve, 2000))]);
+      if (this.client !== client) return;
+      this.log.error(`talos-ls (${found.command}) stopped as it started: ${(error as Error).message}`);
+      this.notifyFailure(startFailureMessage(found.command, this.stderr.last(3), (error as Error).message, this.remote), ignored);
     }
+  }
+
+  /** The remote window's name, for a message ("ssh-remote", "wsl", "dev-container", ...). */
+  private where(): string {
+    return inline(vscode.env.remoteName ?? 'remote', 80);
+  }
+
+  /**
+   * Settings this remote window ignores, told once per set (a restart tells again), with the
+   * button to the Remote settings file. `blocking`: as an error, Talos is not started.
+   */
+  private tellIgnored(ignored: Ignored, blocking: boolean): void {
+    const names = ignored.names.join(',');
+    if (names === this.toldIgnored) return;
+    this.toldIgnored = names;
+    if (!names) return;
+    const text = ignoredMessage(ignored, this.where());
+    if (!blocking) this.log.warn(text);
+    const show = blocking ? vscode.window.showErrorMessage : vscode.window.showWarningMessage;
+    void show(text, OPEN_REMOTE_SETTINGS).then((pick) => {
+      if (pick) void openRemoteSettings();
+    });
+  }
+
+  /** Each line the server writes on stderr goes to the log and the tail kept for its failure. */
+  private pipeStderr(input: Readable, channel: vscode.LogOutputChannel): void {
+    this.stderr.reset();
+    const lines = readline.createInterface({ input, crlfDelay: Infinity, terminal: false, historySize: 0 });
+    this.stderrClosed = new Promise((resolve) => lines.on('close', () => resolve()));
+    lines.on('line', (line) => {
+      channel.error(line);
+      this.stderr.push(line);
+    });
   }
 
   /** Stops the server and starts it again: a new process with the current key and settings. */
   async restart(): Promise<void> {
     this.backoff.reset();
     this.notified = false;
+    this.toldIgnored = '';
     await this.stop();
     await this.start();
   }
@@ -186,6 +327,7 @@ export class Talos implements vscode.Disposable {
     void this.stop();
     this.statusEmitter.dispose();
     this.proposalsEmitter.dispose();
+    this.serverEmitter.dispose();
     this.log.dispose();
   }
 
@@ -195,15 +337,29 @@ export class Talos implements vscode.Disposable {
     this.statusEmitter.fire();
   }
 
-  /** One notification per failure to start (not one per retry), with the way out. */
-  private notifyFailure(text: string): void {
+  /**
+   * One notification per failure to start (not one per retry), with the way out: the log, and
+   * the settings where this window reads the server command. Settings this window ignores are
+   * told in the same notification.
+   */
+  private notifyFailure(text: string, ignored?: Ignored): void {
     if (this.notified) return;
     this.notified = true;
-    void vscode.window.showErrorMessage(text, 'Show Log', 'Open Settings', 'Restart').then((pick) => {
+    let shown = text;
+    if (ignored?.names.length && ignored.names.join(',') !== this.toldIgnored) {
+      this.toldIgnored = ignored.names.join(',');
+      shown += ` Also: ${ignoredMessage(ignored, this.where()).replace(/^Talos: /, '')}`;
+    }
+    void vscode.window.showErrorMessage(shown, 'Show Log', 'Open Settings').then((pick) => {
       if (pick === 'Show Log') this.log.show();
-      else if (pick === 'Open Settings') void vscode.commands.executeCommand('workbench.action.openSettings', 'talos.server');
-      else if (pick === 'Restart') void this.restart();
+      else if (pick === 'Open Settings') void this.openServerSettings();
     });
+  }
+
+  private openServerSettings(): Thenable<unknown> {
+    return this.remote
+      ? vscode.commands.executeCommand('workbench.action.openRemoteSettings', { query: 'talos.server' })
+      : vscode.commands.executeCommand('workbench.action.openSettings', 'talos.server');
   }
 
   private clientOptions(checked: Checked): LanguageClientOptions {
@@ -211,7 +367,15 @@ export class Talos implements vscode.Disposable {
       documentSelector: [{ scheme: 'file' }],
       outputChannel: this.log,
       revealOutputChannelOn: 4, // never: failures are notified once, by us
-      initializationOptions: { ...checked.settings, contentProvider: true },
+      // No raw toast of the initialize error ("write EPIPE"): start() tells it, with stderr.
+      initializationFailedHandler: () => false,
+      stdioOptions: {
+        stdout: (input, channel) => readline.createInterface({ input, crlfDelay: Infinity }).on('line', (line) => channel.info(line)),
+        stderr: (input, channel) => this.pipeStderr(input, channel),
+      },
+      // prompts as talos/prompt (answered from the panel or a toast, whenever the person
+      // likes) and each task's events as talos/conversation (the server then sends no end toast)
+      initializationOptions: { ...checked.settings, contentProvider: true, deferredPrompts: true, conversation: true },
       errorHandler: {
         error: () => ({ action: ErrorAction.Continue, handled: true }),
         closed: () => this.closed(),
@@ -299,13 +463,18 @@ export class Talos implements vscode.Disposable {
     });
   }
 
-  /** After a crash: restart with back-off, or give up and say so once. */
+  /**
+   * After a crash: restart with back-off, or give up and say so once. A server that never
+   * answered is not restarted: it would die the same way; start() tells why, once.
+   */
   private async closed(): Promise<{ action: CloseAction; handled: boolean }> {
     const client = this.client;
+    if (!this.ran) return { action: CloseAction.DoNotRestart, handled: true };
     const delay = this.backoff.crashed(Date.now());
     if (delay === undefined) {
       this.setConnection('failed');
-      const why = 'Talos: the language server crashed 5 times in 3 minutes and was not restarted. The log says why.';
+      await Promise.race([this.stderrClosed, new Promise((resolve) => setTimeout(resolve, 2000))]);
+      const why = crashLoopMessage(this.stderr.last(3));
       this.log.error(why);
       this.notifyFailure(why);
       return { action: CloseAction.DoNotRestart, handled: true };

@@ -27,3 +27,9 @@ export function message(text: string): string {
   const kept = String(text).replace(/\r\n|\r/g, '\n').split('\n').map(visible).join('\n');
   return kept.replace(/\]\(/g, '](\u200b');
 }
+
+/** A piece of one line inside a notification's message: at most `max` chars, then `message()`. */
+export function inline(text: string, max = 300): string {
+  const line = String(text).replace(/\r\n|\r|\n|\t/g, ' ');
+  return message(line.length > max ? `${line.slice(0, max - 1)}…` : line);
+}

@@ -24,6 +24,9 @@ test('every server setting is contributed, and the user-only ones cannot be set 
   const properties = manifest.contributes.configuration.properties;
   for (const name of SETTING_NAMES) assert.ok(`talos.${name}` in properties, name);
   for (const name of USER_ONLY) assert.equal(properties[`talos.${name}`].scope, 'machine', name);
+  // ...and every machine-scoped one is read where a remote window applies it (USER_ONLY).
+  const machine = Object.keys(properties).filter((key) => properties[key].scope === 'machine').map((key) => key.replace(/^talos\./, ''));
+  assert.deepEqual(machine.sort(), [...USER_ONLY].sort());
 });
 
 test("no extension command takes a server command's name (the client registers those itself)", () => {

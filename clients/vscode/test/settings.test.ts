@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
-import { checkSettings, effective, SETTING_NAMES } from '../src/settings';
+import { blockedMessage, checkSettings, effective, ignoredMessage, ignoredSettings, machineValue, SETTING_NAMES, USER_ONLY, type Layers } from '../src/settings';
 
 const from = (values: Record<string, unknown>) => checkSettings((key) => values[key]);
 
@@ -91,4 +91,61 @@ test('what commands may read outside the workspace, and use, are the user’s se
   assert.deepEqual(problems, []);
   assert.deepEqual(settings.readablePaths, ['/opt/data']);
   assert.deepEqual(settings.limits, { processes: 512, cpu_seconds: 60 });
+});
+
+// ---------------------------------------------------------------- remote windows
+// What VS Code's inspect() reported in code-server 4.100 (Code 1.100), a remote window, for a
+// machine-scoped setting: the User value in globalLocalValue (and, merged, in globalValue), the
+// Remote one in globalRemoteValue.
+const LOCAL = 'http://localhost:11434/v1';
+const userOnly: Layers = { defaultValue: null, globalLocalValue: LOCAL, globalValue: LOCAL };
+const inRemote: Layers = { defaultValue: null, globalRemoteValue: LOCAL, globalValue: LOCAL };
+const both: Layers = { defaultValue: null, globalLocalValue: 'http://user/v1', globalRemoteValue: LOCAL, globalValue: LOCAL };
+
+test('a local window applies User settings', () => {
+  assert.deepEqual(machineValue({ defaultValue: null, globalValue: LOCAL }, false), { value: LOCAL, source: 'user', ignored: false });
+  assert.deepEqual(machineValue({ defaultValue: 'OPENAI_API_KEY' }, false), { value: 'OPENAI_API_KEY', source: 'default', ignored: false });
+  assert.equal(effective('baseUrl', { defaultValue: null, globalValue: LOCAL }, false), LOCAL);
+});
+
+test('a remote window applies machine settings from Remote settings only', () => {
+  assert.deepEqual(machineValue(userOnly, true), { value: null, source: 'default', ignored: true }, 'a User value is ignored, even if the merged value shows it');
+  assert.deepEqual(machineValue(inRemote, true), { value: LOCAL, source: 'remote', ignored: false });
+  assert.deepEqual(machineValue(both, true), { value: LOCAL, source: 'remote', ignored: false }, 'Remote wins; the User one is not reported');
+  assert.deepEqual(machineValue({ defaultValue: null, globalValue: LOCAL }, true), { value: LOCAL, source: 'remote', ignored: false }, 'a host that does not split the layers: its merged value');
+  assert.equal(effective('baseUrl', userOnly, true), null);
+  assert.equal(effective('baseUrl', inRemote, true), LOCAL);
+  assert.equal(effective('server.command', { defaultValue: '', globalLocalValue: '/opt/talos-ls', globalValue: '/opt/talos-ls' }, true), '');
+  assert.equal(effective('baseUrl', { ...inRemote, workspaceValue: 'https://evil.example/v1' }, true), LOCAL, 'still never from the workspace');
+  // Settings that are not machine-scoped apply from User settings in a remote window too.
+  assert.equal(effective('model', { defaultValue: 'gpt-4.1-mini', globalLocalValue: 'qwen', globalValue: 'qwen' }, true), 'qwen');
+});
+
+test('the settings a remote window ignores, and which of them keep tasks from starting', () => {
+  const layers: Record<string, Layers> = { baseUrl: userOnly, prices: { defaultValue: null, globalLocalValue: { m: {} }, globalValue: { m: {} } }, storeUrl: inRemote, model: { globalLocalValue: 'x' } };
+  const ignored = ignoredSettings((key) => layers[key], true);
+  assert.deepEqual(ignored, { names: ['talos.baseUrl', 'talos.prices'], blocking: ['talos.baseUrl'] });
+  assert.deepEqual(ignoredSettings((key) => layers[key], false), { names: [], blocking: [] }, 'a local window ignores none');
+  assert.deepEqual(ignoredSettings((key) => (key === 'apiKeyEnv' ? userOnly : undefined), true).blocking, ['talos.apiKeyEnv']);
+  const all = ignoredSettings(() => userOnly, true);
+  assert.deepEqual(all.names, [...USER_ONLY].map((n) => `talos.${n}`));
+  assert.deepEqual(all.blocking, ['talos.baseUrl', 'talos.apiKeyEnv']);
+});
+
+test('what the person is told: which settings, why it matters, where they go', () => {
+  const blocking = ignoredMessage({ names: ['talos.baseUrl', 'talos.prices'], blocking: ['talos.baseUrl'] }, 'ssh-remote');
+  assert.equal(
+    blocking,
+    'Talos is not started: talos.baseUrl and talos.prices are only in your User settings, which VS Code does not apply in this remote window (ssh-remote), ' +
+      'so your code and key would go to the default endpoint ($OPENAI_BASE_URL or OpenAI) instead of yours. ' +
+      'Put them in your Remote settings (Open Remote Settings), where VS Code reads machine settings in a remote window. Talos starts once talos.baseUrl is there.',
+  );
+  const warning = ignoredMessage({ names: ['talos.prices'], blocking: [] }, 'wsl');
+  assert.equal(warning, 'Talos: talos.prices is only in your User settings, which VS Code does not apply in this remote window (wsl): the default is used. Put it in your Remote settings (Open Remote Settings), where VS Code reads machine settings in a remote window.');
+  const three = ignoredMessage({ names: ['talos.a', 'talos.b', 'talos.c'], blocking: [] }, 'x');
+  assert.ok(three.startsWith('Talos: talos.a, talos.b and talos.c are only') && three.includes('the defaults are used'), three);
+  const key = ignoredMessage({ names: ['talos.apiKeyEnv'], blocking: ['talos.apiKeyEnv'] }, 'x');
+  assert.ok(key.includes("another variable's key ($OPENAI_API_KEY) would be sent instead of yours"), key);
+  const refused = blockedMessage({ names: ['talos.baseUrl'], blocking: ['talos.baseUrl'] });
+  assert.equal(refused, 'Talos: no task starts while talos.baseUrl is only in your User settings, which this remote window does not apply (your code and key would go to the default endpoint ($OPENAI_BASE_URL or OpenAI) instead of yours). Put it in your Remote settings (Open Remote Settings).');
 });

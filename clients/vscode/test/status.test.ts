@@ -82,3 +82,11 @@ test('dollars and tokens', () => {
   assert.equal(tokens(1500), '1.5k');
   assert.equal(tokens(2_500_000), '2.5M');
 });
+
+test('blocked: a warning that says why, and that a click checks again', () => {
+  const view = statusView(undefined, 'blocked', 'Talos is not started: talos.baseUrl is only in your User settings.');
+  assert.equal(view.text, '$(warning) Talos');
+  assert.equal(view.warning, true);
+  assert.equal(view.error, false);
+  assert.equal(view.tooltip, 'Talos is not started: talos.baseUrl is only in your User settings.\n\nClick to check again.');
+});

@@ -7,4 +7,5 @@ for _, id in ipairs(ids) do
   redis.call('ZREM', P .. 'proposals', id)
   redis.call('ZREM', P .. 'psettled', id)
 end
+if #ids > 0 then redis.call('INCR', P .. 'pstamp') end
 return ids
