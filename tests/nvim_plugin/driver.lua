@@ -473,6 +473,8 @@ function SCENARIOS.chat()
     event({ kind = 'text', text = piece })
   end
   event({ kind = 'step', message = 'step 1: \27]0;title\7 run' })
+  chat.handler(nil, { task_id = 'tside', kind = 'step', message = 'step 1: meanwhile' }, ctx)
+  event({ kind = 'text', text = 'more' })
   -- The last line is a modeline (a modeline is looked for in the last lines only).
   event({ kind = 'end', state = 'done', result = '', tokens = 5, cost = 0,
           error = '\27[31mboom\nline vim: set ft=sh ts=2 :' })

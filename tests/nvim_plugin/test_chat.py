@@ -58,7 +58,7 @@ def test_the_chat_streams_a_task_shows_its_question_and_proposal_and_takes_a_fol
     assert any(line.startswith("  › step 1: propose_edit") for line in lines), str(run)
     # The question, with its actions, and how it was answered.
     question = next(i for i, line in enumerate(lines) if line.startswith("  ? "))
-    assert "conflicting notes" in lines[question], str(run)
+    assert "Which is right?" in lines[question], str(run)
     assert "[pytest / unittest / Skip]" in lines[question + 1], str(run)
     assert lines[question + 2] == "    → answered: pytest", str(run)
     # The proposal, how to act on it, and the end with its cost; the window followed.
@@ -97,7 +97,14 @@ def test_the_chat_streams_a_task_shows_its_question_and_proposal_and_takes_a_fol
     assert '▍task tevil: \\x1b[2Jclear\\nsecond %{execute("qa!")}' in shown, shown
     assert "red: \\x1b[31mred\\x1b[0m, csi: \\x9b2J, rtl: \\u202elfr, crlf: a" in shown, shown
     assert "b" in shown and "vim: set ft=sh ts=2 :" in shown, shown  # split pieces joined
-    assert "  › step 1: \\x1b]0;title\\x07 run" in shown, shown
+    step = shown.index("  › step 1: \\x1b]0;title\\x07 run")
+    # Another task's line between two of this one's: whose each is, is said.
+    assert shown[step + 1 : step + 5] == [
+        "  … tside:",
+        "  › step 1: meanwhile",
+        "  … tevil:",
+        "more",
+    ]
     assert shown[-1] == "  ! \\x1b[31mboom\\nline vim: set ft=sh ts=2 :", shown
     assert hostile["filetype"] == "talos_chat" and hostile["tabstop"] == 8, str(run)
 

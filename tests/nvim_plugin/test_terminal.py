@@ -52,7 +52,7 @@ def answer_menu(term: Terminal, start: int) -> tuple[str, int]:
     the offset after it."""
     term.until_text(MENU, start, WAIT_S)
     menu = text(term.raw[start:])
-    if "conflicting notes" in menu:
+    if re.search(r"\d+: pytest", menu):
         kind, choice = "question", "pytest"
     elif "Run this command" in menu:
         kind, choice = "permission", "Allow once"

@@ -169,6 +169,15 @@ local function task_of(event, client_id)
   return task
 end
 
+-- Before a line of task `task_id`: when the last line is another task's (tasks run side by
+-- side), a line saying whose this is.
+local function speaker(task_id)
+  if task_id and tail and tail.task_id and tail.task_id ~= task_id then
+    append({ '  … ' .. task_id .. ':' }, 'TalosChatStep')
+    tail = { kind = 'speaker', task_id = task_id }
+  end
+end
+
 local function begin(task, event)
   task.title = text.line(event.title, 300)
   latest = { task_id = task.id, client_id = task.client_id }
@@ -194,13 +203,11 @@ local function add_text(task, piece)
   task.since_step = task.since_step .. complete
   local unix = complete:gsub('\r\n', '\n')
   local parts = vim.split(text.plain(unix, false), '\n', { plain = true })
+  local continues = tail and tail.kind == 'text' and tail.task_id == task.id
+  if not continues then
+    speaker(task.id)
+  end
   edit(function(b)
-    local continues = tail and tail.kind == 'text' and tail.task_id == task.id
-    if not continues and tail and tail.kind == 'text' then -- another task was speaking
-      vim.api.nvim_buf_set_lines(b, -1, -1, false, { '  … ' .. task.id .. ':' })
-      vim.api.nvim_buf_add_highlight(b, ns, 'TalosChatStep', vim.api.nvim_buf_line_count(b) - 1,
-        0, -1)
-    end
     if continues then
       local count = vim.api.nvim_buf_line_count(b)
       local last = vim.api.nvim_buf_get_lines(b, count - 1, count, false)[1] or ''
@@ -219,6 +226,7 @@ local function add_step(task, said)
   if tail and tail.kind == 'step' and tail.task_id == task.id and step and tail.step == step then
     set_line(vim.api.nvim_buf_line_count(ensure()) - 1, line, 'TalosChatStep')
   else
+    speaker(task.id)
     append({ line }, 'TalosChatStep')
   end
   task.since_step = ''
@@ -247,6 +255,7 @@ local function add_proposal(task, p)
     set_line(row, proposal_line(p), 'TalosChatProposal')
     return
   end
+  speaker(task.id)
   row = append({ proposal_line(p) }, 'TalosChatProposal')
   local id = mark(row)
   proposal_marks[p.id] = id
@@ -271,8 +280,9 @@ local function finish(task, event)
   end
   local result = type(event.result) == 'string' and event.result or ''
   local streamed = vim.trim(task.since_step .. task.held)
+  speaker(task.id)
   if vim.trim(result) ~= '' and not streamed:find(vim.trim(result), 1, true) then
-    blank_line()
+    append({ '' })
     append(text.lines(result)) -- the answer, when it did not stream as it is
   end
   task.held = ''
@@ -313,8 +323,11 @@ function M.handler(_, event, ctx)
 end
 
 -- ------------------------------------------------------------------ prompts
---- A prompt of the server (talos/prompt), shown with its actions; answered in its menu.
+--- A prompt of the server (talos/prompt), shown with its actions (under its task: `task_id`,
+--- null for a prompt of no task); answered in its menu.
 function M.prompt(_, params)
+  local task_id = type(params.task_id) == 'string' and text.line(params.task_id, 80) or nil
+  speaker(task_id)
   local lines = text.lines(params.message)
   local out = { '  ? ' .. (lines[1] or '') }
   for i = 2, #lines do
@@ -328,7 +341,7 @@ function M.prompt(_, params)
   append(out, 'TalosChatPrompt')
   local row = append({ '    … waiting for your answer in the menu' }, 'TalosChatPrompt')
   prompt_marks[params.prompt_id] = mark(row)
-  tail = { kind = 'prompt' }
+  tail = { kind = 'prompt', task_id = task_id }
 end
 
 --- The prompt was answered, dismissed or closed: its status line says so.
