@@ -24,6 +24,7 @@ from .cli_report import store_problem
 from .store import StoreError, default_store_url, open_store
 
 EDITOR_CLIENTS = {"VS Code": "code", "Neovim": "nvim"}
+IN_SANDBOX = ("python3", "node", "git")  # what commands most often need, looked for in it
 Check = tuple[bool, str]
 
 
@@ -98,6 +99,42 @@ def check_limits(root: Path, limits: Limits) -> list[Check]:
     return checks
 
 
+def check_programs(root: Path) -> list[Check]:
+    """Whether IN_SANDBOX resolve and run (`--version`) inside the sandbox: found at ..., or
+    not, with the hint a command that cannot find it gets (`Sandbox.not_found`); a problem
+    when it is installed where the sandbox does not show it. Nothing without a sandbox."""
+    sandbox = Sandbox(root)
+    if not sandbox.probe().available:
+        return []
+    script = (
+        f"for p in {' '.join(IN_SANDBOX)}; do w=$(command -v $p) || continue; "
+        'v=$($p --version 2>&1 </dev/null); c=$?; echo "$p|$w|$c|$(echo "$v" | head -n 1)"; done'
+    )
+    try:
+        done = asyncio.run(
+            sandbox.run(script, sandboxed=True, writable=False, network=False, timeout=60)
+        )
+    except Exception as exc:  # a check reports, it never raises
+        return [(False, f"in the sandbox: no command ran ({type(exc).__name__}: {exc})")]
+    found = {}
+    for line in done.output.splitlines():
+        name, _, rest = line.partition("|")
+        found[name] = rest.split("|", 2)
+    checks: list[Check] = []
+    for name in IN_SANDBOX:
+        if name in found and len(found[name]) == 3:
+            where, code, version = found[name]
+            if code == "0":
+                checks.append((True, f"in the sandbox: {name} is {where} ({version})"))
+            else:
+                said = f"{name} is {where} but fails (exit code {code}): {version[:200]}"
+                checks.append((False, f"in the sandbox: {said}"))
+            continue
+        installed, hint = sandbox.not_found(name)
+        checks.append((not installed, f"in the sandbox: {hint}"))
+    return checks
+
+
 def check_search() -> Check:
     rg = shutil.which("rg")
     if rg:
@@ -119,6 +156,7 @@ def doctor(args: argparse.Namespace, root: Path) -> int:
         *check_model(config),
         check_sandbox(root),
         *check_limits(root, limits),
+        *check_programs(root),
         check_search(),
     ]
     for name, command in EDITOR_CLIENTS.items():

@@ -1,5 +1,6 @@
 """A program driven in a real pseudo-terminal, as a person at a terminal would: `talos run`
-then asks its questions and permission prompts, and the test answers them."""
+then asks its questions and permission prompts, and the test answers them; or a full-screen
+program (Neovim's TUI), read through `text` and `until_text`."""
 
 from __future__ import annotations
 
@@ -19,6 +20,12 @@ from pathlib import Path
 # a payload, and a test must be able to see it.
 SGR = re.compile(rb"\x1b\[[0-9;]*m")
 BORDERS = re.compile(r"[│╭╮╰╯─┃━┏┓┗┛]")
+# Every escape sequence a full-screen program sends: CSI (cursor moves, styles, scrolling),
+# OSC (titles, queries), DCS, character sets, keypad modes, save/restore.
+ESCAPES = re.compile(
+    rb"\x1b(?:\[[0-?]*[ -/]*[@-~]|\][^\x07\x1b]*(?:\x07|\x1b\\)|P[^\x1b]*\x1b\\"
+    rb"|[()*+][0-9A-Za-z]|[ -/]*[0-~])"
+)
 
 
 def plain(raw: bytes) -> str:
@@ -28,8 +35,15 @@ def plain(raw: bytes) -> str:
     return " ".join(BORDERS.sub(" ", text).split())
 
 
+def text(raw: bytes) -> str:
+    """What a full-screen program wrote, its escape sequences out: each run of text it drew
+    is there as drawn (where on the screen is lost; a run that stayed on the screen is not
+    drawn again)."""
+    return ESCAPES.sub(b"", raw).decode("utf-8", errors="replace")
+
+
 class Terminal:
-    """`argv` on a pseudo-terminal of `columns` columns."""
+    """`argv` on a pseudo-terminal of `columns` columns and `rows` rows."""
 
     def __init__(
         self,
@@ -37,9 +51,10 @@ class Terminal:
         env: Mapping[str, str],
         cwd: Path | None = None,
         columns: int = 200,
+        rows: int = 60,
     ) -> None:
         master, slave = pty.openpty()
-        fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", 60, columns, 0, 0))
+        fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", rows, columns, 0, 0))
         self.proc = subprocess.Popen(
             list(argv),
             stdin=slave,
@@ -73,6 +88,17 @@ class Terminal:
                 return found
             if time.monotonic() > deadline or not self._read(0.05):
                 raise AssertionError(f"never saw {pattern!r}:\n{plain(self.raw)}")
+
+    def until_text(self, pattern: str, start: int = 0, timeout: float = 30) -> re.Match[str]:
+        """Wait for `pattern` (a regex) in what a full-screen program drew (`text`) after raw
+        offset `start`."""
+        deadline = time.monotonic() + timeout
+        while True:
+            found = re.search(pattern, text(self.raw[start:]))
+            if found:
+                return found
+            if time.monotonic() > deadline or not self._read(0.05):
+                raise AssertionError(f"never saw {pattern!r}:\n{text(self.raw[start:])}")
 
     def send(self, text: str) -> None:
         os.write(self.master, text.encode())

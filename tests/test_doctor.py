@@ -183,3 +183,31 @@ def test_without_a_sandbox_or_ripgrep(tmp_path, server, ws):
     ) in r.stdout
     assert "problem search: ripgrep (rg) not found" in r.stdout
     assert "apt-get install ripgrep" in r.stdout
+    assert "in the sandbox:" not in r.stdout  # its programs are not looked for: no sandbox
+
+
+def test_python3_node_and_git_are_looked_for_inside_the_sandbox(tmp_path, server, ws):
+    """Each of python3, node and git is run in the sandbox: python3 from a pyenv-style home
+    (its shim finds its version through PYENV_ROOT) is found; node, installed by nvm under
+    the home but not on the PATH doctor was started with, is a problem with the hint."""
+    require_sandbox()
+    home = tmp_path / "home"
+    for path, text in {
+        home / ".pyenv" / "shims" / "python3": '#!/bin/sh\nexec "$PYENV_ROOT/versions/3.12.0'
+        '/bin/python3" "$@"\n',
+        home / ".pyenv" / "versions" / "3.12.0" / "bin" / "python3": "#!/bin/sh\necho Py-fake\n",
+        home / ".nvm" / "versions" / "node" / "v20.0.0" / "bin" / "node": "#!/bin/sh\n",
+    }.items():
+        path.parent.mkdir(parents=True)
+        path.write_text(text)
+        path.chmod(0o755)
+    shims = home / ".pyenv" / "shims"
+    env = env_for(tmp_path, HOME=str(home), PATH=f"{shims}:{path_without(tmp_path, 'node')}")
+    env.pop("PYENV_ROOT", None)
+    r = doctor(tmp_path, ws, "--base-url", server.url, env=env)
+    assert f"ok      in the sandbox: python3 is {shims}/python3 (Py-fake)\n" in r.stdout, r.stdout
+    (node,) = lines(r.stdout, "problem in the sandbox: node")
+    assert node.startswith("problem in the sandbox: node is not on the PATH Talos was started")
+    assert "installed at ~/.nvm/versions/node/v20.0.0/bin/node: start Talos" in node, node
+    (git,) = lines(r.stdout, "ok      in the sandbox: git is ")
+    assert "(git version " in git, r.stdout

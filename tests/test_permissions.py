@@ -265,11 +265,57 @@ def test_bad_permissions_file_is_a_clear_error(tmp_path):
         Policy.load(tmp_path, config=tmp_path / "config")
 
 
-def test_suggested_rules():
-    assert suggest_rule("npm test -- --ci") == "npm test"
-    assert suggest_rule("pytest -x tests/") == "pytest"
-    assert suggest_rule("make") == "make"
-    assert suggest_rule("./run.sh fast") == "./run.sh fast"
+@pytest.mark.parametrize(
+    "command, rule",
+    [
+        ("npm test -- --ci", "npm test"),
+        ("npm run lint --fix", "npm run lint"),
+        ("pnpm exec jest --ci", "pnpm exec jest"),
+        ("npx jest --ci", "npx jest"),
+        ("pytest -x tests/", "pytest"),
+        ("./run.sh fast", "./run.sh fast"),
+        ("python -m pytest -x", "python -m pytest"),
+        ("python3.12 -m pytest", "python3.12 -m pytest"),
+        ("python3 scripts/build.py --fast", "python3 scripts/build.py"),
+        ("uv run python -m pytest -q", "uv run python -m pytest"),
+        ("poetry run pytest", "poetry run pytest"),
+        ("cargo test --all", "cargo test"),
+        ("go test ./...", "go test"),
+        ("go run main.go", "go run main.go"),
+        ("make test", "make test"),
+        ("git status --short", "git status"),
+        ("git stash drop", "git stash drop"),
+        ("bash build.sh", "bash build.sh"),
+        ("java -jar app.jar", "java -jar app.jar"),
+        # nothing narrower than the bare program is safe: no rule at all
+        ("python", None),
+        ("python3 -c 'print(1)'", None),
+        ("python -u -m pytest", None),
+        ("bash -c ls", None),
+        ("node -e 1", None),
+        ("deno eval 1", None),
+        ("uv run python -c 1", None),
+        ("uv tool run ruff", None),
+        ("npx -y cowsay", None),
+        ("npm run", None),
+        ("npm run '*'", None),
+        ("make", None),
+        ("make CC=evil", None),
+        ("git -C .. status", None),
+    ],
+)
+def test_suggested_rules(command, rule):
+    cmd = analyze(command).commands[-1]  # `bash -c ls`: bash, after ls
+    assert suggest_rule(cmd.words) == rule
+    if rule is not None:
+        assert matches(rule, cmd.words)
+
+
+def test_a_rule_offered_for_several_programs_covers_them_all(tmp_path):
+    p = policy(tmp_path)
+    line = "python3 -m pytest -x; python3 -m pytest --lf"
+    assert p.check_command(line).suggested_rule == "python3 -m pytest"
+    assert p.check_command("python3 -m pytest && touch x").suggested_rule is None
 
 
 def scripted(*answers):
@@ -289,10 +335,16 @@ async def test_always_allow_goes_to_the_persons_settings_not_the_repository(tmp_
     decision = await p.authorize_command("npm test -- --ci", prompter)
     assert decision.verdict == "allow" and decision.writable
     ((message, options),) = prompter.asked
-    assert "$ npm test -- --ci" in message and "no network" in message
-    # The command is shown once: no "It runs:" copy, no back-quoted repeat in the reason.
+    # One fact a line, the first a summary; the command shown once, as it will run.
+    lines = message.split("\n")
+    assert lines[0] == "Run this command? `npm test -- --ci` (in the sandbox)", lines
     assert message.count("npm test -- --ci") == 1 and "It runs:" not in message, message
-    assert message.endswith("Why you are asked: no rule allows it."), message
+    assert lines[1] == f"It may change files only in the workspace ({p.root}), with no network."
+    assert lines[2:] == [
+        "Why you are asked: no rule allows it.",
+        "Always allow would save the rule `npm test`: any command starting with it would then "
+        "run unasked in this workspace.",
+    ], lines
     assert options == [ALLOW_ONCE, "Always allow `npm test`", DENY]
     assert not (tmp_path / "ws" / ".talos" / "permissions.json").exists()
     saved = json.loads(p.settings_path.read_text())
@@ -321,6 +373,19 @@ async def test_risky_commands_offer_no_always_allow(tmp_path):
     ((message, options),) = prompter.asked
     assert options == [ALLOW_ONCE, DENY]
     assert "find -exec runs another command" in message
+    assert message.endswith("No Always allow: no rule would let just this run unasked."), message
+
+
+async def test_a_long_command_has_its_own_line_and_no_wide_rule_is_offered(tmp_path):
+    p = policy(tmp_path)
+    prompter = scripted(DENY)
+    command = "python3 -c 'import sys; print(sys.version, sys.platform, sys.executable)'"
+    await p.authorize_command(command, prompter)
+    ((message, options),) = prompter.asked
+    assert options == [ALLOW_ONCE, DENY]  # never `python3`
+    lines = message.split("\n")
+    assert lines[0] == "Run this command? (in the sandbox)" and lines[1] == f"  $ {command}"
+    assert lines[-1] == "No Always allow: no rule would let just this run unasked.", lines
 
 
 async def test_the_prompt_shows_what_would_be_hidden(tmp_path):

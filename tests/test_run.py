@@ -176,8 +176,7 @@ def test_demo(tmp_path):
         'Two notes conflict: CLAUDE.md says "Tests use pytest"; AGENTS.md says "Tests use '
         'unittest". Which is right?',
         "> pytest (scripted reply)",
-        "Run this command? (",
-        "python3 src/calc.py",
+        "Run this command? `python3 src/calc.py` (",
         "1. Allow once",
         "- return a - b",
         "+ return a + b",

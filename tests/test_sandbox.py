@@ -176,7 +176,7 @@ def test_only_the_toolchains_on_path_are_bound_from_a_home(ws, tmp_path, monkeyp
     (home / ".cargo" / "bin").mkdir(parents=True)
     (home / ".cargo" / "credentials.toml").write_text("token = private\n")
     monkeypatch.setenv("PATH", f"{venv_bin}:{home / '.cargo' / 'bin'}:/usr/bin:/bin")
-    tools = Sandbox._toolchains()
+    tools = [shown for shown, _ in Sandbox._toolchains().places]
     assert home / "src" / "talos" / ".venv" in tools and home / ".cargo" in tools
     assert home / "src" not in tools
     sandbox = Sandbox(ws, bwrap=require_sandbox())

@@ -89,7 +89,7 @@ def test_a_program_linked_from_path_brings_its_toolchain(ws, tmp_path, monkeypat
     on_path.mkdir()
     (on_path / "nodeish").symlink_to(tool / "nodeish")
     monkeypatch.setenv("PATH", f"{on_path}:/usr/bin:/bin")
-    tools = Sandbox._toolchains()
+    tools = [shown for shown, _ in Sandbox._toolchains().places]
     assert tmp_path / "opt" / "node" in tools and tmp_path / "opt" not in tools
     sandbox = Sandbox(ws, bwrap=require_sandbox())
     out = run(sandbox, f"nodeish; cat {tmp_path}/opt/other/notes.txt 2>&1")
@@ -108,7 +108,8 @@ def test_a_link_the_repository_ships_on_path_brings_nothing(ws, tmp_path, monkey
     venv_bin.mkdir(parents=True)
     (venv_bin / "prog").symlink_to(other / "prog")
     monkeypatch.setenv("PATH", f"{venv_bin}:/usr/bin:/bin")
-    assert tmp_path / "other" / "tool" in Sandbox._toolchains()  # the person's own PATH would
+    shown = [shown for shown, _ in Sandbox._toolchains().places]
+    assert tmp_path / "other" / "tool" in shown  # the person's own PATH would
     sandbox = Sandbox(ws, bwrap=require_sandbox())
     out = run(sandbox, f"prog 2>&1; cat {tmp_path}/other/tool/secret.txt 2>&1")
     assert "other-ran" not in out and "other project" not in out, out

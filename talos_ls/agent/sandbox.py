@@ -4,16 +4,18 @@ Every command the agent runs is spawned as `bwrap ... -- bash -c COMMAND`:
 - new user, PID, IPC, UTS, cgroup and network namespaces (`--unshare-all`; the network comes
   back only when a rule grants it), `--die-with-parent`, `--new-session` (no typing into the
   person's terminal), every capability dropped (no unmounting what hides a secret);
-- the environment is an allow-list (PATH, LANG, TERM...; HOME is a private empty directory),
-  and bwrap itself is spawned with that same environment: no process the command can see holds
-  a secret, and the daemon is outside its PID namespace, so no `/proc/<pid>/environ` leaks;
+- the environment is an allow-list (PATH, LANG, TERM...; HOME is a private empty directory;
+  PYENV_ROOT, CARGO_HOME... when they name a toolchain shown), and bwrap itself is spawned
+  with that environment: no process the command can see holds a secret, and the daemon is
+  outside its PID namespace, so no `/proc/<pid>/environ` leaks;
 - outside the workspace only the system is visible, read-only (`/usr`, `/bin`, `/lib*`, `/etc`
   but for what others may not read there, `/sys`, a new `/dev` and `/proc`), with the
-  toolchains on PATH (`~/.pyenv`, `~/.cargo`, `/opt/node`...) and the paths the person's
-  settings list (`readable_paths`); the rest (`/srv`, `/opt`, `/mnt`, `/var`, other projects,
-  every home) is absent or empty, so no Unix socket there can be connected to. The person's
-  credential stores and Talos's own config, state and store are hidden even where a shown
-  directory contains them;
+  toolchains on PATH (`~/.pyenv`, `~/.cargo` and `~/.rustup`, `/opt/node`...; never a home,
+  `/`, `~/.config` or a credential store, by name or through a link: `toolchain`) and the
+  paths the person's settings list (`readable_paths`); the rest (`/srv`, `/opt`, `/mnt`,
+  `/var`, other projects, every home) is absent or empty, so no Unix socket there can be
+  connected to. The person's credential stores and Talos's own config, state and store are
+  hidden even where a shown directory contains them;
 - limits on processes, memory, file size, `/tmp` and CPU time (`limits.py`): hitting one ends
   the command with a message saying which;
 - the workspace is read-only for what rules allow unasked and writable for approved commands
@@ -25,7 +27,8 @@ Every command the agent runs is spawned as `bwrap ... -- bash -c COMMAND`:
 Where `bwrap` is missing or cannot create namespaces (some containers, Ubuntu's AppArmor
 restriction of user namespaces), `probe` says so once, and the permission gate asks before
 every command; an approved command then runs with the same clean environment, but unconfined.
-Output is streamed with a byte cap (the command is killed past it) and a timeout.
+Output is streamed with a byte cap (the command is killed past it) and a timeout; a command
+not found (exit 127) ends with where the program is and why the sandbox does not show it.
 """
 
 from __future__ import annotations
@@ -38,6 +41,8 @@ import functools
 import hashlib
 import logging
 import os
+import re
+import shutil
 import signal
 import stat
 import subprocess
@@ -141,6 +146,37 @@ SYSTEM_SECRETS = (
     "/etc/ssl/private",
     "/etc/security/opasswd",
 )
+# Under a home, where many programs keep their settings or data: a toolchain may lie in one
+# (`~/.local/share/uv/tools/ruff`), never be one.
+SHARED_DIRS = (".config", ".local", ".local/share", ".local/state", ".cache")
+# Where a toolchain's programs look for it when the variable is unset: under $HOME, which a
+# command's is not. Set for commands when it names a toolchain they are shown.
+TOOLCHAIN_ENV = {
+    "PYENV_ROOT": ".pyenv",
+    "RBENV_ROOT": ".rbenv",
+    "CARGO_HOME": ".cargo",
+    "RUSTUP_HOME": ".rustup",
+    "VOLTA_HOME": ".volta",
+    "ASDF_DATA_DIR": ".asdf",
+    "GOROOT": "",
+    "GOPATH": "",
+}
+COMPANIONS = {"CARGO_HOME": "RUSTUP_HOME"}  # cargo's programs are rustup's proxies
+# Where toolchains put their programs under a home: looked in when a command is not found.
+USUAL_BINS = (
+    ".local/bin",
+    "bin",
+    ".pyenv/shims",
+    ".cargo/bin",
+    "go/bin",
+    ".volta/bin",
+    ".rbenv/shims",
+    ".asdf/shims",
+    ".nvm/versions/node/*/bin",
+    ".bun/bin",
+    ".deno/bin",
+)
+NOT_FOUND = re.compile(r": ([\w.+-]{1,100}): command not found$", re.MULTILINE)  # bash's words
 
 
 @dataclass(frozen=True)
@@ -162,10 +198,22 @@ class CommandResult:
         return f"{head}\n{self.output}"
 
 
+def _path_entries() -> list[str]:
+    """The daemon's PATH, its absolute entries."""
+    return [e for e in os.environ.get("PATH", "").split(os.pathsep) if os.path.isabs(e)]
+
+
+def _tilde(path: Path | str) -> str:
+    home = str(Path.home()).rstrip("/") + "/"
+    return "~/" + str(path)[len(home) :] if str(path).startswith(home) else str(path)
+
+
 def _allowed_env(home: str) -> dict[str, str]:
+    """PASS_ENV as the daemon has it, but PATH without its relative or empty entries (they
+    would name directories of the workspace, a command's working directory)."""
     env = {k: os.environ[k] for k in PASS_ENV if k in os.environ}
     env.update(HOME=home, TMPDIR="/tmp")
-    env.setdefault("PATH", "/usr/local/bin:/usr/bin:/bin")
+    env["PATH"] = os.pathsep.join(_path_entries()) or "/usr/local/bin:/usr/bin:/bin"
     env.setdefault("LANG", "C.UTF-8")
     return env
 
@@ -374,6 +422,26 @@ def readable_paths_problem(paths: Sequence[object]) -> str | None:
     return None
 
 
+def toolchain(path: Path) -> tuple[Path, Path]:
+    """(`path`, what it leads to) when a toolchain there may be shown; ValueError saying why
+    not. A readable path's rules (`readable_path`: not `/`, a home or a directory holding one,
+    /proc, Talos's own files...), and neither of the two may be a directory at the top
+    (`/opt`), one of a home's SHARED_DIRS (`~/.config`), a credential store or in one."""
+    shown, real = readable_path(path)
+    homes = _user_homes()
+    stores = [h / rel for h in homes for rel in CREDENTIAL_STORES]
+    for each in (shown, real):
+        if len(each.parts) <= 2:
+            raise ValueError(f"{each} is at the top: it holds more than one toolchain")
+        if any(each == h / d for h in homes for d in SHARED_DIRS):
+            raise ValueError(f"{_tilde(each)} holds many programs' settings")
+        store = next((c for c in stores if each.is_relative_to(c)), None)
+        if store is not None:
+            lies = "is" if each == store else f"lies in {_tilde(store)},"
+            raise ValueError(f"{_tilde(each)} {lies} a credential store")
+    return shown, real
+
+
 def _toolchain_root(entry: Path, containers: set[Path]) -> Path:
     """The directory a program's directory belongs to: a `bin`, `sbin` or `shims` directory's
     parent (`~/.cargo/bin` -> `~/.cargo`, `/opt/node/bin` -> `/opt/node`), unless that parent
@@ -389,7 +457,26 @@ def _toolchain_root(entry: Path, containers: set[Path]) -> Path:
     return entry
 
 
-_TOOLS: dict[tuple[object, ...], list[Path]] = {}
+def _venv_home(root: Path) -> Path | None:
+    """The Python a virtualenv was made from (the `home` its `pyvenv.cfg` names), resolved."""
+    with contextlib.suppress(OSError, UnicodeDecodeError):
+        for line in (root / "pyvenv.cfg").read_text().splitlines():
+            name, _, value = line.partition("=")
+            if name.strip() == "home" and os.path.isabs(value.strip()):
+                return Path(os.path.realpath(value.strip()))
+    return None
+
+
+@dataclass(frozen=True)
+class Toolchains:
+    """What the programs on PATH need outside the system (`Sandbox._toolchains`)."""
+
+    places: list[tuple[Path, Path]]  # (where it is shown, what is shown there), outer first
+    env: dict[str, str]  # the TOOLCHAIN_ENV variables that name one of them
+    refused: dict[Path, str]  # a toolchain not shown, and why
+
+
+_TOOLS: dict[tuple[object, ...], Toolchains] = {}
 MAX_TOOLCHAIN_KEYS = 64  # one per workspace a daemon serves, while PATH stays as it is
 _TOOLS_LOCK = threading.Lock()
 
@@ -503,37 +590,76 @@ class Sandbox:
 
     # --------------------------------------------------------------- layout
     @staticmethod
-    def _toolchains(workspace: Path | None = None) -> list[Path]:
+    def _toolchains(workspace: Path | None = None) -> Toolchains:
         """What the programs on PATH need outside the system, read-only: Python itself, each
         PATH entry that lies outside the system (its toolchain: a `bin`, `sbin` or `shims`
         directory's parent, `~/.cargo/bin` -> `~/.cargo`, `/opt/node/bin` -> `/opt/node`,
         `/tmp/ci/.venv/bin` -> `/tmp/ci/.venv`, else the entry itself; `~/.local/bin` with
-        `~/.local/lib` beside it, never all of `~/.local`), and the toolchain of each program
+        `~/.local/lib` beside it, never all of `~/.local`), the toolchain of each program
         on PATH that is a link leading out of the system (`/usr/local/bin/node` ->
-        `/opt/node/bin/node`, `/usr/bin/java` -> `/etc/alternatives/java` -> `/opt/jdk/...`).
-        Never a whole home, `/`, or a directory at the top (`/opt`); never where a link in the
-        `workspace` leads (a PATH entry there, `.venv/bin`, is the repository's: its links
-        could name any directory). Remembered while PATH and its directories are unchanged."""
-        entries = [Path(p) for p in os.environ.get("PATH", "").split(os.pathsep) if p]
+        `/opt/node/bin/node`, `/usr/bin/java` -> `/etc/alternatives/java` -> `/opt/jdk/...`),
+        the Python each virtualenv among them was made from, and what their programs need
+        beside them (`~/.rustup` with `~/.cargo`). Each is judged as named and as resolved
+        (`toolchain`: never a home, `/`, `~/.config`, a credential store...), and shown at
+        both places; the TOOLCHAIN_ENV variables that name one are set (`~/.pyenv` gives
+        PYENV_ROOT, the default a pyenv shim would look for under the sandbox's own HOME).
+        Never where a link or `pyvenv.cfg` in the `workspace` leads (a PATH entry there,
+        `.venv/bin`, is the repository's: it could name any directory). Remembered while
+        PATH, its directories and those variables are unchanged."""
+        entries = [Path(p) for p in _path_entries()]
+        home = Path.home()
+        where = {
+            var: os.environ.get(var) or (str(home / default) if default else "")
+            for var, default in TOOLCHAIN_ENV.items()
+        }
         watched = [*entries, Path("/etc/alternatives")]
-        key: tuple[object, ...] = (sys.prefix, sys.base_prefix, workspace, *_mtimes(watched))
+        key: tuple[object, ...] = (sys.prefix, sys.base_prefix, workspace, *where.values())
+        key += (*_mtimes(watched), *(os.path.realpath(e) for e in entries))
         cached = _TOOLS.get(key)  # commands are laid out in worker threads: one look
         if cached is not None:
-            return list(cached)
+            return cached
         system = system_shown()
         containers = {*_user_homes(), *(Path(p) for p in BLANKED), Path("/")}
 
         def outside(path: Path) -> bool:
             return not any(path.is_relative_to(s) for s in system)
 
-        wanted: list[Path] = []
+        places: list[tuple[Path, Path]] = []
+        refused: dict[Path, str] = {}
+
+        def want(path: Path) -> None:
+            if not outside(path) or path in refused or any(path == s for s, _ in places):
+                return
+            try:
+                shown, real = toolchain(path)
+                if workspace is not None and real.is_relative_to(workspace) and real != shown:
+                    raise ValueError(f"{path} leads into the workspace: its .env would show")
+            except ValueError as exc:
+                refused[path] = str(exc)
+                logger.warning("not shown to commands: %s", exc)
+                return
+            if os.path.isdir(real):  # else gone, or not this user's to enter
+                places.extend([(shown, real)] + ([(real, real)] if outside(real) else []))
+
+        def visible(real: Path) -> bool:
+            return not outside(real) or any(real.is_relative_to(r) for _, r in places)
+
+        def followed(path: Path) -> bool:  # shown (or the system), and not the repository's
+            real = Path(os.path.realpath(path))
+            in_workspace = workspace is not None and real.is_relative_to(workspace)
+            return visible(real) and not in_workspace
+
         for entry in entries:
-            wanted.append(_toolchain_root(entry, containers))
+            want(_toolchain_root(entry, containers))
             if entry.parent.name == ".local" and entry.name == "bin":
-                wanted.append(entry.parent / "lib")
-        wanted += [Path(sys.base_prefix), Path(sys.prefix)]
+                want(entry.parent / "lib")
+        for var, other in COMPANIONS.items():
+            if where[var] and where[other] and any(str(s) == where[var] for s, _ in places):
+                want(Path(where[other]))
+        want(Path(sys.base_prefix))
+        want(Path(sys.prefix))
         for entry in entries:  # programs that are links out of the system
-            if workspace is not None and Path(os.path.realpath(entry)).is_relative_to(workspace):
+            if not followed(entry):
                 continue
             try:
                 links = [e.path for e in os.scandir(entry) if e.is_symlink()]
@@ -541,21 +667,59 @@ class Sandbox:
                 continue
             for link in links:
                 target = Path(os.path.realpath(link))
-                if outside(target) and not any(target.is_relative_to(w) for w in wanted):
-                    wanted.append(_toolchain_root(target.parent, containers))
-        out: list[Path] = []
-        for path in wanted:
-            if not outside(path) or path in containers or len(path.parts) <= 2:
-                continue
-            if not os.path.isdir(path):  # gone, or not this user's to enter
-                continue
-            if not any(path.is_relative_to(o) for o in out):
-                out = [o for o in out if not o.is_relative_to(path)] + [path]
+                if not visible(target):
+                    want(_toolchain_root(target.parent, containers))
+        for _, real in list(places):  # the Python each virtualenv was made from
+            python = _venv_home(real) if followed(real) else None
+            if python is not None and not visible(python):
+                want(_toolchain_root(python, containers))
+        out: list[tuple[Path, Path]] = []
+        for shown, real in sorted(dict.fromkeys(places), key=lambda p: len(p[0].parts)):
+            if not any(
+                shown.is_relative_to(s) and real == r / shown.relative_to(s) for s, r in out
+            ):  # else visible there already
+                out.append((shown, real))
+        seen = [p for pair in out for p in pair]
+        env = {
+            var: value
+            for var, value in where.items()
+            if os.path.isabs(value)
+            and ".." not in Path(value).parts
+            and any(Path(value).is_relative_to(p) for p in seen)
+        }
+        found = Toolchains(out, env, refused)
         with _TOOLS_LOCK:
             while len(_TOOLS) >= MAX_TOOLCHAIN_KEYS:  # the oldest first: stale ones age out
                 _TOOLS.pop(next(iter(_TOOLS)))
-            _TOOLS[key] = out
-        return list(out)
+            _TOOLS[key] = found
+        return found
+
+    def not_found(self, name: str) -> tuple[bool, str]:
+        """Why a command finds no `name` in the sandbox, and what to do: (whether it is
+        installed where Talos can tell, the hint). On the daemon's PATH, in a directory not
+        shown (and why), or under the home in a toolchain's usual place but not on PATH."""
+        path = os.pathsep.join(_path_entries())
+        host = shutil.which(name, path=path)
+        if host is not None:
+            where = Path(host).parent
+            refused = self._toolchains(self.root).refused.items()
+            why = next((r for root, r in refused if where.is_relative_to(root)), None)
+            return True, (
+                f"{name} is not on the sandbox's PATH: it is installed at {_tilde(host)}, "
+                f"which the sandbox does not show{f' ({why})' if why else ''}; put it, or "
+                "a link to it, in a directory the sandbox shows, such as ~/.local/bin"
+            )
+        home = Path.home()
+        for rel in USUAL_BINS:
+            for found in sorted(home.glob(f"{rel}/{name}")):
+                if found.is_file() and os.access(found, os.X_OK):
+                    return True, (
+                        f"{name} is not on the PATH Talos was started with ({path}); it is "
+                        f"installed at {_tilde(found)}: start Talos (or the editor that "
+                        f"starts it) with {_tilde(found.parent)} on PATH, and the sandbox "
+                        "shows it, read-only"
+                    )
+        return False, f"{name} is not installed, or not on the PATH Talos was started with ({path})"
 
     def _hidden(self) -> list[Path]:
         """What no command may see: the credential stores, the system's secrets, Talos's own
@@ -570,13 +734,16 @@ class Sandbox:
         every = [*mine, *targets, *system, *etc_secrets()]
         return list(dict.fromkeys(every))
 
-    def _outside(self, network: bool) -> tuple[list[str], list[Path], list[tuple[Path, Path]]]:
+    def _outside(
+        self, network: bool
+    ) -> tuple[list[str], list[Path], list[tuple[Path, Path]], dict[str, str]]:
         """The sandbox outside the workspace: bwrap's arguments, and what they show (a hidden
         path elsewhere is already out of sight). On bwrap's empty root (made read-only at the
         end, `argv`): the system read-only, a new /dev (read-only but for its sized /dev/shm)
         and /proc, sized tmpfs for /tmp, /var/tmp, /run and every home, then the toolchains on
-        PATH and the person's readable paths, read-only. Also what each readable path that
-        is (or lies behind) a link shows, and where: (real, shown)."""
+        PATH and the person's readable paths, read-only. Also what each of those that is
+        (or lies behind) a link shows, and where: (real, shown); and the toolchains'
+        variables."""
         sizes = self.limits if sizes_tmpfs(self.bwrap or "") else None
 
         def tmpfs(path: str, size: int) -> list[str]:
@@ -616,13 +783,11 @@ class Sandbox:
         for home in _homes():
             args += tmpfs(str(home), lim.SMALL_TMPFS)
         tools = self._toolchains(self.root)
-        readable = self._readable()
-        for path in tools:
-            args += ["--ro-bind", str(path), str(path)]
-        for shown, real in readable:  # what it shows, bound where the person named it
+        places = [*tools.places, *self._readable()]
+        for shown, real in places:  # what it shows, bound where it was named
             args += ["--ro-bind", str(real), str(shown)]
-        aliases = [(real, shown) for shown, real in readable if real != shown]
-        return args, [*system_shown(), *tools, *(shown for shown, _ in readable)], aliases
+        aliases = [(real, shown) for shown, real in places if real != shown]
+        return args, [*system_shown(), *(shown for shown, _ in places)], aliases, tools.env
 
     def _readable(self) -> list[tuple[Path, Path]]:
         """The readable paths, checked again and resolved as they are now (a link may have
@@ -682,7 +847,7 @@ class Sandbox:
         if layout is None:
             layout = self.layout(writable)
             layout.after()
-        outside, shown, aliases = self._outside(network)
+        outside, shown, aliases, tool_env = self._outside(network)
         args = [self.bwrap, *outside]
         args += layout.args  # the workspace, its secrets covered (in it: `Sandbox.layout`)
         shown.append(self.root)
@@ -697,6 +862,7 @@ class Sandbox:
                     if path.is_relative_to(real)
                 ),
             ]
+            places = list(dict.fromkeys(places))
             # covered by the layout, or out of sight already
             places = [p for p in places if not str(p).startswith(inside) and in_sight(p)]
             if not places or path == self.root:
@@ -717,7 +883,7 @@ class Sandbox:
         if network:
             args.append("--share-net")
         args += ["--die-with-parent", "--new-session", "--cap-drop", "ALL", "--clearenv"]
-        for key, value in {**_allowed_env(SANDBOX_HOME), **layout.env}.items():
+        for key, value in {**_allowed_env(SANDBOX_HOME), **tool_env, **layout.env}.items():
             args += ["--setenv", key, value]
         return [*args, "--", *lim.launcher(self.shell, command, self.limits, report)]
 
@@ -787,6 +953,10 @@ class Sandbox:
             shown = visible(note, single_line=True)
             logger.warning("%s: after a command, %s", self.root, shown)
             result.output += f"\n[talos: {shown}]"
+        if sandboxed and result.exit_code == 127:  # command not found: which, and why
+            for name in list(dict.fromkeys(NOT_FOUND.findall(result.output)))[:3]:
+                _, hint = await asyncio.to_thread(self.not_found, name)
+                result.output += f"\n[talos: {visible(hint, single_line=True)}]"
         return result
 
     def _undo(self, layout: Layout) -> list[str]:

@@ -23,8 +23,9 @@ no rule allows is asked), `auto-edit` (edits go through without asking; commands
 `full-auto` (everything not denied, except a command whose program cannot be known before it
 runs, and what an ask rule covers). Without an OS sandbox every command is asked, whatever the
 mode and the rules. A prompt offers Allow once, Always allow `<rule>` (when a rule could cover
-it) and Deny; a dismissal is a denial; with nobody there to ask (headless), ask means deny, so
-nothing ever waits for ever.
+it: the narrowest useful one, `suggest_rule`, never a bare interpreter) and Deny; a dismissal
+is a denial; with nobody there to ask (headless), ask means deny, so nothing ever waits for
+ever.
 """
 
 from __future__ import annotations
@@ -34,6 +35,8 @@ import dataclasses
 import fnmatch
 import hashlib
 import json
+import os
+import re
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -43,7 +46,16 @@ import platformdirs
 
 from ..display import visible
 from ..files import FileTooLarge, NotRegularFile, atomic_write, read_regular
-from .shell import Analysis, GlobWalk, SimpleCommand, analyze, could_match, matches, path_risks
+from .shell import (
+    SHELLS,
+    Analysis,
+    GlobWalk,
+    SimpleCommand,
+    analyze,
+    could_match,
+    matches,
+    path_risks,
+)
 
 MODES = ("read-only", "ask", "auto-edit", "full-auto")
 DECISIONS = ("allow", "ask", "deny")
@@ -51,6 +63,7 @@ ALLOW_ONCE, DENY = "Allow once", "Deny"
 TRUST, NOT_NOW = "Trust this file", "Not now"
 PERMISSIONS_FILE = ".talos/permissions.json"
 MAX_RULES_BYTES = 256 * 1024
+SUMMARY_CHARS = 60  # a longer command is not in the prompt's first line, but on its own
 
 # Read-only commands nobody should have to approve (run with the workspace read-only); and what
 # is never run.
@@ -88,6 +101,42 @@ DEFAULT_ALLOW = (
     "python --version",
 )
 DEFAULT_DENY = ("sudo", "su", "doas", "rm -rf /", "rm -rf ~", "mkfs", "dd", "shutdown", "reboot")
+
+NO_RULE = "no rule allows it"
+
+# What "Always allow" names for a program that runs what it is told to (an interpreter, a
+# package or build runner), after the program: the first word's meaning, by that word (a
+# subcommand or a mode option), "" for any other plain word (a script, a subcommand, a
+# target). ONE: the rule ends there (`node app.js`, `npm test`, `cargo run`, `make lint`);
+# THEN: with the next word (`python -m pytest`, `npm run lint`, `go run main.go`); RUNS: what
+# follows is a command, named in turn (`uv run pytest`, `npx jest`); None or absent: no rule
+# (`python -c CODE`, `bash -c`, `deno eval`, a bare `python`). Never the program alone.
+ONE, THEN, RUNS = "one", "then", "runs"
+# fmt: off
+_SCRIPT: dict[str, str | None] = {"": ONE}
+_PACKAGES: dict[str, str | None] = {"": ONE, "run": THEN, "run-script": THEN, "exec": RUNS,
+                                    "x": RUNS, "dlx": RUNS}
+_RUN: dict[str, str | None] = {"": ONE, "run": RUNS}
+NARROW: dict[str, dict[str, str | None]] = {
+    **dict.fromkeys(("node", "nodejs", "ruby", "perl", "php", "lua", "luajit", "Rscript",
+                     "julia", "tclsh", "pwsh", "tsx", "ts-node", "fish", "csh", "tcsh",
+                     "dotnet", "cargo", "make", "gmake", *SHELLS), _SCRIPT),
+    "python": {"": ONE, "-m": THEN},  # python, python3, python3.12, pypy3 (PYTHONS)
+    "java": {"": ONE, "-jar": THEN},
+    "npm": _PACKAGES, "pnpm": _PACKAGES,
+    "yarn": {**_PACKAGES, "node": None, "exec": None},  # `yarn node -e CODE`; exec: shell text
+    "bun": {**_PACKAGES, "exec": None},  # `bun exec` runs shell text
+    "deno": {"": ONE, "run": THEN, "task": THEN, "eval": None},
+    "npx": {"": RUNS}, "pnpx": {"": RUNS}, "bunx": {"": RUNS}, "uvx": {"": RUNS},
+    "uv": {**_RUN, "tool": None, "pip": THEN}, "pipx": {"": ONE, "run": RUNS},
+    **dict.fromkeys(("poetry", "pdm", "hatch", "pipenv", "rye"), _RUN),
+    "bundle": {"": ONE, "exec": RUNS},
+    "go": {"": ONE, "run": THEN, "tool": THEN},
+    "git": {"": ONE, **dict.fromkeys(("stash", "remote", "worktree", "submodule", "config"), THEN)},
+}
+# fmt: on
+PYTHONS = re.compile(r"(python|pypy)[0-9.]*")
+PLAIN_WORD = re.compile(r"[\w@%+:,./-]+", re.ASCII)  # no glob (`*`), quote, space or `=`
 
 Prompter = Callable[[str, Sequence[str]], Awaitable[str | None]]
 # Runs a blocking call off the event loop (`ToolContext.blocking`, the host's worker threads).
@@ -417,7 +466,7 @@ class Policy:
             elif risks:
                 asked.append((cmd, risks[0]))
             elif rules is None:
-                asked.append((cmd, "no rule allows it"))
+                asked.append((cmd, NO_RULE))
             else:
                 grants.append(rules)
         if analysis.risks and not asked:
@@ -436,7 +485,7 @@ class Policy:
             )
         if asked:
             # What most needs the person's eye first: risks, then programs no rule allows.
-            asked.sort(key=lambda item: item[1] == "no rule allows it")
+            asked.sort(key=lambda item: item[1] == NO_RULE)
             if len(analysis.commands) == 1:  # the prompt shows the command already
                 why = "; ".join(dict.fromkeys(visible(w, single_line=True) for _, w in asked))
             else:
@@ -543,16 +592,7 @@ class Policy:
             always = f"Always allow `{visible(decision.suggested_rule, single_line=True)}`"
             options.append(always)
         options.append(DENY)
-        where = (
-            "in the sandbox: workspace writable, no network"
-            if self.sandboxed
-            else "WITHOUT a sandbox: it can do anything you can"
-        )
-        line = visible(command, single_line=True)
-        runs = "" if decision.shown in (None, line) else f"It runs: {decision.shown}\n"
-        message = (
-            f"Run this command? ({where})\n  $ {line}\n{runs}Why you are asked: {decision.reason}."
-        )
+        message = self._prompt_text(command, decision, always is not None)
         try:
             choice = await asyncio.wait_for(prompter(message, options), timeout)
         except TimeoutError:
@@ -572,6 +612,38 @@ class Policy:
                 shown=decision.shown,
             )
         return Decision("deny", "denied by you" if choice == DENY else "dismissed: denied")
+
+    def _prompt_text(self, command: str, decision: Decision, offered: bool) -> str:
+        """The prompt, one fact a line: the first alone is a summary (some editors show only
+        that one); then the command, what it may do there, why it is asked, the rule."""
+        line = visible(command, single_line=True)
+        where = "in the sandbox" if self.sandboxed else "WITHOUT a sandbox"
+        short = len(line) <= SUMMARY_CHARS and "`" not in line
+        lines = [
+            f"Run this command? `{line}` ({where})" if short else f"Run this command? ({where})"
+        ]
+        if not short:
+            lines.append(f"  $ {line}")
+        if decision.shown not in (None, line):
+            lines.append(f"It runs: {decision.shown}")
+        if self.sandboxed:
+            root = visible(str(self.root), single_line=True) if self.root else "the workspace"
+            net = "with the network" if decision.network else "with no network"
+            lines.append(f"It may change files only in the workspace ({root}), {net}.")
+        else:
+            lines.append("WITHOUT a sandbox it can do anything you can: your files, the network.")
+        lines.append(f"Why you are asked: {decision.reason}.")
+        if offered and decision.suggested_rule:
+            rule = visible(decision.suggested_rule, single_line=True)
+            lines.append(
+                f"Always allow would save the rule `{rule}`: any command starting with it "
+                "would then run unasked in this workspace."
+            )
+        elif self.sandboxed:
+            lines.append("No Always allow: no rule would let just this run unasked.")
+        else:
+            lines.append("No Always allow without a sandbox: the rule would run it unconfined.")
+        return "\n".join(lines)
 
     async def review_workspace_file(self, prompter: Prompter | None) -> bool | None:
         """Offer to trust the workspace's own permissions file when it would allow something.
@@ -597,20 +669,44 @@ class Policy:
 
 
 def _suggest(asked: list[tuple[SimpleCommand, str]]) -> str | None:
-    """The rule "always allow" offers, when one rule would let the asked command run: only
-    for a known program whose only problem is that no rule allows it."""
-    if len(asked) != 1:
+    """The rule "always allow" offers, when one rule would let every asked program run: only
+    for known programs whose only problem is that no rule allows them."""
+    if not asked or any(why != NO_RULE or not c.known or c.risks for c, why in asked):
         return None
-    cmd, why = asked[0]
-    if why != "no rule allows it" or not cmd.known or cmd.risks:
-        return None
-    return suggest_rule(cmd.words)
+    rules = {suggest_rule(c.words) for c, _ in asked}
+    rule = rules.pop() if len(rules) == 1 else None
+    return rule if rule and all(matches(rule, c.words) for c, _ in asked) else None
 
 
-def suggest_rule(words: Sequence[str] | str) -> str:
-    """The program and its subcommand (`npm test`, `git commit`), or the program alone."""
+def _plain(word: str) -> bool:
+    """A word a rule names exactly: not an option, an assignment, a glob or a quote."""
+    return bool(PLAIN_WORD.fullmatch(word)) and not word.startswith("-")
+
+
+def suggest_rule(words: Sequence[str] | str) -> str | None:
+    """The narrowest useful rule for this command, or None. A program NARROW knows is named
+    with what it is told to run (`python -m pytest`, `npm run lint`, `uv run pytest`), never
+    alone; another, with its subcommand (`git commit`, `./run.sh fast`) or alone (`pytest`)."""
     if isinstance(words, str):
         words = words.split()
-    if len(words) >= 2 and not words[1].startswith("-") and "/" not in words[1]:
-        return " ".join(words[:2])
-    return words[0] if words else ""
+    if not words or not _plain(words[0]):
+        return None
+    program, args = words[0], list(words[1:])
+    name = os.path.basename(program)
+    table = NARROW.get("python" if PYTHONS.fullmatch(name) else name)
+    if table is None:
+        plain = bool(args) and _plain(args[0]) and "/" not in args[0]
+        return " ".join(words[:2]) if plain else program
+    if not args:
+        return None
+    first, rest = args[0], args[1:]
+    kind = table.get(first, table.get("") if _plain(first) else None)
+    if kind == ONE:
+        return f"{program} {first}"
+    if kind == THEN and rest and _plain(rest[0]):
+        return f"{program} {first} {rest[0]}"
+    if kind == RUNS:  # `uv run CMD`; for npx (no subcommand) the command starts at `first`
+        head, inner = ([program, first], rest) if first in table else ([program], args)
+        sub = suggest_rule(inner)
+        return " ".join([*head, sub]) if sub else None
+    return None

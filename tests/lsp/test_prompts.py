@@ -35,7 +35,7 @@ async def test_permission_prompt(editor, model, ws, answer, outcome):
     task_id = (await editor.command("talos.task.start", {"prompt": "make it"}))["task_id"]
     await editor.finished(task_id)
     (prompt,) = editor.prompts
-    assert "$ touch made.txt && echo made" in prompt.message
+    assert prompt.message.startswith("Run this command? `touch made.txt && echo made` (in the")
     assert prompt.actions[0].title == "Allow once"
     assert outcome in _tool_results(model, 1)[0]
     assert (ws / "made.txt").exists() == (answer == "Allow once")

@@ -259,6 +259,7 @@ function SCENARIOS.review()
   for _, win in ipairs(windows) do
     local buf = vim.api.nvim_win_get_buf(win)
     table.insert(shown, { name = vim.api.nvim_buf_get_name(buf), diff = vim.wo[win].diff,
+                          shown = vim.fn.bufname(buf),
                           lines = lines(buf), filetype = vim.bo[buf].filetype,
                           modifiable = vim.bo[buf].modifiable })
   end
@@ -397,6 +398,99 @@ function SCENARIOS.hostile()
   record('quickfix', { title = title, items = items })
 end
 
+local function find_line(bufnr, needle, from)
+  for i, line in ipairs(lines(bufnr)) do
+    if i >= (from or 1) and line:find(needle, 1, true) then
+      return i, line
+    end
+  end
+end
+
+-- The chat buffer: a task streamed into it as it runs, its question and proposal shown, `ga`
+-- on the proposal's line, a follow-up; then raw hostile events (as a server that escapes
+-- nothing would send them) stay plain text, and a modeline among them does nothing.
+function SCENARIOS.chat()
+  local app, client = start()
+  local chat = require('talos.chat')
+  vim.cmd('TalosChat')
+  local buf = chat.buffer()
+  local win = vim.api.nvim_get_current_win()
+  local opened = { name = vim.fn.bufname(buf), buftype = vim.bo[buf].buftype,
+                   filetype = vim.bo[buf].filetype, modeline = vim.bo[buf].modeline,
+                   modifiable = vim.bo[buf].modifiable, foldmethod = vim.wo[win].foldmethod,
+                   wins = #vim.api.nvim_tabpage_list_wins(0), first = lines(buf)[1] }
+  table.insert(picks, containing('pytest'))
+  vim.cmd('TalosTask write the tests')
+  -- The first chunk of the answer, while the task still runs.
+  local at_first = wait_for('the first chunk in the chat', function()
+    return find_line(buf, 'chunk01') and lines(buf)
+  end)
+  local task_id = require('talos.state').last_task[client.id]
+  local state_at_first
+  for _, t in ipairs(server(client, 'talos.task.list')) do
+    if t.id == task_id then
+      state_at_first = t.state
+    end
+  end
+  task_ended(client)
+  wait_for('the end in the chat', function() return find_line(buf, '■ ') end)
+  local streamed = lines(buf)
+  local cursor = vim.api.nvim_win_get_cursor(win)[1]
+  -- `ga` on the proposal's line applies it; the line says so.
+  local row = wait_for('the proposal line', function() return find_line(buf, '◆ proposal') end)
+  vim.api.nvim_set_current_win(win)
+  vim.api.nvim_win_set_cursor(win, { row, 0 })
+  local before = lines(app)
+  vim.api.nvim_feedkeys('ga', 'x', false)
+  wait_for('the buffer changed', function() return not vim.deep_equal(lines(app), before) end)
+  local applied = wait_for('the proposal line updated', function()
+    local i, line = find_line(buf, '◆ proposal')
+    return line:find('· applied') and { i, line }
+  end)
+  record('chat', { opened = opened, at_first = at_first, state_at_first = state_at_first,
+                   streamed = streamed, cursor = cursor, count = #streamed,
+                   applied = applied[2], app = lines(app), task_id = task_id,
+                   end_note = noted(': done ·') or vim.NIL,
+                   select = selects[1] or vim.NIL })
+  -- A follow-up: a new task after the first, its answer in the chat.
+  local ends = #streamed
+  vim.cmd('TalosFollowUp and now the docs')
+  wait_for('the follow-up answered', function() return find_line(buf, 'followed up', ends) end)
+  wait_for('its end', function() return find_line(buf, '■ ', ends + 1) end)
+  record('followup', { lines = lines(buf), latest = chat.latest() })
+
+  -- Raw hostile events, straight to the handler.
+  local ctx = { client_id = client.id }
+  local function event(e)
+    e.task_id = 'tevil'
+    chat.handler(nil, e, ctx)
+  end
+  event({ kind = 'begin', title = '\27[2Jclear\nsecond %{execute("qa!")}', follows = vim.NIL })
+  for _, piece in ipairs({ 'red: \27[31mred\27[0m, csi: \194', '\155', '2J, rtl: \226\128',
+                           '\174lfr, crlf: a\r', '\nb\n', 'vim: set ft=sh ts=2 :\n',
+                           '# {{{ a fold marker\n',
+                           '<script>alert(1)</script> [a](http://x)\n' }) do
+    event({ kind = 'text', text = piece })
+  end
+  event({ kind = 'step', message = 'step 1: \27]0;title\7 run' })
+  chat.handler(nil, { task_id = 'tside', kind = 'step', message = 'step 1: meanwhile' }, ctx)
+  event({ kind = 'text', text = 'more' })
+  -- The last line is a modeline (a modeline is looked for in the last lines only).
+  event({ kind = 'end', state = 'done', result = '', tokens = 5, cost = 0,
+          error = '\27[31mboom\nline vim: set ft=sh ts=2 :' })
+  wait_for('the hostile end', function() return find_line(buf, 'boom') end)
+  vim.api.nvim_buf_call(buf, function() vim.cmd('doautocmd BufRead') end) -- modelines run here
+  record('hostile', { lines = lines(buf), filetype = vim.bo[buf].filetype,
+                      tabstop = vim.bo[buf].tabstop, modeline = vim.bo[buf].modeline })
+end
+
+-- :checkhealth talos with a client running.
+function SCENARIOS.health()
+  start()
+  vim.cmd('checkhealth talos')
+  record('health', { lines = lines(0) })
+end
+
 -- Neovim 0.8+'s vim.lsp.start (stubbed on 0.7 over start_client) is what setup uses where it
 -- exists, one client per root.
 function SCENARIOS.start_api()
@@ -405,7 +499,8 @@ function SCENARIOS.start_api()
   vim.lsp.start = function(config, opts)
     local current = vim.api.nvim_get_current_buf()
     table.insert(calls, { root = config.root_dir, bufnr = opts.bufnr, current = current,
-                          name = config.name, deferred = config.init_options.deferredPrompts })
+                          name = config.name, deferred = config.init_options.deferredPrompts,
+                          conversation = config.init_options.conversation })
     for _, id in ipairs(started) do -- as 0.8 does: running clients and those still starting
       local c = vim.lsp.get_client_by_id(id)
       if c and opts.reuse_client(c, config) then

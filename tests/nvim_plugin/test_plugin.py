@@ -188,8 +188,9 @@ def test_the_plugin_reviews_a_task_in_neovim(tmp_path, model):
     left, right = run["diff"]["windows"]
     assert left["diff"] and right["diff"], str(run)
     assert left["lines"] == BASE.splitlines() and right["lines"] == BOTH.splitlines(), str(run)
-    assert left["name"].endswith("/base/src/app.py"), str(run)
-    assert right["name"].endswith("/proposed/src/app.py"), str(run)
+    # Readable names: no directory for a tab label to shorten ('t///p/b/s/app.py' it was).
+    assert re.fullmatch(r"app\.py \[talos p\w+ base\]", left["shown"]), str(run)
+    assert re.fullmatch(r"app\.py \[talos p\w+ proposed\]", right["shown"]), str(run)
     assert left["filetype"] == "python" and not right["modifiable"], str(run)
 
     # :TalosApply changed the buffer (not the disk); :TalosUndo put it back.
@@ -287,6 +288,7 @@ def test_setup_uses_vim_lsp_start_where_it_exists_one_client_per_root(tmp_path, 
     assert [c["root"] for c in step["calls"]] == [ws, ws, other], str(run)
     assert all(c["bufnr"] == c["current"] for c in step["calls"]), str(run)  # 0.8: current
     assert all(c["name"] == "talos" and c["deferred"] for c in step["calls"]), str(run)
+    assert all(c["conversation"] for c in step["calls"]), str(run)  # the chat's events
     assert step["app"] == step["other"] != step["lib"], str(run)
 
 

@@ -1,6 +1,8 @@
 -- One Talos client per root (the nearest directory above a file holding one of
 -- `root_markers`, else the current directory), attached to every file buffer of that root.
+local chat = require('talos.chat')
 local compat = require('talos.compat')
+local message = require('talos.message')
 local progress = require('talos.progress')
 local prompts = require('talos.prompts')
 local state = require('talos.state')
@@ -55,10 +57,18 @@ local function show_message(_, result)
   local levels = { vim.log.levels.ERROR, vim.log.levels.WARN, vim.log.levels.INFO,
                    vim.log.levels.DEBUG }
   local level = levels[result.type] or vim.log.levels.INFO
-  vim.schedule(function()
-    vim.notify('Talos: ' .. text.line(result.message, 500), level, { title = 'Talos' })
-  end)
+  message.say('Talos: ' .. text.plain(result.message), level)
   return vim.NIL
+end
+
+-- Neovim's own handler, without the `print` of the edit's label it does first (a message
+-- that could wrap and raise a hit-enter prompt; Talos says what it applied itself).
+local function apply_edit(err, params, ctx, config)
+  if type(params) == 'table' and params.label ~= nil then
+    params = vim.deepcopy(params)
+    params.label = nil
+  end
+  return vim.lsp.handlers['workspace/applyEdit'](err, params, ctx, config)
 end
 
 local function proposals_changed()
@@ -71,6 +81,7 @@ end
 function M.config(root)
   local init_options = vim.deepcopy(state.config.settings or {})
   init_options.deferredPrompts = true -- prompts come as talos/prompt, answered later
+  init_options.conversation = true -- tasks stream as talos/conversation, into the chat buffer
   return {
     name = state.NAME,
     cmd = state.config.cmd,
@@ -85,6 +96,8 @@ function M.config(root)
       ['talos/prompt'] = prompts.prompt_handler,
       ['talos/promptClosed'] = prompts.closed_handler,
       ['talos/proposals'] = proposals_changed,
+      ['talos/conversation'] = chat.handler,
+      ['workspace/applyEdit'] = apply_edit,
       ['window/showMessageRequest'] = prompts.message_request_handler,
       ['window/showMessage'] = show_message,
       ['$/progress'] = progress.handler,

@@ -1,7 +1,8 @@
 -- The :Talos* commands. Every request is asynchronous (a callback, never request_sync), so
--- the editor is never held up by the server; errors are shown through vim.notify.
+-- the editor is never held up by the server; errors are shown as messages (talos.message).
 local client_mod = require('talos.client')
 local compat = require('talos.compat')
+local message = require('talos.message')
 local state = require('talos.state')
 local text = require('talos.text')
 
@@ -12,8 +13,8 @@ local OPEN = { pending = true, partly_applied = true } -- what can still be appl
 local INFO, WARN, ERROR = vim.log.levels.INFO, vim.log.levels.WARN, vim.log.levels.ERROR
 local READY_MS = 30000 -- how long a command waits for a client still starting
 
-local function notify(message, level)
-  vim.notify('Talos: ' .. message, level or INFO, { title = 'Talos' })
+local function notify(said, level)
+  message.say('Talos: ' .. said, level or INFO)
 end
 
 -- Run `fn` once `client` is initialized (a command given right after setup waits for it).
@@ -152,12 +153,38 @@ function M.task(prompt, line1, line2)
   end
   M.exec(client, 'talos.task.start', argument, function(started)
     state.last_task[client.id] = started.task_id
-    notify('task ' .. text.line(started.task_id, 40) .. ' ' .. text.line(started.state, 20))
+    notify('task ' .. text.line(started.task_id, 40) .. ' ' .. text.line(started.state, 20)
+      .. ' (:TalosChat to follow it)')
   end)
 end
 
-function M.cancel(task_id)
-  local client = client_or_say()
+--- :TalosFollowUp: `prompt` to the latest task of the chat (its model sees the earlier
+--- conversation), or a new task when there is none yet.
+function M.follow_up(prompt)
+  if not prompt or not prompt:match('%S') then
+    vim.ui.input({ prompt = 'Talos follow-up: ' }, function(input)
+      if input and input:match('%S') then
+        vim.schedule(function() M.follow_up(input) end)
+      end
+    end)
+    return
+  end
+  local chat = require('talos.chat')
+  local latest = chat.latest()
+  local client = latest and vim.lsp.get_client_by_id(latest.client_id)
+  if not client then
+    return M.task(prompt)
+  end
+  M.exec(client, 'talos.task.followUp', { task_id = latest.task_id, prompt = prompt },
+    function(started)
+      state.last_task[client.id] = started.task_id
+      notify('follow-up ' .. text.line(started.task_id, 40) .. ' '
+        .. text.line(started.state, 20))
+    end)
+end
+
+function M.cancel(task_id, client)
+  client = client or client_or_say()
   if not client then
     return
   end
@@ -364,7 +391,7 @@ end
 --- "change N of M") given; else the quickfix entry, else the hunk under the cursor, else the
 --- file's only proposal, else one picked. `then_(client, proposal_id, hunk)`, hunk 0-based
 --- or nil (the whole proposal).
-local function target(fargs, verb, then_, with_stale)
+local function target(fargs, verb, then_, with_stale, client)
   local given_id, given_hunk
   for _, arg in ipairs(fargs or {}) do
     if arg:match('^%d+$') then
@@ -382,7 +409,7 @@ local function target(fargs, verb, then_, with_stale)
     return then_(from_qf.client, given_id or from_qf.proposal_id, hunk)
   end
   local bufnr = vim.api.nvim_get_current_buf()
-  local client = client_or_say()
+  client = client or client_or_say()
   if not client then
     return
   end
@@ -432,7 +459,8 @@ local function target(fargs, verb, then_, with_stale)
   end
 end
 
-function M.apply(fargs)
+-- apply, reject and diff take the client of a proposal named in `fargs` (from the chat).
+function M.apply(fargs, of)
   target(fargs, 'apply', function(client, proposal_id, hunk)
     local argument = { proposal_id = proposal_id }
     if hunk then
@@ -447,16 +475,16 @@ function M.apply(fargs)
       end
       M.refresh_quickfix()
     end)
-  end)
+  end, false, of)
 end
 
-function M.reject(fargs)
+function M.reject(fargs, of)
   target(fargs, 'reject', function(client, proposal_id)
     M.exec(client, 'talos.proposal.reject', { proposal_id = proposal_id }, function(result)
       notify(text.line(proposal_id, 40) .. ' ' .. text.line(result.status, 20))
       M.refresh_quickfix()
     end)
-  end, true)
+  end, true, of)
 end
 
 function M.undo(fargs)
@@ -490,7 +518,7 @@ local function file_lines(value)
 end
 
 --- :TalosDiff: a tab with the base (left) and the proposed text (right) in diff mode.
-function M.diff(fargs)
+function M.diff(fargs, of)
   target(fargs, 'show', function(client, proposal_id)
     M.exec(client, 'talos.proposal.show', { proposal_id = proposal_id }, function(summary)
       local got = {}
@@ -499,13 +527,14 @@ function M.diff(fargs)
           return
         end
         local path = text.line(summary.path, 400)
-        local name = 'talos://' .. text.line(proposal_id, 40) .. '/'
         vim.cmd('tabnew')
-        local left = scratch(name .. 'base/' .. path, file_lines(got.base), nil, false)
+        local left = scratch(M.diff_name(path, proposal_id, 'base'), file_lines(got.base), nil,
+          false)
         M.detect_filetype(left, path)
         vim.cmd('diffthis')
         vim.cmd('rightbelow vertical new')
-        local right = scratch(name .. 'proposed/' .. path, file_lines(got.proposed), nil, false)
+        local right = scratch(M.diff_name(path, proposal_id, 'proposed'),
+          file_lines(got.proposed), nil, false)
         M.detect_filetype(right, path)
         vim.cmd('diffthis')
       end
@@ -517,7 +546,16 @@ function M.diff(fargs)
           end)
       end
     end)
-  end, true)
+  end, true, of)
+end
+
+--- A diff buffer's name, readable in a tab label: Neovim shortens every directory of a name
+--- there ('talos://p1/base/src/app.py' showed as 't///p/b/s/app.py'), so this name has no
+--- slash: 'app.py [talos p1 base]'.
+function M.diff_name(path, proposal_id, side)
+  local tail = vim.fn.fnamemodify(path, ':t')
+  local id = text.line(proposal_id, 40):gsub('/', '_')
+  return string.format('%s [talos %s %s]', (tail ~= '' and tail or path):gsub('/', '_'), id, side)
 end
 
 --- The filetype Neovim's detection gives `path`, set on the scratch buffer `buf`.
@@ -558,6 +596,12 @@ function M.questions()
       end)
     end)
   end)
+end
+
+--- :TalosMessages: every message of this session, whole (the command line shows one line).
+function M.messages()
+  scratch('Talos messages', message.show(), nil)
+  vim.cmd('normal! G')
 end
 
 -- ----------------------------------------------------------------- memory

@@ -97,4 +97,26 @@ function M.start_detached(config, by_root)
   return id
 end
 
+--- The health report functions of `:checkhealth`: vim.health.start/ok/... (0.9+),
+--- vim.health.report_* (0.8), or the `health` module's report_* (0.7).
+function M.health()
+  local h = vim.health -- 0.8
+  if h and h.start then
+    return { start = h.start, ok = h.ok, warn = h.warn, error = h.error, info = h.info }
+  end
+  h = h or require('health')
+  return { start = h.report_start, ok = h.report_ok, warn = h.report_warn,
+           error = h.report_error, info = h.report_info }
+end
+
+--- Whether `fn` is still Neovim's own (defined in `file` of its runtime, e.g.
+--- 'vim/_editor.lua' for vim.notify, 'vim/ui.lua' for vim.ui.select), not a plugin's.
+function M.is_builtin(fn, file)
+  if type(fn) ~= 'function' then
+    return false
+  end
+  local source = debug.getinfo(fn, 'S').source or ''
+  return source:sub(-#file - 1) == '/' .. file or source == '@' .. file
+end
+
 return M

@@ -56,6 +56,12 @@ local function commands()
     { nargs = '?', desc = 'Talos: base and proposed text in diff mode' })
   create('TalosQuestions', function() c.questions() end,
     { desc = "Talos: answer the agent's open questions" })
+  create('TalosChat', function() require('talos.chat').open() end,
+    { desc = 'Talos: the conversation: tasks as they stream, and follow-ups' })
+  create('TalosFollowUp', function(o) c.follow_up(o.args) end,
+    { nargs = '*', desc = 'Talos: follow up on the latest task (a new task when none)' })
+  create('TalosMessages', function() c.messages() end,
+    { desc = "Talos: this session's messages, whole" })
   create('TalosMemory', function() c.memory() end, { desc = 'Talos: what it remembers' })
   create('TalosForget', function(o) c.forget(o.args) end, {
     nargs = '?', desc = 'Talos: retract a remembered fact',
@@ -98,6 +104,11 @@ end
 --- Start a task from Lua: `require('talos').task('explain this')`.
 function M.task(prompt, line1, line2)
   return require('talos.commands').task(prompt, line1, line2)
+end
+
+--- Open the chat (:TalosChat); returns its buffer.
+function M.chat()
+  return require('talos.chat').open()
 end
 
 --- The Talos client of a buffer (0: the current one), or nil.

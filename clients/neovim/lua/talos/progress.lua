@@ -1,8 +1,10 @@
--- `$/progress` of Talos's tasks (tokens `talos/task/<id>`) through vim.notify: the begin and
--- the end always, reports at most every `progress_interval_ms`. Neovim's own handler runs
+-- `$/progress` of Talos's tasks (tokens `talos/task/<id>`) as one-line messages (talos.message):
+-- the begin and the end always (the end is the chat's own message where the server sends the
+-- conversation), reports at most every `progress_interval_ms`. Neovim's own handler runs
 -- first, so `vim.lsp.util.get_progress_messages()`, LspProgressUpdate/LspProgress and
 -- fidget.nvim see everything; with fidget.nvim present, it alone shows progress.
 local compat = require('talos.compat')
+local message = require('talos.message')
 local state = require('talos.state')
 local text = require('talos.text')
 
@@ -40,18 +42,17 @@ function M.handler(err, result, ctx, config)
   if value.kind == 'begin' then
     titles[token] = text.line(value.title, 80)
     last[token] = now
-    vim.notify(titles[token] .. (value.message and (': ' .. text.line(value.message, 120)) or ''),
-      vim.log.levels.INFO, { title = 'Talos' })
+    message.say(titles[token] .. (value.message and (': ' .. text.line(value.message, 120)) or ''))
   elseif value.kind == 'report' then
     local interval = state.config.progress_interval_ms or 0
     if now - (last[token] or 0) >= interval then
       last[token] = now
-      vim.notify((titles[token] or 'Talos') .. ': ' .. text.line(value.message, 120),
-        vim.log.levels.INFO, { title = 'Talos' })
+      message.say((titles[token] or 'Talos') .. ': ' .. text.line(value.message, 120))
     end
   elseif value.kind == 'end' then
-    vim.notify((titles[token] or 'Talos') .. ': ' .. text.line(value.message, 120),
-      vim.log.levels.INFO, { title = 'Talos' })
+    if not state.conversation[ctx.client_id] then -- else the chat says it, with its way there
+      message.say((titles[token] or 'Talos') .. ': ' .. text.line(value.message, 120))
+    end
     titles[token], last[token] = nil, nil
   end
   return vim.NIL

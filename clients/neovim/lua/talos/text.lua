@@ -71,6 +71,51 @@ function M.lines(value)
   return out
 end
 
+--- `value` cut to at most `width` display cells (an ellipsis marks the cut, then `suffix`
+--- when there is room for it): a message that never wraps. Returns the text and whether it
+--- was cut.
+function M.fit(value, width, suffix)
+  width = math.max(width or 0, 1)
+  if vim.fn.strdisplaywidth(value) <= width then
+    return value, false
+  end
+  local tail = '…' .. ((suffix and width >= 3 * vim.fn.strdisplaywidth(suffix)) and suffix or '')
+  local room = width - vim.fn.strdisplaywidth(tail)
+  local n = vim.fn.strchars(value)
+  local lo, hi = 0, n -- the longest prefix of lo characters that fits in room
+  while lo < hi do
+    local mid = math.ceil((lo + hi) / 2)
+    if vim.fn.strdisplaywidth(vim.fn.strcharpart(value, 0, mid)) <= room then
+      lo = mid
+    else
+      hi = mid - 1
+    end
+  end
+  return vim.fn.strcharpart(value, 0, lo) .. tail, true
+end
+
+--- `s` split before an incomplete UTF-8 sequence (or a lone carriage return) at its end:
+--- the complete part, and the bytes to hold until the next piece of a stream arrives.
+function M.complete(s)
+  if s:sub(-1) == '\r' then
+    local head, held = M.complete(s:sub(1, -2))
+    return head, held .. '\r'
+  end
+  for back = 1, math.min(3, #s) do
+    local byte = s:byte(#s - back + 1)
+    if byte < 0x80 then
+      return s, ''
+    elseif byte >= 0xC0 then -- the lead byte of the last sequence
+      local need = byte >= 0xF0 and 4 or byte >= 0xE0 and 3 or 2
+      if back < need then
+        return s:sub(1, #s - back), s:sub(#s - back + 1)
+      end
+      return s, ''
+    end
+  end
+  return s, ''
+end
+
 --- One line for a statusline: plain, and '%' doubled so nothing in it is an item.
 function M.statusline(value, max)
   return (M.line(value, max):gsub('%%', '%%%%'))
