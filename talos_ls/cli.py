@@ -40,6 +40,7 @@ from .edits.apply import DiskFiles
 from .errors import TalosError
 from .gates.permissions import MODES
 from .gates.question_queue import QUESTION_BUDGET_TURNS, QuestionCandidate
+from .gates.question_value import RANKINGS
 from .memory.facts import SOURCES, Fact, FactStore
 from .memory.reconcile import Reconciler
 from .project import agent_id, chosen, find_root
@@ -213,6 +214,12 @@ def _parser() -> argparse.ArgumentParser:
         type=_count,
         metavar="K",
         help=f"one question per K turns at most (default: config, else {QUESTION_BUDGET_TURNS})",
+    )
+    r.add_argument(
+        "--question-ranking",
+        choices=RANKINGS,
+        help="which open question goes first: value (what it is worth now) or seed (the "
+        "reference design's order) (default: config, else value)",
     )
     r.add_argument(
         "--readable-path",

@@ -165,6 +165,7 @@ class HostConfig:
     confidence_gate: float | None = 0.5
     concurrency: int = 2
     budget_turns: int = 5
+    ranking: str = "value"  # which open question goes first (`question_value.RANKINGS`)
     auto_apply: bool = False  # `talos run --apply`
     ask_to_apply: bool = True  # a prompt per proposal at the task's end (the terminal)
     prices: Mapping[str, Any] | None = None
@@ -209,14 +210,14 @@ class Host:
         self.workspace = Workspace(config.workspace)
         self.agent_id = config.agent_id or agent_id(self.workspace.root)
         self.facts = FactStore(store)
-        # The value ranking: it asked less and better than the seed's order on
-        # bench/question_value.py (bench/README.md, "Question value").
+        # The value ranking by default: it asked less and better than the seed's order on
+        # bench/question_value.py (bench/README.md, "Question value"); `questionRanking`.
         gate = QUESTION_GATE_THRESHOLD if config.confidence_gate is None else config.confidence_gate
         self.queue = QuestionQueue(
             store,
             facts=self.facts,
             budget_turns=config.budget_turns,
-            ranking="value",
+            ranking=config.ranking,
             gate_threshold=gate,
         )
         self.rules = RulesFiles(self.facts, self.queue.reconciler)
@@ -751,6 +752,7 @@ class Host:
             self.model = ModelClient(config.model)
         self.loop = AgentLoop(self.model, self.meter, config.caps, self.registry)
         self.queue.budget_turns = config.budget_turns
+        self.queue.ranking = config.ranking
         self.report_status()
 
     async def close(self) -> None:

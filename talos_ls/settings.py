@@ -24,6 +24,7 @@ from .agent.sandbox import readable_paths_problem
 from .errors import TalosError
 from .gates.permissions import MODES
 from .gates.question_queue import QUESTION_BUDGET_TURNS
+from .gates.question_value import RANKINGS
 from .store import ENV_URL, SCHEMES
 
 _ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,127}")
@@ -123,6 +124,12 @@ def _prices(value: Any) -> dict[str, Price]:
     return table
 
 
+def _ranking(value: Any) -> str:
+    if value not in RANKINGS:
+        raise SettingError(f"must be one of {', '.join(RANKINGS)}")
+    return str(value)
+
+
 def _seconds(value: Any) -> float:
     if isinstance(value, bool) or not isinstance(value, int | float) or not 1 <= value <= 86400:
         raise SettingError("must be a number of seconds from 1 to 86400")
@@ -198,6 +205,8 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("max_tokens", "maxTokens", _tokens, None, "--max-tokens", None, STRICTER, editor=False),
     Setting("max_steps", "maxSteps", _count, 50, "--max-steps", None, STRICTER),
     Setting("budget_turns", "questionBudgetTurns", _count, QUESTION_BUDGET_TURNS, "--budget-turns"),
+    # Which open question goes first: "value" (the host's), or "seed" (the reference design's).
+    Setting("question_ranking", "questionRanking", _ranking, "value", "--question-ranking"),
     # Seconds: a prompt waits (then dismissed); to the model's first chunk; of its silence.
     Setting("prompt_timeout", "promptTimeout", _seconds, 300.0, files=False),
     Setting("model_timeout", "modelTimeout", _seconds, ModelConfig.timeout, files=False),

@@ -276,3 +276,20 @@ async def test_without_a_sandbox_the_person_is_told_once_and_the_status_says_so(
     assert notice.startswith("Commands run without a sandbox: bubblewrap (bwrap) is not installed")
     assert port.statuses[-1]["sandbox"]["available"] is False
     assert host.policy.for_task(host.config.mode).check_command("ls").verdict == "ask"
+
+
+def test_the_question_ranking_is_the_configured_one_and_follows_a_change(tmp_path, server):
+    import dataclasses
+
+    root = workspace(tmp_path, {"a.py": "x = 1\n"})
+    store = open_store("sqlite:///" + str(tmp_path / "talos.db"))
+    try:
+        config = HostConfig(workspace=root, model=ModelConfig("m", base_url=server.url))
+        host = Host(store, config, ScriptedPort(root))
+        assert host.queue.ranking == "value"  # the default
+        host.reconfigure(dataclasses.replace(config, ranking="seed"))
+        assert host.queue.ranking == "seed"
+        seeded = Host(store, dataclasses.replace(config, ranking="seed"), ScriptedPort(root))
+        assert seeded.queue.ranking == "seed"
+    finally:
+        store.close()
