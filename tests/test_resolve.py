@@ -18,6 +18,12 @@ from talos_ls.memory import index as index_mod
 from talos_ls.memory.index import WorkspaceIndex
 from talos_ls.memory.resolve import Evidence, evidence_notes, resolve, workspace_path
 
+UNDECIDED = (
+    "'the parser' is ambiguous: it could mean src/parser.py or tools/parser.py, and nothing in "
+    "the request or the editor decides it. Ask, or if you go on, say in your reply which you "
+    "assumed and why, and which you did not."
+)
+
 
 @pytest.fixture
 def workspace(tmp_path):
@@ -72,6 +78,9 @@ def test_statuses(workspace):
     ]
     (util,) = refs(workspace, "clean up the util module")
     assert util[1] == "indeterminate" and len(util[2]) == 5  # five candidates: too vague
+    (note,) = evidence_notes(resolve("a1", 1, "clean up the util module", workspace))
+    assert note.startswith("'the util module' is ambiguous: it could mean many things, among ")
+    assert "say in your reply which you assumed" in note
     assert refs(workspace, "fix the bug in the same way") == []  # not about the workspace
 
 
@@ -461,7 +470,7 @@ def test_an_active_document_that_is_no_candidate_decides_nothing(workspace, qq):
     record, ref = weighed(workspace, Evidence(active="web/app.ts", selection="x = 1"))
     assert ref["status"] == "evidence_gap" and ref["evidence"] is None
     assert qq.propose_from_resolution(record, 1) == 1
-    assert evidence_notes(record) == []
+    assert evidence_notes(record) == [UNDECIDED]  # said, not guessed silently
 
 
 @pytest.mark.parametrize(
@@ -526,7 +535,7 @@ def test_two_candidates_both_touched_still_ask(workspace, qq):
     assert ref["question"] == "Which do you mean by 'the parser': src/parser.py or tools/parser.py?"
     assert ref["evidence"] == {"rule": "recently touched", "decided": False, "candidates": PARSERS}
     assert qq.propose_from_resolution(record, 1) == 1
-    assert evidence_notes(record) == []
+    assert evidence_notes(record) == [UNDECIDED]  # said, not guessed silently
 
 
 def test_the_stronger_evidence_wins(workspace):

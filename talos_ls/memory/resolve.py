@@ -330,16 +330,29 @@ _WHY = {
 
 
 def evidence_notes(record: ResolutionRecord) -> list[str]:
-    """One line per reference the evidence decided, for the task's prompt: what it was taken
-    to mean and why (the model would otherwise guess among the candidates)."""
+    """One line per reference with several candidates, for the task's prompt: what the evidence
+    took it to mean and why, or that nothing decided it (a question may be on its way, or the
+    budget is closed) and that an assumption must be said, so the model neither guesses
+    silently nor leaves the person unaware of what it assumed."""
     notes = []
     for ref in record.references:
-        weighed = ref.get("evidence")
-        if ref.get("status") == "resolved" and weighed and weighed.get("decided"):
+        weighed, status = ref.get("evidence"), ref.get("status")
+        if status == "resolved" and weighed and weighed.get("decided"):
             others = [c for c in ref["candidates"] if c != ref["resolved_text"]]
             notes.append(
                 f"{ref['surface']!r} is taken to mean {ref['resolved_text']} "
                 f"({_WHY.get(weighed['rule'], weighed['rule'])}), "
                 f"not {' or '.join(others)}."
+            )
+        elif status in ("evidence_gap", "indeterminate"):
+            names = ref["candidates"][:GAP_MAX]
+            if status == "evidence_gap":  # two to GAP_MAX candidates
+                could = ", ".join(names[:-1]) + " or " + names[-1]
+            else:
+                could = f"many things, among them {', '.join(names)}"
+            notes.append(
+                f"{ref['surface']!r} is ambiguous: it could mean {could}, and nothing in the "
+                "request or the editor decides it. Ask, or if you go on, say in your reply "
+                "which you assumed and why, and which you did not."
             )
     return notes
