@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import shutil
@@ -688,12 +689,48 @@ def test_an_earlier_answer_about_the_same_words_settles_them(workspace):
     assert "(you said so when asked)" in evidence_notes(record)[0]
 
 
-def test_an_earlier_answer_outranks_the_editor_but_not_the_request(workspace):
+def test_an_earlier_answer_and_the_editor_agreeing_settle_it_and_the_request_outranks_both(
+    workspace,
+):
     answers = ((ASKED, "tools/parser.py"),)
-    _, ref = weighed(workspace, Evidence(active="src/parser.py", answers=answers))
+    _, ref = weighed(workspace, Evidence(active="tools/parser.py", answers=answers))
     assert (ref["resolved_text"], ref["evidence"]["rule"]) == ("tools/parser.py", "earlier answer")
     _, ref = weighed(workspace, Evidence(answers=answers), "fix the parser in src/parser.py")
     assert (ref["resolved_text"], ref["evidence"]["rule"]) == ("src/parser.py", "request")
+
+
+@pytest.mark.parametrize(
+    "evidence, now",
+    [
+        (Evidence(active="src/parser.py"), "src/parser.py is the file open now"),
+        (Evidence(selection="from src.parser import x"), "the selection names src/parser.py"),
+    ],
+)
+def test_an_earlier_answer_against_what_the_editor_shows_now_is_not_settled_silently(
+    workspace, qq, evidence, now
+):
+    """The person said 'the parser' is tools/parser.py; now they look at src/parser.py. Neither
+    wins silently: a new question (not the answered one again) is proposed, and the prompt
+    says which was taken, and which not, so the reply can say so."""
+    evidence = dataclasses.replace(evidence, answers=((ASKED, "tools/parser.py"),))
+    record, ref = weighed(workspace, evidence)
+    assert ref["status"] == "evidence_gap" and ref["resolved_text"] is None
+    assert ref["evidence"] == {
+        "rule": "earlier answer",
+        "decided": False,
+        "candidates": ["tools/parser.py", "src/parser.py"],
+        "against": "active document" if evidence.active else "selection",
+    }
+    assert ref["question"] == (
+        f"You said 'the parser' means tools/parser.py, but {now}. Which do you mean now?"
+    )
+    assert qq.propose_from_resolution(record, 1) == 1
+    assert qq.next_question("a1", 1, "fix the parser").question_text == ref["question"]
+    assert evidence_notes(record) == [
+        f"'the parser' is taken to mean tools/parser.py (you said so when asked), though {now}: "
+        "say in your reply that you took tools/parser.py, not src/parser.py, so the person can "
+        "correct it."
+    ]
 
 
 def test_the_latest_answer_wins(workspace):

@@ -208,18 +208,26 @@ def _weigh(
     named = list(_mentioned(files, [request], root))
     if named:
         return verdict(REQUEST, named, {})
-    # 0b. what the person answered when asked about the same words
-    for question, label in evidence.answers[:_EVIDENCE_ITEMS]:
-        chosen = [c for c in candidates if label in (c, files[c])]
-        if chosen and asks_about(str(question), surface):
-            return verdict(ANSWERED, chosen[:1], {})
-    # 1. the active document and the selection
+    # 1. the active document and the selection (weighed after an earlier answer, below)
     active = workspace_path(evidence.active, root) if evidence.active else None
     by_active = [c for c in candidates if active is not None and files[c] == active]
     by_selection = list(_mentioned(files, [evidence.selection], root) if evidence.selection else ())
     named = list(dict.fromkeys(by_active + by_selection))
+    rule = ACTIVE_DOCUMENT if by_active else SELECTION
+    # 0b. what the person answered when asked about the same words: it settles them, unless
+    # what they look at now names another one, which is not settled silently either way
+    for question, label in evidence.answers[:_EVIDENCE_ITEMS]:
+        chosen = [c for c in candidates if label in (c, files[c])]
+        if chosen and asks_about(str(question), surface):
+            if len(named) == 1 and named[0] != chosen[0]:
+                return {
+                    "rule": ANSWERED,
+                    "decided": False,
+                    "candidates": [chosen[0], named[0]],
+                    "against": rule,
+                }
+            return verdict(ANSWERED, chosen[:1], {})
     if named:
-        rule = ACTIVE_DOCUMENT if by_active else SELECTION
         return verdict(rule, named, {})
     # 2. the diagnostics in range
     diagnostics = [str(d) for d in evidence.diagnostics[:_EVIDENCE_ITEMS]]
@@ -237,9 +245,15 @@ def _weigh(
     return None
 
 
-def _question(surface: str, candidates: list[str]) -> str:
+def _question(surface: str, candidates: list[str], weighed: dict | None = None) -> str:
     names = ", ".join(candidates[:-1]) + " or " + candidates[-1]
     question = f"Which do you mean by {surface!r}: {names}?"
+    if weighed is not None and "against" in weighed:  # an answer, and the editor now
+        said, now = weighed["candidates"]
+        question = (
+            f"You said {surface!r} means {said}, but {_NOW[weighed['against']].format(now)}. "
+            "Which do you mean now?"
+        )
     if len(question) > QUESTION_MAX_CHARS:
         question = f"Which do you mean by {surface!r}? There are {len(candidates)} candidates."
     return question
@@ -272,7 +286,7 @@ def _reference(
         "resolved_epoch": None,
         "assumption": None,
         "candidates": candidates if status == "evidence_gap" else shown,
-        "question": _question(surface, candidates) if status == "evidence_gap" else None,
+        "question": _question(surface, candidates, weighed) if status == "evidence_gap" else None,
         "evidence": weighed,
     }
 
@@ -319,6 +333,8 @@ def resolve(
     )
 
 
+# What the editor says now, against an earlier answer.
+_NOW = {ACTIVE_DOCUMENT: "{} is the file open now", SELECTION: "the selection names {}"}
 _WHY = {
     REQUEST: "the request names it",
     ANSWERED: "you said so when asked",
@@ -343,6 +359,13 @@ def evidence_notes(record: ResolutionRecord) -> list[str]:
                 f"{ref['surface']!r} is taken to mean {ref['resolved_text']} "
                 f"({_WHY.get(weighed['rule'], weighed['rule'])}), "
                 f"not {' or '.join(others)}."
+            )
+        elif weighed and "against" in weighed:
+            said, now = weighed["candidates"]
+            notes.append(
+                f"{ref['surface']!r} is taken to mean {said} (you said so when asked), though "
+                f"{_NOW[weighed['against']].format(now)}: say in your reply that you "
+                f"took {said}, not {now}, so the person can correct it."
             )
         elif status in ("evidence_gap", "indeterminate"):
             names = ref["candidates"][:GAP_MAX]
