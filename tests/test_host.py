@@ -278,7 +278,7 @@ async def test_without_a_sandbox_the_person_is_told_once_and_the_status_says_so(
     assert host.policy.for_task(host.config.mode).check_command("ls").verdict == "ask"
 
 
-def test_the_question_ranking_is_the_configured_one_and_follows_a_change(tmp_path, server):
+async def test_the_question_ranking_is_the_configured_one_and_follows_a_change(tmp_path, server):
     import dataclasses
 
     root = workspace(tmp_path, {"a.py": "x = 1\n"})
@@ -291,5 +291,7 @@ def test_the_question_ranking_is_the_configured_one_and_follows_a_change(tmp_pat
         assert host.queue.ranking == "seed"
         seeded = Host(store, dataclasses.replace(config, ranking="seed"), ScriptedPort(root))
         assert seeded.queue.ranking == "seed"
+        await host.close()
+        await seeded.close()
     finally:
         store.close()
