@@ -273,6 +273,7 @@ class WorkspaceIndex:
         self._stop = threading.Event()
         self._progress = threading.Condition()  # `settle` waits on it
         self._listed = self._read = 0  # files listed and read so far, for `settle`
+        self._scanned = False  # a scan has ended (with `ready` or not)
         # Published state, read under _lock; every list is sorted.
         self._paths: list[str] = []
         self._stems: dict[str, _Files] = {}  # lowered stem -> files
@@ -404,6 +405,15 @@ class WorkspaceIndex:
             )
         return self.complete.is_set()
 
+    def wait_ready(self) -> bool:
+        """Wait until the first listing is published (True), or a scan ended without one, or
+        `close` (False)."""
+        with self._progress:
+            self._progress.wait_for(
+                lambda: self.ready.is_set() or self._scanned or self._stop.is_set()
+            )
+        return self.ready.is_set()
+
     def close(self) -> None:
         """Stop a scan under way at its next directory (the process may be ending)."""
         self._stop.set()
@@ -420,6 +430,13 @@ class WorkspaceIndex:
         sets `ready` as soon as the walk is done, then the rest of the symbols a batch at a
         time, `apply` free to run in between; a later one (`refresh`) publishes all at once.
         Symbols are read again only for files whose (mtime_ns, size) changed."""
+        try:
+            self._first_scan()
+        finally:
+            self._scanned = True
+            self._wake()
+
+    def _first_scan(self) -> None:
         with self._writing:
             if self.ready.is_set():
                 self._scan()
@@ -444,7 +461,6 @@ class WorkspaceIndex:
         self._read_pending(order[first:])
         if not self._stop.is_set():
             self.complete.set()
-        self._wake()
 
     def refresh(self) -> None:
         """The same full walk as `scan`, for a caller that polls instead of watching."""
