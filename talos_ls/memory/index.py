@@ -570,7 +570,7 @@ class WorkspaceIndex:
                 else:
                     stamp, entries = now, _entries(_parse_symbols(self._abs(rel)))
                     self._read += 1
-                    if self._read % _NOTIFY_EVERY == 0:
+                    if self._read % _NOTIFY_EVERY == 0 or self._read == SETTLE_READ:
                         self._wake()
             starts.append(pos)
             stamps.extend(stamp)
@@ -652,8 +652,8 @@ class WorkspaceIndex:
                 sources[here] = mine
             dirnames.sort(reverse=True)
             stack.extend((prefix + d, chain) for d in dirnames)
-            self._listed += len(files) - before
-            if self._listed >= notify_at:
+            was, self._listed = self._listed, self._listed + len(files) - before
+            if self._listed >= notify_at or was < SETTLE_LISTED <= self._listed:
                 notify_at = self._listed + _NOTIFY_EVERY
                 self._wake()
         return files, dirs
