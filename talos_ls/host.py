@@ -426,6 +426,8 @@ class Host:
         if not self.config.background_index:
             self.index.settle()  # what is ready of a large workspace: its first call not delayed
         resolution = resolve(agent, turn, request, self.index, self._evidence(context))
+        if not self.config.background_index and not self.index.complete.is_set():
+            self.index.close()  # a one-shot run: the rest would only slow its task down
         propose_from_resolution(self.queue, resolution, turn)
         propose_from_disjunctions(self.queue, agent, turn)
         question = None

@@ -73,7 +73,7 @@ _KEYWORDS = frozenset(keyword.kwlist) | frozenset(keyword.softkwlist)
 MAX_FILES = 250_000  # a 100,000-file workspace is indexed whole; beyond, the walk stops
 MAX_SOURCE_BYTES = 1024 * 1024  # larger files are listed but not read for symbols
 # A one-shot run waits for the first scan while it is this small (`settle`).
-SETTLE_LISTED, SETTLE_READ = 10_000, 1_000
+SETTLE_LISTED, SETTLE_READ = 10_000, 250
 _BIG_BATCH = 256  # past this many paths added or removed at once, the sorted list is rebuilt
 _READ_BATCH = 256  # source files read between two publications of the symbols
 _NOTIFY_EVERY = 256  # files listed or read between two wake-ups of `settle`
