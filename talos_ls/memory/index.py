@@ -69,7 +69,7 @@ _PY_DEF = re.compile(
     re.MULTILINE,
 )
 _WORD = re.compile(r"\w+")
-_KEYWORDS = frozenset(keyword.kwlist) | frozenset(keyword.softkwlist)
+_KEYWORDS = frozenset(keyword.kwlist)  # `else:`, `try:`; a soft one (`type: str`) is a name
 MAX_FILES = 250_000  # a 100,000-file workspace is indexed whole; beyond, the walk stops
 MAX_SOURCE_BYTES = 1024 * 1024  # larger files are listed but not read for symbols
 # A one-shot run waits for the first scan while it is this small (`settle`).
