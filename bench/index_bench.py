@@ -301,7 +301,7 @@ def talos_run(root: Path, model: ScriptedModelServer, tmp: Path) -> tuple[float,
     return first, done
 
 
-def measure_run(root: Path, n: int, tmp: Path) -> dict:
+def measure_run(root: Path, n: int, tmp: Path, reps: int) -> dict:
     """`talos run` on the N-file tree and on a 22-file one, alternating, after a warm-up."""
     small = tmp / "ws22"
     make_workspace(small, 22)
@@ -309,7 +309,7 @@ def measure_run(root: Path, n: int, tmp: Path) -> dict:
     try:
         talos_run(small, model, tmp)  # warm-up: bytecode written, disk cache warm
         runs: dict[str, list[tuple[float, float]]] = {"22": [], str(n): []}
-        for rep in range(RUN_REPS):
+        for rep in range(reps):
             order = ((small, "22"), (root, str(n)))
             for where, label in order if rep % 2 else order[::-1]:
                 runs[label].append(talos_run(where, model, tmp))
@@ -326,7 +326,7 @@ def measure_run(root: Path, n: int, tmp: Path) -> dict:
 
 
 # ------------------------------------------------------------------------------ driver
-def child(n: int, tree: str, run: bool) -> dict:
+def child(n: int, tree: str, run: int) -> dict:
     with tempfile.TemporaryDirectory(prefix="index-bench-") as tmp:
         root = Path(tmp) / "ws"
         t0 = time.perf_counter()
@@ -337,7 +337,7 @@ def child(n: int, tree: str, run: bool) -> dict:
         result["generate_s"] = made
         result["load_after"] = os.getloadavg()[0]
         if run:
-            result["talos_run"] = measure_run(root, n, Path(tmp))
+            result["talos_run"] = measure_run(root, n, Path(tmp), run)
         return result
 
 
@@ -346,11 +346,12 @@ def main() -> None:
     ap.add_argument("--sizes", default="10000,100000")
     ap.add_argument("--tree", choices=("synthetic", "real"), default="synthetic")
     ap.add_argument("--run", action="store_true", help="and `talos run`: 22 files against N")
+    ap.add_argument("--run-reps", type=int, default=RUN_REPS, help="`talos run`s of each size")
     ap.add_argument("--json", help="write the raw results here")
     ap.add_argument("--child", type=int, help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.child:
-        print(json.dumps(child(args.child, args.tree, args.run)))
+        print(json.dumps(child(args.child, args.tree, args.run_reps if args.run else 0)))
         return
     sizes = [int(s) for s in args.sizes.split(",")]
     results = []
@@ -358,7 +359,7 @@ def main() -> None:
     for n in sizes:  # a fresh process each: the memory figure is the index's alone
         argv = [sys.executable, __file__, "--child", str(n), "--tree", args.tree]
         out = subprocess.run(
-            argv + (["--run"] if args.run else []),
+            argv + (["--run", "--run-reps", str(args.run_reps)] if args.run else []),
             check=True,
             capture_output=True,
             text=True,
@@ -401,7 +402,7 @@ def main() -> None:
         for label, run in r.get("talos_run", {}).items():
             print(
                 f"| `talos run`, {int(label):,} files: first model request / exit (s), "
-                f"median of {RUN_REPS} | {run['first_request_s']:.2f} / {run['exit_s']:.2f} |"
+                f"median of {args.run_reps} | {run['first_request_s']:.2f} / {run['exit_s']:.2f} |"
             )
         if "talos_run" in r:
             runs = r["talos_run"]
