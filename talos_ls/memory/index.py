@@ -473,7 +473,7 @@ class WorkspaceIndex:
         was under it, a changed `.gitignore` re-filters the tree it governs (all of it for the
         root's). Paths outside the root are ignored. The batch is published at once. Before
         the first listing there is nothing to update: the scan, when it runs, sees the
-        change."""
+        change; after `close`, nothing is."""
         kinds: dict[str, set[str]] = {}
         for kind, path in changes:
             rel = self._relative(path)
@@ -482,8 +482,8 @@ class WorkspaceIndex:
         if not kinds:
             return
         with self._writing:
-            if not self.ready.is_set():
-                return
+            if not self.ready.is_set() or self._stop.is_set():
+                return  # nothing listed yet, or closed (a walk would stop half-way)
             if ".gitignore" in kinds or kinds.pop("", {"modified"}) != {"modified"}:
                 self._scan()  # the root's ignore file, or the root itself, changed
             elif kinds:
