@@ -169,7 +169,9 @@ class HostConfig:
     auto_apply: bool = False  # `talos run --apply`
     ask_to_apply: bool = True  # a prompt per proposal at the task's end (the terminal)
     prices: Mapping[str, Any] | None = None
-    # A daemon answers at once and builds the index behind; a one-shot run waits for it.
+    # The index is always built behind. A one-shot run's turn waits for it while it is small
+    # (`WorkspaceIndex.settle`: all of a small workspace, some milliseconds of a large one); a
+    # daemon's turn never waits (the index was started when the folder opened).
     background_index: bool = False
     watch: bool = False  # keep the index current from file events (a daemon)
     readable_paths: tuple[Path, ...] = ()  # shown to commands outside the workspace
@@ -290,10 +292,7 @@ class Host:
         )
         if self.config.watch:  # first: a change during the scan is applied after it
             self.spawn(watch(root, self.files_changed, self._stop), daemon=True)
-        if self.config.background_index:
-            self.spawn(self._build_index(), daemon=True)
-        else:
-            await self._build_index()
+        self.spawn(self._build_index(), daemon=True)
 
     async def show_open(self) -> None:
         """Show the proposals still to review (an earlier server's, after a restart), one per
@@ -320,8 +319,13 @@ class Host:
                 await asyncio.wait_for(self._stop.wait(), SYNC_S)
 
     async def _build_index(self) -> None:
-        await self.offload.run(self.index.scan)
-        self.report_status()  # the status says when the index is ready
+        scan = asyncio.ensure_future(self.offload.run(self.index.scan))
+        try:
+            await self.offload.run(self.index.wait_ready)  # the listing, published
+            self.report_status()  # the status says when the index is ready
+            await scan  # and the symbols, read
+        finally:
+            scan.cancel()
 
     def files_changed(self, changes: Sequence[tuple[str, str]]) -> None:
         """Files changed on disk (a watcher, the editor's didChangeWatchedFiles): the index
@@ -419,7 +423,11 @@ class Host:
         assembled = self.assembler.assemble(agent, cues)
         self.queue.note_use(agent, assembled.keys, turn)
         propose_from_gate(self.queue, agent, assembled.metadata, turn, request)
+        if not self.config.background_index:
+            self.index.settle()  # what is ready of a large workspace: its first call not delayed
         resolution = resolve(agent, turn, request, self.index, self._evidence(context))
+        if not self.config.background_index and not self.index.complete.is_set():
+            self.index.close()  # a one-shot run: the rest would only slow its task down
         propose_from_resolution(self.queue, resolution, turn)
         propose_from_disjunctions(self.queue, agent, turn)
         question = None
@@ -757,6 +765,7 @@ class Host:
 
     async def close(self) -> None:
         self._stop.set()
+        self.index.close()  # a scan under way stops: the process need not wait for it
         await self.registry.shutdown()
         jobs = [*self._background, *self._daemon_jobs]
         for job in jobs:

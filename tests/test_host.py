@@ -5,10 +5,12 @@ from __future__ import annotations
 
 import asyncio
 import itertools
+import threading
 
 from talos_ls.agent.model import ModelConfig
 from talos_ls.agent.workspace import Workspace
 from talos_ls.host import Host, HostConfig
+from talos_ls.memory import index as index_mod
 from talos_ls.store import open_store
 
 from .fake_openai import FakeOpenAI, reply
@@ -205,6 +207,40 @@ async def test_what_a_task_end_shows_does_not_wait_on_a_background_prune(tmp_pat
     server.script.append(reply("done"))
     await host.wait((await host.turn("nothing")).task)
     assert at_end == [["pending"], ["pending"], []]
+    await host.close()
+    store.close()
+
+
+async def test_a_one_shot_turn_goes_on_with_what_is_ready_of_a_large_index_and_says_so(
+    tmp_path, server, monkeypatch
+):
+    """`talos run`'s host (not a daemon): on a workspace too large to wait for, the turn's
+    preparation resolves against what the index holds, and the prompt says it was partial;
+    then the index stops (a one-shot run has no use for the rest)."""
+    root = workspace(tmp_path, {"src/parser.py": "x = 1\n", "tools/parser.py": "x = 1\n"})
+    monkeypatch.setattr(index_mod, "SETTLE_READ", 1)  # "large": more than one file to read
+    release = threading.Event()
+    real = index_mod._parse_symbols
+
+    def held(path):
+        if path.endswith("tools/parser.py"):
+            release.wait(30)
+        return real(path)
+
+    monkeypatch.setattr(index_mod, "_parse_symbols", held)
+    port = ScriptedPort(root, replies=["skip"])
+    host, store = host_for(tmp_path, server, root, port)
+    try:
+        server.script.append(reply("done"))
+        result = await host.turn("fix the parser")
+        await host.wait(result.task)
+        assert not host.index.complete.is_set() and result.question is None
+        (prompt,) = [m["content"] for m in server.requests[0]["body"]["messages"][1:]]
+        assert prompt.startswith("fix the parser") and "still being built" in prompt
+    finally:
+        release.set()
+    assert not await asyncio.to_thread(host.index.settle)  # stopped, not to be waited for
+    assert not host.index.complete.is_set()
     await host.close()
     store.close()
 

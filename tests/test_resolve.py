@@ -363,6 +363,80 @@ def test_lookups_never_wait_for_the_first_scan(tmp_path, monkeypatch):
 
 
 @pytest.fixture
+def held(monkeypatch):
+    """`_parse_symbols` waits, for the paths ending with a given name, until released."""
+    gate = SimpleNamespace(names=set(), release=threading.Event(), waiting=threading.Event())
+    real = index_mod._parse_symbols
+
+    def parse(path):
+        if os.path.basename(path) in gate.names:
+            gate.waiting.set()
+            gate.release.wait(30)
+        return real(path)
+
+    monkeypatch.setattr(index_mod, "_parse_symbols", parse)
+    yield gate
+    gate.release.set()
+
+
+def test_the_listing_is_ready_before_the_symbols_and_resolution_says_it_was_partial(
+    tmp_path, monkeypatch, held
+):
+    monkeypatch.setattr(index_mod, "_READ_BATCH", 1)  # a first batch of one directory
+    write(tmp_path, "a/parser.py", "def parse():\n    pass\n")
+    write(tmp_path, "b/parser.py", "def parse():\n    pass\n")
+    write(tmp_path, "c/late.py", "def late():\n    pass\n")
+    held.names.add("late.py")
+    index = WorkspaceIndex(tmp_path)
+    builder = threading.Thread(target=index.scan)
+    builder.start()
+    try:
+        assert held.waiting.wait(30) and index.ready.is_set() and not index.complete.is_set()
+        assert index.files == ["a/parser.py", "b/parser.py", "c/late.py"]  # listed, all of it
+        record = resolve("a1", 1, "fix the parser, call late()", index)
+        assert [r["candidates"] for r in record.references] == [
+            ["a/parser.py", "b/parser.py"]
+        ]  # late() is not read yet
+        assert record.partial and "still being built" in evidence_notes(record)[0]
+        assert not resolve("a1", 1, "make it faster", index).partial  # nothing was looked up
+        added = write(tmp_path, "d/new.py", "def new():\n    pass\n")
+        index.apply([("added", added)])  # not held up by the reading under way
+        assert index.match_symbol("new") == ["new in d/new.py"]
+    finally:
+        held.release.set()
+        builder.join(30)
+    assert index.complete.is_set() and index.match_symbol("late") == ["late in c/late.py"]
+    record = resolve("a1", 2, "call late()", index)
+    assert not record.partial and evidence_notes(record) == []
+
+
+def test_settle_waits_for_a_small_workspace_and_not_for_a_large_one(tmp_path, monkeypatch, held):
+    for i in range(4):
+        write(tmp_path, f"m{i}.py", f"def f{i}():\n    pass\n")
+    small = WorkspaceIndex(tmp_path)
+    builder = threading.Thread(target=small.scan)
+    builder.start()
+    assert small.settle() and small.complete.is_set()  # a small one: all of it
+    builder.join(30)
+    monkeypatch.setattr(index_mod, "SETTLE_READ", 2)  # "large": more than two files to read
+    held.names.add("m3.py")
+    large = WorkspaceIndex(tmp_path)
+    builder = threading.Thread(target=large.scan)
+    builder.start()
+    try:
+        assert not large.settle()  # back once two are read, the third still held
+        assert held.waiting.wait(30) and not large.complete.is_set()
+    finally:
+        held.release.set()
+        builder.join(30)
+    closed = WorkspaceIndex(tmp_path)
+    closed.close()
+    assert not closed.settle()  # a closed index is waited for by nobody
+    closed.scan()
+    assert not closed.ready.is_set() and closed.files == []
+
+
+@pytest.fixture
 def fast_switching():
     """Threads take turns every microsecond or so, so that a torn state, if any, shows."""
     before = sys.getswitchinterval()

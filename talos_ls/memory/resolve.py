@@ -8,7 +8,9 @@ One match resolves the reference; two to four make an *evidence gap* with a ques
 them (the question queue asks it when the budget and the moment allow); more than four are
 *indeterminate* (too vague to ask about usefully). A phrase that matches nothing in the
 workspace ("the bug", "the same") is not a reference to it and is not recorded. Offsets are
-character offsets into the original text.
+character offsets into the original text. The index may still be being built: resolution
+uses what it holds, and a record made while it was incomplete says so (`partial`), as does the
+note `evidence_notes` gives the task's prompt.
 
 Before a reference with several candidates becomes a question, the request itself and its
 surroundings (`Evidence`) are weighed, strongest first, and the first that names any candidate
@@ -67,6 +69,9 @@ class ResolutionRecord:
     turn: int
     references_json: str
     status: str
+    # The request named something to look up while the index was incomplete: a reference may
+    # have more candidates than found, or be one where none was found.
+    partial: bool = False
 
     @property
     def references(self) -> list[dict]:
@@ -299,6 +304,8 @@ def resolve(
     docs/memory.md)."""
     refs: list[dict] = []
     taken: list[tuple[int, int]] = []
+    complete = index.complete.is_set()  # before the lookups: what they saw was at least this
+    looked = False
 
     def add(surface: str, start: int, end: int, candidates: list[str]) -> None:
         weighed = None
@@ -310,6 +317,7 @@ def resolve(
         refs.append(_reference(surface, start, end, candidates, weighed))
 
     for match in _CALL.finditer(text):
+        looked = True
         candidates = index.match_symbol(match.group(1))
         if candidates:
             add(match.group(0), match.start(), match.end(), candidates)
@@ -318,6 +326,7 @@ def resolve(
         noun, hint = match.group(1), (match.group(2) or "").lower() or None
         if noun.lower() in _GENERIC or any(s < match.end() and match.start() < e for s, e in taken):
             continue
+        looked = True
         candidates = index.match_noun(noun, hint)
         if candidates:
             add(match.group(0), match.start(), match.end(), candidates)
@@ -330,6 +339,7 @@ def resolve(
         turn=turn,
         references_json=json.dumps(refs, ensure_ascii=False),
         status=_STATUS_ORDER[worst],
+        partial=looked and not complete,
     )
 
 
@@ -349,8 +359,14 @@ def evidence_notes(record: ResolutionRecord) -> list[str]:
     """One line per reference with several candidates, for the task's prompt: what the evidence
     took it to mean and why, or that nothing decided it (a question may be on its way, or the
     budget is closed) and that an assumption must be said, so the model neither guesses
-    silently nor leaves the person unaware of what it assumed."""
+    silently nor leaves the person unaware of what it assumed; and one when the workspace
+    index was incomplete (the model would otherwise take a missing file for none)."""
     notes = []
+    if record.partial:
+        notes.append(
+            "The workspace index was still being built when this request was read: the files "
+            "and symbols it names were looked up in part of the workspace only."
+        )
     for ref in record.references:
         weighed, status = ref.get("evidence"), ref.get("status")
         if status == "resolved" and weighed and weighed.get("decided"):
