@@ -315,6 +315,9 @@ class Host:
                         await self.port.show_proposal(proposal)
             except StoreError:
                 stamp = None  # read everything again once the store is back
+            except Exception:  # a bug must not stop this window following the others
+                logger.exception("following the store's proposals failed")
+                stamp = None
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._stop.wait(), SYNC_S)
 
