@@ -10,6 +10,7 @@ import socket
 import stat
 import subprocess
 import sys
+import threading
 from pathlib import Path
 
 import pytest
@@ -359,9 +360,11 @@ def test_the_toolchains_are_remembered_for_each_workspace(ws, tmp_path, monkeypa
     other.mkdir()
     scans: list[str] = []
     real_scandir = os.scandir
+    this = threading.get_ident()
 
-    def counting(path="."):
-        scans.append(str(path))
+    def counting(path="."):  # os.scandir is patched for every thread: count only this one's
+        if threading.get_ident() == this:
+            scans.append(str(path))
         return real_scandir(path)
 
     monkeypatch.setattr(sandbox_module.os, "scandir", counting)
