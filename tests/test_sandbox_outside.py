@@ -367,6 +367,10 @@ def test_the_toolchains_are_remembered_for_each_workspace(ws, tmp_path, monkeypa
             scans.append(str(path))
         return real_scandir(path)
 
+    tools = tmp_path / "tools" / "bin"  # a PATH of its own: the runner's may show nothing
+    tools.mkdir(parents=True)
+    (tools / "tool").symlink_to(sys.executable)
+    monkeypatch.setenv("PATH", f"{tools}{os.pathsep}/usr/bin")
     monkeypatch.setattr(sandbox_module.os, "scandir", counting)
     sandbox_module._TOOLS.clear()
     for root in (ws, other, ws, other, ws):
