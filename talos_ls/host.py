@@ -50,6 +50,7 @@ from .display import visible
 from .edits import apply
 from .edits.apply import disk_text
 from .edits.proposals import OPEN, Proposal, ProposalBook, ProposalError
+from .gates import question_value
 from .gates.permissions import MODES, Policy
 from .gates.producers import (
     answered_referents,
@@ -66,7 +67,7 @@ from .gates.question_queue import (
 from .memory.assembler import ContextAssembler
 from .memory.facts import FactStore
 from .memory.index import WorkspaceIndex
-from .memory.resolve import Evidence, evidence_notes, resolve
+from .memory.resolve import Evidence, assumptions, evidence_notes, resolve
 from .memory.rules import RulesFiles
 from .offload import Offload
 from .store import Store, StoreError
@@ -191,6 +192,20 @@ class _Prepared:
     prompt: str
     system: str
     question: QuestionCandidate | None
+    assumed: list[str]  # what the task goes on without the person's word: its summary says it
+
+
+# Before the assumptions a task's summary lists: the person's cue to correct one.
+ASSUMED_HEADING = "Assumed without your word (say so if any is wrong):"
+
+
+def with_assumptions(summary: str, assumed: Sequence[str]) -> str:
+    """The task's summary, then every assumption it went on, one per line: said by Talos,
+    so none is silent even when the model's reply forgets it."""
+    if not assumed:
+        return summary
+    lines = "\n".join(f"- {line}" for line in assumed)
+    return f"{summary.rstrip()}\n\n{ASSUMED_HEADING}\n{lines}".lstrip()
 
 
 class Host:
@@ -406,7 +421,7 @@ class Host:
                 history=history,
             )
             await self._settle_proposals(task, policy)
-            return text
+            return with_assumptions(text, prepared.assumed)
 
         task = self.registry.start(self.agent_id, request, run)
         task.follows = follows
@@ -445,9 +460,36 @@ class Host:
             {name: s.description for name, s in self.skills.items()},
         )
         prompt = request if context is None else f"{request}\n\n{context.describe()}"
-        if notes := evidence_notes(resolution):  # what the editor's evidence decided, and why
+        conflicts = self._conflicts_assumed(cues, question)
+        notes = evidence_notes(resolution)  # what the editor's evidence decided, and why
+        if conflicts:
+            notes += [
+                *conflicts,
+                "Go on those unless the request says otherwise, and say in your reply which "
+                "side of each conflict you followed.",
+            ]
+        if notes:
             prompt += "\n\n" + "\n".join(notes)
-        return _Prepared(turn, prompt, system, question)
+        asked = None if question is None else question.question_text
+        return _Prepared(turn, prompt, system, question, assumptions(resolution, asked) + conflicts)
+
+    def _conflicts_assumed(self, cues: str, asked: QuestionCandidate | None) -> list[str]:
+        """What the task goes on for each unanswered conflict the request is about (its
+        subject words, as relevance is judged), but the one asked now: said in its prompt
+        and its summary. Never raises: a conflict not said is one more the model sees in
+        the rules alone."""
+        try:
+            request = question_value.request_stems(cues)
+            lines = []
+            for _, a, b in self.queue.reconciler.conflicts(self.agent_id):
+                if a is None or b is None or (asked and {a.key, b.key} == set(asked.target_keys)):
+                    continue
+                if question_value.facts_about_request((a, b), request):
+                    lines.append(self.queue.reconciler.conflict_assumption(a, b))
+            return lines
+        except Exception:
+            logger.exception("the unanswered conflicts could not be listed")
+            return []
 
     def _evidence(self, context: EditorContext | None) -> Evidence:
         """What surrounds the request, for `resolve`: the person's earlier answers to "which do

@@ -108,16 +108,60 @@ def test_a_slot_disjunction_is_exact_and_a_broad_yes_no_is_not():
 
 
 # -------------------------------------------------------------------- use
+def statement(text):
+    return SimpleNamespace(statement=text, confidence=0.5, live=True)
+
+
 def test_use_is_recency_and_overlap():
-    c = cand([{"label": "pytest"}, {"label": "unittest"}], text="Which runner for the tests?")
-    assert qv.use(c, 10, None) == 1.0  # used this turn, no request: recency alone
-    assert qv.use(c, 12, None) == pytest.approx(1 / 3)
+    look = lookup_of({"fa": statement("Tests use pytest"), "fb": statement("Tests use unittest")})
+    c = cand(mirrored(), text="Which is right, 'A' or 'B'?", keys=("fa", "fb"))
+    assert qv.use(c, 10, None, look) == 1.0  # used this turn, no request: recency alone
+    assert qv.use(c, 12, None, look) == pytest.approx(1 / 3)
     none = qv.request_stems("deploy to staging")
-    assert qv.use(c, 10, none) == 0.5  # (1 + 0) / 2
+    assert qv.use(c, 10, none, look) == 0.5  # (1 + 0) / 2
     one = qv.request_stems("fix the failing test")  # "tests" and "test" meet as "test"
-    assert qv.use(c, 10, one) == 0.75  # (1 + 1/2) / 2
-    two = qv.request_stems("run the tests with pytest")  # test, pytest ("run" is not "runner")
-    assert qv.use(c, 11, two) == pytest.approx((1 / 2 + 2 / 3) / 2)
+    assert qv.use(c, 10, one, look) == 0.75  # (1 + 1/2) / 2
+    two = qv.request_stems("run the tests with pytest")  # test, pytest: the facts' words
+    assert qv.use(c, 11, two, look) == pytest.approx((1 / 2 + 2 / 3) / 2)
+    template = qv.request_stems("which is right? use two spaces")  # the question's own words
+    assert qv.use(c, 10, template, look) == 0.5 and not qv.about_request(c, template, look)
+
+
+@pytest.mark.parametrize(
+    ("request_text", "about"),
+    [
+        ("which one is right to use here?", False),  # the template's words, and "use"
+        ("say what the two notes mean", False),
+        ("make the tests faster", True),  # the slot: "tests"
+        ("switch to unittest", True),  # a value
+    ],
+)
+def test_a_conflict_is_about_its_facts_not_its_wording(request_text, about):
+    look = lookup_of({"fa": statement("Tests use pytest"), "fb": statement("Tests use unittest")})
+    text = (
+        'Two notes conflict: CLAUDE.md says "Tests use pytest"; AGENTS.md says "Tests use '
+        'unittest". Which is right?'
+    )
+    c = cand([{"label": "pytest"}, {"label": "unittest"}], text=text, keys=("fa", "fb"))
+    assert qv.subject_stems(c, look) == {"test", "pytest", "unittest"}
+    assert qv.about_request(c, qv.request_stems(request_text), look) is about
+
+
+@pytest.mark.parametrize(
+    ("request_text", "about"),
+    [
+        ("which file do you mean?", False),
+        ("parse the CLI arguments", False),  # "parse" is not "parser"
+        ("the parser is slow", True),
+        ("speed up the parsers", True),
+    ],
+)
+def test_a_referent_is_about_its_words_and_files(request_text, about):
+    text = "Which do you mean by 'the parser': src/parser.py or tools/parser.py?"
+    labels = [{"label": "src/parser.py"}, {"label": "tools/parser.py"}]
+    c = cand(labels, text=text, kind="referent", keys=("res:1#ref:4:14",))
+    assert qv.subject_stems(c, lookup_of({})) == {"parser"}  # not src, tools, which, mean
+    assert qv.about_request(c, qv.request_stems(request_text), lookup_of({})) is about
 
 
 # ------------------------------------------------------------------- rank
@@ -179,17 +223,18 @@ def test_the_worked_example(store, facts):
     q, conflict, confirm, referent = worked_example(store, facts, "value")
     request, look = qv.request_stems(REQUEST), facts.get
     # A: use (1/2 + 1/2) / 2 = 0.5, closeness 1 - (0.6 - 0.4) = 0.8, exactness 1 -> 0.4
-    assert qv.use(conflict, 10, request) == 0.5
+    assert qv.use(conflict, 10, request, look) == 0.5
     assert qv.closeness(conflict, look) == pytest.approx(0.8)
     assert qv.exactness(conflict, look) == 1.0
     assert qv.value(conflict, 10, request, look) == 0.4
-    # B: use (1 + 4/5) / 2 = 0.9, closeness 1 - (0.7 - 0.3) = 0.6, exactness 0.625 -> 0.3375
-    assert qv.use(confirm, 10, request) == pytest.approx(0.9)
+    # B: use (1 + 2/3) / 2 = 5/6 (parser, test: the fact's words, not the request quoted in
+    # the question), closeness 1 - (0.7 - 0.3) = 0.6, exactness 0.625 -> 0.3125
+    assert qv.use(confirm, 10, request, look) == pytest.approx(5 / 6)
     assert qv.closeness(confirm, look) == pytest.approx(0.6)
     assert qv.exactness(confirm, look) == 0.625
-    assert qv.value(confirm, 10, request, look) == 0.3375
+    assert qv.value(confirm, 10, request, look) == 0.3125
     # C: use (1/4 + 1/2) / 2 = 0.375, closeness 1, exactness 1 -> 0.375
-    assert qv.use(referent, 10, request) == 0.375
+    assert qv.use(referent, 10, request, look) == 0.375
     assert qv.value(referent, 10, request, look) == 0.375
     asked = q.next_question("a1", 10, query_cues=REQUEST)
     assert asked.candidate_id == conflict.candidate_id

@@ -19,10 +19,14 @@ from talos_ls.memory import index as index_mod
 from talos_ls.memory.index import WorkspaceIndex
 from talos_ls.memory.resolve import Evidence, evidence_notes, resolve, workspace_path
 
-UNDECIDED = (
-    "'the parser' is ambiguous: it could mean src/parser.py or tools/parser.py, and nothing in "
-    "the request or the editor decides it. Ask, or if you go on, say in your reply which you "
-    "assumed and why, and which you did not."
+SAY_IT = (
+    " It is ambiguous and the person has not settled it: go on that assumption unless the "
+    "request or the code shows it wrong, and say in your reply which you took and which you "
+    "did not, so they can correct it."
+)
+UNDECIDED = (  # nothing decides: the one nearest the root, said to be an assumption
+    "Assumed 'the parser' means src/parser.py (nothing in the request or the editor decides "
+    "it; the one nearest the root), not tools/parser.py." + SAY_IT
 )
 
 
@@ -80,8 +84,8 @@ def test_statuses(workspace):
     (util,) = refs(workspace, "clean up the util module")
     assert util[1] == "indeterminate" and len(util[2]) == 5  # five candidates: too vague
     (note,) = evidence_notes(resolve("a1", 1, "clean up the util module", workspace))
-    assert note.startswith("'the util module' is ambiguous: it could mean many things, among ")
-    assert "say in your reply which you assumed" in note
+    assert note.startswith("Assumed 'the util module' means pkg0/util.py (nothing in ")
+    assert note.endswith(" or pkg3/util.py or pkg4/util.py." + SAY_IT), note
     assert refs(workspace, "fix the bug in the same way") == []  # not about the workspace
 
 
@@ -536,7 +540,7 @@ def test_the_active_document_settles_the_reference_and_no_question_is_proposed(w
     assert qq.next_question("a1", 1, "fix the parser") is None
     (note,) = evidence_notes(record)
     assert note == (
-        "'the parser' is taken to mean tools/parser.py (it is the active document), "
+        "Assumed 'the parser' means tools/parser.py (it is the active document), "
         "not src/parser.py."
     )
 
@@ -610,7 +614,10 @@ def test_two_candidates_both_touched_still_ask(workspace, qq):
     assert ref["question"] == "Which do you mean by 'the parser': src/parser.py or tools/parser.py?"
     assert ref["evidence"] == {"rule": "recently touched", "decided": False, "candidates": PARSERS}
     assert qq.propose_from_resolution(record, 1) == 1
-    assert evidence_notes(record) == [UNDECIDED]  # said, not guessed silently
+    assert evidence_notes(record) == [  # the first of the two touched, said to be assumed
+        "Assumed 'the parser' means src/parser.py (the first of those touched in the last "
+        "turns), not tools/parser.py." + SAY_IT
+    ]
 
 
 def test_the_stronger_evidence_wins(workspace):
@@ -801,9 +808,8 @@ def test_an_earlier_answer_against_what_the_editor_shows_now_is_not_settled_sile
     assert qq.propose_from_resolution(record, 1) == 1
     assert qq.next_question("a1", 1, "fix the parser").question_text == ref["question"]
     assert evidence_notes(record) == [
-        f"'the parser' is taken to mean tools/parser.py (you said so when asked), though {now}: "
-        "say in your reply that you took tools/parser.py, not src/parser.py, so the person can "
-        "correct it."
+        f"Assumed 'the parser' means tools/parser.py (you said so when asked, though {now}), "
+        "not src/parser.py." + SAY_IT
     ]
 
 

@@ -420,11 +420,14 @@ class QuestionQueue:
                             dead.append((cand.candidate_id, reason))
                     elif stale is False:
                         survivors.append(cand)
-                if by_value:
-                    survivors = [
-                        c for c in survivors if not question_value.settled_by_request(c, query_cues)
-                    ]
+                if by_value:  # about what the request is about, and not settled by it
                     request = question_value.request_stems(query_cues)
+                    survivors = [
+                        c
+                        for c in survivors
+                        if question_value.about_request(c, request, lookup)
+                        and not question_value.settled_by_request(c, query_cues)
+                    ]
                     survivors = question_value.rank(survivors, turn, request, lookup)
                 claimed = self.store.qq_deliver(
                     agent_id,

@@ -19,6 +19,7 @@ a callable (key -> Fact or None) so one delivery pass reads each fact once.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from functools import lru_cache
 from typing import TYPE_CHECKING, Any
@@ -115,11 +116,56 @@ def request_stems(query_cues: str | Iterable[Any] | None) -> frozenset[str] | No
     return _stems_of((query_cues,) if isinstance(query_cues, str) else tuple(map(str, query_cues)))
 
 
-def candidate_stems(candidate: QuestionCandidate) -> frozenset[str]:
-    """The question's and its labels' words, folded like the request's. Recomputed from the
-    text (not the stored cue list, which keeps raw words too) so a word counts once."""
-    labels = tuple(str(o.get("label", "")) for o in candidate.options or [])
-    return _stems_of((candidate.question_text, *labels))
+# Words a question's own wording brings, and verbs any rule uses: never what it is about.
+# Subject words come from the candidate's structure (`subject_stems`), so this list only
+# trims what that still carries ("use" in "tests use pytest"); it is not what makes
+# relevance work on its own.
+BOILERPLATE = frozenset(
+    stem(w)
+    for w in (
+        "use uses used using prefer prefers preferred always never must need needs two both "
+        "right wrong which mean means meant say says said note notes conflict conflicts "
+        "confident recall accurate still now open selection refer refers file files"
+    ).split()
+)
+_QUOTED = re.compile(r"'([^']{1,200})'|\"([^\"]{1,200})\"")
+
+
+def subject_texts(candidate: QuestionCandidate, lookup: FactLookup) -> tuple[str, ...]:
+    """What a candidate is about, never its question's template: a conflict's and a
+    confirmation's facts (their own statements: slot and values), a referent's quoted words
+    ("the parser") and the names of its files and symbols (`tools/parser.py` -> parser,
+    `load_config in app.py` -> load_config); for a fact no longer stored, the quoted spans and
+    labels of its question."""
+    labels = [str(o.get("label", "")) for o in candidate.options or []]
+    quoted = tuple(a or b for a, b in _QUOTED.findall(candidate.question_text))
+    if candidate.kind == "referent":
+        names = [label.split(" in ", 1)[0].rsplit("/", 1)[-1].split(".", 1)[0] for label in labels]
+        return (*quoted, *names)
+    facts = [lookup(str(k)) for k in candidate.target_keys]
+    statements = tuple(f.statement for f in facts if f is not None)
+    if statements:
+        return statements + (tuple(labels) if candidate.kind == "disjunction" else ())
+    return quoted + (tuple(labels) if candidate.kind == "disjunction" else ())
+
+
+def subject_stems(candidate: QuestionCandidate, lookup: FactLookup) -> frozenset[str]:
+    """`subject_texts`, folded like the request's, without BOILERPLATE."""
+    return _stems_of(subject_texts(candidate, lookup)) - BOILERPLATE
+
+
+def about_request(
+    candidate: QuestionCandidate, request: frozenset[str] | None, lookup: FactLookup
+) -> bool:
+    """The request (with the active document's path) shares a subject word with the
+    candidate: only then is the question relevant now. True without a request."""
+    return request is None or bool(subject_stems(candidate, lookup) & request)
+
+
+def facts_about_request(facts: Iterable[Fact], request: frozenset[str] | None) -> bool:
+    """`about_request` for facts themselves (a conflict nobody was asked about yet)."""
+    texts = tuple(f.statement for f in facts)
+    return request is None or bool((_stems_of(texts) - BOILERPLATE) & request)
 
 
 @lru_cache(maxsize=4096)
@@ -128,17 +174,20 @@ def _stems_of(texts: tuple[str, ...]) -> frozenset[str]:
     return frozenset(stem(t) for t in cue_tokens_for(*texts))
 
 
-def use(candidate: QuestionCandidate, turn: int, request: frozenset[str] | None) -> float:
+def use(
+    candidate: QuestionCandidate, turn: int, request: frozenset[str] | None, lookup: FactLookup
+) -> float:
     """How strongly the current request uses the candidate's targets.
 
     recency = 1 / (1 + turn - last_seen_turn): 1 when `note_use` (or a re-proposal) touched it
     this turn, 1/2 a turn ago... The store keeps the last use, not a count of uses.
-    overlap = n / (n + 1) for n shared stemmed words with the request: 1/2, 2/3, 3/4...
+    overlap = n / (n + 1) for n stemmed subject words shared with the request
+    (`subject_stems`): 1/2, 2/3, 3/4...
     use = (recency + overlap) / 2, or recency alone when there is no request."""
     recency = 1.0 / (1 + max(0, int(turn) - int(candidate.last_seen_turn)))
     if request is None:
         return recency
-    shared = len(candidate_stems(candidate) & request)
+    shared = len(subject_stems(candidate, lookup) & request)
     return (recency + shared / (shared + 1)) / 2
 
 
@@ -191,7 +240,7 @@ def value(
     candidate: QuestionCandidate, turn: int, request: frozenset[str] | None, lookup: FactLookup
 ) -> float:
     """`use x closeness x exactness`, rounded to 6 digits."""
-    raw = use(candidate, turn, request) * closeness(candidate, lookup)
+    raw = use(candidate, turn, request, lookup) * closeness(candidate, lookup)
     return round(raw * exactness(candidate, lookup), VALUE_DIGITS)
 
 

@@ -87,6 +87,14 @@ def _source(fact: Fact) -> str:
     return {"person": "you", "model": "me", "workspace scan": "the code"}.get(fact.source, "a note")
 
 
+def _one_line(statement: str) -> str:
+    """A statement as a conflict quotes it: one line, cut to QUOTED_CHARS."""
+    text = " ".join(statement.split())
+    if len(text) > QUOTED_CHARS:
+        text = text[: QUOTED_CHARS - 1].rstrip() + "\u2026"
+    return text
+
+
 def _said_by(fact: Fact) -> str:
     source = _source(fact)
     return {"you": "you told me", "me": "I noted", "the code": "the code shows"}.get(
@@ -156,12 +164,7 @@ class Reconciler:
         and no markup is added here."""
         if a is None or b is None:
             return "I have two conflicting notes. Which is right?"
-        quoted = []
-        for fact in (a, b):
-            text = " ".join(fact.statement.split())
-            if len(text) > QUOTED_CHARS:
-                text = text[: QUOTED_CHARS - 1].rstrip() + "\u2026"
-            quoted.append(text)
+        quoted = [_one_line(a.statement), _one_line(b.statement)]
         where = [_said_by(a), _said_by(b)]
         if normalize_text(quoted[0]) != normalize_text(quoted[1]):
             sides = "; ".join(f'{w} "{q}"' for w, q in zip(where, quoted, strict=True))
@@ -170,6 +173,28 @@ class Reconciler:
         if first != second:  # alike in words: the sources and the options tell them apart
             return f"I have two conflicting notes (from {first} and {second}). Which is right?"
         return "I have two conflicting notes. Which is right?"
+
+    @staticmethod
+    def conflict_assumption(a: Fact, b: Fact) -> str:
+        """What a task goes on while a conflict is unanswered, said so the person can correct
+        it: the side with more support (its confidence), else the first; `Assumed CLAUDE.md's
+        "Tests use pytest" (it has more support: 0.70 against 0.50), not AGENTS.md's "Tests
+        use unittest": they conflict and nobody has said which is right.`"""
+        taken, other = (b, a) if b.confidence > a.confidence else (a, b)
+        if taken.confidence > other.confidence:
+            why = f"it has more support: {taken.confidence:.2f} against {other.confidence:.2f}"
+        else:
+            why = "neither has more support: the first on record"
+
+        def quoted(fact: Fact) -> str:
+            source = _source(fact)
+            owner = {"you": "your", "me": "my", "the code": "the code's"}.get(source, source + "'s")
+            return f'{owner} "{_one_line(fact.statement)}"'
+
+        return (
+            f"Assumed {quoted(taken)} ({why}), not {quoted(other)}: they conflict and nobody "
+            "has said which is right."
+        )
 
     # ------------------------------------------------------------ reconcile
     def add(self, agent_id: str, statement: str, **attrs: Any) -> tuple[str, str]:

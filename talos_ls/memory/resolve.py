@@ -264,6 +264,35 @@ def _question(surface: str, candidates: list[str], weighed: dict | None = None) 
     return question
 
 
+def _assumption(
+    status: str, candidates: list[str], resolved: str | None, weighed: dict | None
+) -> dict | None:
+    """What the task goes on when the person did not settle a reference with several
+    candidates: {"candidate", "why", "not"}, stated in its prompt and its summary
+    (`assumptions`) so the person can correct it. None when nothing had to be assumed: one
+    candidate, the request naming its file, or the person's answer with nothing against it."""
+    if len(candidates) < 2:
+        return None
+    if status == "resolved":
+        assert weighed is not None and resolved is not None
+        if weighed["rule"] in (REQUEST, ANSWERED):
+            return None
+        chosen, why = resolved, _WHY.get(weighed["rule"], weighed["rule"])
+    elif weighed is not None and "against" in weighed:  # an answer, and the editor now
+        said, now = weighed["candidates"]
+        why = f"{_WHY[ANSWERED]}, though {_NOW[weighed['against']].format(now)}"
+        return {"candidate": said, "why": why, "not": [now], "more": 0}
+    elif weighed is not None:  # several named at one level: the first of them
+        chosen = weighed["candidates"][0]
+        why = f"the first of those {_NAMED_BY.get(weighed['rule'], weighed['rule'])}"
+    else:
+        chosen = min(candidates, key=lambda c: (c.count("/"), c))
+        why = "nothing in the request or the editor decides it; the one nearest the root"
+    others = [c for c in candidates if c != chosen]
+    more = max(0, len(others) - GAP_MAX)
+    return {"candidate": chosen, "why": why, "not": others[:GAP_MAX], "more": more}
+
+
 def _reference(
     surface: str, start: int, end: int, candidates: list[str], weighed: dict | None = None
 ) -> dict:
@@ -289,7 +318,7 @@ def _reference(
         "temporal_role": "none",
         "resolved_text": resolved,
         "resolved_epoch": None,
-        "assumption": None,
+        "assumption": _assumption(status, candidates, resolved, weighed),
         "candidates": candidates if status == "evidence_gap" else shown,
         "question": _question(surface, candidates, weighed) if status == "evidence_gap" else None,
         "evidence": weighed,
@@ -355,12 +384,43 @@ _WHY = {
 }
 
 
+_NAMED_BY = {
+    ANSWERED: "you named when asked",
+    ACTIVE_DOCUMENT: "open now",
+    SELECTION: "the selection names",
+    DIAGNOSTIC: "a diagnostic in range names",
+    RECENTLY_TOUCHED: "touched in the last turns",
+}
+
+
+def assumption_line(surface: str, assumption: dict) -> str:
+    """ "Assumed 'the parser' means src/parser.py (why), not tools/parser.py." """
+    others = " or ".join(assumption["not"])
+    if assumption.get("more"):
+        others += f" or {assumption['more']} more"
+    return (
+        f"Assumed {surface!r} means {assumption['candidate']} ({assumption['why']}), not {others}."
+    )
+
+
+def assumptions(record: ResolutionRecord, asked: str | None = None) -> list[str]:
+    """One `assumption_line` per reference the task goes on without the person's word, but
+    the one whose question (`asked`) is put to them now."""
+    return [
+        assumption_line(ref["surface"], ref["assumption"])
+        for ref in record.references
+        if isinstance(ref.get("assumption"), dict) and (asked is None or ref["question"] != asked)
+    ]
+
+
 def evidence_notes(record: ResolutionRecord) -> list[str]:
-    """One line per reference with several candidates, for the task's prompt: what the evidence
-    took it to mean and why, or that nothing decided it (a question may be on its way, or the
-    budget is closed) and that an assumption must be said, so the model neither guesses
-    silently nor leaves the person unaware of what it assumed; and one when the workspace
-    index was incomplete (the model would otherwise take a missing file for none)."""
+    """One line per reference with several candidates, for the task's prompt: what it is
+    taken to mean and why, not what else. What the task only assumes (`_assumption`: no word
+    from the person, or their earlier word against the editor now) is said as such, with the
+    instruction to say it in the reply; the host also adds those lines to the task's summary
+    (`assumptions`), so an assumption is never silent even when the model forgets. And one
+    line when the workspace index was incomplete (the model would otherwise take a missing
+    file for none)."""
     notes = []
     if record.partial:
         notes.append(
@@ -368,30 +428,21 @@ def evidence_notes(record: ResolutionRecord) -> list[str]:
             "and symbols it names were looked up in part of the workspace only."
         )
     for ref in record.references:
-        weighed, status = ref.get("evidence"), ref.get("status")
-        if status == "resolved" and weighed and weighed.get("decided"):
+        weighed, said = ref.get("evidence"), ref.get("assumption")
+        if isinstance(said, dict):
+            note = assumption_line(ref["surface"], said)
+            if ref.get("status") != "resolved":  # not the editor's evidence either
+                note += (
+                    " It is ambiguous and the person has not settled it: go on that "
+                    "assumption unless the request or the code shows it wrong, and say in "
+                    "your reply which you took and which you did not, so they can correct it."
+                )
+            notes.append(note)
+        elif ref.get("status") == "resolved" and weighed and weighed.get("decided"):
             others = [c for c in ref["candidates"] if c != ref["resolved_text"]]
             notes.append(
                 f"{ref['surface']!r} is taken to mean {ref['resolved_text']} "
                 f"({_WHY.get(weighed['rule'], weighed['rule'])}), "
                 f"not {' or '.join(others)}."
-            )
-        elif weighed and "against" in weighed:
-            said, now = weighed["candidates"]
-            notes.append(
-                f"{ref['surface']!r} is taken to mean {said} (you said so when asked), though "
-                f"{_NOW[weighed['against']].format(now)}: say in your reply that you "
-                f"took {said}, not {now}, so the person can correct it."
-            )
-        elif status in ("evidence_gap", "indeterminate"):
-            names = ref["candidates"][:GAP_MAX]
-            if status == "evidence_gap":  # two to GAP_MAX candidates
-                could = ", ".join(names[:-1]) + " or " + names[-1]
-            else:
-                could = f"many things, among them {', '.join(names)}"
-            notes.append(
-                f"{ref['surface']!r} is ambiguous: it could mean {could}, and nothing in the "
-                "request or the editor decides it. Ask, or if you go on, say in your reply "
-                "which you assumed and why, and which you did not."
             )
     return notes

@@ -56,7 +56,7 @@ async def test_the_active_document_settles_the_parser_without_a_question(
         assert await editor.command("talos.questions.list", {}) == []  # nor queued
         prompt = _prompt(model, 0)
         assert (
-            "'the parser' is taken to mean tools/parser.py (it is the active document), "
+            "Assumed 'the parser' means tools/parser.py (it is the active document), "
             "not src/parser.py."
         ) in prompt
     finally:
