@@ -199,13 +199,20 @@ class _Prepared:
 ASSUMED_HEADING = "Assumed without your word (say so if any is wrong):"
 
 
-def with_assumptions(summary: str, assumed: Sequence[str]) -> str:
-    """The task's summary, then every assumption it went on, one per line: said by Talos,
-    so none is silent even when the model's reply forgets it."""
-    if not assumed:
+def assumed_block(assumed: Sequence[str]) -> str:
+    """Every assumption a task went on, one per line, under ASSUMED_HEADING."""
+    return "\n".join([ASSUMED_HEADING, *(f"- {line}" for line in assumed)])
+
+
+def with_assumptions(task: Task, summary: str) -> str:
+    """The task's summary, then every assumption it went on: said by Talos, so none is silent
+    even when the model's reply forgets it. Its transcript ends with them too (what
+    `talos.task.show` renders, and what a follow-up's conversation carries)."""
+    if not task.assumed:
         return summary
-    lines = "\n".join(f"- {line}" for line in assumed)
-    return f"{summary.rstrip()}\n\n{ASSUMED_HEADING}\n{lines}".lstrip()
+    block = assumed_block(task.assumed)
+    task.transcript.append({"role": "assistant", "content": block})
+    return f"{summary.rstrip()}\n\n{block}".lstrip()
 
 
 class Host:
@@ -421,10 +428,10 @@ class Host:
                 history=history,
             )
             await self._settle_proposals(task, policy)
-            return with_assumptions(text, prepared.assumed)
+            return with_assumptions(task, text)
 
         task = self.registry.start(self.agent_id, request, run)
-        task.follows = follows
+        task.follows, task.assumed = follows, prepared.assumed
         if prepared.question is not None:
             self.spawn(self._deliver(prepared.question, task))
         self.report_status()

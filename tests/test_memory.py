@@ -376,6 +376,25 @@ def test_conflict_question_names_each_rules_file_and_stays_one_line(facts):
     )
 
 
+def test_a_conflict_assumption_takes_the_side_with_more_support_and_names_both(facts):
+    agents = facts.add("a1", "Tests use unittest", source="rules file", origin="AGENTS.md")
+    claude = facts.add("a1", "Tests use pytest\nalways", source="rules file", origin="CLAUDE.md")
+    a, c = facts.get(agents), facts.get(claude)
+    assert Reconciler.conflict_assumption(a, c) == (
+        "Assumed AGENTS.md's \"Tests use unittest\" (neither has more support: the first on "
+        "record), not CLAUDE.md's \"Tests use pytest always\": they conflict and nobody has "
+        "said which is right."
+    )
+    facts.observe({claude: "acted"})
+    c = facts.get(claude)
+    assert Reconciler.conflict_assumption(a, c).startswith(
+        f"Assumed CLAUDE.md's \"Tests use pytest always\" (it has more support: "
+        f"{c.confidence:.2f} against 0.50), not AGENTS.md's"
+    )
+    mine = facts.get(facts.add("a1", "Tests use nose", source="model"))
+    assert "not my \"Tests use nose\"" in Reconciler.conflict_assumption(c, mine)
+
+
 def test_conflict_question_cuts_long_statements(facts):
     long_a, long_b = "Tests use " + "pytest " * 40, "Tests use " + "unittest " * 40
     text = Reconciler.conflict_question(

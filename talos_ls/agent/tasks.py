@@ -148,6 +148,8 @@ class Task:
     # status sent as its state changes always says something.
     activity: str = "queued"
     follows: str | None = None  # the task this one follows up in a conversation
+    # What it went on without the person's word (`host.with_assumptions` ends its result so).
+    assumed: list[str] = field(default_factory=list)
     future: asyncio.Task | None = field(default=None, repr=False)
 
 

@@ -300,6 +300,8 @@ class LspPort:
             answer = visible(task.result or "", single_line=True)
             if len(answer) > SHORT_ANSWER_CHARS:
                 answer = answer[:SHORT_ANSWER_CHARS] + "…"
+            if task.assumed:  # the summary ends with them: the toast is too short for it
+                answer = f"{answer} It assumed {len(task.assumed)} thing(s) you did not say."
             shown = f"Talos {task.id} done: {answer} (talos.task.show for all)"
             self.client.show(types.MessageType.Info, shown)
         elif task.state in ("failed", "stopped"):

@@ -1,0 +1,166 @@
+"""Issue 31's classes, end to end through the real talos-ls on SQLite and on Redis: a request
+that shares only a question's wording or another sense of its words gets no question; a
+reference the person did not settle, and a conflict nobody answered, are said as assumptions
+in the task's prompt and at the end of its summary; the person's earlier answer against the
+file open now is not taken silently; the ranking is a setting.
+
+Each test plays turns against a scripted model; `questionBudgetTurns` sets when the budget
+is open, so what is (not) asked is decided by relevance alone."""
+
+from __future__ import annotations
+
+import pytest
+
+from talos_ls.demo.scripted_model import reply
+
+from .conftest import start_editor
+
+PARSERS = ("src/parser.py", "tools/parser.py")
+CONFLICT = {"AGENTS.md": "- Tests use unittest\n", "CLAUDE.md": "- Tests use pytest\n"}
+HEADING = "Assumed without your word (say so if any is wrong):"
+
+
+@pytest.fixture(params=["sqlite", "redis"])
+def backend(request) -> str:
+    return request.param
+
+
+@pytest.fixture
+def options(options, store_url):
+    return {**options, "storeUrl": store_url}
+
+
+@pytest.fixture
+def parsers(ws):
+    for rel in PARSERS:
+        (ws / rel).parent.mkdir(parents=True, exist_ok=True)
+        (ws / rel).write_text("def parse(text):\n    return text\n")
+    return ws
+
+
+async def _start(tmp_path, ws, options):
+    editor = await start_editor(tmp_path / "home", [ws], options)
+    await editor.until(
+        lambda: any(f.index.ready for s in editor.statuses for f in s.folders), "the index"
+    )
+    return editor
+
+
+def _prompt(model, request: int) -> str:
+    """The person's message as the model got it in its `request`-th call."""
+    return next(
+        m["content"] for m in model.requests[request]["body"]["messages"] if m["role"] == "user"
+    )
+
+
+async def _run(editor, model, prompt: str, **params) -> str:
+    """One task; the rendered task (`talos.task.show`)."""
+    model.script.append(reply("Done.", delay=0.05))
+    task_id = (await editor.command("talos.task.start", {"prompt": prompt, **params}))["task_id"]
+    await editor.finished(task_id)
+    return await editor.command("talos.task.show", {"task_id": task_id})
+
+
+async def test_the_question_s_own_words_make_no_request_relevant(tmp_path, ws, options, model):
+    """An open conflict about the test runner; requests sharing only its wording ("two",
+    "right", "use", "which", "notes") get no question, a request about the tests does."""
+    for name, text in CONFLICT.items():
+        (ws / name).write_text(text)
+    editor = await _start(tmp_path, ws, options)
+    try:
+        editor.replies.append(editor.button("pytest"))
+        for request in ("is it right to use two spaces here?", "which notes say what we mean?"):
+            shown = await _run(editor, model, request)
+            assert editor.prompts == [], request
+            assert "they conflict" not in shown  # nor said: not what the request is about
+        await _run(editor, model, "write the tests for the app")
+        (asked,) = editor.prompts
+        assert "Tests use pytest" in asked.message
+    finally:
+        await editor.stop()
+
+
+async def test_the_seed_ranking_asks_on_the_question_s_wording(tmp_path, ws, options, model):
+    """The same request under `questionRanking: seed`: the reference design's relevance (the
+    question's words) asks; the setting reaches the queue."""
+    for name, text in CONFLICT.items():
+        (ws / name).write_text(text)
+    editor = await _start(tmp_path, ws, {**options, "questionRanking": "seed"})
+    try:
+        editor.replies.append(None)
+        await _run(editor, model, "is it right to use two spaces here?")
+        assert len(editor.prompts) == 1
+    finally:
+        await editor.stop()
+
+
+async def test_a_word_about_something_else_gets_no_question_and_an_assumption_is_said(
+    tmp_path, parsers, options, model
+):
+    """'the parser' stays unsettled while the budget is closed: the prompt and the summary say
+    what was assumed. Then, budget open, "parse the arguments" (another sense, another file)
+    gets no question; "the parser is slow" does."""
+    for name, text in CONFLICT.items():
+        (parsers / name).write_text(text)
+    editor = await _start(tmp_path, parsers, {**options, "questionBudgetTurns": 2})
+    try:
+        editor.replies.append(editor.button("pytest"))
+        await _run(editor, model, "write the tests")  # turn 1: the budget goes to the conflict
+        assert len(editor.prompts) == 1
+        shown = await _run(editor, model, "now simplify the parser")  # turn 2: budget closed
+        said = (
+            "Assumed 'the parser' means src/parser.py (nothing in the request or the editor "
+            "decides it; the one nearest the root), not tools/parser.py."
+        )
+        assert said in _prompt(model, 1) and f"{HEADING}\n- {said}" in shown
+        assert len(editor.prompts) == 1
+        assert any("It assumed 1 thing(s)" in m for m in editor.messages())
+        await _run(editor, model, "parse the CLI arguments in src/app.py")  # turn 3: open
+        assert len(editor.prompts) == 1
+        editor.replies.append(editor.button("tools/parser.py"))
+        await _run(editor, model, "the parser is slow, speed it up")
+        assert len(editor.prompts) == 2 and "the parser" in editor.prompts[1].message
+    finally:
+        await editor.stop()
+
+
+async def test_an_earlier_answer_against_the_open_file_is_said_not_taken_silently(
+    tmp_path, parsers, options, model
+):
+    editor = await _start(tmp_path, parsers, options)  # one question per 5 turns
+    try:
+        editor.replies.append(editor.button("tools/parser.py"))
+        await _run(editor, model, "fix the parser")
+        assert len(editor.prompts) == 1
+        uri = (parsers / "src" / "parser.py").as_uri()
+        shown = await _run(editor, model, "now simplify the parser", uri=uri)
+        said = (
+            "Assumed 'the parser' means tools/parser.py (you said so when asked, though "
+            "src/parser.py is the file open now), not src/parser.py."
+        )
+        assert said in _prompt(model, 1) and f"{HEADING}\n- {said}" in shown
+        assert len(editor.prompts) == 1  # the budget is closed: said instead of asked
+    finally:
+        await editor.stop()
+
+
+async def test_an_unanswered_conflict_is_said_when_the_budget_is_closed(
+    tmp_path, parsers, options, model
+):
+    for name, text in CONFLICT.items():
+        (parsers / name).write_text(text)
+    editor = await _start(tmp_path, parsers, options)
+    try:
+        editor.replies.append(editor.button("tools/parser.py"))
+        await _run(editor, model, "fix the parser")  # the budget goes to this question
+        shown = await _run(editor, model, "write the tests")
+        assert len(editor.prompts) == 1
+        prompt = _prompt(model, 1)
+        (said,) = [line for line in prompt.splitlines() if "they conflict" in line]
+        assert said.startswith("Assumed ") and "neither has more support" in said
+        assert '"Tests use pytest"' in said and '"Tests use unittest"' in said
+        assert f"- {said}" in shown
+        shown = await _run(editor, model, "update the changelog")  # not about the tests
+        assert HEADING not in shown and "they conflict" not in _prompt(model, 2)
+    finally:
+        await editor.stop()
