@@ -196,7 +196,7 @@ class _Prepared:
 
 
 # Before the assumptions a task's summary lists: the person's cue to correct one.
-ASSUMED_HEADING = "Assumed without your word (say so if any is wrong):"
+ASSUMED_HEADING = "Not confirmed by you (say so if one is wrong):"
 
 
 def assumed_block(assumed: Sequence[str]) -> str:

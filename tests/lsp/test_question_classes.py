@@ -17,7 +17,7 @@ from .conftest import start_editor
 
 PARSERS = ("src/parser.py", "tools/parser.py")
 CONFLICT = {"AGENTS.md": "- Tests use unittest\n", "CLAUDE.md": "- Tests use pytest\n"}
-HEADING = "Assumed without your word (say so if any is wrong):"
+HEADING = "Not confirmed by you (say so if one is wrong):"
 
 
 @pytest.fixture(params=["sqlite", "redis"])
