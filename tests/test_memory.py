@@ -381,18 +381,18 @@ def test_a_conflict_assumption_takes_the_side_with_more_support_and_names_both(f
     claude = facts.add("a1", "Tests use pytest\nalways", source="rules file", origin="CLAUDE.md")
     a, c = facts.get(agents), facts.get(claude)
     assert Reconciler.conflict_assumption(a, c) == (
-        "Assumed AGENTS.md's \"Tests use unittest\" (neither has more support: the first on "
-        "record), not CLAUDE.md's \"Tests use pytest always\": they conflict and nobody has "
+        'Assumed AGENTS.md\'s "Tests use unittest" (neither has more support: the first on '
+        'record), not CLAUDE.md\'s "Tests use pytest always": they conflict and nobody has '
         "said which is right."
     )
     facts.observe({claude: "acted"})
     c = facts.get(claude)
     assert Reconciler.conflict_assumption(a, c).startswith(
-        f"Assumed CLAUDE.md's \"Tests use pytest always\" (it has more support: "
+        f'Assumed CLAUDE.md\'s "Tests use pytest always" (it has more support: '
         f"{c.confidence:.2f} against 0.50), not AGENTS.md's"
     )
     mine = facts.get(facts.add("a1", "Tests use nose", source="model"))
-    assert "not my \"Tests use nose\"" in Reconciler.conflict_assumption(c, mine)
+    assert 'not my "Tests use nose"' in Reconciler.conflict_assumption(c, mine)
 
 
 def test_conflict_question_cuts_long_statements(facts):

@@ -540,8 +540,7 @@ def test_the_active_document_settles_the_reference_and_no_question_is_proposed(w
     assert qq.next_question("a1", 1, "fix the parser") is None
     (note,) = evidence_notes(record)
     assert note == (
-        "Assumed 'the parser' means tools/parser.py (it is the active document), "
-        "not src/parser.py."
+        "Assumed 'the parser' means tools/parser.py (it is the active document), not src/parser.py."
     )
 
 
