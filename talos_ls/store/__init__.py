@@ -28,11 +28,11 @@ from urllib.parse import parse_qsl, unquote
 
 import platformdirs
 
+from ..constants import ENV_URL
 from ..redact import redact_url
 from .base import DEFAULT_TIMEOUT_S, Store, StoreError, parse_timeout
 from .sqlite import SQLiteStore
 
-ENV_URL = "TALOS_STORE_URL"
 SCHEMES = (
     "sqlite",
     "redis",
