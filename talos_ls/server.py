@@ -22,7 +22,7 @@ import sys
 import tempfile
 from collections.abc import Awaitable, Callable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import unquote, urlparse
 
 from lsprotocol import types
@@ -42,8 +42,10 @@ from .lsp import tcp as tcp_transport
 from .lsp.actions import code_actions
 from .lsp.daemon import Daemon, Params, ParamsError, TooBusy
 from .lsp.logs import configure_logging
-from .lsp.port import LspPort
 from .lsp.prompts import PromptBook
+
+if TYPE_CHECKING:
+    from .lsp.port import LspPort
 
 logger = logging.getLogger(__name__)
 SHUTDOWN_S = 2.0
@@ -71,7 +73,7 @@ class TalosServer(LanguageServer):
             max_workers=4,
         )
         self.daemon = Daemon(
-            lambda root: LspPort(self, self.daemon, root),
+            self._port,
             lambda status: self.notify("talos/status", status),
             lambda message: self.show(types.MessageType.Warning, message),
         )
@@ -83,6 +85,12 @@ class TalosServer(LanguageServer):
         self.deferred_prompts = False  # prompts as talos/prompt, answered by command
         self.conversation = False  # tasks streamed as talos/conversation events
         self.prompts = PromptBook(self.notify)
+
+    def _port(self, root: Path) -> LspPort:
+        """A folder's port; its module loads with the first folder, not for `initialize`."""
+        from .lsp.port import LspPort
+
+        return LspPort(self, self.daemon, root)
 
     # ------------------------------------------------- what the client can
     @property
