@@ -251,6 +251,8 @@ def prepare(root: Path, checkouts: dict[str, Path]) -> dict[tuple[str, str], dic
 
 def measure(checkouts: dict[str, Path], rounds: int, lsp_rounds: int) -> dict[str, Any]:
     root = Path(tempfile.mkdtemp(prefix="talos-startup-"))
+    here = Path.cwd()
+    os.chdir(root)  # `python -c` puts the working directory first on sys.path: not a checkout
     try:
         envs = prepare(root, checkouts)
         folder = root / "workspace"
@@ -277,6 +279,7 @@ def measure(checkouts: dict[str, Path], rounds: int, lsp_rounds: int) -> dict[st
                 )
         trees = {label: import_tree(envs[label, "cached"]) for label in checkouts}
     finally:
+        os.chdir(here)
         shutil.rmtree(root, ignore_errors=True)
     return {
         "cpu_ms": {k: statistics.median(v) for k, v in cpu.items()},
@@ -288,8 +291,8 @@ def measure(checkouts: dict[str, Path], rounds: int, lsp_rounds: int) -> dict[st
 def _summary(runs: list[dict[str, Any]]) -> dict[str, Any]:
     """The median of each figure over the runs; the codeAction latencies of every run pooled
     (count, median, 99th percentile, max)."""
-    out: dict[str, Any] = {f: statistics.median(r[f] for r in runs) for f in runs[0]}
-    del out["actions_ms"]
+    figures = [f for f in runs[0] if f != "actions_ms"]
+    out: dict[str, Any] = {f: statistics.median(r[f] for r in runs) for f in figures}
     pooled = sorted(ms for r in runs for ms in r["actions_ms"])
     out["actions"] = len(pooled)
     out["action_p50_ms"] = statistics.median(pooled)
