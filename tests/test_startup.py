@@ -49,3 +49,4 @@ def test_the_server_loads_the_host_with_the_first_folder_not_before():
         assert later not in loaded
     for later in ("talos_ls.watch", "talos_ls.lsp.port", "talos_ls.gates.question_queue"):
         assert later not in loaded
+    assert "pathspec" not in loaded  # the first Workspace loads it
