@@ -63,6 +63,7 @@ def code_action(ls, params):
 server.start_io()
 """
 BARE_PROBES = 30  # codeActions sent to the bare server after `initialized`
+PROBE_EVERY_S = 0.01  # one codeAction every 10 ms (or when the last is answered, if later)
 ANCHORS = {
     "python -c pass": ["-c", "pass"],
     'python -c "import pygls"': ["-c", "import pygls"],
@@ -143,10 +144,13 @@ def _cpu_of(pid: int) -> float:
     return 1000 * (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
-def lsp_start(argv: list[str], env: dict[str, str], folder: Path, status: bool) -> dict:
-    """Spawn -> initialize response (wall ms, the server's CPU ms then). Then codeActions one
-    after the other, each timed to its answer: with `status`, until the first talos/status
-    that lists a folder (spawn -> that status is timed too), else `BARE_PROBES` of them."""
+def lsp_start(
+    argv: list[str], env: dict[str, str], folder: Path, status: bool, probe: bool
+) -> dict[str, Any]:
+    """Spawn -> initialize response (wall ms, the server's CPU ms then); with `status`, spawn ->
+    the first talos/status that lists a folder. With `probe`, codeActions from `initialized`
+    on, one every `PROBE_EVERY_S`, each timed to its answer: until that status (talos-ls), or
+    `BARE_PROBES` of them."""
     t0 = time.perf_counter()
     proc = subprocess.Popen(
         [PY, *argv], env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
@@ -172,21 +176,29 @@ def lsp_start(argv: list[str], env: dict[str, str], folder: Path, status: bool) 
             "context": {"diagnostics": []},
         }
         latencies: list[float] = []
+        sent = 0.0
 
-        def answer_to(ask: int, message: dict[str, Any]) -> bool:
+        def answer_to(ask: int | None, message: dict[str, Any]) -> bool:
+            """Whether `message` answers request `ask` (None: whether the status came)."""
             method, params = message.get("method"), message.get("params") or {}
             if method == "talos/status" and params.get("folders"):
                 out.setdefault("status_ms", 1000 * (time.perf_counter() - t0))
+            if ask is None:
+                return "status_ms" in out
             return message.get("id") == ask and method is None
 
-        while ("status_ms" not in out) if status else len(latencies) < BARE_PROBES:
+        while probe and (("status_ms" not in out) if status else len(latencies) < BARE_PROBES):
             ask = len(latencies) + 10
+            time.sleep(max(0.0, sent + PROBE_EVERY_S - time.perf_counter()))
             sent = time.perf_counter()
             request = {"jsonrpc": "2.0", "id": ask, "method": "textDocument/codeAction"}
             _send(proc, {**request, "params": action})
             _until(proc, lambda m, ask=ask: answer_to(ask, m))
             latencies.append(1000 * (time.perf_counter() - sent))
-        out["actions_ms"] = latencies
+        if probe:
+            out["actions_ms"] = latencies
+        elif status:
+            _until(proc, lambda m: answer_to(None, m))
         _send(proc, {"jsonrpc": "2.0", "id": 2, "method": "shutdown"})
         _until(proc, lambda m: m.get("id") == 2 and "method" not in m)
         _send(proc, {"jsonrpc": "2.0", "method": "exit"})
@@ -271,12 +283,13 @@ def measure(checkouts: dict[str, Path], rounds: int, lsp_rounds: int) -> dict[st
         lsp: dict[str, list[dict]] = {}
         for _ in range(lsp_rounds):
             for (label, mode), env in envs.items():
-                lsp.setdefault(f"{mode}|anchor|bare pygls", []).append(
-                    lsp_start([str(bare)], env, folder, status=False)
-                )
-                lsp.setdefault(f"{mode}|{label}|talos-ls", []).append(
-                    lsp_start([TALOS_LS], env, folder, status=True)
-                )
+                for probe, suffix in ((False, ""), (True, "|probed")):
+                    lsp.setdefault(f"{mode}|anchor|bare pygls{suffix}", []).append(
+                        lsp_start([str(bare)], env, folder, status=False, probe=probe)
+                    )
+                    lsp.setdefault(f"{mode}|{label}|talos-ls{suffix}", []).append(
+                        lsp_start([TALOS_LS], env, folder, status=True, probe=probe)
+                    )
         trees = {label: import_tree(envs[label, "cached"]) for label in checkouts}
     finally:
         os.chdir(here)
@@ -293,6 +306,8 @@ def _summary(runs: list[dict[str, Any]]) -> dict[str, Any]:
     (count, median, 99th percentile, max)."""
     figures = [f for f in runs[0] if f != "actions_ms"]
     out: dict[str, Any] = {f: statistics.median(r[f] for r in runs) for f in figures}
+    if "actions_ms" not in runs[0]:
+        return out
     pooled = sorted(ms for r in runs for ms in r["actions_ms"])
     out["actions"] = len(pooled)
     out["action_p50_ms"] = statistics.median(pooled)
@@ -348,8 +363,9 @@ def report(results: dict[str, Any], checkouts: dict[str, Path]) -> None:
     lsp = results["lsp_ms"]
     print(
         f"\nLSP start, median of {results['lsp_rounds']} starts: wall ms (the server's CPU ms "
-        "then); codeActions sent one after the other from `initialized` (talos-ls: until the "
-        "first status listing the folder), pooled: count, p50 / p99 / max ms"
+        "then). In other starts, codeActions from `initialized` on, one every "
+        f"{PROBE_EVERY_S * 1000:.0f} ms, each timed to its answer (talos-ls: until the first "
+        "status listing the folder; bare: 30), pooled: count, p50 / p99 / max ms"
     )
     print("| mode | server | spawn -> initialize | spawn -> first talos/status | codeActions |")
     print("|---|---|---:|---:|---:|")
@@ -362,16 +378,18 @@ def report(results: dict[str, Any], checkouts: dict[str, Path]) -> None:
 
     for mode in MODES:
         bare = lsp[f"{mode}|anchor|bare pygls"]
+        probed = lsp[f"{mode}|anchor|bare pygls|probed"]
         print(
             f"| {mode} | bare pygls (anchor) | {bare['initialize_ms']:.0f} ({bare['cpu_ms']:.0f})"
-            f" | | {actions(bare)} |"
+            f" | | {actions(probed)} |"
         )
         for label in checkouts:
             t = lsp[f"{mode}|{label}|talos-ls"]
+            probed = lsp[f"{mode}|{label}|talos-ls|probed"]
             print(
                 f"| {mode} | talos-ls, {label} | {t['initialize_ms']:.0f} ({t['cpu_ms']:.0f}); "
                 f"{t['initialize_ms'] / bare['initialize_ms']:.2f}x bare | {t['status_ms']:.0f} "
-                f"| {actions(t)} |"
+                f"| {actions(probed)} |"
             )
     for label, rows in results["import_tree"].items():
         print(
