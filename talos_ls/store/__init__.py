@@ -54,7 +54,7 @@ def default_store_url() -> str:
 
 
 def _state_dir() -> Path:
-    import platformdirs  # loaded when a store is opened: `talos --help` has no need of it
+    import platformdirs  # loaded when the location is needed, not with the package
 
     return platformdirs.user_state_path("talos")
 
