@@ -243,9 +243,12 @@ def import_tree(env: dict[str, str], runs: int = 7, floor_ms: float = 2.0) -> li
 
 
 # ------------------------------------------------------------------ the run
-def prepare(root: Path, checkouts: dict[str, Path]) -> dict[tuple[str, str], dict[str, str]]:
+def prepare(
+    root: Path, checkouts: dict[str, Path], folder: Path, bare: Path
+) -> dict[tuple[str, str], dict[str, str]]:
     """An environment per (checkout, mode), each with its own bytecode cache: warmed by one run
-    of every command that writes it; for "Talos uncached", Talos's own part then deleted."""
+    of every command and one start of each server (to its first status: what loads later is
+    cached too) that write it; for "Talos uncached", Talos's own part then deleted."""
     envs = {}
     for label, checkout in checkouts.items():
         for mode in MODES:
@@ -255,6 +258,8 @@ def prepare(root: Path, checkouts: dict[str, Path]) -> dict[tuple[str, str], dic
             for argv in [*ANCHORS.values(), *COMMANDS.values(), [TALOS_LS, "--version"]]:
                 subprocess.run([PY, *argv], env=warm, capture_output=True)
             subprocess.run([PY, "-m", "compileall", "-q", str(checkout / "talos_ls")], env=warm)
+            lsp_start([str(bare)], warm, folder, status=False, probe=False)
+            lsp_start([TALOS_LS], warm, folder, status=True, probe=False)
             if mode == "Talos uncached":
                 shutil.rmtree(prefix / str(checkout / "talos_ls").lstrip("/"))
             envs[label, mode] = env
@@ -266,13 +271,13 @@ def measure(checkouts: dict[str, Path], rounds: int, lsp_rounds: int) -> dict[st
     here = Path.cwd()
     os.chdir(root)  # `python -c` puts the working directory first on sys.path: not a checkout
     try:
-        envs = prepare(root, checkouts)
         folder = root / "workspace"
         (folder / "src").mkdir(parents=True)
         (folder / ".git").mkdir()
         (folder / "src" / "app.py").write_text("def main():\n    return 1\n")
         bare = root / "bare_server.py"
         bare.write_text(BARE_SERVER)
+        envs = prepare(root, checkouts, folder, bare)
         cpu: dict[str, list[float]] = {}
         for _ in range(rounds):
             for (label, mode), env in envs.items():
