@@ -20,6 +20,7 @@ a `PYTHONPYCACHEPREFIX` of their own in a temporary directory, so the checkout's
     .venv/bin/python bench/startup_bench.py                     # this checkout, 21 rounds
     .venv/bin/python bench/startup_bench.py --checkout before=/tmp/talos-main --rounds 31
     .venv/bin/python bench/startup_bench.py --json out.json
+    .venv/bin/python bench/startup_bench.py --lsp-rounds 0    # only the CPU figures (and 3.)
 
 `--checkout LABEL=DIR` (repeatable) measures another source tree with this virtualenv (e.g.
 `git archive main | tar -x -C /tmp/talos-main`): it goes first on `PYTHONPATH`.
@@ -351,7 +352,7 @@ def report(results: dict[str, Any], checkouts: dict[str, Path]) -> None:
         f"average {m['loadavg_start'][0]:.2f} at the start, {m['loadavg_end'][0]:.2f} at the end"
     )
     cpu = results["cpu_ms"]
-    for mode in MODES:
+    for mode in MODES if cpu else ():
         base = cpu[f"{mode}|anchor|python -c pass"]
         print(f"\nCPU ms (median of {results['rounds']}), {mode}; x = over `python -c pass`")
         print("| process | " + " | ".join(checkouts) + " |")
@@ -381,7 +382,7 @@ def report(results: dict[str, Any], checkouts: dict[str, Path]) -> None:
             f"{t['action_max_ms']:.1f}"
         )
 
-    for mode in MODES:
+    for mode in MODES if lsp else ():
         bare = lsp[f"{mode}|anchor|bare pygls"]
         probed = lsp[f"{mode}|anchor|bare pygls|probed"]
         print(
