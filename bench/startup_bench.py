@@ -351,21 +351,36 @@ def report(results: dict[str, Any], checkouts: dict[str, Path]) -> None:
         f"pygls {m['pygls']}, lsprotocol {m['lsprotocol']}; commit {m['commit']}; load "
         f"average {m['loadavg_start'][0]:.2f} at the start, {m['loadavg_end'][0]:.2f} at the end"
     )
+    if results["cpu_ms"]:
+        _report_cpu(results, checkouts)
+    if results["lsp_ms"]:
+        _report_lsp(results, checkouts)
+    for label, rows in results["import_tree"].items():
+        print(
+            f"\n`import talos_ls.server` after pygls, {label}, cached (median cumulative / self ms)"
+        )
+        for depth, module, c, s in rows:
+            if module.startswith("talos_ls") or depth <= 1:
+                print(f"{'  ' * depth}{module}: {c:.1f} / {s:.1f}")
+
+
+def _report_cpu(results: dict[str, Any], checkouts: dict[str, Path]) -> None:
     cpu = results["cpu_ms"]
-    for mode in MODES if cpu else ():
+    for mode in MODES:
         base = cpu[f"{mode}|anchor|python -c pass"]
         print(f"\nCPU ms (median of {results['rounds']}), {mode}; x = over `python -c pass`")
         print("| process | " + " | ".join(checkouts) + " |")
         print("|---|" + "---:|" * len(checkouts))
         for name in ANCHORS:
             value = cpu[f"{mode}|anchor|{name}"]
-            print(
-                f"| {name} (anchor) | {value:.1f} ({value / base:.2f}x) |"
-                + " |" * (len(checkouts) - 1)
-            )
+            rest = " |" * (len(checkouts) - 1)
+            print(f"| {name} (anchor) | {value:.1f} ({value / base:.2f}x) |{rest}")
         for name in COMMANDS:
             cells = [cpu[f"{mode}|{label}|{name}"] for label in checkouts]
             print(f"| {name} | " + " | ".join(f"{c:.1f} ({c / base:.2f}x)" for c in cells) + " |")
+
+
+def _report_lsp(results: dict[str, Any], checkouts: dict[str, Path]) -> None:
     lsp = results["lsp_ms"]
     print(
         f"\nLSP start, median of {results['lsp_rounds']} starts: wall ms (the server's CPU ms "
@@ -382,7 +397,7 @@ def report(results: dict[str, Any], checkouts: dict[str, Path]) -> None:
             f"{t['action_max_ms']:.1f}"
         )
 
-    for mode in MODES if lsp else ():
+    for mode in MODES:
         bare = lsp[f"{mode}|anchor|bare pygls"]
         probed = lsp[f"{mode}|anchor|bare pygls|probed"]
         print(
@@ -397,13 +412,6 @@ def report(results: dict[str, Any], checkouts: dict[str, Path]) -> None:
                 f"{t['initialize_ms'] / bare['initialize_ms']:.2f}x bare | {t['status_ms']:.0f} "
                 f"| {actions(probed)} |"
             )
-    for label, rows in results["import_tree"].items():
-        print(
-            f"\n`import talos_ls.server` after pygls, {label}, cached (median cumulative / self ms)"
-        )
-        for depth, module, c, s in rows:
-            if module.startswith("talos_ls") or depth <= 1:
-                print(f"{'  ' * depth}{module}: {c:.1f} / {s:.1f}")
 
 
 def main() -> int:
