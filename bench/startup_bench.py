@@ -312,6 +312,7 @@ def _summary(runs: list[dict[str, Any]]) -> dict[str, Any]:
     (count, median, 99th percentile, max)."""
     figures = [f for f in runs[0] if f != "actions_ms"]
     out: dict[str, Any] = {f: statistics.median(r[f] for r in runs) for f in figures}
+    out.update({f"{f}_min": min(r[f] for r in runs) for f in figures})
     if "actions_ms" not in runs[0]:
         return out
     pooled = sorted(ms for r in runs for ms in r["actions_ms"])
@@ -383,8 +384,8 @@ def _report_cpu(results: dict[str, Any], checkouts: dict[str, Path]) -> None:
 def _report_lsp(results: dict[str, Any], checkouts: dict[str, Path]) -> None:
     lsp = results["lsp_ms"]
     print(
-        f"\nLSP start, median of {results['lsp_rounds']} starts: wall ms (the server's CPU ms "
-        "then). In other starts, codeActions from `initialized` on, one every "
+        f"\nLSP start, {results['lsp_rounds']} starts: wall ms, median [min] (the server's CPU "
+        "ms then, median). In other starts, codeActions from `initialized` on, one every "
         f"{PROBE_EVERY_S * 1000:.0f} ms, each timed to its answer (talos-ls: until the first "
         "status listing the folder; bare: 30), pooled: count, p50 / p99 / max ms"
     )
@@ -401,16 +402,17 @@ def _report_lsp(results: dict[str, Any], checkouts: dict[str, Path]) -> None:
         bare = lsp[f"{mode}|anchor|bare pygls"]
         probed = lsp[f"{mode}|anchor|bare pygls|probed"]
         print(
-            f"| {mode} | bare pygls (anchor) | {bare['initialize_ms']:.0f} ({bare['cpu_ms']:.0f})"
-            f" | | {actions(probed)} |"
+            f"| {mode} | bare pygls (anchor) | {bare['initialize_ms']:.0f} "
+            f"[{bare['initialize_ms_min']:.0f}] ({bare['cpu_ms']:.0f}) | | {actions(probed)} |"
         )
         for label in checkouts:
             t = lsp[f"{mode}|{label}|talos-ls"]
             probed = lsp[f"{mode}|{label}|talos-ls|probed"]
             print(
-                f"| {mode} | talos-ls, {label} | {t['initialize_ms']:.0f} ({t['cpu_ms']:.0f}); "
+                f"| {mode} | talos-ls, {label} | {t['initialize_ms']:.0f} "
+                f"[{t['initialize_ms_min']:.0f}] ({t['cpu_ms']:.0f}); "
                 f"{t['initialize_ms'] / bare['initialize_ms']:.2f}x bare | {t['status_ms']:.0f} "
-                f"| {actions(probed)} |"
+                f"[{t['status_ms_min']:.0f}] | {actions(probed)} |"
             )
 
 
