@@ -7,7 +7,9 @@ answer, beside their anchors measured in the same run (issue 30).
    `talos completion bash` and `python -c "import talos_ls.server"`.
 2. `talos-ls` and a bare pygls server over stdio, driven by a raw JSON-RPC client: wall time
    from spawn to the `initialize` response, and the server's CPU until then; for talos-ls,
-   also to the first `talos/status` that lists the folder (store open, host started).
+   also to the first `talos/status` that lists the folder (store open, host started). In
+   starts of their own, codeActions from `initialized` on, one every 10 ms, each timed to its
+   answer: how the event loop answers while the host's modules load.
 3. `-X importtime` of `import talos_ls.server` after pygls and lsprotocol are imported: the
    modules of Talos loaded before `initialize` can be answered.
 
