@@ -4,8 +4,9 @@ reaches the editors.
 Two real `talos-ls` processes serve one folder on one store (two windows), each with the
 document open. The change is made by a third party, this script, through the store as `talos
 apply` / another server would (`ProposalBook` on the same store): a proposal is created, then
-rejected. Timed from the store write returning to the `publishDiagnostics` that shows it in
-each window (the servers poll the store's proposal stamp every `host.SYNC_S`).
+rejected, each at a random moment. Timed from the store write returning to the
+`publishDiagnostics` that shows it in each window (the servers poll the store's proposal stamp
+every `host.SYNC_S`).
 
 The anchor, in the same run: the same change made by one window's own server
 (`talos.proposal.reject` sent to it) -> that window's diagnostics, which needs no polling.
@@ -21,6 +22,7 @@ import asyncio
 import datetime
 import os
 import platform
+import random
 import sys
 import tempfile
 import time
@@ -72,6 +74,9 @@ async def run(store_url: str, changes: int, root: Path) -> dict[str, list[float]
 
     try:
         for i in range(changes):
+            # A person acts at any moment: not just after a poll, which waiting for the last
+            # change to show would otherwise lock every change to.
+            await asyncio.sleep(random.uniform(0, SYNC_S))
             since = [len(w.diagnostics) for w in windows]
             t0 = time.perf_counter()
             proposal = await asyncio.to_thread(book.create, "src/app.py", BASE, NEW)
@@ -84,6 +89,7 @@ async def run(store_url: str, changes: int, root: Path) -> dict[str, list[float]
                 out["rejected, own server (anchor)"].append(t - t0)
                 await windows[1].until(lambda m=since[1]: shown(windows[1], m, 0), "other", 60)
             else:
+                await asyncio.sleep(random.uniform(0, SYNC_S))
                 t0 = time.perf_counter()
                 await asyncio.to_thread(book.reject, proposal.id)
                 await wait_all(since, 0, t0, "rejected, other server")

@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn
 
 from . import __version__
-from .constants import ENV_URL, MODES, QUESTION_BUDGET_TURNS, SHELLS, SOURCES
+from .constants import ENV_URL, MODES, QUESTION_BUDGET_TURNS, RANKINGS, SHELLS, SOURCES
 from .errors import TalosError
 
 if TYPE_CHECKING:
@@ -200,6 +200,12 @@ def _parser() -> argparse.ArgumentParser:
         type=_count,
         metavar="K",
         help=f"one question per K turns at most (default: config, else {QUESTION_BUDGET_TURNS})",
+    )
+    r.add_argument(
+        "--question-ranking",
+        choices=RANKINGS,
+        help="which open question goes first: value (what it is worth now) or seed (the "
+        "reference design's order) (default: config, else value)",
     )
     r.add_argument(
         "--readable-path",

@@ -169,6 +169,7 @@ async def _run(
         auto_apply=args.apply,
         caps=caps,
         budget_turns=args.budget_turns,
+        ranking=args.question_ranking,
         prices=args.effective.prices,
         readable_paths=args.effective.readable_paths(),
         limits=args.effective.limits(),

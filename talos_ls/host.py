@@ -165,10 +165,13 @@ class HostConfig:
     confidence_gate: float | None = 0.5
     concurrency: int = 2
     budget_turns: int = 5
+    ranking: str = "value"  # which open question goes first (`question_value.RANKINGS`)
     auto_apply: bool = False  # `talos run --apply`
     ask_to_apply: bool = True  # a prompt per proposal at the task's end (the terminal)
     prices: Mapping[str, Any] | None = None
-    # A daemon answers at once and builds the index behind; a one-shot run waits for it.
+    # The index is always built behind. A one-shot run's turn waits for it while it is small
+    # (`WorkspaceIndex.settle`: all of a small workspace, some milliseconds of a large one); a
+    # daemon's turn never waits (the index was started when the folder opened).
     background_index: bool = False
     watch: bool = False  # keep the index current from file events (a daemon)
     readable_paths: tuple[Path, ...] = ()  # shown to commands outside the workspace
@@ -209,14 +212,14 @@ class Host:
         self.workspace = Workspace(config.workspace)
         self.agent_id = config.agent_id or agent_id(self.workspace.root)
         self.facts = FactStore(store)
-        # The value ranking: it asked less and better than the seed's order on
-        # bench/question_value.py (bench/README.md, "Question value").
+        # The value ranking by default: it asked less and better than the seed's order on
+        # bench/question_value.py (bench/README.md, "Question value"); `questionRanking`.
         gate = QUESTION_GATE_THRESHOLD if config.confidence_gate is None else config.confidence_gate
         self.queue = QuestionQueue(
             store,
             facts=self.facts,
             budget_turns=config.budget_turns,
-            ranking="value",
+            ranking=config.ranking,
             gate_threshold=gate,
         )
         self.rules = RulesFiles(self.facts, self.queue.reconciler)
@@ -289,10 +292,7 @@ class Host:
         )
         if self.config.watch:  # first: a change during the scan is applied after it
             self.spawn(watch(root, self.files_changed, self._stop), daemon=True)
-        if self.config.background_index:
-            self.spawn(self._build_index(), daemon=True)
-        else:
-            await self._build_index()
+        self.spawn(self._build_index(), daemon=True)
 
     async def show_open(self) -> None:
         """Show the proposals still to review (an earlier server's, after a restart), one per
@@ -315,12 +315,20 @@ class Host:
                         await self.port.show_proposal(proposal)
             except StoreError:
                 stamp = None  # read everything again once the store is back
+            except Exception:  # a bug must not stop this window following the others
+                logger.exception("following the store's proposals failed")
+                stamp = None
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._stop.wait(), SYNC_S)
 
     async def _build_index(self) -> None:
-        await self.offload.run(self.index.scan)
-        self.report_status()  # the status says when the index is ready
+        scan = asyncio.ensure_future(self.offload.run(self.index.scan))
+        try:
+            await self.offload.run(self.index.wait_ready)  # the listing, published
+            self.report_status()  # the status says when the index is ready
+            await scan  # and the symbols, read
+        finally:
+            scan.cancel()
 
     def files_changed(self, changes: Sequence[tuple[str, str]]) -> None:
         """Files changed on disk (a watcher, the editor's didChangeWatchedFiles): the index
@@ -418,7 +426,11 @@ class Host:
         assembled = self.assembler.assemble(agent, cues)
         self.queue.note_use(agent, assembled.keys, turn)
         propose_from_gate(self.queue, agent, assembled.metadata, turn, request)
+        if not self.config.background_index:
+            self.index.settle()  # what is ready of a large workspace: its first call not delayed
         resolution = resolve(agent, turn, request, self.index, self._evidence(context))
+        if not self.config.background_index and not self.index.complete.is_set():
+            self.index.close()  # a one-shot run: the rest would only slow its task down
         propose_from_resolution(self.queue, resolution, turn)
         propose_from_disjunctions(self.queue, agent, turn)
         question = None
@@ -751,10 +763,12 @@ class Host:
             self.model = ModelClient(config.model)
         self.loop = AgentLoop(self.model, self.meter, config.caps, self.registry)
         self.queue.budget_turns = config.budget_turns
+        self.queue.ranking = config.ranking
         self.report_status()
 
     async def close(self) -> None:
         self._stop.set()
+        self.index.close()  # a scan under way stops: the process need not wait for it
         await self.registry.shutdown()
         jobs = [*self._background, *self._daemon_jobs]
         for job in jobs:

@@ -21,7 +21,7 @@ from .agent.cost import Price, parse_price
 from .agent.limits import Limits
 from .agent.model import IDLE_TIMEOUT, ModelConfig
 from .agent.sandbox import readable_paths_problem
-from .constants import ENV_URL, MODES, QUESTION_BUDGET_TURNS
+from .constants import ENV_URL, MODES, QUESTION_BUDGET_TURNS, RANKINGS
 from .errors import TalosError
 from .store import SCHEMES
 
@@ -122,6 +122,12 @@ def _prices(value: Any) -> dict[str, Price]:
     return table
 
 
+def _ranking(value: Any) -> str:
+    if value not in RANKINGS:
+        raise SettingError(f"must be one of {', '.join(RANKINGS)}")
+    return str(value)
+
+
 def _seconds(value: Any) -> float:
     if isinstance(value, bool) or not isinstance(value, int | float) or not 1 <= value <= 86400:
         raise SettingError("must be a number of seconds from 1 to 86400")
@@ -197,6 +203,8 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("max_tokens", "maxTokens", _tokens, None, "--max-tokens", None, STRICTER, editor=False),
     Setting("max_steps", "maxSteps", _count, 50, "--max-steps", None, STRICTER),
     Setting("budget_turns", "questionBudgetTurns", _count, QUESTION_BUDGET_TURNS, "--budget-turns"),
+    # Which open question goes first: "value" (the host's), or "seed" (the reference design's).
+    Setting("question_ranking", "questionRanking", _ranking, "value", "--question-ranking"),
     # Seconds: a prompt waits (then dismissed); to the model's first chunk; of its silence.
     Setting("prompt_timeout", "promptTimeout", _seconds, 300.0, files=False),
     Setting("model_timeout", "modelTimeout", _seconds, ModelConfig.timeout, files=False),

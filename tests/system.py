@@ -39,6 +39,15 @@ def require_binary(name: str, install: str) -> str:
     unavailable(f"needs {name}: {install}")
 
 
+def sandbox_works() -> bool:
+    """Whether a server started now runs commands in the sandbox: bwrap is on PATH and can
+    create its namespaces here. For tests that hold either way but expect other words."""
+    from talos_ls.agent.sandbox import Sandbox
+
+    binary = shutil.which("bwrap")
+    return binary is not None and Sandbox(Path("/"), bwrap=binary).probe().available
+
+
 def require_sandbox() -> str:
     """bwrap, and able to create its namespaces here."""
     from talos_ls.agent.sandbox import Sandbox

@@ -5,10 +5,12 @@ from __future__ import annotations
 
 import asyncio
 import itertools
+import threading
 
 from talos_ls.agent.model import ModelConfig
 from talos_ls.agent.workspace import Workspace
 from talos_ls.host import Host, HostConfig
+from talos_ls.memory import index as index_mod
 from talos_ls.store import open_store
 
 from .fake_openai import FakeOpenAI, reply
@@ -209,6 +211,40 @@ async def test_what_a_task_end_shows_does_not_wait_on_a_background_prune(tmp_pat
     store.close()
 
 
+async def test_a_one_shot_turn_goes_on_with_what_is_ready_of_a_large_index_and_says_so(
+    tmp_path, server, monkeypatch
+):
+    """`talos run`'s host (not a daemon): on a workspace too large to wait for, the turn's
+    preparation resolves against what the index holds, and the prompt says it was partial;
+    then the index stops (a one-shot run has no use for the rest)."""
+    root = workspace(tmp_path, {"src/parser.py": "x = 1\n", "tools/parser.py": "x = 1\n"})
+    monkeypatch.setattr(index_mod, "SETTLE_READ", 1)  # "large": more than one file to read
+    release = threading.Event()
+    real = index_mod._parse_symbols
+
+    def held(path):
+        if path.endswith("tools/parser.py"):
+            release.wait(30)
+        return real(path)
+
+    monkeypatch.setattr(index_mod, "_parse_symbols", held)
+    port = ScriptedPort(root, replies=["skip"])
+    host, store = host_for(tmp_path, server, root, port)
+    try:
+        server.script.append(reply("done"))
+        result = await host.turn("fix the parser")
+        await host.wait(result.task)
+        assert not host.index.complete.is_set() and result.question is None
+        (prompt,) = [m["content"] for m in server.requests[0]["body"]["messages"][1:]]
+        assert prompt.startswith("fix the parser") and "still being built" in prompt
+    finally:
+        release.set()
+    assert not await asyncio.to_thread(host.index.settle)  # stopped, not to be waited for
+    assert not host.index.complete.is_set()
+    await host.close()
+    store.close()
+
+
 def _host_process(url, root, barrier, results, turns):
     async def main():
         server = FakeOpenAI()
@@ -276,3 +312,22 @@ async def test_without_a_sandbox_the_person_is_told_once_and_the_status_says_so(
     assert notice.startswith("Commands run without a sandbox: bubblewrap (bwrap) is not installed")
     assert port.statuses[-1]["sandbox"]["available"] is False
     assert host.policy.for_task(host.config.mode).check_command("ls").verdict == "ask"
+
+
+async def test_the_question_ranking_is_the_configured_one_and_follows_a_change(tmp_path, server):
+    import dataclasses
+
+    root = workspace(tmp_path, {"a.py": "x = 1\n"})
+    store = open_store("sqlite:///" + str(tmp_path / "talos.db"))
+    try:
+        config = HostConfig(workspace=root, model=ModelConfig("m", base_url=server.url))
+        host = Host(store, config, ScriptedPort(root))
+        assert host.queue.ranking == "value"  # the default
+        host.reconfigure(dataclasses.replace(config, ranking="seed"))
+        assert host.queue.ranking == "seed"
+        seeded = Host(store, dataclasses.replace(config, ranking="seed"), ScriptedPort(root))
+        assert seeded.queue.ranking == "seed"
+        await host.close()
+        await seeded.close()
+    finally:
+        store.close()

@@ -117,6 +117,18 @@ def test_a_weak_fact_corroborated_to_the_gate_expires(vq, facts, caplog):
     expired_with(caplog, cand, "fact_corroborated")
 
 
+def test_a_fact_at_its_prior_is_no_evidence_and_its_question_stands(vq, facts):
+    """No observation at all leaves a fact at the prior (0.5, the gate's own threshold): that
+    is not corroboration. Only evidence for it expires the question."""
+    key = facts.add("a1", "Deploys go through the staging cluster")
+    assert facts.get(key).confidence == pytest.approx(0.5) and facts.get(key).evidence_count == 0
+    cand = confirmation(vq, key, turn=0)
+    assert vq.live_reason(cand) is None
+    assert vq.next_question("a1", 1).candidate_id == cand.candidate_id
+    facts.observe({key: "contradicted"})  # evidence against: still to confirm
+    assert vq.live_reason(cand) is None
+
+
 def test_the_gate_threshold_is_the_one_given(store, facts):
     vq = QuestionQueue(store, facts=facts, ranking="value", gate_threshold=0.6)
     key = weak_fact(facts)

@@ -101,3 +101,22 @@ def test_undo_after_hunks_applied_one_by_one_restores_the_file_the_proposal_was_
     with pytest.raises(ProposalError, match="undone"):
         again.undo(p.id, new)
     store.close()
+
+
+def test_a_hunk_applied_by_another_server_moves_the_base_and_is_not_taken_for_staleness(tmp_path):
+    """Two windows on one store: the first applies a hunk and writes the file; the second's
+    watcher sees the write before its poll reloads the proposal. The new text is the proposal's
+    new base, not a change by the person: it must stay open, and the rest still applies."""
+    from talos_ls.store import open_store
+
+    store = open_store("sqlite:///" + str(tmp_path / "t.db"))
+    first, second = ProposalBook(store, "a1"), ProposalBook(store, "a1")
+    p = first.create("x.py", BASE, NEW)
+    assert second.get(p.id).status == "pending"  # the second holds it, with the old base
+    written = first.apply(p.id, BASE, hunks=[0])
+    first.applied(p.id, written, [0])
+    assert second.base_changed("x.py", written) == []
+    assert second.get(p.id).status == "partly_applied" and second.moved == {p.id}
+    assert second.apply(p.id, written) == NEW  # the rest, on the base as it now is
+    assert second.base_changed("x.py", written + "typed\n") == [second.get(p.id)]  # a real edit
+    store.close()

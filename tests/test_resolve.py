@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import shutil
@@ -17,6 +18,12 @@ from talos_ls.gates.question_queue import QuestionQueue
 from talos_ls.memory import index as index_mod
 from talos_ls.memory.index import WorkspaceIndex
 from talos_ls.memory.resolve import Evidence, evidence_notes, resolve, workspace_path
+
+UNDECIDED = (
+    "'the parser' is ambiguous: it could mean src/parser.py or tools/parser.py, and nothing in "
+    "the request or the editor decides it. Ask, or if you go on, say in your reply which you "
+    "assumed and why, and which you did not."
+)
 
 
 @pytest.fixture
@@ -72,6 +79,9 @@ def test_statuses(workspace):
     ]
     (util,) = refs(workspace, "clean up the util module")
     assert util[1] == "indeterminate" and len(util[2]) == 5  # five candidates: too vague
+    (note,) = evidence_notes(resolve("a1", 1, "clean up the util module", workspace))
+    assert note.startswith("'the util module' is ambiguous: it could mean many things, among ")
+    assert "say in your reply which you assumed" in note
     assert refs(workspace, "fix the bug in the same way") == []  # not about the workspace
 
 
@@ -353,6 +363,80 @@ def test_lookups_never_wait_for_the_first_scan(tmp_path, monkeypatch):
 
 
 @pytest.fixture
+def held(monkeypatch):
+    """`_parse_symbols` waits, for the paths ending with a given name, until released."""
+    gate = SimpleNamespace(names=set(), release=threading.Event(), waiting=threading.Event())
+    real = index_mod._parse_symbols
+
+    def parse(path):
+        if os.path.basename(path) in gate.names:
+            gate.waiting.set()
+            gate.release.wait(30)
+        return real(path)
+
+    monkeypatch.setattr(index_mod, "_parse_symbols", parse)
+    yield gate
+    gate.release.set()
+
+
+def test_the_listing_is_ready_before_the_symbols_and_resolution_says_it_was_partial(
+    tmp_path, monkeypatch, held
+):
+    monkeypatch.setattr(index_mod, "_READ_BATCH", 1)  # a first batch of one directory
+    write(tmp_path, "a/parser.py", "def parse():\n    pass\n")
+    write(tmp_path, "b/parser.py", "def parse():\n    pass\n")
+    write(tmp_path, "c/late.py", "def late():\n    pass\n")
+    held.names.add("late.py")
+    index = WorkspaceIndex(tmp_path)
+    builder = threading.Thread(target=index.scan)
+    builder.start()
+    try:
+        assert held.waiting.wait(30) and index.ready.is_set() and not index.complete.is_set()
+        assert index.files == ["a/parser.py", "b/parser.py", "c/late.py"]  # listed, all of it
+        record = resolve("a1", 1, "fix the parser, call late()", index)
+        assert [r["candidates"] for r in record.references] == [
+            ["a/parser.py", "b/parser.py"]
+        ]  # late() is not read yet
+        assert record.partial and "still being built" in evidence_notes(record)[0]
+        assert not resolve("a1", 1, "make it faster", index).partial  # nothing was looked up
+        added = write(tmp_path, "d/new.py", "def new():\n    pass\n")
+        index.apply([("added", added)])  # not held up by the reading under way
+        assert index.match_symbol("new") == ["new in d/new.py"]
+    finally:
+        held.release.set()
+        builder.join(30)
+    assert index.complete.is_set() and index.match_symbol("late") == ["late in c/late.py"]
+    record = resolve("a1", 2, "call late()", index)
+    assert not record.partial and evidence_notes(record) == []
+
+
+def test_settle_waits_for_a_small_workspace_and_not_for_a_large_one(tmp_path, monkeypatch, held):
+    for i in range(4):
+        write(tmp_path, f"m{i}.py", f"def f{i}():\n    pass\n")
+    small = WorkspaceIndex(tmp_path)
+    builder = threading.Thread(target=small.scan)
+    builder.start()
+    assert small.settle() and small.complete.is_set()  # a small one: all of it
+    builder.join(30)
+    monkeypatch.setattr(index_mod, "SETTLE_READ", 2)  # "large": more than two files to read
+    held.names.add("m3.py")
+    large = WorkspaceIndex(tmp_path)
+    builder = threading.Thread(target=large.scan)
+    builder.start()
+    try:
+        assert not large.settle()  # back once two are read, the third still held
+        assert held.waiting.wait(30) and not large.complete.is_set()
+    finally:
+        held.release.set()
+        builder.join(30)
+    closed = WorkspaceIndex(tmp_path)
+    closed.close()
+    assert not closed.settle()  # a closed index is waited for by nobody
+    closed.scan()
+    assert not closed.ready.is_set() and closed.files == []
+
+
+@pytest.fixture
 def fast_switching():
     """Threads take turns every microsecond or so, so that a torn state, if any, shows."""
     before = sys.getswitchinterval()
@@ -461,7 +545,7 @@ def test_an_active_document_that_is_no_candidate_decides_nothing(workspace, qq):
     record, ref = weighed(workspace, Evidence(active="web/app.ts", selection="x = 1"))
     assert ref["status"] == "evidence_gap" and ref["evidence"] is None
     assert qq.propose_from_resolution(record, 1) == 1
-    assert evidence_notes(record) == []
+    assert evidence_notes(record) == [UNDECIDED]  # said, not guessed silently
 
 
 @pytest.mark.parametrize(
@@ -526,7 +610,7 @@ def test_two_candidates_both_touched_still_ask(workspace, qq):
     assert ref["question"] == "Which do you mean by 'the parser': src/parser.py or tools/parser.py?"
     assert ref["evidence"] == {"rule": "recently touched", "decided": False, "candidates": PARSERS}
     assert qq.propose_from_resolution(record, 1) == 1
-    assert evidence_notes(record) == []
+    assert evidence_notes(record) == [UNDECIDED]  # said, not guessed silently
 
 
 def test_the_stronger_evidence_wins(workspace):
@@ -679,12 +763,48 @@ def test_an_earlier_answer_about_the_same_words_settles_them(workspace):
     assert "(you said so when asked)" in evidence_notes(record)[0]
 
 
-def test_an_earlier_answer_outranks_the_editor_but_not_the_request(workspace):
+def test_an_earlier_answer_and_the_editor_agreeing_settle_it_and_the_request_outranks_both(
+    workspace,
+):
     answers = ((ASKED, "tools/parser.py"),)
-    _, ref = weighed(workspace, Evidence(active="src/parser.py", answers=answers))
+    _, ref = weighed(workspace, Evidence(active="tools/parser.py", answers=answers))
     assert (ref["resolved_text"], ref["evidence"]["rule"]) == ("tools/parser.py", "earlier answer")
     _, ref = weighed(workspace, Evidence(answers=answers), "fix the parser in src/parser.py")
     assert (ref["resolved_text"], ref["evidence"]["rule"]) == ("src/parser.py", "request")
+
+
+@pytest.mark.parametrize(
+    "evidence, now",
+    [
+        (Evidence(active="src/parser.py"), "src/parser.py is the file open now"),
+        (Evidence(selection="from src.parser import x"), "the selection names src/parser.py"),
+    ],
+)
+def test_an_earlier_answer_against_what_the_editor_shows_now_is_not_settled_silently(
+    workspace, qq, evidence, now
+):
+    """The person said 'the parser' is tools/parser.py; now they look at src/parser.py. Neither
+    wins silently: a new question (not the answered one again) is proposed, and the prompt
+    says which was taken, and which not, so the reply can say so."""
+    evidence = dataclasses.replace(evidence, answers=((ASKED, "tools/parser.py"),))
+    record, ref = weighed(workspace, evidence)
+    assert ref["status"] == "evidence_gap" and ref["resolved_text"] is None
+    assert ref["evidence"] == {
+        "rule": "earlier answer",
+        "decided": False,
+        "candidates": ["tools/parser.py", "src/parser.py"],
+        "against": "active document" if evidence.active else "selection",
+    }
+    assert ref["question"] == (
+        f"You said 'the parser' means tools/parser.py, but {now}. Which do you mean now?"
+    )
+    assert qq.propose_from_resolution(record, 1) == 1
+    assert qq.next_question("a1", 1, "fix the parser").question_text == ref["question"]
+    assert evidence_notes(record) == [
+        f"'the parser' is taken to mean tools/parser.py (you said so when asked), though {now}: "
+        "say in your reply that you took tools/parser.py, not src/parser.py, so the person can "
+        "correct it."
+    ]
 
 
 def test_the_latest_answer_wins(workspace):

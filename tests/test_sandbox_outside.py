@@ -10,6 +10,7 @@ import socket
 import stat
 import subprocess
 import sys
+import threading
 from pathlib import Path
 
 import pytest
@@ -359,11 +360,17 @@ def test_the_toolchains_are_remembered_for_each_workspace(ws, tmp_path, monkeypa
     other.mkdir()
     scans: list[str] = []
     real_scandir = os.scandir
+    this = threading.get_ident()
 
-    def counting(path="."):
-        scans.append(str(path))
+    def counting(path="."):  # os.scandir is patched for every thread: count only this one's
+        if threading.get_ident() == this:
+            scans.append(str(path))
         return real_scandir(path)
 
+    tools = tmp_path / "tools" / "bin"  # a PATH of its own: the runner's may show nothing
+    tools.mkdir(parents=True)
+    (tools / "tool").symlink_to(sys.executable)
+    monkeypatch.setenv("PATH", f"{tools}{os.pathsep}/usr/bin")
     monkeypatch.setattr(sandbox_module.os, "scandir", counting)
     sandbox_module._TOOLS.clear()
     for root in (ws, other, ws, other, ws):

@@ -34,6 +34,7 @@ EDITOR = [
     ("permissionMode", "permission_mode", "ask", "read-only", "read-only"),
     ("storeUrl", "store_url", None, "redis://127.0.0.1:6379/0", "redis://127.0.0.1:6379/0"),
     ("questionBudgetTurns", "question_budget_turns", 5, 3, 3),
+    ("questionRanking", "question_ranking", "value", "seed", "seed"),
     ("promptTimeout", "prompt_timeout", 300.0, 30, 30.0),
     ("modelTimeout", "model_timeout", 120.0, 200, 200.0),
     ("modelIdleTimeout", "model_idle_timeout", 60.0, 90, 90.0),
@@ -96,6 +97,7 @@ def test_the_status_reports_the_defaults():
         "maxSteps": 50,
         "permissionMode": "ask",
         "questionBudgetTurns": 5,
+        "questionRanking": "value",
         "readablePaths": [],
         "limits": Limits.default().as_setting(),
     }
@@ -114,6 +116,7 @@ CLI = [
     ("max_tokens", None, "--max-tokens", None, "stricter"),
     ("max_steps", 50, "--max-steps", None, "stricter"),
     ("budget_turns", 5, "--budget-turns", None, "any"),
+    ("question_ranking", "value", "--question-ranking", None, "any"),
     ("readable_paths", (), "--readable-path", None, "never"),
     ("limits", None, None, None, "never"),
 ]
@@ -130,6 +133,7 @@ FLAGS = [
     ("--max-tokens", "9000", "max_tokens", 9000),
     ("--max-steps", "7", "max_steps", 7),
     ("--budget-turns", "3", "budget_turns", 3),
+    ("--question-ranking", "seed", "question_ranking", "seed"),
     ("--readable-path", "/srv/data", "readable_paths", ("/srv/data",)),
 ]
 # Every variable the layering reads (the last: the one api_key_env names, only whether it is set).
@@ -144,6 +148,7 @@ HINTS = {
     "maxTokens": "max_tokens",
     "permissionMode": "mode",
     "questionBudgetTurns": "budget_turns",
+    "questionRanking": "question_ranking",
     "permission_mode": "mode",
     "store_url": "store",
     "question_budget_turns": "budget_turns",
@@ -170,6 +175,7 @@ WORKSPACE = {
     "max_tokens": ("1000", "500", "2000"),
     "max_steps": ("40", "20", "60"),
     "budget_turns": "9",
+    "question_ranking": '"seed"',
     "readable_paths": '["/srv"]',
     "limits": "{processes = 100}",
     "prices": "{m = {input = 0, cached_input = 0, output = 0}}",

@@ -253,17 +253,28 @@ class ProposalBook:
         current = content_hash(current_text)
         stale = []
         for p in self.list(path):
-            if p.status in OPEN and p.base_hash != current:
+            if p.status in OPEN and p.base_hash != current and self._reload(p).base_hash != current:
                 with contextlib.suppress(ProposalError):  # moved on elsewhere meanwhile
                     self._change(p, OPEN, status="stale")
                     stale.append(p)
         return stale
+
+    def _reload(self, p: Proposal) -> Proposal:
+        """`p` brought up to the store before it is judged stale: another server may have
+        applied some of its hunks, which moves its base to what the file now is (a change
+        found is shown by the next `load`)."""
+        row = self.store.proposal_get(p.id) if self.store is not None else None
+        if row is not None and (row["status"], row["applied_hash"]) != (p.status, p.applied_hash):
+            self.moved.add(self._load(row).id)
+        return p
 
     def apply(self, proposal_id: str, current_text: str, hunks: Sequence[int] | None = None) -> str:
         """The file's new content. Refused unless the proposal is open (pending, or partly
         applied) and the file is still its base; the caller claims it with `applied`, writes
         it, and `revert`s the claim if the write failed."""
         proposal = self.get(proposal_id)
+        if content_hash(current_text) != proposal.base_hash:
+            self._reload(proposal)
         if proposal.status not in OPEN:
             raise ProposalError(f"proposal {proposal_id} is {proposal.status}, not pending")
         if content_hash(current_text) != proposal.base_hash:

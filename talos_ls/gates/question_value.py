@@ -23,6 +23,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from functools import lru_cache
 from typing import TYPE_CHECKING, Any
 
+from ..constants import RANKINGS
 from ..memory.reconcile import LOSER_AT_MOST, WINNER_AT_LEAST
 from ..memory.stemming import stem
 from ..text import cue_tokens_for, normalize_text
@@ -30,8 +31,6 @@ from ..text import cue_tokens_for, normalize_text
 if TYPE_CHECKING:
     from ..memory.facts import Fact
     from .question_types import QuestionCandidate
-
-RANKINGS = ("seed", "value")
 
 # Why a candidate expired under the live-uncertainty gate (logged at INFO with its id).
 CONFLICT_CLOSED = "conflict_closed"  # a side of the disjunction is no longer held
@@ -58,8 +57,10 @@ def live_reason(
     - disjunction (two target facts): one side closed -> conflict_closed; the sides separated
       as `Reconciler.reconcile_pass` separates them (one >= 0.7, the other <= 0.3) ->
       conflict_separated (the next pass will settle it without asking anyone);
-    - confirmation: every named fact closed -> fact_closed; every live one at or above the
-      confidence gate's threshold -> fact_corroborated (the gate no longer withholds it).
+    - confirmation: every named fact closed -> fact_closed; every live one corroborated (an
+      observation for it) and at or above the confidence gate's threshold ->
+      fact_corroborated (the gate no longer withholds it). A fact at its prior has no evidence
+      at all: only evidence settles a question, never the prior.
     A key that is no fact is ignored: only evidence expires a question. Referents are settled
     by a later resolution (`producers.propose_from_resolution`), not from facts. `lookup`
     errors propagate: the caller then neither expires nor asks the candidate."""
@@ -82,7 +83,7 @@ def live_reason(
         live = [f for f in found if f.live]
         if not live:
             return FACT_CLOSED
-        if all(f.confidence >= gate_threshold for f in live):
+        if all(f.corroborations and f.confidence >= gate_threshold for f in live):
             return FACT_CORROBORATED
     return None
 

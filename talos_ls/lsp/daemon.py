@@ -316,6 +316,7 @@ class Daemon:
             mode=s.permission_mode,
             caps=s.caps(),
             budget_turns=s.question_budget_turns,
+            ranking=s.question_ranking,
             prices=s.price_table(),
             concurrency=TASKS_AT_ONCE,
             ask_to_apply=False,

@@ -39,6 +39,7 @@ class Settings:
     permission_mode: str = EDITOR["permissionMode"].default
     store_url: str | None = EDITOR["storeUrl"].default
     question_budget_turns: int = EDITOR["questionBudgetTurns"].default
+    question_ranking: str = EDITOR["questionRanking"].default
     prompt_timeout: float = EDITOR["promptTimeout"].default
     model_timeout: float = EDITOR["modelTimeout"].default
     model_idle_timeout: float = EDITOR["modelIdleTimeout"].default
@@ -99,6 +100,7 @@ class Settings:
             "maxSteps": self.max_steps,
             "permissionMode": self.permission_mode,
             "questionBudgetTurns": self.question_budget_turns,
+            "questionRanking": self.question_ranking,
             "readablePaths": list(self.readable_paths),
             "limits": (self.limits or Limits.default()).as_setting(),
         }

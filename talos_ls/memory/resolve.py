@@ -8,7 +8,9 @@ One match resolves the reference; two to four make an *evidence gap* with a ques
 them (the question queue asks it when the budget and the moment allow); more than four are
 *indeterminate* (too vague to ask about usefully). A phrase that matches nothing in the
 workspace ("the bug", "the same") is not a reference to it and is not recorded. Offsets are
-character offsets into the original text.
+character offsets into the original text. The index may still be being built: resolution
+uses what it holds, and a record made while it was incomplete says so (`partial`), as does the
+note `evidence_notes` gives the task's prompt.
 
 Before a reference with several candidates becomes a question, the request itself and its
 surroundings (`Evidence`) are weighed, strongest first, and the first that names any candidate
@@ -67,6 +69,9 @@ class ResolutionRecord:
     turn: int
     references_json: str
     status: str
+    # The request named something to look up while the index was incomplete: a reference may
+    # have more candidates than found, or be one where none was found.
+    partial: bool = False
 
     @property
     def references(self) -> list[dict]:
@@ -208,18 +213,26 @@ def _weigh(
     named = list(_mentioned(files, [request], root))
     if named:
         return verdict(REQUEST, named, {})
-    # 0b. what the person answered when asked about the same words
-    for question, label in evidence.answers[:_EVIDENCE_ITEMS]:
-        chosen = [c for c in candidates if label in (c, files[c])]
-        if chosen and asks_about(str(question), surface):
-            return verdict(ANSWERED, chosen[:1], {})
-    # 1. the active document and the selection
+    # 1. the active document and the selection (weighed after an earlier answer, below)
     active = workspace_path(evidence.active, root) if evidence.active else None
     by_active = [c for c in candidates if active is not None and files[c] == active]
     by_selection = list(_mentioned(files, [evidence.selection], root) if evidence.selection else ())
     named = list(dict.fromkeys(by_active + by_selection))
+    rule = ACTIVE_DOCUMENT if by_active else SELECTION
+    # 0b. what the person answered when asked about the same words: it settles them, unless
+    # what they look at now names another one, which is not settled silently either way
+    for question, label in evidence.answers[:_EVIDENCE_ITEMS]:
+        chosen = [c for c in candidates if label in (c, files[c])]
+        if chosen and asks_about(str(question), surface):
+            if len(named) == 1 and named[0] != chosen[0]:
+                return {
+                    "rule": ANSWERED,
+                    "decided": False,
+                    "candidates": [chosen[0], named[0]],
+                    "against": rule,
+                }
+            return verdict(ANSWERED, chosen[:1], {})
     if named:
-        rule = ACTIVE_DOCUMENT if by_active else SELECTION
         return verdict(rule, named, {})
     # 2. the diagnostics in range
     diagnostics = [str(d) for d in evidence.diagnostics[:_EVIDENCE_ITEMS]]
@@ -237,9 +250,15 @@ def _weigh(
     return None
 
 
-def _question(surface: str, candidates: list[str]) -> str:
+def _question(surface: str, candidates: list[str], weighed: dict | None = None) -> str:
     names = ", ".join(candidates[:-1]) + " or " + candidates[-1]
     question = f"Which do you mean by {surface!r}: {names}?"
+    if weighed is not None and "against" in weighed:  # an answer, and the editor now
+        said, now = weighed["candidates"]
+        question = (
+            f"You said {surface!r} means {said}, but {_NOW[weighed['against']].format(now)}. "
+            "Which do you mean now?"
+        )
     if len(question) > QUESTION_MAX_CHARS:
         question = f"Which do you mean by {surface!r}? There are {len(candidates)} candidates."
     return question
@@ -272,7 +291,7 @@ def _reference(
         "resolved_epoch": None,
         "assumption": None,
         "candidates": candidates if status == "evidence_gap" else shown,
-        "question": _question(surface, candidates) if status == "evidence_gap" else None,
+        "question": _question(surface, candidates, weighed) if status == "evidence_gap" else None,
         "evidence": weighed,
     }
 
@@ -285,6 +304,8 @@ def resolve(
     docs/memory.md)."""
     refs: list[dict] = []
     taken: list[tuple[int, int]] = []
+    complete = index.complete.is_set()  # before the lookups: what they saw was at least this
+    looked = False
 
     def add(surface: str, start: int, end: int, candidates: list[str]) -> None:
         weighed = None
@@ -296,6 +317,7 @@ def resolve(
         refs.append(_reference(surface, start, end, candidates, weighed))
 
     for match in _CALL.finditer(text):
+        looked = True
         candidates = index.match_symbol(match.group(1))
         if candidates:
             add(match.group(0), match.start(), match.end(), candidates)
@@ -304,6 +326,7 @@ def resolve(
         noun, hint = match.group(1), (match.group(2) or "").lower() or None
         if noun.lower() in _GENERIC or any(s < match.end() and match.start() < e for s, e in taken):
             continue
+        looked = True
         candidates = index.match_noun(noun, hint)
         if candidates:
             add(match.group(0), match.start(), match.end(), candidates)
@@ -316,9 +339,12 @@ def resolve(
         turn=turn,
         references_json=json.dumps(refs, ensure_ascii=False),
         status=_STATUS_ORDER[worst],
+        partial=looked and not complete,
     )
 
 
+# What the editor says now, against an earlier answer.
+_NOW = {ACTIVE_DOCUMENT: "{} is the file open now", SELECTION: "the selection names {}"}
 _WHY = {
     REQUEST: "the request names it",
     ANSWERED: "you said so when asked",
@@ -330,16 +356,42 @@ _WHY = {
 
 
 def evidence_notes(record: ResolutionRecord) -> list[str]:
-    """One line per reference the evidence decided, for the task's prompt: what it was taken
-    to mean and why (the model would otherwise guess among the candidates)."""
+    """One line per reference with several candidates, for the task's prompt: what the evidence
+    took it to mean and why, or that nothing decided it (a question may be on its way, or the
+    budget is closed) and that an assumption must be said, so the model neither guesses
+    silently nor leaves the person unaware of what it assumed; and one when the workspace
+    index was incomplete (the model would otherwise take a missing file for none)."""
     notes = []
+    if record.partial:
+        notes.append(
+            "The workspace index was still being built when this request was read: the files "
+            "and symbols it names were looked up in part of the workspace only."
+        )
     for ref in record.references:
-        weighed = ref.get("evidence")
-        if ref.get("status") == "resolved" and weighed and weighed.get("decided"):
+        weighed, status = ref.get("evidence"), ref.get("status")
+        if status == "resolved" and weighed and weighed.get("decided"):
             others = [c for c in ref["candidates"] if c != ref["resolved_text"]]
             notes.append(
                 f"{ref['surface']!r} is taken to mean {ref['resolved_text']} "
                 f"({_WHY.get(weighed['rule'], weighed['rule'])}), "
                 f"not {' or '.join(others)}."
+            )
+        elif weighed and "against" in weighed:
+            said, now = weighed["candidates"]
+            notes.append(
+                f"{ref['surface']!r} is taken to mean {said} (you said so when asked), though "
+                f"{_NOW[weighed['against']].format(now)}: say in your reply that you "
+                f"took {said}, not {now}, so the person can correct it."
+            )
+        elif status in ("evidence_gap", "indeterminate"):
+            names = ref["candidates"][:GAP_MAX]
+            if status == "evidence_gap":  # two to GAP_MAX candidates
+                could = ", ".join(names[:-1]) + " or " + names[-1]
+            else:
+                could = f"many things, among them {', '.join(names)}"
+            notes.append(
+                f"{ref['surface']!r} is ambiguous: it could mean {could}, and nothing in the "
+                "request or the editor decides it. Ask, or if you go on, say in your reply "
+                "which you assumed and why, and which you did not."
             )
     return notes

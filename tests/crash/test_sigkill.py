@@ -144,7 +144,7 @@ async def test_sigkill_while_a_permission_prompt_is_open(tmp_path, ws, options, 
     first = await launch(tmp_path / "home", ws, options, hold=True)
     task_id = await _start(first, "make it")
     await first.until(lambda: first.prompts, "the permission prompt")
-    assert "$ touch made.txt" in first.prompts[0].message
+    assert "`touch made.txt`" in first.prompts[0].message.splitlines()[0]
     await stored_state(store_url, task_id, "running")
     await sigkill(first)
     before = durable(store_url, str(ws.resolve()))

@@ -100,9 +100,11 @@ async def test_a_model_fault_fails_the_task_clearly_and_the_daemon_goes_on(
     shown = await editor.command("talos.task.show", {"task_id": task_id})
     assert "Stopped because:" in shown and re.search(words, shown)
     # bounded: counted where they arrive. A loaded machine's server thread may read a request
-    # after the client gave up on it (a 1 s timeout): waited for, then counted.
-    await editor.until(lambda: len(model.requests) >= requests, f"{requests} request(s)")
-    assert len(model.requests) == requests
+    # after the client gave up on it (a 1 s timeout), and a loaded client may give up on its
+    # only request before it left: retries are waited for, and never more are made.
+    if requests > 1:
+        await editor.until(lambda: len(model.requests) >= requests, f"{requests} request(s)")
+    assert len(model.requests) <= requests
     if requests > 1:  # each retry said so in the progress, with the attempt
         steps_said = [r.message for r in reports if isinstance(r, types.WorkDoneProgressReport)]
         assert any(f"(attempt {requests} of {requests})" in m for m in steps_said), steps_said

@@ -6,7 +6,8 @@
 import * as vscode from 'vscode';
 import { PROPOSAL_SCHEME, TASK_SCHEME, parseProposalPath, proposalPath, taskPath } from './documents';
 import { dollars, statusView } from './status';
-import { Blocked, SECRET_KEY, showBlocked, type Talos } from './talos';
+import { applyOutcome, rejectOutcome, undoOutcome, type ApplyResult, type UndoResult } from './outcome';
+import { Blocked, SECRET_KEY, showBlocked, tell, type Talos } from './talos';
 import { label, message } from './text';
 import { answerable, idOf, type ProposalInfo, type QuestionInfo, type TaskInfo } from './views';
 
@@ -195,13 +196,9 @@ export function registerCommands(context: vscode.ExtensionContext, talos: Talos)
   register('talos.applyProposal', async (arg) => {
     const proposal = await proposalFor(arg, 'Talos: Apply Proposal', OPEN_STATUSES);
     if (!proposal) return;
-    const result = await talos.execute<{ applied: boolean; status: string }>('talos.proposal.apply', { proposal_id: proposal.id });
-    if (result.applied) {
-      await closeDiffs(proposal.id);
-      vscode.window.setStatusBarMessage(`Talos: applied ${proposal.id} to ${label(proposal.path, 80)}`, 5000);
-    } else {
-      void vscode.window.showWarningMessage(`Talos: ${proposal.id} was not applied (${result.status}${result.status === 'stale' ? ': the file changed since it was proposed; reject it or ask Talos to redo it' : ''}).`);
-    }
+    const result = await talos.execute<ApplyResult>('talos.proposal.apply', { proposal_id: proposal.id });
+    if (result.applied) await closeDiffs(proposal.id);
+    tell(applyOutcome(proposal.id, result, undefined, proposal.path));
   });
 
   register('talos.rejectProposal', async (arg) => {
@@ -209,15 +206,15 @@ export function registerCommands(context: vscode.ExtensionContext, talos: Talos)
     if (!proposal) return;
     await talos.execute('talos.proposal.reject', { proposal_id: proposal.id });
     await closeDiffs(proposal.id);
-    vscode.window.setStatusBarMessage(`Talos: rejected ${proposal.id}`, 5000);
+    tell(rejectOutcome(proposal.id));
   });
 
   register('talos.undoProposal', async (arg) => {
     const id = idOf(arg, 'proposal');
     const active = vscode.window.activeTextEditor?.document.uri;
     const argument = id ? { proposal_id: id } : active?.scheme === 'file' ? { uri: active.toString() } : {};
-    const result = await talos.execute<{ proposal_id: string; path: string }>('talos.undo', argument);
-    vscode.window.setStatusBarMessage(`Talos: undid ${result.proposal_id} on ${label(result.path, 80)}`, 5000);
+    const result = await talos.execute<UndoResult>('talos.undo', argument);
+    tell(undoOutcome(result));
   });
 
   // ------------------------------------------------------------ questions

@@ -23,6 +23,7 @@ import {
 import type { Readable } from 'node:stream';
 import * as readline from 'node:readline';
 import { Backoff, crashLoopMessage, findServer, notFoundMessage, serverEnv, startFailureMessage, StderrTail } from './launch';
+import { failureOutcome, REVIEW_COMMANDS, reviewOutcome, type Outcome } from './outcome';
 import { blockedMessage, checkSettings, effective, ignoredMessage, ignoredSettings, OPEN_REMOTE_SETTINGS, type Checked, type Ignored, type Layers } from './settings';
 import type { Connection, ServerStatus } from './status';
 import { inline, label, message } from './text';
@@ -55,6 +56,12 @@ export function showBlocked(error: Blocked): void {
   void vscode.window.showErrorMessage(error.message, OPEN_REMOTE_SETTINGS).then((pick) => {
     if (pick) void openRemoteSettings();
   });
+}
+
+/** An outcome told: a status-bar message when it happened, a warning when nothing was written. */
+export function tell(outcome: Outcome): void {
+  if (outcome.kind === 'done') vscode.window.setStatusBarMessage(outcome.text, 6000);
+  else void vscode.window.showWarningMessage(outcome.text);
 }
 
 export interface ProposalsChanged {
@@ -412,6 +419,7 @@ export class Talos implements vscode.Disposable {
             const id = (args[0] as { proposal_id?: unknown } | undefined)?.proposal_id;
             if (typeof id === 'string') return this.showDiff(id);
           }
+          if (REVIEW_COMMANDS.includes(command)) return this.review(command, args, next);
           return next(command, args);
         },
         window: {
@@ -426,6 +434,25 @@ export class Talos implements vscode.Disposable {
         },
       },
     };
+  }
+
+  /**
+   * A lens's or code action's Apply, Reject or Undo (the language client runs the server's
+   * command itself): its result is told, so an Apply the server refuses (the proposal went
+   * stale, or was rejected or applied in another window) is never silent; a refusal answered
+   * as an error is told as a warning in the same words, not as the workbench's raw error.
+   */
+  private async review(command: string, args: unknown[], next: (command: string, args: unknown[]) => unknown): Promise<unknown> {
+    let result: unknown;
+    try {
+      result = await next(command, args);
+    } catch (error) {
+      tell(failureOutcome(command, (error as Error).message ?? String(error)));
+      return undefined;
+    }
+    const outcome = reviewOutcome(command, args[0], result);
+    if (outcome) tell(outcome);
+    return result;
   }
 
   /**
