@@ -23,7 +23,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from functools import lru_cache
 from typing import TYPE_CHECKING, Any
 
-from ..constants import RANKINGS
+from ..constants import RANKINGS as RANKINGS  # re-exported: the queue checks its option
 from ..memory.reconcile import LOSER_AT_MOST, WINNER_AT_LEAST
 from ..memory.stemming import stem
 from ..text import cue_tokens_for, normalize_text
