@@ -348,7 +348,8 @@ class Session:
     async def start(self, argv: list[str], folders: list[Path], options: dict[str, Any]) -> float:
         """Spawn and initialize (sending `initialized` at once); the round trip in seconds."""
         self.t_spawn = time.perf_counter()
-        await self.client.start_io(*argv, env=server_env(self.home, self.root))
+        # cwd: `python -m` imports from there first
+        await self.client.start_io(*argv, env=server_env(self.home, self.root), cwd=self.root)
         await asyncio.wait_for(
             self.client.initialize_session(
                 types.InitializeParams(

@@ -207,6 +207,9 @@ class ModelClient:
                     connect=self.config.timeout,
                 ),
             )
+            # The headers naming the platform: the SDK finds them at its first request, reading
+            # the interpreter's binary (`platform.platform()`, cached for the process).
+            client.platform_headers()
             future.set_result(_Sdk(client, ChatCompletion, openai.AsyncStream[ChatCompletionChunk]))
         except BaseException as exc:  # the caller of the first model call hears it
             future.set_exception(exc)
