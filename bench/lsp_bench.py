@@ -969,11 +969,11 @@ class Bench:
         cases = [(root, wait) for root in roots for wait in (wait_s, 0.0)]
         runs: dict[str, dict[str, list[float]]] = {}
         for rep in range(reps + 1):  # the first round, untimed, warms the page cache
-            for root, wait in cases:
+            for n, (root, wait) in enumerate(cases):
                 key = f"{root}|{wait:g}"
                 self.model.send(op="clear")
                 self.model.send(op="reply", text="ok", times=2)
-                s, _ = await self.session("talos", self.small, f"first-{rep}-{len(runs)}", root)
+                s, _ = await self.session("talos", self.small, f"first-{rep}-{n}", root)
                 await asyncio.sleep(max(0.0, s.t_initialized + wait - time.perf_counter()))
                 first = await self.task_to_end(s, PROMPT)
                 second = await self.task_to_end(s, PROMPT)

@@ -207,10 +207,12 @@ class ModelClient:
                     connect=self.config.timeout,
                 ),
             )
-            # The headers naming the platform: the SDK finds them at its first request, reading
-            # the interpreter's binary (`platform.platform()`, cached for the process).
-            client.platform_headers()
-            future.set_result(_Sdk(client, ChatCompletion, openai.AsyncStream[ChatCompletionChunk]))
+            sdk = _Sdk(client, ChatCompletion, openai.AsyncStream[ChatCompletionChunk])
+            try:
+                asyncio.run(_rehearse(openai, sdk))
+            except Exception:  # only ever a head start: the first call does it otherwise
+                logger.debug("the model client's rehearsal failed", exc_info=True)
+            future.set_result(sdk)
         except BaseException as exc:  # the caller of the first model call hears it
             future.set_exception(exc)
 
@@ -443,6 +445,67 @@ class ModelClient:
             result.usage = _estimate(messages, result)
         heard.finished = True
         return result
+
+
+_REHEARSAL = {
+    "id": "rehearsal",
+    "object": "chat.completion.chunk",
+    "created": 0,
+    "model": "rehearsal",
+    "choices": [
+        {
+            "index": 0,
+            "delta": {
+                "role": "assistant",
+                "content": "",
+                "tool_calls": [
+                    {
+                        "index": 0,
+                        "id": "c",
+                        "type": "function",
+                        "function": {"name": "n", "arguments": "{}"},
+                    }
+                ],
+            },
+            "finish_reason": "stop",
+        }
+    ],
+    "usage": {
+        "prompt_tokens": 1,
+        "completion_tokens": 1,
+        "total_tokens": 2,
+        "prompt_tokens_details": {"cached_tokens": 0},
+    },
+}
+
+
+async def _rehearse(openai: Any, sdk: _Sdk) -> None:
+    """One streamed call as `_stream` makes it, through a client like ours answered in memory
+    (no socket, no endpoint): what the SDK does once per process at its first request (the
+    platform read from the interpreter's binary, anyio's event loop backend imported, the chunk
+    types' validators built, some 30 ms) is done in the preparing thread, not in a task."""
+    import anyio
+    import httpx2
+
+    def answer(request: Any) -> Any:
+        data = f"data: {json.dumps(_REHEARSAL)}\n\ndata: [DONE]\n\n".encode()
+        return httpx2.Response(200, headers={"content-type": "text/event-stream"}, content=data)
+
+    http = httpx2.AsyncClient(transport=httpx2.MockTransport(answer))
+    async with openai.AsyncOpenAI(
+        base_url="http://rehearsal.invalid/v1", api_key="-", max_retries=0, http_client=http
+    ) as client:
+        stream = await client.post(
+            "/chat/completions",
+            body={"model": "rehearsal", "stream": True, "messages": []},
+            options={"security": {"bearer_auth": True}},
+            cast_to=sdk.completion,
+            stream=True,
+            stream_cls=sdk.chunks,
+        )
+        async for chunk in stream:
+            _read_chunk(chunk)
+    await anyio.sleep(0)  # the backend the HTTP client's connections use
 
 
 @dataclass(frozen=True)
