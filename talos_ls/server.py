@@ -302,6 +302,8 @@ def initialized(ls: TalosServer, params: types.InitializedParams) -> None:
 
 
 async def _start(ls: TalosServer) -> None:
+    if isinstance(ls.protocol, transport.HardenedProtocol):  # a task's messages, serialised once
+        ls.spawn(D.offload.run(ls.protocol.rehearse))
     problems = ls._early_problems + await _pull_configuration(ls)
     D.locked = True  # the session's settings are read: a widening change needs the person
     for problem in problems:
