@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import contextlib
 import email.utils
 import json
 import logging
@@ -189,6 +190,10 @@ class ModelClient:
                 threading.Thread(
                     target=self._build, args=(future,), name="talos-model-client", daemon=True
                 ).start()
+                with contextlib.suppress(RuntimeError):  # no event loop: nothing to ready
+                    # The SDK's first request runs a call in the loop's default executor: a
+                    # thread is started there now, not then.
+                    asyncio.get_running_loop().run_in_executor(None, int)
             return future
 
     def _build(self, future: concurrent.futures.Future[_Sdk]) -> None:
