@@ -13,9 +13,10 @@ A local server without a key works. Usage the endpoint reports is checked (`Usag
 impossible counts fail the step rather than corrupt the cost; when an endpoint reports none,
 it is estimated from the text (about four characters a token), so caps still bite.
 
-The `openai` package costs a second or two to import and its client some more: `prepare` does
-both in a thread of its own, started when a host starts (the language server's `initialized`,
-`talos run` before the turn's preparation), so no event loop waits for them. A request is sent
+The `openai` package costs most of a second to import (more on a busy machine) and its client
+some more: `prepare` does both in a thread of its own, started when a host starts (the language
+server's `initialized`, `talos run` before the turn's preparation), so no event loop waits for
+them, and rehearses one call in memory (the SDK's first-request work). A request is sent
 through the SDK's client as `chat.completions.create` sends it, retries, errors and streaming
 included, but with the body as it is: `create` first walks the whole conversation through the
 SDK's type transform, which costs more at every step of a task (the conversation grows), for
