@@ -50,6 +50,11 @@ if TYPE_CHECKING:
 logger = logging.getLogger(__name__)
 SHUTDOWN_S = 2.0
 CLIENT_S = 5.0  # a request needing no person waits this long for the client (see client_wait)
+# How long a thread holding the GIL keeps it from another that asks (Python's default: 5 ms).
+# The event loop asks several times for each request it answers, while worker threads import
+# `openai`, build the index or run tools: 1 ms keeps a code action's answer within a few ms
+# of its idle time (bench/lsp_bench.py, figure 9).
+SWITCH_S = 0.001
 PROPOSAL_SCHEME = "talos-proposal"
 # fmt: off
 COMMANDS = (
@@ -305,6 +310,8 @@ def initialized(ls: TalosServer, params: types.InitializedParams) -> None:
 
 
 async def _start(ls: TalosServer) -> None:
+    if isinstance(ls.protocol, transport.HardenedProtocol):  # a task's messages, serialised once
+        ls.spawn(D.offload.run(ls.protocol.rehearse))
     problems = ls._early_problems + await _pull_configuration(ls)
     D.locked = True  # the session's settings are read: a widening change needs the person
     for problem in problems:
@@ -493,6 +500,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     from .agent.sandbox import protect_this_process
 
     protect_this_process()
+    sys.setswitchinterval(SWITCH_S)
     if tcp:
         tcp_transport.serve_tcp(server, *tcp)
     else:
