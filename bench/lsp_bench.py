@@ -31,6 +31,8 @@ import argparse
 import asyncio
 import contextlib
 import datetime
+import functools
+import itertools
 import json
 import math
 import os
@@ -53,6 +55,7 @@ from pytest_lsp.client import DEFAULT_CLIENT_FEATURES, LanguageClient, register_
 REPO = Path(__file__).resolve().parents[1]
 WAIT_S = 60.0
 INDEX_WAIT_S = 600.0
+STARTUP_S = 3.0  # figure 3's idle server: this long after initialized at least
 FAKE_KEY = "sk-test-not-a-real-key-000000000000"
 PROMPT = "Explain the selected code, and point out any problem in it."
 
@@ -84,16 +87,38 @@ server.start_io()
 
 # The scripted model in its own process; one JSON command a line on stdin, one JSON line back.
 MODEL_SERVER = """
-import json, sys
+import json, sys, time
 sys.path.insert(0, sys.argv[1])
 from talos_ls.demo.scripted_model import ScriptedModelServer, hang, reply
 
+class Stamped(list):  # the requests, each stamped as it arrives: figure 10's step times
+    def __init__(self):
+        super().__init__()
+        self.times = []
+
+    def append(self, item):
+        self.times.append(time.monotonic())
+        super().append(item)
+
+
 model = ScriptedModelServer()
+model.requests = Stamped()
 print(json.dumps({"url": model.url}), flush=True)
 for line in sys.stdin:
     cmd = json.loads(line)
     op = cmd["op"]
-    if op == "reply":
+    if op == "arrivals":  # the arrival times of requests [since:]
+        print(json.dumps({"arrivals": model.requests.times[cmd.get("since", 0):]}), flush=True)
+        continue
+    if op == "sizes":  # the bytes of each request's body [since:], as JSON
+        sizes = [len(json.dumps(r["body"])) for r in model.requests[cmd.get("since", 0):]]
+        print(json.dumps({"sizes": sizes}), flush=True)
+        continue
+    if op == "steps":  # `n` replies of one tool call each, then a text answer
+        for k in range(cmd["n"]):
+            model.script.append(reply("", [(f"c{k}", cmd["name"], cmd["arguments"])]))
+        model.script.append(reply(cmd.get("text", "done")))
+    elif op == "reply":
         usage = tuple(cmd.get("usage", (10, 5, 0)))
         for _ in range(cmd.get("times", 1)):
             model.script.append(reply(cmd.get("text"), delay=cmd.get("delay", 0.0), usage=usage))
@@ -113,6 +138,46 @@ for line in sys.stdin:
     print(json.dumps({"requests": len(model.requests), "script": len(model.script)}),
           flush=True)
 model.close()
+"""
+
+
+# Figure 8's anchor: a fresh process importing `openai` and making one streamed call.
+FRESH_SDK_CALL = """
+import sys, time
+t0 = time.perf_counter()
+import openai
+client = openai.OpenAI(base_url=sys.argv[1], api_key="sk-test", max_retries=0)
+stream = client.chat.completions.create(
+    model="fake-model", messages=[{"role": "user", "content": "hi"}], stream=True,
+    stream_options={"include_usage": True})
+for _ in stream:
+    pass
+print(time.perf_counter() - t0)
+"""
+
+# Figure 10's anchor: a bare openai-SDK loop sending the requests a Talos task sent (its stored
+# transcript, a prefix a step, with the same tools), until the model answers without a call.
+BARE_SDK_LOOP = """
+import asyncio, json, sys
+import openai
+
+async def main():
+    data = json.loads(open(sys.argv[1]).read())
+    client = openai.AsyncOpenAI(base_url=sys.argv[2], api_key="sk-test", max_retries=0)
+    transcript, tools, n = data["transcript"], data["tools"], data["first"]
+    while True:
+        stream = await client.chat.completions.create(
+            model="fake-model", messages=transcript[:n], tools=tools, stream=True,
+            stream_options={"include_usage": True})
+        called = False
+        async for chunk in stream:
+            for choice in chunk.choices:
+                called = called or bool(choice.delta and choice.delta.tool_calls)
+        if not called:
+            break
+        n += 2
+
+asyncio.run(main())
 """
 
 
@@ -156,9 +221,12 @@ class Model:
 
 
 # --------------------------------------------------------------------------- the client
+@functools.cache
 def _converter():
     """lsprotocol 2025.0.0 decodes a CodeAction carrying a Command as a Command (client side
-    only); this picks by the shape of "command" (as in tests/lsp/conftest.py)."""
+    only); this picks by the shape of "command" (as in tests/lsp/conftest.py). One for every
+    session: the converter writes its code for a message type at the type's first use, which
+    would be counted against the server's first task each time (an editor does it once)."""
     conv = default_converter()
 
     def hook(obj, _):
@@ -182,7 +250,7 @@ def capabilities() -> types.ClientCapabilities:
     return types.ClientCapabilities(window=window, workspace=workspace)
 
 
-def server_env(home: Path) -> dict[str, str]:
+def server_env(home: Path, root: Path = REPO) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith(("TALOS_", "XDG_"))}
     env.update(
         {
@@ -191,7 +259,7 @@ def server_env(home: Path) -> dict[str, str]:
             "XDG_DATA_HOME": str(home / "data"),
             "XDG_CACHE_HOME": str(home / "cache"),
             "OPENAI_API_KEY": FAKE_KEY,
-            "PYTHONPATH": str(REPO),
+            "PYTHONPATH": str(root),
         }
     )
     return env
@@ -230,14 +298,16 @@ class BenchClient(LanguageClient):
 class Session:
     """One server process and what it sent, each notification stamped on arrival."""
 
-    def __init__(self, kind: str, home: Path) -> None:
+    def __init__(self, kind: str, home: Path, root: Path = REPO) -> None:
         self.kind = kind
         self.home = home
+        self.root = root  # the checkout of talos_ls the server runs (PYTHONPATH)
         self.client = BenchClient(converter_factory=_converter)
         self.statuses: list[tuple[float, Any]] = []
         self.progress: dict[str, list[tuple[str, float, Any]]] = {}
         self.prompts = 0
         self.t_spawn = self.t_initialized = 0.0
+        self.last_empty = False
         features = dict(DEFAULT_CLIENT_FEATURES)
         default_progress = features[types.PROGRESS]
 
@@ -285,7 +355,8 @@ class Session:
     async def start(self, argv: list[str], folders: list[Path], options: dict[str, Any]) -> float:
         """Spawn and initialize (sending `initialized` at once); the round trip in seconds."""
         self.t_spawn = time.perf_counter()
-        await self.client.start_io(*argv, env=server_env(self.home))
+        # cwd: `python -m` imports from there first
+        await self.client.start_io(*argv, env=server_env(self.home, self.root), cwd=self.root)
         await asyncio.wait_for(
             self.client.initialize_session(
                 types.InitializeParams(
@@ -330,7 +401,7 @@ class Session:
         )
         return uri
 
-    async def code_action(self, uri: str) -> float:
+    async def code_action(self, uri: str, empty_ok: bool = False) -> float:
         params = types.CodeActionParams(
             text_document=types.TextDocumentIdentifier(uri=uri),
             range=types.Range(
@@ -341,7 +412,8 @@ class Session:
         t0 = time.perf_counter()
         result = await asyncio.wait_for(self.client.text_document_code_action_async(params), WAIT_S)
         elapsed = time.perf_counter() - t0
-        if not result:
+        self.last_empty = not result
+        if not result and not empty_ok:
             raise RuntimeError(f"{self.kind}: the code action came back empty")
         return elapsed
 
@@ -548,11 +620,18 @@ class Bench:
             "prices": {"fake-model": {"input": 1, "cached_input": 0.5, "output": 2}},
         }
 
-    async def session(self, kind: str, folder: Path, label: str) -> tuple[Session, float]:
+    async def session(
+        self,
+        kind: str,
+        folder: Path,
+        label: str,
+        root: Path = REPO,
+        options: dict[str, Any] | None = None,
+    ) -> tuple[Session, float]:
         self.n_sessions += 1
         home = self.work / "home" / f"{self.n_sessions}"
-        s = Session(kind, home)
-        rtt = await s.start(self.argv(kind), [folder], self.options(label))
+        s = Session(kind, home, root)
+        rtt = await s.start(self.argv(kind), [folder], {**self.options(label), **(options or {})})
         return s, rtt
 
     async def finish(self, s: Session, label: str) -> tuple[float, float]:
@@ -638,7 +717,9 @@ class Bench:
         s, _ = await self.session("talos", self.small, "ca-talos")
         await self.wait_index(s)
         uri = s.open_document(doc)
-        await asyncio.sleep(0.3)
+        # idle: the start-up's work in threads over too (the model client's preparation, about
+        # a second from initialized; figure 9 measures the start-up)
+        await asyncio.sleep(max(0.3, s.t_initialized + STARTUP_S - time.perf_counter()))
         out["talos_idle"] = summary(await measure(s, uri))
 
         # Three tasks streaming: 7 characters a chunk, 2 ms between chunks; long enough to
@@ -920,6 +1001,189 @@ class Bench:
         out["stored_state_of_running_task"] = cancelled
         return out
 
+    # ------------------------------------------------------------------ 8
+    async def task_to_end(self, s: Session, prompt: str) -> float:
+        """`talos.task.start` sent -> the task's progress `end` (done), in seconds."""
+        t0 = time.perf_counter()
+        tid = (await s.command("talos.task.start", {"prompt": prompt}))["task_id"]
+        t_end, message = await s.until(lambda: s.end_at(tid), f"the end of {tid}")
+        if not message.startswith("done"):
+            raise RuntimeError(f"{s.kind}: task {tid} ended {message!r}")
+        return t_end - t0
+
+    async def first_task(self, reps: int, wait_s: float, roots: list[Path]) -> dict[str, Any]:
+        print(
+            f"[8] the first task after start against the second, {reps} starts a case; "
+            f"the editor waits {wait_s:g} s after initialized, or not at all",
+            flush=True,
+        )
+        cases = [(root, wait) for root in roots for wait in (wait_s, 0.0)]
+        runs: dict[str, dict[str, list[float]]] = {}
+        for rep in range(reps + 1):  # the first round, untimed, warms the page cache
+            for n, (root, wait) in enumerate(cases):
+                key = f"{root}|{wait:g}"
+                self.model.send(op="clear")
+                self.model.send(op="reply", text="ok", times=2)
+                s, _ = await self.session("talos", self.small, f"first-{rep}-{n}", root)
+                await asyncio.sleep(max(0.0, s.t_initialized + wait - time.perf_counter()))
+                first = await self.task_to_end(s, PROMPT)
+                second = await self.task_to_end(s, PROMPT)
+                await self.finish(s, "first task")
+                if rep:
+                    run = runs.setdefault(key, {"first": [], "second": []})
+                    run["first"].append(first)
+                    run["second"].append(second)
+        out: dict[str, Any] = {"wait_s": wait_s, "cases": {}}
+        for key, run in runs.items():
+            root, wait = key.split("|")
+            out["cases"][key] = {
+                "root": root,
+                "wait_s": float(wait),
+                "first_ms": summary(run["first"]),
+                "second_ms": summary(run["second"]),
+                "ratio": statistics.median(run["first"]) / statistics.median(run["second"]),
+            }
+        fresh = []
+        for _ in range(reps):
+            self.model.send(op="reply", text="ok")
+            done = subprocess.run(
+                [sys.executable, "-c", FRESH_SDK_CALL, self.model.url],
+                capture_output=True,
+                text=True,
+                check=True,
+            )
+            fresh.append(float(done.stdout.strip()))
+        out["fresh_import_and_call_ms"] = summary(fresh)
+        return out
+
+    # ------------------------------------------------------------------ 9
+    async def code_action_startup(
+        self, reps: int, window_s: float, roots: list[Path]
+    ) -> dict[str, Any]:
+        print(
+            f"[9] codeAction latency in the first {window_s:g} s after initialized, "
+            f"{reps} starts a case: bare pygls, talos-ls, talos-ls with a task started at once",
+            flush=True,
+        )
+        doc = self.small / "src" / "app.py"
+        cases = [("bare", REPO, False), ("talos", REPO, False), ("talos", REPO, True)]
+        cases += [("talos", root, True) for root in roots[1:]]
+        samples: dict[str, list[float]] = {}
+        empty: dict[str, int] = {}
+        grown: dict[str, list[float]] = {}
+        for rep in range(reps + 1):  # the first round, untimed, warms the page cache
+            for n, (kind, root, task) in enumerate(cases):
+                key = kind if kind == "bare" else f"{root}|{'task' if task else 'idle'}"
+                s, _ = await self.session(kind, self.small, f"ca-start-{rep}-{n}", root)
+                rss0 = rss_kb(s.pid)["VmRSS"]
+                uri = s.open_document(doc)
+                if task:  # the model answers at once; the task waits for what it needs
+                    self.model.send(op="clear")
+                    self.model.send(op="reply", text="ok")
+                    await s.command("talos.task.start", {"prompt": PROMPT})
+                taken = []
+                while time.perf_counter() < s.t_initialized + window_s:
+                    taken.append(await s.code_action(uri, empty_ok=True))
+                    empty[key] = empty.get(key, 0) + bool(rep and s.last_empty)
+                    await asyncio.sleep(0.005)
+                rss1 = rss_kb(s.pid)["VmRSS"]
+                await self.finish(s, "codeAction at start-up")
+                if rep:
+                    samples.setdefault(key, []).extend(taken)
+                    grown.setdefault(key, []).append((rss1 - rss0) / 1024)
+        return {
+            "window_s": window_s,
+            "latency_ms": {k: summary(v) for k, v in samples.items()},
+            "empty": empty,
+            "rss_growth_in_window_mb": grown,
+        }
+
+    # ------------------------------------------------------------------ 10
+    async def step_cost(self, reps: int, steps: int, roots: list[Path]) -> dict[str, Any]:
+        print(
+            f"[10] per-step time of a {steps}-step task (read_file each step) against a bare "
+            f"openai-SDK loop sending the same requests, {reps} runs each",
+            flush=True,
+        )
+        arguments = json.dumps({"path": "src/app.py"})
+        replay = self.work / "steps-transcript.json"
+        times: dict[str, list[list[float]]] = {str(r): [] for r in roots}
+        times["bare"] = []
+        sizes: dict[str, list[int]] = {}
+
+        def arrivals(since: int) -> list[float]:
+            got = self.model.send(op="arrivals", since=since)["arrivals"]
+            if len(got) != steps + 1:
+                raise RuntimeError(f"[10] {len(got)} model calls, not {steps + 1}")
+            return [b - a for a, b in itertools.pairwise(got)]
+
+        for rep in range(reps + 1):  # the first round, untimed, warms up
+            for root in roots:
+                self.model.send(op="clear")
+                self.model.send(op="steps", n=steps, name="read_file", arguments=arguments)
+                label = f"steps-{rep}-{roots.index(root)}"
+                s, _ = await self.session(
+                    "talos", self.small, label, root, {"maxSteps": steps + 10}
+                )
+                await self.wait_index(s)
+                await asyncio.sleep(0.5)
+                since = self.model.requests()
+                tid = (await s.command("talos.task.start", {"prompt": PROMPT}))["task_id"]
+                _, message = await s.until(lambda s=s, tid=tid: s.end_at(tid), "the task's end")
+                if not message.startswith("done"):
+                    raise RuntimeError(f"[10] the task ended {message!r}")
+                step_times = arrivals(since)
+                await self.finish(s, "steps")
+                if rep:
+                    times[str(root)].append(step_times)
+                if rep == 0 and root == REPO:
+                    row = self.stored_row(label, tid)
+                    sys.path.insert(0, str(REPO))
+                    from talos_ls.agent import tools
+
+                    replay.write_text(
+                        json.dumps(
+                            {"transcript": row["transcript"], "tools": tools.schemas(), "first": 2}
+                        )
+                    )
+                    sizes["talos"] = self.model.send(op="sizes", since=since)["sizes"]
+            self.model.send(op="clear")
+            self.model.send(op="steps", n=steps, name="read_file", arguments=arguments)
+            since = self.model.requests()
+            proc = await asyncio.create_subprocess_exec(
+                sys.executable, "-c", BARE_SDK_LOOP, str(replay), self.model.url
+            )
+            if await proc.wait():
+                raise RuntimeError("[10] the bare SDK loop failed")
+            if rep == 0:
+                sizes["bare"] = self.model.send(op="sizes", since=since)["sizes"]
+            if rep:
+                times["bare"].append(arrivals(since))
+        medians = {
+            who: [statistics.median(run[k] for run in runs) for k in range(steps)]
+            for who, runs in times.items()
+        }
+        return {
+            "steps": steps,
+            "reps": reps,
+            "roots": [str(r) for r in roots],
+            "median_step_ms": {who: [v * 1000 for v in m] for who, m in medians.items()},
+            "same_request_sizes": sizes.get("talos") == sizes.get("bare"),
+            "request_bytes_first_last": {k: [v[0], v[-1]] for k, v in sizes.items()},
+        }
+
+    def stored_row(self, label: str, task_id: str) -> dict[str, Any]:
+        sys.path.insert(0, str(REPO))
+        from talos_ls.store import open_store
+
+        store = open_store("sqlite:///" + str(self.work / f"store-{label}.db"))
+        try:
+            row = store.task_get(task_id)
+            assert row is not None
+            return row
+        finally:
+            store.close()
+
     def stored_state(self, label: str, task_id: str) -> str | None:
         sys.path.insert(0, str(REPO))
         from talos_ls.store import open_store
@@ -1077,6 +1341,91 @@ def table(r: dict[str, Any]) -> list[str]:
             f"| 7. codeAction p50 / p99 ms, 50 pending hunks ({c['n']} req) | "
             f"{ms(c['median'])} / {ms(c['p99'])} | | | p99 <= 25 ms | {yes(c['p99'] <= 25)} |"
         )
+    rows.extend(step_rows(r))
+    return rows
+
+
+def slope(ys: list[float], first: int) -> float:
+    """Least squares slope of ys[k] over k (steps numbered from `first`)."""
+    xs = list(range(first, first + len(ys)))
+    mx, my = statistics.fmean(xs), statistics.fmean(ys)
+    return sum((x - mx) * (y - my) for x, y in zip(xs, ys, strict=True)) / sum(
+        (x - mx) ** 2 for x in xs
+    )
+
+
+def step_rows(r: dict[str, Any]) -> list[str]:
+    """Figures 8, 9 and 10 (issue 30)."""
+    rows = []
+    ft = r.get("first_task")
+    if ft:
+        for case in ft["cases"].values():
+            label = "" if case["root"] == str(REPO) else f" ({case['root']})"
+            waited = (
+                f"the editor waited {case['wait_s']:g} s after initialized"
+                if case["wait_s"]
+                else "started at once after initialized"
+            )
+            f, sec = case["first_ms"], case["second_ms"]
+            target = case["wait_s"] and case["root"] == str(REPO)
+            rows.append(
+                f"| 8. first task / second, start -> done, {waited}{label}, median (max) ms | "
+                f"{ms(f['median'])} ({ms(f['max'])}) | {ms(sec['median'])} ({ms(sec['max'])}) "
+                f"(the second) | {case['ratio']:.2f}x | "
+                + (f"<= 1.3x | {yes(case['ratio'] <= 1.3)} |" if target else "| |")
+            )
+        fr = ft["fresh_import_and_call_ms"]
+        rows.append(
+            f"| 8. anchor: a fresh process importing openai and making one call, median ms | "
+            f"{ms(fr['median'])} | | | | |"
+        )
+    cs = r.get("code_action_startup")
+    if cs:
+        lat, b = cs["latency_ms"], cs["latency_ms"]["bare"]
+        for key, t in lat.items():
+            if key == "bare":
+                continue
+            root, case = key.split("|")
+            label = "" if root == str(REPO) else f" ({root})"
+            what = "a task started at once" if case == "task" else "no task"
+            grew = statistics.median(cs["rss_growth_in_window_mb"][key])
+            target = root == str(REPO)
+            rows.append(
+                f"| 9. codeAction p50 / p99 / max ms in the first {cs['window_s']:g} s after "
+                f"initialized, {what}{label} ({t['n']} req; RSS +{grew:.0f} MB meanwhile) | "
+                f"{ms(t['median'])} / {ms(t['p99'])} / {ms(t['max'])} | "
+                f"{ms(b['median'])} / {ms(b['p99'])} / {ms(b['max'])} | "
+                f"{t['p99'] / b['p99']:.2f}x (p99) | "
+                + (f"p99 <= 25 ms | {yes(t['p99'] <= 25)} |" if target else "| |")
+            )
+    sc = r.get("step_cost")
+    if sc:
+        med = sc["median_step_ms"]
+        bare = med["bare"]
+        for root in sc["roots"]:
+            talos = med[root]
+            over = [t - b for t, b in zip(talos, bare, strict=True)]
+            label = "" if root == str(REPO) else f" ({root})"
+            for k in (5, sc["steps"]):
+                window = over[max(0, k - 3) : k + 2]
+                ok = k != sc["steps"] or root != str(REPO)
+                rows.append(
+                    f"| 10. step {k} of {sc['steps']}{label}: median ms (overhead; over steps "
+                    f"{max(1, k - 2)}-{min(sc['steps'], k + 2)}) | {talos[k - 1]:.2f} | "
+                    f"{bare[k - 1]:.2f} (bare SDK loop) | {over[k - 1]:+.2f} ms "
+                    f"({statistics.fmean(window):+.2f}) | "
+                    + ("| |" if ok else f"<= 2 ms | {yes(over[k - 1] <= 2)} |")
+                )
+            rows.append(
+                f"| 10. slope from step 5 to {sc['steps']}{label}, µs a step: talos / bare / "
+                f"overhead | {slope(talos[4:], 5) * 1000:+.0f} | {slope(bare[4:], 5) * 1000:+.0f}"
+                f" | {slope(over[4:], 5) * 1000:+.0f} | flat | |"
+            )
+        rows.append(
+            f"| 10. the same requests (body sizes equal at every step) | "
+            f"{yes(sc['same_request_sizes'])} | bytes first / last: "
+            f"{sc['request_bytes_first_last']} | | | |"
+        )
     return rows
 
 
@@ -1090,7 +1439,10 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
     results: dict[str, Any] = {"machine": machine(), "sizes": sizes, "quick": q}
     work = Path(tempfile.mkdtemp(prefix="lsp-bench-"))
     bench = Bench(work, q)
-    only = set(args.only.split(",")) if args.only else {"1", "3", "4", "5", "6", "7"}
+    only = (
+        set(args.only.split(",")) if args.only else {"1", "3", "4", "5", "6", "7", "8", "9", "10"}
+    )
+    roots = [REPO, *(Path(c).resolve() for c in args.compare or [])]
     try:
         if "1" in only:
             results["startup"] = await bench.startup(3 if q else 10)
@@ -1106,6 +1458,14 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
             results["shutdown"] = await bench.shutdown(2 if q else 5)
         if "7" in only:
             results["proposals"] = await bench.proposals(5 if q else 20, 100 if q else 500)
+        if "8" in only:
+            results["first_task"] = await bench.first_task(2 if q else 10, args.wait, roots)
+        if "9" in only:
+            results["code_action_startup"] = await bench.code_action_startup(
+                2 if q else 5, 3.0, roots
+            )
+        if "10" in only:
+            results["step_cost"] = await bench.step_cost(2 if q else 5, 50, roots)
     finally:
         wind_up(bench, results, work, args.keep)
     return results
@@ -1122,6 +1482,16 @@ def main() -> int:
     parser.add_argument("--samples", type=int, default=20, help="task starts per size (>= 20)")
     parser.add_argument("--only", help="figures to run, e.g. 1,3 (2 comes with 1)")
     parser.add_argument("--json", metavar="PATH", help="write every figure here")
+    parser.add_argument(
+        "--wait", type=float, default=2.0, help="figure 8: seconds the editor waits (2)"
+    )
+    parser.add_argument(
+        "--compare",
+        action="append",
+        metavar="DIR",
+        help="figures 8 and 10: also a checkout of talos_ls there (PYTHONPATH), e.g. an "
+        "earlier commit's `git archive`",
+    )
     parser.add_argument("--keep", action="store_true", help="keep the temporary directory")
     args = parser.parse_args()
     results = asyncio.run(run(args))

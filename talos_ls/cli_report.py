@@ -26,7 +26,7 @@ from typing import Any
 from .display import VisibleFilter, visible
 from .errors import TalosError
 from .redact import RedactingFilter, redact
-from .store import StoreError, faults
+from .store import StoreError
 
 OK, FAILED, USAGE, INTERRUPTED = 0, 1, 2, 130
 
@@ -41,6 +41,8 @@ class CliError(TalosError):
 
 def store_problem(url: str, exc: StoreError) -> str:
     """What is wrong with the store, and how to fix it, from the fault's `reason`."""
+    from .store import faults
+
     return faults.describe(url, exc, "--store")
 
 

@@ -20,7 +20,7 @@ import shlex
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
-SHELLS = ("bash", "zsh", "fish")
+from .constants import SHELLS
 
 
 @dataclass

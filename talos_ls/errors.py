@@ -16,6 +16,7 @@ This module imports nothing of Talos's, so any layer can raise one.
     ├── SettingError          one setting's value refused         settings.py
     ├── ConfigError           config files, variables or flags    config.py
     ├── CliError              a CLI failure: kind, exit code      cli_report.py, cli.py,
+    │                                                             store_commands.py,
     │                                                             commands.py, project.py
     ├── StoreError            the store failed; `reason` says how store/, lsp/health.py,
     │                                                             lsp/daemon.py
@@ -27,7 +28,7 @@ This module imports nothing of Talos's, so any layer can raise one.
     ├── TooManyMounts         a command needs too many covers     agent/workspace_layout.py
     ├── SkillError            a SKILL.md is malformed             agent/skills.py
     ├── ProposalError         a proposal cannot be made, applied, edits/proposals.py, host.py,
-    │                         rejected or undone                  cli.py
+    │                         rejected or undone                  store_commands.py
     ├── NotRegularFile        a FIFO, a device... is no file      files.py
     └── FileTooLarge          a file over the reader's limit      files.py
         (both also OSError: the same read raises the OS's own, and readers catch both as one)

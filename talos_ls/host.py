@@ -284,13 +284,15 @@ class Host:
 
     # ---------------------------------------------------------------- start
     async def start(self) -> None:
-        """Probe the sandbox, load the rules and skills, start the index; once per host."""
+        """Prepare the model client, probe the sandbox, load the rules and skills, start the
+        index; once per host."""
         if self._starting is None:
             self._starting = asyncio.ensure_future(self._start())
         await asyncio.shield(self._starting)
 
     async def _start(self) -> None:
         root = self.workspace.root
+        self.model.prepare()  # the SDK's import, meanwhile: the first task does not wait for it
         self.sandbox_state = await self.offload.run(self.sandbox.probe)
         if not self.sandbox_state.available:
             self.port.notice(
@@ -810,6 +812,7 @@ class Host:
         self.meter.prices = prices
         if config.model != self.model.config:  # a new client only for a new endpoint or model
             self.model = ModelClient(config.model)
+            self.model.prepare()
         self.loop = AgentLoop(self.model, self.meter, config.caps, self.registry)
         self.queue.budget_turns = config.budget_turns
         self.queue.ranking = config.ranking

@@ -30,7 +30,9 @@ class Offload:
     def __init__(self, workers: int = 4, name: str = "talos") -> None:
         self._pool = concurrent.futures.ThreadPoolExecutor(workers, f"{name}-work")
         self._writer = concurrent.futures.ThreadPoolExecutor(1, f"{name}-write")
-        self._last_write: concurrent.futures.Future[Any] | None = None
+        # Its thread started now, not at the first write (a task's first step): a thread's
+        # start waits for the new thread to run, which other busy threads can make long.
+        self._last_write: concurrent.futures.Future[Any] | None = self._writer.submit(int)
         self._lock = threading.Lock()
 
     async def run(self, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:

@@ -22,7 +22,7 @@ import sys
 import tempfile
 from collections.abc import Awaitable, Callable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import unquote, urlparse
 
 from lsprotocol import types
@@ -42,12 +42,19 @@ from .lsp import tcp as tcp_transport
 from .lsp.actions import code_actions
 from .lsp.daemon import Daemon, Params, ParamsError, TooBusy
 from .lsp.logs import configure_logging
-from .lsp.port import LspPort
 from .lsp.prompts import PromptBook
+
+if TYPE_CHECKING:
+    from .lsp.port import LspPort
 
 logger = logging.getLogger(__name__)
 SHUTDOWN_S = 2.0
 CLIENT_S = 5.0  # a request needing no person waits this long for the client (see client_wait)
+# How long a thread holding the GIL keeps it from another that asks (Python's default: 5 ms).
+# The event loop asks several times for each request it answers, while worker threads import
+# `openai`, build the index or run tools: 1 ms keeps a code action's answer within a few ms
+# of its idle time (bench/lsp_bench.py, figure 9).
+SWITCH_S = 0.001
 PROPOSAL_SCHEME = "talos-proposal"
 # fmt: off
 COMMANDS = (
@@ -71,7 +78,7 @@ class TalosServer(LanguageServer):
             max_workers=4,
         )
         self.daemon = Daemon(
-            lambda root: LspPort(self, self.daemon, root),
+            self._port,
             lambda status: self.notify("talos/status", status),
             lambda message: self.show(types.MessageType.Warning, message),
         )
@@ -83,6 +90,12 @@ class TalosServer(LanguageServer):
         self.deferred_prompts = False  # prompts as talos/prompt, answered by command
         self.conversation = False  # tasks streamed as talos/conversation events
         self.prompts = PromptBook(self.notify)
+
+    def _port(self, root: Path) -> LspPort:
+        """A folder's port; its module loads with the first folder, not for `initialize`."""
+        from .lsp.port import LspPort
+
+        return LspPort(self, self.daemon, root)
 
     # ------------------------------------------------- what the client can
     @property
@@ -297,6 +310,8 @@ def initialized(ls: TalosServer, params: types.InitializedParams) -> None:
 
 
 async def _start(ls: TalosServer) -> None:
+    if isinstance(ls.protocol, transport.HardenedProtocol):  # a task's messages, serialised once
+        ls.spawn(D.offload.run(ls.protocol.rehearse))
     problems = ls._early_problems + await _pull_configuration(ls)
     D.locked = True  # the session's settings are read: a widening change needs the person
     for problem in problems:
@@ -485,6 +500,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     from .agent.sandbox import protect_this_process
 
     protect_this_process()
+    sys.setswitchinterval(SWITCH_S)
     if tcp:
         tcp_transport.serve_tcp(server, *tcp)
     else:

@@ -21,11 +21,9 @@ from .agent.cost import Price, parse_price
 from .agent.limits import Limits
 from .agent.model import IDLE_TIMEOUT, ModelConfig
 from .agent.sandbox import readable_paths_problem
+from .constants import ENV_URL, MODES, QUESTION_BUDGET_TURNS, RANKINGS
 from .errors import TalosError
-from .gates.permissions import MODES
-from .gates.question_queue import QUESTION_BUDGET_TURNS
-from .gates.question_value import RANKINGS
-from .store import ENV_URL, SCHEMES
+from .store import SCHEMES
 
 _ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,127}")
 _KEYISH = re.compile(r"^(sk-|sk_|ghp_|gh[ousr]_|xox[abp]-|AKIA)|^[A-Za-z0-9_\-]{32,}$")

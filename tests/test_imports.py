@@ -26,6 +26,7 @@ LAYERS = {
     "entry points": (
         "talos_ls.server",
         "talos_ls.cli",
+        "talos_ls.store_commands",
         "talos_ls.commands",
         "talos_ls.completion",
         "talos_ls.doctor",

@@ -165,5 +165,5 @@ def test_a_version_1_file_is_migrated_and_keeps_its_facts(tmp_path):
     assert store.journal_live("a1") == []
     store.close()
     conn = sqlite3.connect(path)
-    assert conn.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION == 5
+    assert conn.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION == 6
     conn.close()

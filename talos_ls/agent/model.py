@@ -13,6 +13,15 @@ A local server without a key works. Usage the endpoint reports is checked (`Usag
 impossible counts fail the step rather than corrupt the cost; when an endpoint reports none,
 it is estimated from the text (about four characters a token), so caps still bite.
 
+The `openai` package costs most of a second to import (more on a busy machine) and its client
+some more: `prepare` does both in a thread of its own, started when a host starts (the language
+server's `initialized`, `talos run` before the turn's preparation), so no event loop waits for
+them, and rehearses one call in memory (the SDK's first-request work). A request is sent
+through the SDK's client as `chat.completions.create` sends it, retries, errors and streaming
+included, but with the body as it is: `create` first walks the whole conversation through the
+SDK's type transform, which costs more at every step of a task (the conversation grows), for
+a body that is plain JSON already.
+
 No model call waits for ever (see `ModelConfig`): the first chunk must come within `timeout`,
 each next one within `idle_timeout`, and the whole call end within `deadline`. A stream that
 ends without a finish reason (the connection dropped), a body that is not a stream, and a
@@ -22,12 +31,15 @@ chunk that is not JSON or not a chunk are each a `ModelError` that says so.
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
+import contextlib
 import email.utils
 import json
 import logging
 import os
 import random
 import re
+import threading
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -60,8 +72,8 @@ if TYPE_CHECKING:
 
 
 def _sdk() -> Any:
-    """The `openai` package, imported at the first model call: it costs 0.4 s and some 27 MB,
-    which a language server should not pay to answer `initialize`."""
+    """The `openai` package. On the event loop only once `ModelClient.prepare` has imported it:
+    an import under way in another thread would hold the loop until it ends."""
     import openai
 
     return openai
@@ -165,32 +177,64 @@ class ModelClient:
         self.config = config
         self._key = os.environ.get(config.api_key_env) or ""
         add_secret(self._key)
-        self._sdk_client: openai.AsyncOpenAI | None = None
+        self._lock = threading.Lock()
+        self._preparing: concurrent.futures.Future[_Sdk] | None = None
 
-    @property
-    def _client(self) -> openai.AsyncOpenAI:
-        if self._sdk_client is None:
-            self._sdk_client = _sdk().AsyncOpenAI(
+    def prepare(self) -> concurrent.futures.Future[_Sdk]:
+        """Import `openai` and build the SDK's client, in a thread of their own, once (again
+        only after a failure); the future of both. Returns at once."""
+        with self._lock:
+            future = self._preparing
+            if future is None or (future.done() and future.exception() is not None):
+                future = self._preparing = concurrent.futures.Future()
+                future.set_running_or_notify_cancel()  # nothing that waits can cancel it
+                threading.Thread(
+                    target=self._build, args=(future,), name="talos-model-client", daemon=True
+                ).start()
+                with contextlib.suppress(RuntimeError):  # no event loop: nothing to ready
+                    # The SDK's first request runs a call in the loop's default executor: a
+                    # thread is started there now, not then.
+                    asyncio.get_running_loop().run_in_executor(None, int)
+            return future
+
+    def _build(self, future: concurrent.futures.Future[_Sdk]) -> None:
+        try:
+            openai = _sdk()
+            from openai.types.chat import ChatCompletion, ChatCompletionChunk
+
+            client = openai.AsyncOpenAI(
                 api_key=self._key or "no-key",  # local servers need none; the SDK wants one
                 base_url=self.config.endpoint,
                 max_retries=0,  # retries are ours: bounded, honouring Retry-After, not mid-stream
                 # A backstop only: `_stream` enforces the config's timeouts itself, with
                 # messages that say which, and a read timeout restarts at every keep-alive.
-                timeout=_sdk().Timeout(
+                timeout=openai.Timeout(
                     max(self.config.timeout, self.config.idle_timeout) + 30,
                     connect=self.config.timeout,
                 ),
             )
-        return self._sdk_client
+            sdk = _Sdk(client, ChatCompletion, openai.AsyncStream[ChatCompletionChunk])
+            try:
+                asyncio.run(_rehearse(openai, sdk))
+            except Exception:  # only ever a head start: the first call does it otherwise
+                logger.debug("the model client's rehearsal failed", exc_info=True)
+            future.set_result(sdk)
+        except BaseException as exc:  # the caller of the first model call hears it
+            future.set_exception(exc)
+
+    async def _ready(self) -> _Sdk:
+        """The SDK's client, once `prepare` has it (started now if nothing started it)."""
+        return await asyncio.wrap_future(self.prepare())
 
     async def probe(self) -> None:
         """One cheap request (the model list) to see that the endpoint answers and takes the
         key. Raises ModelError saying what is wrong."""
         endpoint = self.config.shown_endpoint
         self._require_key()
+        client = (await self._ready()).client
         openai = _sdk()
         try:
-            await self._client.models.list()
+            await client.models.list()
         except openai.AuthenticationError:
             raise ModelError(f"{endpoint} rejected the API key (401)") from None
         except openai.APIConnectionError:
@@ -230,12 +274,13 @@ class ModelClient:
         cfg = self.config
         endpoint = cfg.shown_endpoint
         self._require_key()  # at once: not four attempts reported as "no connection"
+        sdk = await self._ready()
         openai = _sdk()
         attempts = cfg.max_retries + 1
         for attempt in range(attempts):
             heard = _Heard()
             try:
-                return await self._stream(messages, tools, on_text, heard)
+                return await self._stream(sdk, messages, tools, on_text, heard)
             except (openai.RateLimitError, openai.InternalServerError) as exc:
                 wait = _retry_after(exc)
                 what = f"{exc.status_code} from {endpoint}"
@@ -304,6 +349,7 @@ class ModelClient:
 
     async def _stream(
         self,
+        sdk: _Sdk,
         messages: Sequence[dict[str, Any]],
         tools: Sequence[dict[str, Any]],
         on_text: Callable[[str], None] | None,
@@ -314,14 +360,16 @@ class ModelClient:
         `heard` as it comes."""
         openai = _sdk()
         cfg = self.config
-        kwargs: dict[str, Any] = {
+        # What `chat.completions.create(model=, messages=, stream=True, stream_options=,
+        # tools=)` sends, in its order, without its transform (see the module's docstring).
+        body: dict[str, Any] = {
             "model": cfg.model,
-            "messages": list(messages),
             "stream": True,
+            "messages": list(messages),
             "stream_options": {"include_usage": True},
         }
         if tools:
-            kwargs["tools"] = list(tools)
+            body["tools"] = list(tools)
         loop = asyncio.get_running_loop()
         end = loop.time() + cfg.deadline
         limit = "deadline" if cfg.timeout >= cfg.deadline else "first"
@@ -331,7 +379,14 @@ class ModelClient:
         chunks = 0
         try:
             async with asyncio.timeout_at(min(loop.time() + cfg.timeout, end)) as timer:
-                stream = await self._client.chat.completions.create(**kwargs)
+                stream = await sdk.client.post(
+                    "/chat/completions",
+                    body=body,
+                    options={"security": {"bearer_auth": True}},  # as `create` asks
+                    cast_to=sdk.completion,
+                    stream=True,
+                    stream_cls=sdk.chunks,
+                )
                 try:
                     while True:
                         try:
@@ -396,6 +451,76 @@ class ModelClient:
             result.usage = _estimate(messages, result)
         heard.finished = True
         return result
+
+
+_REHEARSAL = {
+    "id": "rehearsal",
+    "object": "chat.completion.chunk",
+    "created": 0,
+    "model": "rehearsal",
+    "choices": [
+        {
+            "index": 0,
+            "delta": {
+                "role": "assistant",
+                "content": "",
+                "tool_calls": [
+                    {
+                        "index": 0,
+                        "id": "c",
+                        "type": "function",
+                        "function": {"name": "n", "arguments": "{}"},
+                    }
+                ],
+            },
+            "finish_reason": "stop",
+        }
+    ],
+    "usage": {
+        "prompt_tokens": 1,
+        "completion_tokens": 1,
+        "total_tokens": 2,
+        "prompt_tokens_details": {"cached_tokens": 0},
+    },
+}
+
+
+async def _rehearse(openai: Any, sdk: _Sdk) -> None:
+    """One streamed call as `_stream` makes it, through a client like ours answered in memory
+    (no socket, no endpoint): what the SDK does once per process at its first request (the
+    platform read from the interpreter's binary, anyio's event loop backend imported, the chunk
+    types' validators built, some 30 ms) is done in the preparing thread, not in a task."""
+    import anyio
+    import httpx2
+
+    def answer(request: Any) -> Any:
+        data = f"data: {json.dumps(_REHEARSAL)}\n\ndata: [DONE]\n\n".encode()
+        return httpx2.Response(200, headers={"content-type": "text/event-stream"}, content=data)
+
+    http = httpx2.AsyncClient(transport=httpx2.MockTransport(answer))
+    async with openai.AsyncOpenAI(
+        base_url="http://rehearsal.invalid/v1", api_key="-", max_retries=0, http_client=http
+    ) as client:
+        stream = await client.post(
+            "/chat/completions",
+            body={"model": "rehearsal", "stream": True, "messages": []},
+            options={"security": {"bearer_auth": True}},
+            cast_to=sdk.completion,
+            stream=True,
+            stream_cls=sdk.chunks,
+        )
+        async for chunk in stream:
+            _read_chunk(chunk)
+    await anyio.sleep(0)  # the backend the HTTP client's connections use
+
+
+@dataclass(frozen=True)
+class _Sdk:
+    """What a model call needs of the SDK: the client, and the types `create` passes along."""
+
+    client: openai.AsyncOpenAI
+    completion: type[Any]
+    chunks: type[openai.AsyncStream[Any]]
 
 
 @dataclass

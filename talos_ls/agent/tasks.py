@@ -5,7 +5,10 @@ error, its message kept), cancelled (by the person), stopped (a cost cap, step c
 guard), interrupted (the process running it died: killed, crashed, the machine went down).
 Every state change and every model step saves the task's record, transcript included, to the
 store, through the host's writer thread (in order, off the event loop); a storage failure is
-logged and never takes the task or the daemon down.
+logged and never takes the task or the daemon down. A save after the first adds only the
+messages the transcript gained since the last (`Store.task_append`): a step's cost does not grow
+with the transcript. Should the store hold another count (a write lost in between) the record
+is written whole.
 
 Interrupted tasks. Each record names its owner, the process that wrote it (`Owner`: machine,
 boot, pid namespace, pid and the pid's start time, so a reused pid is told apart), and each
@@ -182,6 +185,9 @@ class TaskRegistry:
         self._owner = self.owner.encode()
         self.lease_s = lease_s
         self._lease_until = 0.0  # as last renewed by this registry
+        # Each task's transcript as last saved: the list and its length then. The next save
+        # of the same list adds what it gained; another list is written whole.
+        self._saved: dict[str, tuple[list[dict[str, Any]], int]] = {}
 
     def start(self, agent_id: str, title: str, run: Runner) -> Task:
         """Queue a task; it runs when a slot is free. Call from the event loop."""
@@ -224,12 +230,19 @@ class TaskRegistry:
         while len(self._finished) > KEEP_FINISHED:
             gone = self._finished.pop(0)
             self._tasks.pop(gone, None)
+            self._saved.pop(gone, None)
             self.meter.forget(gone)
 
     def save(self, task: Task) -> None:
         """Queue the task's record for the store; returns at once. The row is taken now, on
-        the caller's thread, so later changes to the task cannot tear it."""
+        the caller's thread, so later changes to the task cannot tear it. Call from the
+        event loop."""
         task.updated_at = time.time()
+        saved = self._saved.get(task.id)
+        at = None  # None: the record whole
+        if saved is not None and saved[0] is task.transcript and saved[1] <= len(task.transcript):
+            at = saved[1]
+        self._saved[task.id] = (task.transcript, len(task.transcript))
         row = {
             "id": task.id,
             "agent_id": task.agent_id,
@@ -242,16 +255,21 @@ class TaskRegistry:
             "transcript": list(task.transcript),
             "owner": self._owner,
         }
-        self.offload.write_soon(self._put, row)
+        self.offload.write_soon(self._put, row, at)
 
-    def _put(self, row: dict[str, Any]) -> None:
+    def _put(self, row: dict[str, Any], at: int | None) -> None:
         """In the writer thread: the lease first, so no record of ours is ever seen without
-        one (it would look like a dead process's)."""
+        one (it would look like a dead process's). Then the messages from `at` on, or (when
+        `at` is None, or the store holds another count) the record whole."""
         if time.time() > self._lease_until - self.lease_s * 0.75:
             try:
                 self.renew()
             except StoreError as exc:  # the record may still land; the lease is renewed later
                 logger.warning("the lease could not be renewed: %s", exc)
+        if at is not None and self.store.task_append(
+            dict(row, transcript=row["transcript"][at:]), at
+        ):
+            return
         self.store.task_put(row)
 
     def renew(self) -> None:

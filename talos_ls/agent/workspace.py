@@ -15,8 +15,7 @@ import os
 import stat
 from collections.abc import Iterator
 from pathlib import Path
-
-import pathspec
+from typing import TYPE_CHECKING
 
 from ..errors import TalosError
 from ..files import (
@@ -27,6 +26,9 @@ from ..files import (
     open_regular,
     read_regular,
 )
+
+if TYPE_CHECKING:
+    import pathspec
 
 PROTECTED_DIRS = frozenset({".git", ".talos"})
 ALWAYS_SKIPPED = frozenset({".git", "node_modules", "__pycache__", ".venv", "venv"})
@@ -50,6 +52,8 @@ class Workspace:
         self.root = Path(root).resolve()
         if not self.root.is_dir():
             raise SandboxError(f"workspace root {self.root} is not a directory")
+        import pathspec  # with the first workspace: `SandboxError` alone has no need of it
+
         self._ignore_stamp: float | None = None
         self._ignore = pathspec.GitIgnoreSpec.from_lines([])
         self._ignore_lines: list[str] = []
@@ -86,6 +90,8 @@ class Workspace:
 
     # ------------------------------------------------------------- ignores
     def _spec(self) -> pathspec.GitIgnoreSpec:
+        import pathspec
+
         gitignore = self.root / ".gitignore"
         try:
             stamp = gitignore.stat().st_mtime

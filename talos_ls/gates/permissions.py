@@ -44,6 +44,7 @@ from typing import Any
 
 import platformdirs
 
+from ..constants import MODES
 from ..display import visible
 from ..files import FileTooLarge, NotRegularFile, atomic_write, read_regular
 from .shell import (
@@ -57,7 +58,6 @@ from .shell import (
     path_risks,
 )
 
-MODES = ("read-only", "ask", "auto-edit", "full-auto")
 DECISIONS = ("allow", "ask", "deny")
 ALLOW_ONCE, DENY = "Allow once", "Deny"
 TRUST, NOT_NOW = "Trust this file", "Not now"

@@ -26,6 +26,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from ..constants import QUESTION_BUDGET_TURNS
 from ..memory.facts import FactStore
 from ..memory.ids import time_ordered_hex
 from ..memory.reconcile import Reconciler
@@ -38,7 +39,6 @@ from .question_types import DEFLECTION_PHRASES, PASS_MEMO, QuestionCandidate, qu
 
 logger = logging.getLogger(__name__)
 
-QUESTION_BUDGET_TURNS = 5
 QUESTION_EXPIRY_TURNS = 20
 QUESTION_RECENT_USE_TURNS = 5
 QUESTION_COOLDOWN_TURNS = 10

@@ -24,6 +24,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from functools import lru_cache
 from typing import TYPE_CHECKING, Any
 
+from ..constants import RANKINGS as RANKINGS  # re-exported: the queue checks its option
 from ..memory.reconcile import LOSER_AT_MOST, WINNER_AT_LEAST
 from ..memory.stemming import stem
 from ..text import cue_tokens_for, normalize_text
@@ -31,8 +32,6 @@ from ..text import cue_tokens_for, normalize_text
 if TYPE_CHECKING:
     from ..memory.facts import Fact
     from .question_types import QuestionCandidate
-
-RANKINGS = ("seed", "value")
 
 # Why a candidate expired under the live-uncertainty gate (logged at INFO with its id).
 CONFLICT_CLOSED = "conflict_closed"  # a side of the disjunction is no longer held

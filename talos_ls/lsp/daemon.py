@@ -19,28 +19,25 @@ import re
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from decimal import Decimal
 from pathlib import Path
-from typing import Any, cast
+from typing import TYPE_CHECKING, Any, cast
 from urllib.parse import urlsplit
 
 from ..agent.limits import Limits
-from ..agent.loop import conversation
 from ..agent.model import ModelConfig
-from ..agent.tasks import Task
-from ..agent.tools import MAX_FACT_CHARS
 from ..agent.workspace import SandboxError
 from ..display import visible
 from ..edits.proposals import OPEN, Proposal, ProposalError
 from ..errors import TalosError
-from ..gates.question_queue import QuestionCandidate
-from ..host import EditorContext, EditorPort, Host, HostConfig, TurnResult
-from ..memory.reconcile import Reconciler
 from ..offload import Offload
 from ..redact import redact_url
 from ..store import Store, StoreError, default_store_url, open_store
 from ..store.base import OPEN_TASK_STATES
-from ..watch import lsp_changes
 from .health import GuardedStore, StoreHealth
 from .settings import Settings, confirmed, guarded, narrowed
+
+if TYPE_CHECKING:  # loaded with the first folder (`_load_hosting`), not for `initialize`
+    from ..agent.tasks import Task
+    from ..host import EditorContext, EditorPort, Host, HostConfig, TurnResult
 
 logger = logging.getLogger(__name__)
 MAX_PROMPT_CHARS = 20_000
@@ -310,6 +307,8 @@ class Daemon:
         return "; ".join(said), "; ".join(kept)
 
     def host_config(self, root: Path) -> HostConfig:
+        from ..host import HostConfig
+
         s = self.settings
         return HostConfig(
             workspace=root,
@@ -336,12 +335,14 @@ class Daemon:
         self.health.url = self.settings.store_url or default_store_url()
         self.health.bind(asyncio.get_running_loop())
         self._waiting = list(folders)
+        loading = asyncio.ensure_future(self.offload.run(_load_hosting))
         try:
             opened = await self.offload.run(open_store, self.settings.store_url)
             self.store = cast(Store, GuardedStore(opened, self.health))
         except StoreError as exc:
             self.health.failed(exc)
         try:
+            await loading
             await self._serve_waiting()
         finally:
             self._ready.set()  # a folder that failed must not hold every command up
@@ -392,6 +393,8 @@ class Daemon:
         if not root.is_dir():
             self.notice(f"Talos skips the workspace folder {visible(str(folder))}: not a directory")
             return
+        from ..host import Host
+
         try:
             host = Host(
                 self.store, self.host_config(root), self.make_port(root), offload=self.offload
@@ -508,6 +511,8 @@ class Daemon:
                 raise ParamsError(
                     f"{p.command}: task {task_id!r} is still running; wait for it or cancel it"
                 )
+            from ..agent.loop import conversation
+
             history = conversation(row.get("transcript") or [])
             return await host.turn(prompt, history=history, follows=task_id)
 
@@ -537,6 +542,8 @@ class Daemon:
     def _context(
         self, host: Host, path: Path, lines: tuple[int, int] | None, diagnostics: list[Any]
     ) -> EditorContext:
+        from ..host import EditorContext
+
         rel = host.workspace.relative(host.workspace.resolve(str(path)))
         selection = ""
         if lines is not None:
@@ -561,6 +568,8 @@ class Daemon:
     def files_changed(self, events: Iterable[tuple[int, str]]) -> None:
         """The editor saw files change (`workspace/didChangeWatchedFiles`): each folder's
         index takes its own."""
+        from ..watch import lsp_changes
+
         changes = lsp_changes(events)
         for root, host in self.hosts.items():
             mine = [(kind, path) for kind, path in changes if Path(path).is_relative_to(root)]
@@ -695,6 +704,8 @@ class Daemon:
 
     # ----------------------------------------------------------- questions
     async def list_questions(self) -> list[dict[str, Any]]:
+        from ..gates.question_queue import QuestionCandidate
+
         await self.ready()
         out = []
         for host in self.hosts.values():
@@ -752,6 +763,9 @@ class Daemon:
         ]
 
     async def remember(self, p: Params, path: Path | None) -> dict[str, Any]:
+        from ..agent.tools import MAX_FACT_CHARS
+        from ..memory.reconcile import Reconciler
+
         statement = p.get("statement", str, required=True)
         if len(statement) > MAX_FACT_CHARS:
             raise ParamsError(
@@ -822,6 +836,14 @@ class Daemon:
 
 APPLY_SETTINGS, KEEP_SETTINGS = "Apply the new settings", "Keep the current ones"
 _NONE = object()  # no value declined
+
+
+def _load_hosting() -> None:
+    """Import what serving a folder needs and answering `initialize` does not: the host, and
+    through it the agent loop and its tools, the gates, memory and the file watcher. It runs in
+    a worker thread when the folders open, beside the store's opening, so the event loop
+    answers the client meanwhile (issue 30: `bench/startup_bench.py`)."""
+    from .. import host  # noqa: F401
 
 
 def _shown(text: str) -> str:

@@ -15,6 +15,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import math
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, Protocol
@@ -37,6 +38,10 @@ SKIP = "Skip"
 APPLIED_WAIT_S = 2.0  # how long the buffer may take to show an applied edit
 SHORT_ANSWER_CHARS = 300
 PROGRESS_CREATE_S = 120.0  # a task's progress waits this long for a busy client to create it
+# A task's progress is reported at most once in this long: a report sent at once when none was
+# sent in the last PROGRESS_S, else the latest held until then (the latest is always shown).
+# Steps of a fast model, and their tools, come closer together than a person can read them.
+PROGRESS_S = 0.1
 
 
 class Client(Protocol):
@@ -81,6 +86,8 @@ class LspPort:
         self.daemon = daemon
         self.root = root
         self._tokens: dict[str, str] = {}  # task id -> progress token, while it runs
+        self._reported: dict[str, float] = {}  # task id -> when its progress was last reported
+        self._held: dict[str, tuple[Task, str, asyncio.TimerHandle]] = {}  # and what is due
 
     @property
     def interactive(self) -> bool:
@@ -242,13 +249,35 @@ class LspPort:
             self._end_progress(task)
 
     def progress(self, task: Task, message: str) -> None:
+        """What the task does now: a `talos/conversation` step event for a client that asked
+        for them (every one), and the progress's report (at most one each PROGRESS_S)."""
         self._converse(task.id, "step", message=visible(message, single_line=True))
-        if self.client.closing:
+        if self.client.closing or task.id not in self._tokens:
             return
+        held = self._held.get(task.id)
+        if held is not None:  # a report is due: it says this instead
+            self._held[task.id] = (task, message, held[2])
+            return
+        loop = asyncio.get_running_loop()
+        wait = self._reported.get(task.id, -math.inf) + PROGRESS_S - loop.time()
+        if wait <= 0:
+            self._report(task, message)
+        else:
+            timer = loop.call_later(wait, self._report_held, task.id)
+            self._held[task.id] = (task, message, timer)
+
+    def _report_held(self, task_id: str) -> None:
+        held = self._held.pop(task_id, None)
+        if held is not None:
+            self._report(held[0], held[1])
+
+    def _report(self, task: Task, message: str) -> None:
         token = self._tokens.get(task.id)
-        if token is not None:
-            line = f"{visible(message, single_line=True)} · {self._spent(task)}"
-            self.client.work_done_progress.report(token, types.WorkDoneProgressReport(message=line))
+        if token is None or self.client.closing:
+            return
+        self._reported[task.id] = asyncio.get_running_loop().time()
+        line = f"{visible(message, single_line=True)} · {self._spent(task)}"
+        self.client.work_done_progress.report(token, types.WorkDoneProgressReport(message=line))
 
     def stream(self, task: Task, text: str) -> None:
         """The model's text as it arrives, to a client that shows the conversation; to others
@@ -273,6 +302,10 @@ class LspPort:
         return f"{tokens} tokens · ${cost:.4f}"
 
     def _end_progress(self, task: Task) -> None:
+        held = self._held.pop(task.id, None)
+        if held is not None:  # the end says how it ended
+            held[2].cancel()
+        self._reported.pop(task.id, None)
         token = self._tokens.pop(task.id, None)
         if token is not None and not self.client.closing:
             why = visible(task.error or "", single_line=True)[:SHORT_ANSWER_CHARS]

@@ -18,8 +18,8 @@ from typing import Any
 from ..agent.cost import Caps, Price, load_prices
 from ..agent.limits import Limits
 from ..agent.model import ModelConfig
+from ..constants import MODES
 from ..display import visible
-from ..gates.permissions import MODES
 from ..redact import redact_url
 from ..settings import SETTINGS, SettingError
 

@@ -279,6 +279,37 @@ class HardenedProtocol(LanguageServerProtocol):
         self._outgoing: dict[Any, _Outgoing] = {}
         self._expired: OrderedDict[Any, str] = OrderedDict()  # id -> method, given up on
 
+    def rehearse(self) -> None:
+        """Read one of each message a task receives (the command, the reply to a progress's
+        creation) and serialise one of each it sends (its progress created, begun, reported,
+        ended; a message; the command's result), and drop them. The converter writes its code
+        for a message type at the type's first use (several ms for a progress's begin and end),
+        which the first task would spend on the event loop; done here, in a worker thread, at
+        `initialized`."""
+        token = "talos/rehearsal"
+        progress = (
+            types.WorkDoneProgressBegin(title="", cancellable=True, message=""),
+            types.WorkDoneProgressReport(message=""),
+            types.WorkDoneProgressEnd(message=""),
+        )
+        messages: list[Any] = [
+            types.WorkDoneProgressCreateRequest(
+                id=token, params=types.WorkDoneProgressCreateParams(token=token)
+            ),
+            *(types.ProgressNotification(params=types.ProgressParams(token, p)) for p in progress),
+            types.ShowMessageNotification(
+                params=types.ShowMessageParams(types.MessageType.Info, "")
+            ),
+            types.ExecuteCommandResponse(id=token, result={"task_id": token}),
+        ]
+        for message in messages:
+            json.dumps(message, default=self._serialize_message)
+        method = types.WORKSPACE_EXECUTE_COMMAND
+        command = {"command": "talos.task.start", "arguments": [{"prompt": ""}]}
+        self._structure({"jsonrpc": "2.0", "id": 0, "method": method, "params": command}, method)
+        created = {"jsonrpc": "2.0", "id": 0, "result": None}
+        self._converter.structure(created, types.WorkDoneProgressCreateResponse)
+
     # ------------------------------------------------------ our requests
     def send_request(
         self,

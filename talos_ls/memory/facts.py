@@ -21,6 +21,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from ..constants import SOURCES
 from ..store import Store
 from ..text import normalize_text
 from .confidence import ACTED_SIGNAL, CONTRADICTED_SIGNAL, EVIDENCE_CAP, PRIOR
@@ -29,7 +30,6 @@ from .stemming import stemmed_tokens
 OUTCOMES = ("acted", "contradicted", "dismissed", "deferred", "used")
 # Only these outcomes are evidence about the fact; the others leave it bit-identical.
 _SIGNALS = {"acted": ACTED_SIGNAL, "contradicted": CONTRADICTED_SIGNAL}
-SOURCES = ("person", "rules file", "workspace scan", "model")
 PRECEDENCE = {"person": 3, "rules file": 2, "workspace scan": 1, "model": 0}
 _ATTRS = ("subject", "attribute", "value", "source", "origin", "valid_from", "key")
 # BM25 parameters: the usual defaults for short documents.

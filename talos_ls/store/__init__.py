@@ -24,15 +24,16 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+from typing import TYPE_CHECKING
 from urllib.parse import parse_qsl, unquote
 
-import platformdirs
-
+from ..constants import ENV_URL
 from ..redact import redact_url
 from .base import DEFAULT_TIMEOUT_S, Store, StoreError, parse_timeout
-from .sqlite import SQLiteStore
 
-ENV_URL = "TALOS_STORE_URL"
+if TYPE_CHECKING:
+    from .sqlite import SQLiteStore
+
 SCHEMES = (
     "sqlite",
     "redis",
@@ -49,7 +50,13 @@ def default_store_url() -> str:
     env = os.environ.get(ENV_URL, "").strip()
     if env:
         return env
-    return "sqlite:///" + str(platformdirs.user_state_path("talos") / "talos.db")
+    return "sqlite:///" + str(_state_dir() / "talos.db")
+
+
+def _state_dir() -> Path:
+    import platformdirs  # loaded when the location is needed, not with the package
+
+    return platformdirs.user_state_path("talos")
 
 
 def open_store(url: str | None = None) -> Store:
@@ -62,7 +69,7 @@ def open_store(url: str | None = None) -> Store:
         url = default_store_url()
         if not os.environ.get(ENV_URL, "").strip():
             # The default location is ours to create; an explicit one must already exist.
-            platformdirs.user_state_path("talos").mkdir(parents=True, exist_ok=True)
+            _state_dir().mkdir(parents=True, exist_ok=True)
     if not isinstance(url, str) or not url.strip():
         raise StoreError(f"store URL {url!r} is empty; expected e.g. sqlite:////abs/path.db")
     shown = redact_url(url)
@@ -88,6 +95,8 @@ def _open_redis(shown: str, url: str) -> Store:
 
 
 def _open_sqlite(shown: str, rest: str) -> SQLiteStore:
+    from .sqlite import SQLiteStore  # the backends load when a store is opened
+
     if not rest.startswith("/"):
         raise StoreError(
             f"store URL {shown!r}: expected sqlite:/// followed by a path "

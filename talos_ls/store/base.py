@@ -305,6 +305,15 @@ class Store(ABC):
         """Create or replace a task record (all TASK_FIELDS; `transcript` a list of messages)."""
 
     @abstractmethod
+    def task_append(self, row: Mapping[str, Any], at: int) -> bool:
+        """A step of a task: its record's fields set from `row` (all TASK_FIELDS), and the
+        messages of `row["transcript"]` added to the end of its stored transcript, iff the
+        record exists (written by `task_put`) and its transcript holds `at` messages; then
+        True. Else nothing changes and False: a write was lost in between, or another wrote
+        the record, and the caller writes it whole (`task_put`). A step's cost does not grow
+        with the transcript."""
+
+    @abstractmethod
     def task_get(self, task_id: str) -> dict[str, Any] | None: ...
 
     @abstractmethod

@@ -79,6 +79,7 @@ _SCRIPTS = (
     "journal_add",
     "journal_close",
     "task_put",
+    "task_append",
     "task_open",
     "task_interrupt",
 )
@@ -116,6 +117,11 @@ def _encode(row: Mapping[str, Any]) -> dict[str, str | None]:
             value = repr(value)
         out[name] = None if value is None else str(value)
     return out
+
+
+def _message(message: Any) -> str:
+    """One message of a transcript, as the list `tm:<id>` holds it."""
+    return json.dumps(message, ensure_ascii=False, separators=(",", ":"))
 
 
 def _pairs(flat: Sequence[str]) -> dict[str, str]:
@@ -443,23 +449,53 @@ class RedisStore(Store):
             row["agent_id"],
             row["id"],
             repr(float(row["created_at"])),
-            json.dumps(_encode(row), ensure_ascii=False),
+            json.dumps(_encode(dict(row, transcript=[])), ensure_ascii=False),
+            *map(_message, row["transcript"]),
         )
+
+    @_guarded
+    def task_append(self, row: Mapping[str, Any], at: int) -> bool:
+        fields = _encode({k: v for k, v in row.items() if k != "transcript"})
+        return (
+            self._run(
+                "task_append",
+                row["agent_id"],
+                row["id"],
+                repr(float(row["created_at"])),
+                json.dumps(fields, ensure_ascii=False),
+                str(int(at)),
+                *map(_message, row["transcript"]),
+            )
+            == 1
+        )
+
+    def _tasks(self, raws: Sequence[Mapping[str, str]]) -> list[dict[str, Any]]:
+        """Task hashes with their transcripts: what an earlier version stored in the hash,
+        then the list `tm:<id>`."""
+        pipe = self._client.pipeline(transaction=False)
+        for raw in raws:
+            pipe.lrange(_prefix(raw["agent_id"]) + "tm:" + raw["id"], 0, -1)
+        out = []
+        for raw, added in zip(raws, pipe.execute() if raws else [], strict=True):
+            row = _decode(raw, TASK_FIELDS, _TASK_PARSERS)
+            row["transcript"] = (row["transcript"] or []) + (
+                json.loads("[" + ",".join(added) + "]") if added else []
+            )
+            out.append(row)
+        return out
 
     @_guarded
     def task_get(self, task_id: str) -> dict[str, Any] | None:
         raw = self._record("task", task_id, "t:")
-        return _decode(raw, TASK_FIELDS, _TASK_PARSERS) if raw else None
+        return self._tasks([raw])[0] if raw else None
 
     @_guarded
     def task_list(self, agent_id: str) -> list[dict[str, Any]]:
-        rows = self._indexed(agent_id, "tasks", "t:")
-        return [_decode(raw, TASK_FIELDS, _TASK_PARSERS) for raw in rows]
+        return self._tasks(self._indexed(agent_id, "tasks", "t:"))
 
     @_guarded
     def task_open(self, agent_id: str) -> list[dict[str, Any]]:
-        rows = self._hashes(agent_id, "t:", self._run("task_open", agent_id))
-        return [_decode(raw, TASK_FIELDS, _TASK_PARSERS) for raw in rows]
+        return self._tasks(self._hashes(agent_id, "t:", self._run("task_open", agent_id)))
 
     @_guarded
     def task_interrupt(
@@ -469,7 +505,7 @@ class RedisStore(Store):
         if agent is None:
             return None
         flat = self._run("task_interrupt", agent, task_id, owner or "", repr(float(at)), error)
-        return _decode(_pairs(flat), TASK_FIELDS, _TASK_PARSERS) if flat else None
+        return self._tasks([_pairs(flat)])[0] if flat else None
 
     @_guarded
     def owner_beat(self, owner: str, until: float) -> None:

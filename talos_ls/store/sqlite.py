@@ -172,6 +172,16 @@ MIGRATIONS: tuple[tuple[str, ...], ...] = (
             WHERE state IN ('queued', 'running')""",
         "CREATE TABLE owners (owner TEXT PRIMARY KEY, lease_until REAL NOT NULL)",
     ),
+    (  # v6: a task's transcript, one message a row, so a step adds its messages
+        # (`task_append`) instead of writing the whole transcript again. `tasks.transcript`
+        # keeps what earlier versions wrote (read before these rows); '[]' from now on.
+        """CREATE TABLE task_messages (
+            task_id TEXT NOT NULL,
+            seq INTEGER NOT NULL,
+            message TEXT NOT NULL,
+            PRIMARY KEY (task_id, seq)
+        )""",
+    ),
 )
 SCHEMA_VERSION = len(MIGRATIONS)
 
@@ -195,6 +205,18 @@ def _insert(table: str, fields: Sequence[str], verb: str = "INSERT") -> str:
 
 def _dumps(value: Any) -> str:
     return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+
+
+_ADD_MESSAGE = "INSERT INTO task_messages (task_id, seq, message) VALUES (?, ?, ?)"
+_UPDATE_TASK = (
+    "UPDATE tasks SET "
+    + ", ".join(f"{f} = :{f}" for f in TASK_FIELDS if f not in ("id", "transcript"))
+    + " WHERE id = :id"
+)
+
+
+def _messages(task_id: str, at: int, transcript: Sequence[Any]) -> list[tuple[str, int, str]]:
+    return [(task_id, at + i, _dumps(m)) for i, m in enumerate(transcript)]
 
 
 def _candidate(row: sqlite3.Row) -> dict[str, Any]:
@@ -386,6 +408,16 @@ class SQLiteStore(Store):
                 raise
 
     @contextmanager
+    def _snapshot(self) -> Iterator[sqlite3.Connection]:
+        """Reads that must see one state of the file (a row and the rows that go with it)."""
+        with self._read() as conn:
+            conn.execute("BEGIN")
+            try:
+                yield conn
+            finally:
+                conn.execute("COMMIT")
+
+    @contextmanager
     def _read(self) -> Iterator[sqlite3.Connection]:
         with self._lock:
             conn = self._live()
@@ -486,45 +518,76 @@ class SQLiteStore(Store):
 
     # ---------------------------------------------------------------- tasks
     def task_put(self, row: Mapping[str, Any]) -> None:
-        values = dict(row, transcript=_dumps(row["transcript"]), owner=row.get("owner"))
+        values = dict(row, transcript="[]", owner=row.get("owner"))
+        messages = _messages(row["id"], 0, row["transcript"])
         with self._write() as conn:
             conn.execute(_insert("tasks", TASK_FIELDS, "INSERT OR REPLACE"), values)
+            conn.execute("DELETE FROM task_messages WHERE task_id = ?", (row["id"],))
+            conn.executemany(_ADD_MESSAGE, messages)
+
+    def task_append(self, row: Mapping[str, Any], at: int) -> bool:
+        values = dict(row, owner=row.get("owner"))
+        messages = _messages(row["id"], at, row["transcript"])
+        with self._write() as conn:
+            held = conn.execute(
+                "SELECT transcript = '[]', (SELECT COALESCE(MAX(seq) + 1, 0) FROM task_messages "
+                "WHERE task_id = :id) FROM tasks WHERE id = :id",
+                values,
+            ).fetchone()
+            if held is None or not held[0] or held[1] != at:
+                return False
+            conn.execute(_UPDATE_TASK, values)
+            conn.executemany(_ADD_MESSAGE, messages)
+        return True
 
     @staticmethod
-    def _task(row: sqlite3.Row) -> dict[str, Any]:
-        return dict({n: row[n] for n in TASK_FIELDS}, transcript=json.loads(row["transcript"]))
+    def _tasks(conn: sqlite3.Connection, rows: Iterable[sqlite3.Row]) -> list[dict[str, Any]]:
+        """Task rows with their transcripts: what an earlier version stored in the row, then
+        the messages rows."""
+        out = []
+        for row in rows:
+            transcript = json.loads(row["transcript"])
+            added = conn.execute(
+                "SELECT message FROM task_messages WHERE task_id = ? ORDER BY seq", (row["id"],)
+            ).fetchall()
+            if added:
+                transcript += json.loads("[" + ",".join(m[0] for m in added) + "]")
+            out.append(dict({n: row[n] for n in TASK_FIELDS}, transcript=transcript))
+        return out
 
     def task_get(self, task_id: str) -> dict[str, Any] | None:
-        with self._read() as conn:
-            row = conn.execute("SELECT * FROM tasks WHERE id = ?", (task_id,)).fetchone()
-        return None if row is None else self._task(row)
+        with self._snapshot() as conn:
+            rows = conn.execute("SELECT * FROM tasks WHERE id = ?", (task_id,)).fetchall()
+            found = self._tasks(conn, rows)
+        return found[0] if found else None
 
     def task_list(self, agent_id: str) -> list[dict[str, Any]]:
-        with self._read() as conn:
+        with self._snapshot() as conn:
             rows = conn.execute(
                 "SELECT * FROM tasks WHERE agent_id = ? ORDER BY created_at, id", (agent_id,)
             ).fetchall()
-        return [self._task(r) for r in rows]
+            return self._tasks(conn, rows)
 
     def task_open(self, agent_id: str) -> list[dict[str, Any]]:
-        with self._read() as conn:
+        with self._snapshot() as conn:
             rows = conn.execute(
                 "SELECT * FROM tasks WHERE agent_id = ? AND state IN ('queued', 'running') "
                 "ORDER BY created_at, id",
                 (agent_id,),
             ).fetchall()
-        return [self._task(r) for r in rows]
+            return self._tasks(conn, rows)
 
     def task_interrupt(
         self, task_id: str, owner: str | None, at: float, error: str
     ) -> dict[str, Any] | None:
         with self._write() as conn:
-            row = conn.execute(
+            rows = conn.execute(
                 "UPDATE tasks SET state = 'interrupted', error = ?, updated_at = ? "
                 "WHERE id = ? AND state IN ('queued', 'running') AND owner IS ? RETURNING *",
                 (error, float(at), task_id, owner),
-            ).fetchone()
-        return None if row is None else self._task(row)
+            ).fetchall()
+            found = self._tasks(conn, rows)
+        return found[0] if found else None
 
     def owner_beat(self, owner: str, until: float) -> None:
         with self._write() as conn:

@@ -294,7 +294,9 @@ async def test_task_show_keeps_every_hostile_line_inside_a_fence_it_cannot_close
 
 async def test_a_tool_name_cannot_break_out_of_its_code_span(editor, model):
     name = "read_file` [approve](" + EVIL_URL + ") <img src=x onerror=alert(1)> `"
-    model.script += [reply("", [("c1", name, '{"path": "src/app.py"}')]), reply("done")]
+    # the model streams a while: the tool's report is not held behind "thinking" (PROGRESS_S)
+    model.script += [reply("", [("c1", name, '{"path": "src/app.py"}')], delay=0.05)]
+    model.script += [reply("done", delay=0.05)]
     task_id = await run_task(editor, "read")
     shown = await editor.command("talos.task.show", {"task_id": task_id})
     outside, _ = fenced_lines(shown)
@@ -326,7 +328,9 @@ async def test_the_summary_messages_carry_no_control_characters(editor, model):
 
 async def test_progress_shows_a_hostile_tool_name_escaped(editor, model):
     name = "read_file\x1b[2K\r\x1b[31m\u202e\u200b\n## approve"
-    model.script += [reply("", [("c1", name, '{"path": "src/app.py"}')]), reply("done")]
+    # the model streams a while: the tool's report is not held behind "thinking" (PROGRESS_S)
+    model.script += [reply("", [("c1", name, '{"path": "src/app.py"}')], delay=0.05)]
+    model.script += [reply("done", delay=0.05)]
     task_id = await run_task(editor, "read")
     reports = [r.message or "" for r in editor.progress(task_id)]
     assert any("step 1: unknown tool" in r for r in reports)  # no name the model made up
@@ -770,7 +774,7 @@ async def test_a_hostile_path_reaches_no_prompt_and_its_diagnostics_are_plain(ed
             assert_plain(diagnostic.message, "a proposal's diagnostic", one_line=True)
 
 
-async def test_status_notifications_are_coalesced_not_one_per_step(editor, model):
+async def test_status_and_progress_notifications_are_coalesced_not_one_per_step(editor, model):
     rounds, per_round = 4, 16  # at most 16 tool calls run per model response
     for r in range(rounds):
         reads = (
@@ -781,10 +785,13 @@ async def test_status_notifications_are_coalesced_not_one_per_step(editor, model
     model.script.append(reply("read it all"))
     before, started = len(editor.statuses), asyncio.get_running_loop().time()
     task_id = await run_task(editor, "read everything")
-    steps = [r for r in editor.progress(task_id) if isinstance(r, types.WorkDoneProgressReport)]
-    assert len(steps) == rounds * per_round + rounds + 1  # every step reported as progress
+    reports = [r for r in editor.progress(task_id) if isinstance(r, types.WorkDoneProgressReport)]
+    steps = rounds * per_round + rounds + 1  # what the task did: each tool call, each thinking
     await editor.until(lambda: not editor.last_status().running, "the final status")
     elapsed = asyncio.get_running_loop().time() - started
     sent = len(editor.statuses) - before
     # One report per 50 ms window at most (Host.report_status), so far fewer than the steps.
-    assert 1 <= sent <= min(len(steps) // 2, elapsed / 0.05 + 3), (sent, len(steps), elapsed)
+    assert 1 <= sent <= min(steps // 2, elapsed / 0.05 + 3), (sent, steps, elapsed)
+    # And a progress report per 0.1 s at most (LspPort.progress, PROGRESS_S), the first at once.
+    assert 1 <= len(reports) <= min(steps // 2, elapsed / 0.1 + 2), (reports, steps, elapsed)
+    assert reports[0].message.startswith("step 1: thinking")

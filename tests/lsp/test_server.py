@@ -38,9 +38,15 @@ async def test_commands_are_advertised(editor):
 
 
 async def test_a_task_reports_progress_with_cost_and_its_answer(editor, model, ws):
+    # Each step streams for a while (PROGRESS_S holds a report made sooner after another)
     model.script += [
-        reply("Reading.", [("c1", "read_file", '{"path": "src/app.py"}')], usage=(100, 20, 0)),
-        reply("main returns 1.", usage=(200, 10, 0)),
+        reply(
+            "Reading.",
+            [("c1", "read_file", '{"path": "src/app.py"}')],
+            usage=(100, 20, 0),
+            delay=0.05,
+        ),
+        reply("main returns 1.", usage=(200, 10, 0), delay=0.05),
     ]
     started = await editor.command("talos.task.start", {"prompt": "what does main return?"})
     assert started["task_id"].startswith("t") and started["state"] in ("queued", "running")

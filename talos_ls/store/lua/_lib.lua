@@ -177,3 +177,22 @@ local function deliver_first(ids, turn)
   end
   return nil
 end
+
+-- A task's place in the indexes: `tasks` (zset by created_at) holds them all, `topen` the
+-- queued and running ones (what a starting process checks for owners that died).
+local function task_index(id, created_at, state)
+  redis.call('ZADD', P .. 'tasks', created_at, id)
+  if state == 'queued' or state == 'running' then
+    redis.call('ZADD', P .. 'topen', created_at, id)
+  else
+    redis.call('ZREM', P .. 'topen', id)
+  end
+end
+
+-- Messages ARGV[first..] to the end of the list `key`, a thousand a call (Lua's unpack is
+-- bounded).
+local function push_all(key, first)
+  for i = first, #ARGV, 1000 do
+    redis.call('RPUSH', key, unpack(ARGV, i, math.min(i + 999, #ARGV)))
+  end
+end
