@@ -29,13 +29,20 @@ def lookup_of(facts):
     return facts.get
 
 
-def cand(options, text="Which one?", last_seen=10, kind="disjunction", keys=()):
+PRODUCERS = {  # each kind's producer: its questions are a template around their subject
+    "disjunction": "reconciliation",
+    "confirmation": "context_assembler.confidence_gate",
+    "referent": "extraction.resolution",
+}
+
+
+def cand(options, text="Which one?", last_seen=10, kind="disjunction", keys=(), source=None):
     return QuestionCandidate(
         candidate_id="c",
         agent_id="a1",
         question_text=text,
         kind=kind,
-        source_module="test",
+        source_module=source or PRODUCERS[kind],
         target_keys=list(keys),
         options=options,
         ambiguity_signal="disjunction",
@@ -162,6 +169,15 @@ def test_a_referent_is_about_its_words_and_files(request_text, about):
     c = cand(labels, text=text, kind="referent", keys=("res:1#ref:4:14",))
     assert qv.subject_stems(c, lookup_of({})) == {"parser"}  # not src, tools, which, mean
     assert qv.about_request(c, qv.request_stems(request_text), lookup_of({})) is about
+
+
+def test_a_question_the_model_wrote_is_all_subject():
+    """The model's `ask` has no template: its own words (but the common ones) and labels."""
+    labels = [{"label": "postgres"}, {"label": "sqlite"}]
+    c = cand(labels, text="Which database do we use?", kind="referent", source="agent.ask")
+    assert qv.subject_stems(c, lookup_of({})) == {"database", "postgr", "sqlite"}  # stemmed
+    assert qv.about_request(c, qv.request_stems("the database again"), lookup_of({}))
+    assert not qv.about_request(c, qv.request_stems("which one do we use?"), lookup_of({}))
 
 
 # ------------------------------------------------------------------- rank

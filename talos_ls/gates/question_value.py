@@ -127,16 +127,24 @@ BOILERPLATE = frozenset(
         "confident recall accurate still now open selection refer refers file files"
     ).split()
 )
+# The producers whose questions are a template around their subject (`producers.py`); any
+# other question (the model's own, through `ask`) is all subject.
+TEMPLATED = frozenset(
+    ("reconciliation", "context_assembler.confidence_gate", "extraction.resolution")
+)
 _QUOTED = re.compile(r"'([^']{1,200})'|\"([^\"]{1,200})\"")
 
 
 def subject_texts(candidate: QuestionCandidate, lookup: FactLookup) -> tuple[str, ...]:
-    """What a candidate is about, never its question's template: a conflict's and a
+    """What a candidate is about, never its question's template: a question not written by
+    one of our producers (TEMPLATED) is all subject, words and labels; a conflict's and a
     confirmation's facts (their own statements: slot and values), a referent's quoted words
     ("the parser") and the names of its files and symbols (`tools/parser.py` -> parser,
     `load_config in app.py` -> load_config); for a fact no longer stored, the quoted spans and
     labels of its question."""
     labels = [str(o.get("label", "")) for o in candidate.options or []]
+    if candidate.source_module not in TEMPLATED:  # its own words (the model's `ask`)
+        return (candidate.question_text, *labels)
     quoted = tuple(a or b for a, b in _QUOTED.findall(candidate.question_text))
     if candidate.kind == "referent":
         names = [label.split(" in ", 1)[0].rsplit("/", 1)[-1].split(".", 1)[0] for label in labels]
