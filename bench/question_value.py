@@ -386,14 +386,15 @@ def new_counts() -> dict[str, Any]:
     }
 
 
-def run_arm(session: Session, arm: str, where: Path, dismiss_p: float, evidence_p: float):
-    """Replay `session` for one arm; returns (counts, the (request, context) fed each turn)."""
+@contextlib.contextmanager
+def arm_queue(arm: str, where: Path, files: dict[str, str]):
+    """One arm's own copy of the workspace and SQLite store, its queue, and a log of the live
+    gate's expiries; yields (queue, workspace root, expiry log)."""
     root = where / f"{arm}-ws"
-    for rel, text in session.files.items():
+    for rel, text in files.items():
         (root / rel).parent.mkdir(parents=True, exist_ok=True)
         (root / rel).write_text(text)
     store = open_store(f"sqlite:///{where / (arm + '.db')}")
-    counts, fed = new_counts(), []
     handler = ExpiryLog()
     qlog = logging.getLogger("talos_ls.gates.question_queue")
     level = qlog.level
@@ -401,23 +402,59 @@ def run_arm(session: Session, arm: str, where: Path, dismiss_p: float, evidence_
     qlog.setLevel(logging.INFO)
     try:
         with arm_ranking(arm) as ranking:
-            queue = QuestionQueue(store, ranking=ranking, gate_threshold=GATE)
-            editor = arm not in NO_EDITOR
-            _replay(session, queue, root, dismiss_p, evidence_p, counts, fed, editor)
+            yield QuestionQueue(store, ranking=ranking, gate_threshold=GATE), root, handler
     finally:
         qlog.removeHandler(handler)
         qlog.setLevel(level)
         store.close()
+
+
+class Host:
+    """What `host._prepare` does each turn, on one arm's queue and workspace copy."""
+
+    def __init__(self, queue: QuestionQueue, root: Path) -> None:
+        self.queue, self.root = queue, root
+        self.facts, self.reconciler = queue.facts, queue.reconciler
+        self.rules = RulesFiles(self.facts, self.reconciler)
+        self.assembler = ContextAssembler(self.facts, confidence_gate_threshold=GATE)
+        self.index = WorkspaceIndex.build(root)
+        self.rules.sync(AGENT, root)
+
+    def turn(self, t: int, request: str, context: str, worked_on: list, editor: bool):
+        """Rules sync, reconcile pass, assembly (the editor's path in the cues), note_use, the
+        three producers (`resolve` with the editor's evidence when `editor`), next_question.
+        Returns (the question delivered or None, the resolution record)."""
+        queue = self.queue
+        self.rules.sync(AGENT, self.root)
+        self.reconciler.reconcile_pass(AGENT)
+        cues = f"{request}\n{context}"
+        assembled = self.assembler.assemble(AGENT, cues)
+        queue.note_use(AGENT, assembled.keys, t)
+        queue.propose_from_gate(AGENT, assembled.metadata, t, request)
+        evidence = None
+        if editor:
+            touched = [p for p in reversed(worked_on[-TOUCHED_TASKS:]) if p is not None]
+            earlier = tuple(answered_referents(queue, AGENT))
+            evidence = Evidence(active=context, touched=tuple(touched), answers=earlier)
+        resolution = resolve(AGENT, t, request, self.index, evidence)
+        queue.propose_from_resolution(resolution, t)
+        queue.propose_from_disjunctions(AGENT, t)
+        return queue.next_question(AGENT, t, query_cues=cues), resolution
+
+
+def run_arm(session: Session, arm: str, where: Path, dismiss_p: float, evidence_p: float):
+    """Replay `session` for one arm; returns (counts, the (request, context) fed each turn)."""
+    counts, fed = new_counts(), []
+    with arm_queue(arm, where, session.files) as (queue, root, handler):
+        editor = arm not in NO_EDITOR
+        _replay(session, queue, root, dismiss_p, evidence_p, counts, fed, editor)
     counts["live_expired"] = dict(sorted(handler.reasons.items()))
     return counts, fed
 
 
 def _replay(session, queue, root, dismiss_p, evidence_p, counts, fed, editor) -> None:
-    facts, reconciler = queue.facts, queue.reconciler
-    rules = RulesFiles(facts, reconciler)
-    assembler = ContextAssembler(facts, confidence_gate_threshold=GATE)
-    index = WorkspaceIndex.build(root)
-    rules.sync(AGENT, root)
+    facts = queue.facts
+    host = Host(queue, root)
     weak_keys = []
     for spec in session.weak:  # each weak once contradicted: 0.5 -> 0.3, below the gate
         key = facts.add(AGENT, spec.statement, source="model")
@@ -445,21 +482,7 @@ def _replay(session, queue, root, dismiss_p, evidence_p, counts, fed, editor) ->
         counts["turns"] += 1
         topics.append((turn.kind, turn.item, t))
         # What the host does before a task (host._prepare), the editor's path in the cues.
-        rules.sync(AGENT, root)
-        reconciler.reconcile_pass(AGENT)
-        cues = f"{turn.request}\n{turn.context}"
-        assembled = assembler.assemble(AGENT, cues)
-        queue.note_use(AGENT, assembled.keys, t)
-        queue.propose_from_gate(AGENT, assembled.metadata, t, turn.request)
-        evidence = None
-        if editor:
-            touched = [p for p in reversed(worked_on[-TOUCHED_TASKS:]) if p is not None]
-            earlier = tuple(answered_referents(queue, AGENT))
-            evidence = Evidence(active=turn.context, touched=tuple(touched), answers=earlier)
-        resolution = resolve(AGENT, t, turn.request, index, evidence)
-        queue.propose_from_resolution(resolution, t)
-        queue.propose_from_disjunctions(AGENT, t)
-        q = queue.next_question(AGENT, t, query_cues=cues)
+        q, resolution = host.turn(t, turn.request, turn.context, worked_on, editor)
         if q is not None:
             counts["questions"] += 1
             counts["by_kind"][q.kind] = counts["by_kind"].get(q.kind, 0) + 1
