@@ -22,8 +22,16 @@ expected entropy reduction over the options' effects: the binary entropy of ever
 option names, or log2 of the number of options when they name none). bench/README.md states
 how each figure is counted.
 
-    python bench/question_value.py                          # 60 sessions x 30 turns, seed 17
+A second corpus, held out: requests written by hand (bench/question_cases.py), not generated from
+the vocabulary below: paraphrases, boilerplate-word and other-subject traps, the same requests in
+Japanese, German, French, Spanish and Chinese, conflicting evidence. Each is judged once, after a
+fixed preamble that sets the state (open questions, the budget, an earlier answer), through the
+same per-turn path, in every arm; over-asks, useful answers, misses, wrong and unstated
+assumptions are counted by cause.
+
+    python bench/question_value.py                          # both corpora, 60 sessions x 30 turns
     python bench/question_value.py --sessions 5 --turns 12 --json out.json
+    python bench/question_value.py --corpus held-out --classes language,conflict --trace value
 """
 
 from __future__ import annotations
