@@ -892,7 +892,8 @@ class HeldOut:
             texts += [str(o.get("label", "")) for o in q.options]
         if about is not None and about[0] == "ref":
             texts.append(about[1])
-        asked = question_value.candidate_stems(q)
+        labels = [str(o.get("label", "")) for o in q.options]
+        asked = question_value.request_stems([q.question_text, *labels]) or frozenset()
         subject = question_value.request_stems(texts) or frozenset()
         shared = asked & (question_value.request_stems(case.request) or frozenset())
         if shared & subject:

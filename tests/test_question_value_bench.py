@@ -180,10 +180,10 @@ def test_an_assumption_is_stated_by_the_field_or_else_by_the_note(bench):
         "evidence": None,
     }
     case = bench.Case("fix the parser", "README.md", "english", "en", ("ref", "parser", files[1]))
-    # today: the note says it is ambiguous, names no assumption: the first candidate is taken
+    # a record without the product's field (as before it had one): the first is taken, unsaid
     record = _record(gap)
     assert bench.held_out_pick(case, False, record) == (files[0], "guess")
-    assert bench.unstated_cause(record, files, files[0]) == "ambiguity noted, nothing assumed"
+    assert bench.unstated_cause(record, files, files[0]) == "no note"
     # with the product's field: its candidate is taken, stated when the others are named
     assumed = {"candidate": files[1], "why": "the last one touched", "not": [files[0]]}
     record = _record({**gap, "assumption": assumed})
