@@ -131,7 +131,7 @@ def test_use_is_recency_and_overlap():
     two = qv.request_stems("run the tests with pytest")  # test, pytest: the facts' words
     assert qv.use(c, 11, two, look) == pytest.approx((1 / 2 + 2 / 3) / 2)
     template = qv.request_stems("which is right? use two spaces")  # the question's own words
-    assert qv.use(c, 10, template, look) == 0.5 and not qv.about_request(c, template, look)
+    assert qv.use(c, 10, template, look) == 0.5 and not qv.about_request(c, template, look, 10)
 
 
 @pytest.mark.parametrize(
@@ -151,24 +151,19 @@ def test_a_conflict_is_about_its_facts_not_its_wording(request_text, about):
     )
     c = cand([{"label": "pytest"}, {"label": "unittest"}], text=text, keys=("fa", "fb"))
     assert qv.subject_stems(c, look) == {"test", "pytest", "unittest"}
-    assert qv.about_request(c, qv.request_stems(request_text), look) is about
+    assert qv.about_request(c, qv.request_stems(request_text), look, 10) is about
 
 
-@pytest.mark.parametrize(
-    ("request_text", "about"),
-    [
-        ("which file do you mean?", False),
-        ("parse the CLI arguments", False),  # "parse" is not "parser"
-        ("the parser is slow", True),
-        ("speed up the parsers", True),
-    ],
-)
-def test_a_referent_is_about_its_words_and_files(request_text, about):
+def test_a_referent_is_about_its_words_and_files_and_asked_when_referred_to_again():
     text = "Which do you mean by 'the parser': src/parser.py or tools/parser.py?"
     labels = [{"label": "src/parser.py"}, {"label": "tools/parser.py"}]
-    c = cand(labels, text=text, kind="referent", keys=("res:1#ref:4:14",))
-    assert qv.subject_stems(c, lookup_of({})) == {"parser"}  # not src, tools, which, mean
-    assert qv.about_request(c, qv.request_stems(request_text), lookup_of({})) is about
+    c = cand(labels, text=text, kind="referent", keys=("res:1#ref:4:14",), last_seen=9)
+    look = lookup_of({})
+    assert qv.subject_stems(c, look) == {"parser"}  # not src, tools, which, mean
+    # words shared or not, what counts is this turn's request making the reference again
+    assert not qv.about_request(c, qv.request_stems("the parser tests are slow"), look, 10)
+    assert qv.about_request(c, qv.request_stems("speed it up"), look, 9)  # re-proposed at 9
+    assert qv.about_request(c, None, look, 10)  # no request: timing is off
 
 
 def test_a_question_the_model_wrote_is_all_subject():
@@ -176,8 +171,8 @@ def test_a_question_the_model_wrote_is_all_subject():
     labels = [{"label": "postgres"}, {"label": "sqlite"}]
     c = cand(labels, text="Which database do we use?", kind="referent", source="agent.ask")
     assert qv.subject_stems(c, lookup_of({})) == {"database", "postgr", "sqlite"}  # stemmed
-    assert qv.about_request(c, qv.request_stems("the database again"), lookup_of({}))
-    assert not qv.about_request(c, qv.request_stems("which one do we use?"), lookup_of({}))
+    assert qv.about_request(c, qv.request_stems("the database again"), lookup_of({}), 10)
+    assert not qv.about_request(c, qv.request_stems("which one do we use?"), lookup_of({}), 10)
 
 
 # ------------------------------------------------------------------- rank

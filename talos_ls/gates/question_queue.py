@@ -425,7 +425,7 @@ class QuestionQueue:
                     survivors = [
                         c
                         for c in survivors
-                        if question_value.about_request(c, request, lookup)
+                        if question_value.about_request(c, request, lookup, turn)
                         and not question_value.settled_by_request(c, query_cues)
                     ]
                     survivors = question_value.rank(survivors, turn, request, lookup)

@@ -124,7 +124,7 @@ BOILERPLATE = frozenset(
     for w in (
         "use uses used using prefer prefers preferred always never must need needs two both "
         "right wrong which mean means meant say says said note notes conflict conflicts "
-        "confident recall accurate still now open selection refer refers file files"
+        "confident recall accurate still now open selection refer refers file files code"
     ).split()
 )
 # The producers whose questions are a template around their subject (`producers.py`); any
@@ -162,11 +162,19 @@ def subject_stems(candidate: QuestionCandidate, lookup: FactLookup) -> frozenset
 
 
 def about_request(
-    candidate: QuestionCandidate, request: frozenset[str] | None, lookup: FactLookup
+    candidate: QuestionCandidate, request: frozenset[str] | None, lookup: FactLookup, turn: int
 ) -> bool:
-    """The request (with the active document's path) shares a subject word with the
-    candidate: only then is the question relevant now. True without a request."""
-    return request is None or bool(subject_stems(candidate, lookup) & request)
+    """Whether the question is relevant to the request now (True without a request). A
+    reference our resolver found ambiguous is, only when this turn's request made the same
+    reference again (`propose_from_resolution` touched it: `last_seen_turn` is this turn):
+    "the parser tests" (a test file), "the lexer's cache" or "write a parser" share the word
+    and refer to something else. Any other question, when the request (with the active
+    document's path) shares a word of its subject (`subject_stems`)."""
+    if request is None:
+        return True
+    if candidate.source_module == "extraction.resolution":
+        return int(candidate.last_seen_turn) == int(turn)
+    return bool(subject_stems(candidate, lookup) & request)
 
 
 def facts_about_request(facts: Iterable[Fact], request: frozenset[str] | None) -> bool:
