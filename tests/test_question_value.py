@@ -166,6 +166,22 @@ def test_a_referent_is_about_its_words_and_files_and_asked_when_referred_to_agai
     assert qv.about_request(c, None, look, 10)  # no request: timing is off
 
 
+@pytest.mark.parametrize(
+    ("request_text", "about"),
+    [
+        ("the cache returns stale data", False),  # the claim's topic only
+        ("safe mode should skip the plugins", False),  # one word, another sense
+        ("is the cache thread safe?", True),  # what the claim says of it
+        ("make the cache code thread-safe", True),
+    ],
+)
+def test_a_confirmation_is_about_a_request_that_touches_its_claim(request_text, about):
+    look = lookup_of({"k": statement("The cache code is thread-safe")})
+    c = cand(YES_NO, text="Is it still accurate?", kind="confirmation", keys=("k",))
+    assert qv.subject_stems(c, look) == {"cache", "thread", "safe"}  # "code": boilerplate
+    assert qv.about_request(c, qv.request_stems(request_text), look, 10) is about
+
+
 def test_a_question_the_model_wrote_is_all_subject():
     """The model's `ask` has no template: its own words (but the common ones) and labels."""
     labels = [{"label": "postgres"}, {"label": "sqlite"}]

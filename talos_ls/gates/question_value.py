@@ -132,6 +132,7 @@ BOILERPLATE = frozenset(
 TEMPLATED = frozenset(
     ("reconciliation", "context_assembler.confidence_gate", "extraction.resolution")
 )
+CLAIM_WORDS = 2
 _QUOTED = re.compile(r"'([^']{1,200})'|\"([^\"]{1,200})\"")
 
 
@@ -169,12 +170,18 @@ def about_request(
     reference again (`propose_from_resolution` touched it: `last_seen_turn` is this turn):
     "the parser tests" (a test file), "the lexer's cache" or "write a parser" share the word
     and refer to something else. Any other question, when the request (with the active
-    document's path) shares a word of its subject (`subject_stems`)."""
+    document's path) shares a word of its subject (`subject_stems`); a confirmation of a
+    weak claim, CLAIM_WORDS of them: one word ("cache") says the request is about the claim's
+    topic, not that it rests on what the claim says of it ("the cache code is thread-safe"
+    matters to "is the cache thread safe?", not to "the cache returns stale data")."""
     if request is None:
         return True
     if candidate.source_module == "extraction.resolution":
         return int(candidate.last_seen_turn) == int(turn)
-    return bool(subject_stems(candidate, lookup) & request)
+    subject = subject_stems(candidate, lookup)
+    if candidate.kind == "confirmation":  # a claim: its topic and what it says of it
+        return len(subject & request) >= min(CLAIM_WORDS, len(subject))
+    return bool(subject & request)
 
 
 def facts_about_request(facts: Iterable[Fact], request: frozenset[str] | None) -> bool:
