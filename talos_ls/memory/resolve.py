@@ -40,6 +40,7 @@ import json
 import logging
 import posixpath
 import re
+import unicodedata
 from collections.abc import Iterable
 from dataclasses import dataclass
 from urllib.parse import unquote
@@ -296,6 +297,398 @@ def _reference(
     }
 
 
+# ------------------------------------------------------------ names in any language
+# Kana, ideographs, hangul and CJK punctuation: text written without spaces between words.
+_CJK_CHARS = (
+    "\u1100-\u11ff\u3000-\u30ff\u3130-\u318f\u31f0-\u31ff\u3400-\u4dbf\u4e00-\u9fff"
+    "\ua960-\ua97f\uac00-\ud7ff\uf900-\ufaff\U00020000-\U0003ffff"
+)
+_CJK = re.compile(f"[{_CJK_CHARS}]")
+_W = rf"[^\W{_CJK_CHARS}]"  # a letter, digit or _ of a script written with spaces
+_RUN = re.compile(rf"{_W}+(?:[./\\-]{_W}+)*")  # words joined by . / \ -: a path, a file name
+_WORD = re.compile(rf"{_W}+")
+_CAMEL = re.compile(r"[a-z][A-Z]")
+_FILE_SUFFIX = re.compile(r"[A-Za-z0-9]{1,8}")
+_FULLWIDTH = {c: c - 0xFEE0 for c in range(0xFF01, 0xFF5F)}  # ｐａｒｓｅｒ: one char each
+# Words that introduce a noun as "the" does; "l" is French l' (before a vowel).
+_DETERMINERS_EN = frozenset({"the", "that", "this"})
+_DETERMINERS = _DETERMINERS_EN | frozenset(
+    (
+        "der die das den dem des im am vom zum zur beim ins dieser diese dieses diesen diesem "
+        "le la les l du au aux ce cet cette ces "
+        "el los las lo del al este esta estos estas ese esa esos esas"
+    ).split()
+)
+_APOSTROPHES = ("'", "\u2019")
+_MIN_NAME = 2  # a whole word
+_MIN_LOOSE = 4  # a name found by a cognate or an abbreviation
+_MIN_PART = 5  # a name inside a closed compound ("Parsermodul")
+_MIN_REST = 4  # what the compound has besides the name
+# Endings that make a word with a name inside it an English derivative, not a compound.
+_ENGLISH_SUFFIXES = ("less", "able", "ible", "ness", "ment", "like", "wise", "ship", "hood")
+# An agent noun in French or Spanish against the English one: parseur, serveur, compilateur,
+# servidor, compilador -> parser, server, compiler (a doubled last letter: controller).
+_AGENT_WORD = ("ateur", "ador", "edor", "idor", "eur")
+_AGENT_NAME = ("er", "or", "ator")
+# A noun made from a verb (documentation, Dokumentation, configuración, Konfiguration,
+# Authentifizierung): a name it begins with is its short form (docs, config, auth).
+_NOMINAL = ("tion", "sion", "cion", "zion", "ung")
+_SYMBOL_LOOKUPS = 4  # code-shaped words looked up as symbols, per request (each a scan)
+
+
+def _fold(word: str) -> str:
+    """Lowered, accents dropped: "Contrôleur" -> "controleur"."""
+    decomposed = unicodedata.normalize("NFKD", word.casefold())
+    return "".join(ch for ch in decomposed if not unicodedata.combining(ch))
+
+
+def _spellings(key: str) -> tuple[str, ...]:
+    """`key`, and with German spelling taken to the Latin one (k -> c, z before e or i -> c:
+    Konfiguration, Spezifikation)."""
+    latin = re.sub(r"z(?=[ei])", "c", key.replace("k", "c"))
+    return (key,) if latin == key else (key, latin)
+
+
+def _whole(key: str) -> list[str]:
+    keys = [key, key + "s"]
+    if key.endswith("s") and not key.endswith("ss") and len(key) >= 4:
+        keys.append(key[:-1])
+    return keys
+
+
+def _cognates(key: str) -> list[str]:
+    keys: list[str] = []
+    for end in _AGENT_WORD:
+        base = key[: -len(end)]
+        if key.endswith(end) and len(base) >= 3:
+            for stem in (base, base + base[-1]):
+                keys.extend(stem + e for e in _AGENT_NAME)
+            if base.endswith("is"):  # sérialiseur -> serializer
+                keys.extend(base[:-1] + "z" + e for e in _AGENT_NAME)
+    return keys
+
+
+def _abbreviations(key: str) -> list[str]:
+    keys: list[str] = []
+    for spelled in _spellings(key):
+        if spelled.endswith(_NOMINAL):
+            for n in range(len(spelled) - _MIN_REST, 2, -1):  # the longest first
+                keys += [spelled[:n], spelled[:n] + "s"]
+    return keys
+
+
+def _compound_parts(key: str) -> list[str]:
+    """Names a closed compound may begin or end with, the longest first: "parsermodul" ->
+    "parsermo", ..., "parser", "parse"; then "arsermodul", ... A name must leave at least
+    _MIN_REST letters that are not an English derivational suffix ("serverless")."""
+    heads = [
+        key[:n]
+        for n in range(len(key) - _MIN_REST, _MIN_PART - 1, -1)
+        if not key[n:].startswith(_ENGLISH_SUFFIXES)
+    ]
+    tails = [key[n:] for n in range(_MIN_REST, len(key) - _MIN_PART + 1)]
+    return heads + tails
+
+
+@dataclass
+class _Word:
+    """A word of the request that may name something in the workspace, with the names to
+    try for it in order of preference: each group (whole word, cognate, abbreviation,
+    compound part) is tried only when the ones before found nothing."""
+
+    surface: tuple[int, int]
+    groups: list[tuple[list[str], int]]  # the names to try, and the shortest one may find
+    code: str | None = None  # a code-shaped word: also looked up as a symbol
+
+
+# Katakana, read as the English word it spells: each mora a consonant (as English may spell
+# it) and any vowels, the vowels not compared; r and l are one; a long-vowel mark after an
+# a-column mora is the r of -er/-or/-ar (パーサー parser, サーバー server), after another an
+# optional r (ルーター router); a small tsu doubles (nothing to match). So パーサー matches
+# `parser`, キャッシュ `cache`, スケジューラー `scheduler`, インデックス `index`.
+_ROWS = {
+    "": "アイウエオ",
+    "k": "カキクケコ",
+    "g": "ガギグゲゴ",
+    "s": "サシスセソ",
+    "z": "ザジズゼゾ",
+    "t": "タチツテト",
+    "d": "ダヂヅデド",
+    "n": "ナニヌネノ",
+    "h": "ハヒフヘホ",
+    "b": "バビブベボ",
+    "p": "パピプペポ",
+    "m": "マミムメモ",
+    "y": "ヤ ユ ヨ",
+    "r": "ラリルレロ",
+    "w": "ワヰ ヱヲ",
+}
+_KANA = {
+    ch: (c, v) for c, row in _ROWS.items() for ch, v in zip(row, "aiueo", strict=True) if ch != " "
+}
+_KANA.update(
+    {
+        "シ": ("sh", "i"),
+        "チ": ("ch", "i"),
+        "ツ": ("ts", "u"),
+        "フ": ("f", "u"),
+        "ジ": ("j", "i"),
+        "ヂ": ("j", "i"),
+        "ヅ": ("z", "u"),
+        "ヴ": ("v", "u"),
+        "ヲ": ("", "o"),
+        "ン": ("N", ""),
+    }
+)
+_SMALL_VOWEL = dict(zip("ァィゥェォャュョヮ", "aiueoauoa", strict=True))
+_CONSONANT = {
+    "": "",
+    "k": "(?:ck|k|c|q|ch)",
+    "g": "(?:gg|gh|gu|g)",
+    "s": "(?:ss|sc|s|c|z)",
+    "sh": "(?:sch|sh|ch|ss|s|ti|ci)",
+    "z": "(?:zz|z|s)",
+    "j": "(?:dg|j|g|d|z|s)",
+    "t": "(?:tt|th|t)",
+    "ch": "(?:tch|ch|t|c)",
+    "ts": "(?:ts|tz|t|s|z)",
+    "d": "(?:dd|d|th)",
+    "n": "(?:nn|kn|gn|n|m)",
+    "N": "(?:n|m)",
+    "h": "(?:wh|h)",
+    "f": "(?:ff|ph|f)",
+    "b": "(?:bb|b|v)",
+    "v": "(?:v|b)",
+    "p": "(?:pp|p)",
+    "m": "(?:mm|m)",
+    "y": "y?",
+    "r": "(?:rr|ll|r|l)",
+    "w": "(?:wh|w)",
+    "w?": "(?:wh|w)?",
+    "x": "(?:x|(?:ck|k|c|q|ch)[aeiouyw]*(?:ss|sc|s|c|z))",  # クス: index, box
+}
+_OPTIONAL = ("", "y", "w?")
+# The letters English may spell each vowel with (none: the vowel katakana adds after a
+# consonant, テスト for test); any after an a-column mora (data, parser, cache, button).
+_VOWELS = {
+    "a": "[aeiouyw]*",
+    "i": "[eiy]*",
+    "u": "[ouw]*",
+    "e": "[aeiy]*",
+    "o": "[aouw]*",
+    "": "",
+}
+_KATAKANA_RUN = re.compile("[\u30a1-\u30fa\u30fc\u31f0-\u31ff]{3,}")
+_KATAKANA_PARTS = 2  # mandatory consonants a katakana word or part needs, at least
+
+
+def _morae(word: str) -> list[tuple[str, str, int]] | None:
+    """(consonant, vowel, offset) per mora of a katakana word; None for one not read."""
+    morae: list[tuple[str, str, int]] = []
+    for i, ch in enumerate(word):
+        if ch in _KANA:
+            morae.append((*_KANA[ch], i))
+        elif ch == "ー":
+            morae.append(("ー", morae[-1][1] if morae else "", i))
+        elif ch == "ッ":
+            continue
+        elif ch in _SMALL_VOWEL and morae and morae[-1][0] not in ("ー", "N"):
+            c, v, at = morae[-1]
+            if c == "" and v == "u" and ch in "ァィェォ":  # ウィ, ウェ: w
+                c = "w?"
+            morae[-1] = (c, _SMALL_VOWEL[ch], at)
+        else:
+            return None
+    fused: list[tuple[str, str, int]] = []
+    for c, v, at in morae:
+        if c == "s" and fused and fused[-1][0] == "k" and fused[-1][1] == "u":
+            fused[-1] = ("x", v, fused[-1][2])
+        else:
+            fused.append((c, v, at))
+    return fused
+
+
+def _katakana_pattern(morae: list[tuple[str, str, int]]) -> str | None:
+    """The regular expression of the names a run of morae may spell, or None when it has too
+    few consonants to say anything."""
+    parts, mandatory, previous = [], 0, ""
+    for c, v, _ in morae:
+        if c == "ー":
+            parts.append("r" if previous == "a" else "r?")
+            mandatory += previous == "a"
+        else:
+            parts.append(_CONSONANT[c])
+            mandatory += 2 if c == "x" else c not in _OPTIONAL
+        vowels = _VOWELS[v]
+        parts.append(vowels[:-1] + "+" if c == "" and vowels else vowels)  # ア: spelled
+        previous = v
+    if mandatory < _KATAKANA_PARTS:
+        return None
+    if morae[-1][0] not in ("ー", "N") and previous == "a":  # パーサ, サーバ: the -er unwritten
+        parts.append("(?:[aeiouy]*r)?")
+    return "".join(parts) + "[aeiouy]*s?"  # a silent e (cache), a plural
+
+
+def _katakana_words(text: str, free) -> list[tuple[int, int, str, bool]]:
+    """(start, end, pattern, whole) for each katakana run of `text` and each of its parts
+    (a compound such as パーサーモジュール), the whole first."""
+    found = []
+    for match in _KATAKANA_RUN.finditer(text):
+        if not free(*match.span()):
+            continue
+        morae = _morae(match.group())
+        if not morae:
+            continue
+        start, end = match.span()
+        whole = _katakana_pattern(morae)
+        if whole:
+            found.append((start, end, whole, True))
+        for cut in range(1, len(morae)):
+            head, tail = morae[:cut], morae[cut:]
+            at = start + tail[0][2]
+            if at - start < 3 or end - at < 3 or tail[0][0] == "ー":
+                continue
+            for s, e, part in ((start, at, head), (at, end, tail)):
+                pattern = _katakana_pattern(part)
+                if pattern:
+                    found.append((s, e, pattern, False))
+    return found
+
+
+def _words(text: str, cjk: bool, free) -> tuple[list[_Word], list[tuple[int, int, str]]]:
+    """The words of `text` (in scripts written with spaces) that may name something in the
+    workspace, and the file names it mentions ((start, end, lowered name): `parser.py`)."""
+    words: list[_Word] = []
+    files: list[tuple[int, int, str]] = []
+    previous, previous_end = "", -1
+    for run in _RUN.finditer(text):
+        start, end = run.span()
+        raw = run.group()
+        gap = text[previous_end:start] if previous_end >= 0 else ""
+        determiner = previous in _DETERMINERS and (
+            (gap.isspace() and "\n" not in gap) or (previous == "l" and gap in _APOSTROPHES)
+        )
+        english = previous in _DETERMINERS_EN
+        det_start = previous_end - len(previous)
+        previous, previous_end = raw.lower(), end
+        if "/" in raw or "\\" in raw or not free(start, end):
+            continue  # a path: the evidence rule reads it; or a reference found already
+        if "." in raw:
+            head, _, suffix = raw.rpartition(".")
+            if _FILE_SUFFIX.fullmatch(suffix) and any(ch.isalpha() for ch in head):
+                files.append((start, end, raw.lower()))
+            continue  # a file name, or a dotted name (the evidence rule reads it)
+        parts = list(_WORD.finditer(raw))
+        backticked = text[start - 1 : start] == "`"
+        for part in parts:
+            word = part.group()
+            code = "_" in word or _CAMEL.search(word) is not None or backticked
+            capital = word[:1].isupper()
+            if not (cjk or determiner or code or capital):
+                continue  # a bare word in a sentence with spaces: English prose, mostly
+            key = _fold(word)
+            if key in _GENERIC or len(key) < _MIN_NAME or key.isdigit():
+                continue
+            groups: list[tuple[list[str], int]] = []
+            if cjk or determiner or code:
+                whole = [k for spelled in _spellings(key) for k in _whole(spelled)]
+                groups.append((whole, _MIN_NAME))
+            groups += [(_cognates(key), _MIN_LOOSE), (_abbreviations(key), _MIN_LOOSE)]
+            if cjk or capital or (determiner and not english):
+                groups.append((_compound_parts(key), _MIN_PART))
+            s, e = start + part.start(), start + part.end()
+            if determiner and len(parts) == 1:
+                s = det_start  # "den Parser", "le parseur": as "the parser"
+            words.append(_Word((s, e), groups, word if code else None))
+    return words, files
+
+
+def _sorted(where: Iterable[str]) -> list[str]:
+    """Files, then directories, each sorted."""
+    return sorted(set(where), key=lambda rel: (rel.endswith("/"), rel))
+
+
+def _named_in_any_language(
+    text: str, index: WorkspaceIndex, taken: list[tuple[int, int]]
+) -> tuple[list[tuple[int, int, list[str]]], bool]:
+    """(start, end, candidates) for each name of the workspace that `text` mentions outside
+    the spans `taken`, in any of the forms the module docstring lists; and whether anything
+    was looked up."""
+    text = text.translate(_FULLWIDTH)  # the same length: offsets hold
+
+    def free(start: int, end: int) -> bool:
+        return not any(s < end and start < e for s, e in taken)
+
+    cjk = _CJK.search(text) is not None
+    words, files = _words(text, cjk, free)
+    katakana = _katakana_words(text, free) if cjk else []
+    if not (words or files or katakana):
+        return [], False
+    keys = [k for w in words for group, _ in w.groups for k in group]
+    names = index.match_names([*keys, *(split_name(name)[0] for *_, name in files)])
+    found: list[tuple[int, int, list[str]]] = []
+    for start, end, name in files:
+        where = [
+            r for r in names.get(split_name(name)[0], ()) if r.rpartition("/")[2].lower() == name
+        ]
+        if where:
+            found.append((start, end, where))
+    symbols = _SYMBOL_LOOKUPS
+    for word in words:
+        where = []
+        for n, (group, minimum) in enumerate(word.groups):
+            hits = [
+                names[k] for k in group if k in names and len(k) >= minimum and k not in _GENERIC
+            ]
+            if hits:  # a whole word: all its forms (parser, parsers); else the longest name
+                where = [
+                    r
+                    for hit in (hits if n == 0 and minimum == _MIN_NAME else hits[:1])
+                    for r in hit
+                ]
+                break
+        if not where and word.code and symbols:
+            symbols -= 1
+            where = index.match_symbol(word.code)
+        if where:
+            found.append((*word.surface, _sorted(where)))
+    found += _katakana_found(katakana, index)
+    return found, True
+
+
+def _katakana_found(
+    words: list[tuple[int, int, str, bool]], index: WorkspaceIndex
+) -> list[tuple[int, int, list[str]]]:
+    """The katakana words (whole runs first, then the parts of a run no name matched whole)
+    as (start, end, candidates); one search of the names per pass."""
+    if not words:
+        return []
+    matched: dict[tuple[int, int], list[str]] = {}
+    for wholes in (True, False):
+        todo = [
+            (s, e, p)
+            for s, e, p, whole in words
+            if whole == wholes and (wholes or not any(a <= s and e <= b for a, b in matched))
+        ]
+        if not todo:
+            continue
+        combined = re.compile("\n(?:" + "|".join(f"(?:{p})" for *_, p in todo) + ")(?=\n)")
+        names = [n for n in index.names_matching(combined) if len(n) >= 3 and n not in _GENERIC]
+        for s, e, p in todo:
+            hits = [n for n in names if re.fullmatch(p, n)]
+            if hits:
+                matched.setdefault((s, e), []).extend(hits)
+    chosen: list[tuple[int, int]] = []
+    for span in sorted(matched, key=lambda se: (se[0] - se[1], se[0])):  # the longest first
+        if not any(s < span[1] and span[0] < e for s, e in chosen):
+            chosen.append(span)
+    where = index.match_names([n for span in chosen for n in matched[span]])
+    return [
+        (s, e, _sorted(r for n in matched[(s, e)] for r in where.get(n, ())))
+        for s, e in sorted(chosen)
+    ]
+
+
 def resolve(
     agent_id: str, turn: int, text: str, index: WorkspaceIndex, evidence: Evidence | None = None
 ) -> ResolutionRecord:
@@ -315,21 +708,31 @@ def resolve(
             except Exception:  # odd evidence must not cost the turn: ask instead
                 logger.exception("the editor evidence could not be weighed")
         refs.append(_reference(surface, start, end, candidates, weighed))
+        taken.append((start, end))
+        seen.add(frozenset(candidates))
 
+    seen: set[frozenset[str]] = set()  # what each reference found could mean
     for match in _CALL.finditer(text):
         looked = True
         candidates = index.match_symbol(match.group(1))
         if candidates:
             add(match.group(0), match.start(), match.end(), candidates)
-            taken.append(match.span())
+    calls = list(taken)
     for match in _DEFINITE.finditer(text):
         noun, hint = match.group(1), (match.group(2) or "").lower() or None
-        if noun.lower() in _GENERIC or any(s < match.end() and match.start() < e for s, e in taken):
+        if noun.lower() in _GENERIC or any(s < match.end() and match.start() < e for s, e in calls):
             continue
         looked = True
         candidates = index.match_noun(noun, hint)
         if candidates:
             add(match.group(0), match.start(), match.end(), candidates)
+    # The workspace's names wherever else they occur, in any language (see the docstring); a
+    # mention that could mean exactly what one found already means is the same reference.
+    named, searched = _named_in_any_language(text, index, taken)
+    looked = looked or searched
+    for start, end, candidates in named:
+        if frozenset(candidates) not in seen:
+            add(text[start:end], start, end, candidates)
     refs.sort(key=lambda r: r["start"])
     worst = max((_STATUS_ORDER.index(r["status"]) for r in refs), default=0)
     digest = hashlib.sha1(f"{agent_id}\0{turn}\0{text}".encode()).hexdigest()[:16]
