@@ -279,9 +279,9 @@ class WorkspaceIndex:
         self._stems: dict[str, _Files] = {}  # lowered stem -> files
         self._chunks: dict[str, _Chunk] = {}  # directory -> its source files and their names
         self._stem_text: str | None = None  # "\n"-joined stems, for substring lookups
-        # Lowered directory name -> the directories of that name (those holding an indexed
-        # file, and their parents), and their "\n"-joined names: built on the first lookup
-        # after the listing changed.
+        self._walked: tuple[str, ...] = ()  # the directories walked, as last published
+        # Lowered directory name -> the directories of that name, and their "\n"-joined
+        # names: built from `_walked` on the first lookup after the listing changed.
         self._dir_names: dict[str, list[str]] | None = None
         self._dir_text = ""
         # The writer's own state.
@@ -386,19 +386,12 @@ class WorkspaceIndex:
         return list(found)
 
     def _dirs_by_name(self) -> dict[str, list[str]]:
-        """`_dir_names`, built from the sorted paths if the listing changed since (a pass over
-        the paths, each directory's parents walked once)."""
+        """`_dir_names`, built again from the directories walked if the listing changed."""
         if self._dir_names is None:
             names: dict[str, list[str]] = {}
-            seen: set[str] = set()
-            for rel in self._paths:
-                d = rel.rpartition("/")[0]
-                while d and d not in seen:
-                    seen.add(d)
+            for d in sorted(self._walked):
+                if d:  # not the root
                     names.setdefault(d.rpartition("/")[2].lower(), []).append(d)
-                    d = d.rpartition("/")[0]
-            for same in names.values():
-                same.sort()
             self._dir_names = names
             self._dir_text = "\n" + "\n".join(names) + "\n"
         return self._dir_names
@@ -509,6 +502,7 @@ class WorkspaceIndex:
             with self._lock:
                 self._paths, self._stems, self._chunks = paths, stems, chunks
                 self._stem_text = self._dir_names = None
+                self._walked = tuple(dirs)
             self._dirs, self._ignores = set(dirs), ignores
             self.ready.set()
             self._wake()
@@ -575,6 +569,7 @@ class WorkspaceIndex:
         with self._lock:
             self._paths, self._stems, self._chunks = paths, stems, chunks
             self._stem_text = self._dir_names = None
+            self._walked = tuple(dirs)
         self._dirs, self._ignores = set(dirs), ignores
 
     def _read_pending(self, order: list[str]) -> None:
@@ -802,7 +797,7 @@ class WorkspaceIndex:
             paths = sorted([rel for rel in self._paths if rel not in gone] + new)
         with self._lock:
             if removed or new:
-                self._dir_names = None
+                self._dir_names, self._walked = None, tuple(self._dirs)
             for rel in removed:
                 self._unlink(rel)
             for rel in new:

@@ -89,7 +89,14 @@ _EVIDENCE_TEXT_CHARS = 20_000  # of a selection or a diagnostic: past this, igno
 _EVIDENCE_ITEMS = 50  # diagnostics and touched files looked at
 _PATH_MAX = 4096  # a longer token is no path
 _DOTTED_MAX = 32  # nor a dotted name with more parts
-_TOKEN = re.compile(r"[^\s'\"`()<>\[\]{},;|=]+")
+# Kana, ideographs, hangul and CJK punctuation: text written without spaces between words.
+_CJK_CHARS = (
+    "\u1100-\u11ff\u3000-\u30ff\u3130-\u318f\u31f0-\u31ff\u3400-\u4dbf\u4e00-\u9fff"
+    "\ua960-\ua97f\uac00-\ud7ff\uf900-\ufaff\U00020000-\U0003ffff"
+)
+# A path or a dotted name as prose holds one, up to a space, a quote, a bracket, or text
+# without spaces ("tools/parser.pyのバグ").
+_TOKEN = re.compile(f"[^\\s'\"`()<>\\[\\]{{}},;|={_CJK_CHARS}]+")
 _SYMBOL_CANDIDATE = re.compile(r"([A-Za-z_][A-Za-z0-9_]*) in (.+)")
 
 
@@ -298,11 +305,6 @@ def _reference(
 
 
 # ------------------------------------------------------------ names in any language
-# Kana, ideographs, hangul and CJK punctuation: text written without spaces between words.
-_CJK_CHARS = (
-    "\u1100-\u11ff\u3000-\u30ff\u3130-\u318f\u31f0-\u31ff\u3400-\u4dbf\u4e00-\u9fff"
-    "\ua960-\ua97f\uac00-\ud7ff\uf900-\ufaff\U00020000-\U0003ffff"
-)
 _CJK = re.compile(f"[{_CJK_CHARS}]")
 _W = rf"[^\W{_CJK_CHARS}]"  # a letter, digit or _ of a script written with spaces
 _RUN = re.compile(rf"{_W}+(?:[./\\-]{_W}+)*")  # words joined by . / \ -: a path, a file name
@@ -336,6 +338,10 @@ _NOMINAL = ("tion", "sion", "cion", "zion", "ung")
 _SYMBOL_LOOKUPS = 4  # code-shaped words looked up as symbols, per request (each a scan)
 
 
+def _generic(name: str) -> bool:
+    return name in _GENERIC or (name.endswith("s") and name[:-1] in _GENERIC)
+
+
 def _fold(word: str) -> str:
     """Lowered, accents dropped: "Contrôleur" -> "controleur"."""
     decomposed = unicodedata.normalize("NFKD", word.casefold())
@@ -350,10 +356,7 @@ def _spellings(key: str) -> tuple[str, ...]:
 
 
 def _whole(key: str) -> list[str]:
-    keys = [key, key + "s"]
-    if key.endswith("s") and not key.endswith("ss") and len(key) >= 4:
-        keys.append(key[:-1])
-    return keys
+    return [key, key + "s"]  # as "the X": the noun or its plural
 
 
 def _cognates(key: str) -> list[str]:
@@ -369,10 +372,12 @@ def _cognates(key: str) -> list[str]:
 
 
 def _abbreviations(key: str) -> list[str]:
+    """Short forms of a noun made from a verb: its beginnings of three letters up to half of
+    it, the shortest first (documentation: doc, docs, docu, ...; not document)."""
     keys: list[str] = []
     for spelled in _spellings(key):
         if spelled.endswith(_NOMINAL):
-            for n in range(len(spelled) - _MIN_REST, 2, -1):  # the longest first
+            for n in range(3, len(spelled) // 2 + 1):
                 keys += [spelled[:n], spelled[:n] + "s"]
     return keys
 
@@ -402,10 +407,11 @@ class _Word:
 
 
 # Katakana, read as the English word it spells: each mora a consonant (as English may spell
-# it) and any vowels, the vowels not compared; r and l are one; a long-vowel mark after an
-# a-column mora is the r of -er/-or/-ar (パーサー parser, サーバー server), after another an
-# optional r (ルーター router); a small tsu doubles (nothing to match). So パーサー matches
-# `parser`, キャッシュ `cache`, スケジューラー `scheduler`, インデックス `index`.
+# it) and a vowel (as English may spell it, and absent where katakana adds one of its own
+# after a consonant: テスト for test); r and l are one; a long-vowel mark after an a-column mora
+# is the r of -er/-or/-ar (パーサー parser, サーバー server), after another an optional r
+# (ルーター router); a small tsu doubles (nothing to match). So パーサー matches `parser`,
+# キャッシュ `cache`, スケジューラー `scheduler`, インデックス `index`, and not `parse`.
 _ROWS = {
     "": "アイウエオ",
     "k": "カキクケコ",
@@ -443,17 +449,17 @@ _KANA.update(
 _SMALL_VOWEL = dict(zip("ァィゥェォャュョヮ", "aiueoauoa", strict=True))
 _CONSONANT = {
     "": "",
-    "k": "(?:ck|k|c|q|ch)",
+    "k": "(?:ck|k|c(?![eiy])|q|ch)",
     "g": "(?:gg|gh|gu|g)",
-    "s": "(?:ss|sc|s|c|z)",
-    "sh": "(?:sch|sh|ch|ss|s|ti|ci)",
+    "s": "(?:ss|sc(?=[eiy])|s|c(?=[eiy])|z)",
+    "sh": "(?:sch|sh|ch|ssi|ss|si|ti|ci)",
     "z": "(?:zz|z|s)",
-    "j": "(?:dg|j|g|d|z|s)",
+    "j": "(?:dg|j|g(?=[eiy])|d|z)",
     "t": "(?:tt|th|t)",
     "ch": "(?:tch|ch|t|c)",
     "ts": "(?:ts|tz|t|s|z)",
     "d": "(?:dd|d|th)",
-    "n": "(?:nn|kn|gn|n|m)",
+    "n": "(?:nn|kn|gn|n)",
     "N": "(?:n|m)",
     "h": "(?:wh|h)",
     "f": "(?:ff|ph|f)",
@@ -465,21 +471,27 @@ _CONSONANT = {
     "r": "(?:rr|ll|r|l)",
     "w": "(?:wh|w)",
     "w?": "(?:wh|w)?",
-    "x": "(?:x|(?:ck|k|c|q|ch)[aeiouyw]*(?:ss|sc|s|c|z))",  # クス: index, box
+    "x": "(?:x|(?:ck|k|c|q)[ouwe]*(?:ss|s))",  # クス: index, box
 }
 _OPTIONAL = ("", "y", "w?")
-# The letters English may spell each vowel with (none: the vowel katakana adds after a
-# consonant, テスト for test); any after an a-column mora (data, parser, cache, button).
-_VOWELS = {
+# The letters English may spell each vowel with: at least one, or (_OPTIONAL_VOWEL) none
+# where the vowel may be katakana's own (テスト test, エッジ edge, コード code) or goes with the
+# one before (クライアント client).
+_VOWEL = {"a": "[aeiouyw]+", "i": "[iey]+", "u": "[ouw]+", "e": "[ae][aeiy]*", "o": "[aouw]+"}
+_OPTIONAL_VOWEL = {
     "a": "[aeiouyw]*",
-    "i": "[eiy]*",
+    "i": "[iey]*",
     "u": "[ouw]*",
-    "e": "[aeiy]*",
+    "e": "(?:[ae][aeiy]*)?",
     "o": "[aouw]*",
-    "": "",
 }
-_KATAKANA_RUN = re.compile("[\u30a1-\u30fa\u30fc\u31f0-\u31ff]{3,}")
-_KATAKANA_PARTS = 2  # mandatory consonants a katakana word or part needs, at least
+# A diphthong's second vowel may go with the first (ライ ly, ディア dia).
+_DIPHTHONGS = frozenset({"ai", "ei", "oi", "au", "ou", "ia", "ie", "io"})
+_OWN_VOWEL = {"o": ("t", "d"), "i": ("sh", "ch", "j", "ts")}  # and u after any consonant
+_KATAKANA_RUN = re.compile("[\u30a1-\u30fa\u30fc\u31f0-\u31ff]{3,}")  # ・ separates
+# The consonants a katakana word needs, at least (エラー error has two: r and the -er), and
+# a part of one (a compound such as パーサーモジュール: parts are more often short words).
+_KATAKANA_WHOLE, _KATAKANA_PART = 2, 3
 
 
 def _morae(word: str) -> list[tuple[str, str, int]] | None:
@@ -508,51 +520,63 @@ def _morae(word: str) -> list[tuple[str, str, int]] | None:
     return fused
 
 
-def _katakana_pattern(morae: list[tuple[str, str, int]]) -> str | None:
-    """The regular expression of the names a run of morae may spell, or None when it has too
-    few consonants to say anything."""
+def _katakana_pattern(morae: list[tuple[str, str, int]], least: int) -> str | None:
+    """The regular expression of the names a run of morae may spell, or None when it has
+    fewer than `least` consonants (too few to say anything)."""
     parts, mandatory, previous = [], 0, ""
     for c, v, _ in morae:
-        if c == "ー":
+        if c == "ー":  # the vowel before it, longer: no letter of its own, or an r
             parts.append("r" if previous == "a" else "r?")
             mandatory += previous == "a"
-        else:
-            parts.append(_CONSONANT[c])
-            mandatory += 2 if c == "x" else c not in _OPTIONAL
-        vowels = _VOWELS[v]
-        parts.append(vowels[:-1] + "+" if c == "" and vowels else vowels)  # ア: spelled
-        previous = v
-    if mandatory < _KATAKANA_PARTS:
+            continue
+        parts.append(_CONSONANT[c])
+        mandatory += 2 if c == "x" else c not in _OPTIONAL
+        if v:
+            own = (v == "u" and c not in _OPTIONAL) or c in _OWN_VOWEL.get(v, ())
+            if own or (c == "" and previous + v in _DIPHTHONGS):
+                parts.append(_OPTIONAL_VOWEL[v])
+            else:
+                parts.append(_VOWEL[v])
+        previous = "N" if c == "N" else v
+    if mandatory < least:
         return None
     if morae[-1][0] not in ("ー", "N") and previous == "a":  # パーサ, サーバ: the -er unwritten
         parts.append("(?:[aeiouy]*r)?")
     return "".join(parts) + "[aeiouy]*s?"  # a silent e (cache), a plural
 
 
-def _katakana_words(text: str, free) -> list[tuple[int, int, str, bool]]:
-    """(start, end, pattern, whole) for each katakana run of `text` and each of its parts
-    (a compound such as パーサーモジュール), the whole first."""
-    found = []
+_Run = tuple[int, int, list[tuple[str, str, int]]]  # start, end, morae
+
+
+def _katakana_runs(text: str, free) -> list[_Run]:
+    """Each katakana run of `text` that can be read."""
+    runs = []
     for match in _KATAKANA_RUN.finditer(text):
-        if not free(*match.span()):
+        morae = _morae(match.group()) if free(*match.span()) else None
+        if morae:
+            runs.append((*match.span(), morae))
+    return runs
+
+
+def _katakana_tries(
+    start: int, end: int, morae: list[tuple[str, str, int]], tier: int
+) -> list[tuple[int, int, str]]:
+    """(start, end, pattern) to try for a run at a tier: 0 the whole word, 1 each part of a
+    compound (パーサーモジュール), both parts 3+ characters."""
+    if tier == 0:
+        pattern = _katakana_pattern(morae, _KATAKANA_WHOLE)
+        return [(start, end, pattern)] if pattern else []
+    tries = []
+    for cut in range(1, len(morae)):
+        head, tail = morae[:cut], morae[cut:]
+        at = start + tail[0][2]
+        if at - start < 3 or end - at < 3 or tail[0][0] == "ー":
             continue
-        morae = _morae(match.group())
-        if not morae:
-            continue
-        start, end = match.span()
-        whole = _katakana_pattern(morae)
-        if whole:
-            found.append((start, end, whole, True))
-        for cut in range(1, len(morae)):
-            head, tail = morae[:cut], morae[cut:]
-            at = start + tail[0][2]
-            if at - start < 3 or end - at < 3 or tail[0][0] == "ー":
-                continue
-            for s, e, part in ((start, at, head), (at, end, tail)):
-                pattern = _katakana_pattern(part)
-                if pattern:
-                    found.append((s, e, pattern, False))
-    return found
+        for s, e, part in ((start, at, head), (at, end, tail)):
+            pattern = _katakana_pattern(part, _KATAKANA_PART)
+            if pattern:
+                tries.append((s, e, pattern))
+    return tries
 
 
 def _words(text: str, cjk: bool, free) -> tuple[list[_Word], list[tuple[int, int, str]]]:
@@ -573,11 +597,12 @@ def _words(text: str, cjk: bool, free) -> tuple[list[_Word], list[tuple[int, int
         previous, previous_end = raw.lower(), end
         if "/" in raw or "\\" in raw or not free(start, end):
             continue  # a path: the evidence rule reads it; or a reference found already
-        if "." in raw:
+        if "." in raw:  # a file name, or a dotted name (the evidence rule reads it)
             head, _, suffix = raw.rpartition(".")
-            if _FILE_SUFFIX.fullmatch(suffix) and any(ch.isalpha() for ch in head):
-                files.append((start, end, raw.lower()))
-            continue  # a file name, or a dotted name (the evidence rule reads it)
+            named = _FILE_SUFFIX.fullmatch(suffix) and any(ch.isalpha() for ch in head)
+            if named and (cjk or determiner):
+                files.append((det_start if determiner else start, end, raw.lower()))
+            continue
         parts = list(_WORD.finditer(raw))
         backticked = text[start - 1 : start] == "`"
         for part in parts:
@@ -587,15 +612,16 @@ def _words(text: str, cjk: bool, free) -> tuple[list[_Word], list[tuple[int, int
             if not (cjk or determiner or code or capital):
                 continue  # a bare word in a sentence with spaces: English prose, mostly
             key = _fold(word)
-            if key in _GENERIC or len(key) < _MIN_NAME or key.isdigit():
+            if _generic(key) or len(key) < _MIN_NAME or key.isdigit():
                 continue
             groups: list[tuple[list[str], int]] = []
             if cjk or determiner or code:
                 whole = [k for spelled in _spellings(key) for k in _whole(spelled)]
                 groups.append((whole, _MIN_NAME))
-            groups += [(_cognates(key), _MIN_LOOSE), (_abbreviations(key), _MIN_LOOSE)]
-            if cjk or capital or (determiner and not english):
-                groups.append((_compound_parts(key), _MIN_PART))
+            if not code:  # an identifier is a name as it is: ParserError is no compound
+                groups += [(_cognates(key), _MIN_LOOSE), (_abbreviations(key), _MIN_LOOSE)]
+                if cjk or capital or (determiner and not english):
+                    groups.append((_compound_parts(key), _MIN_PART))
             s, e = start + part.start(), start + part.end()
             if determiner and len(parts) == 1:
                 s = det_start  # "den Parser", "le parseur": as "the parser"
@@ -609,11 +635,12 @@ def _sorted(where: Iterable[str]) -> list[str]:
 
 
 def _named_in_any_language(
-    text: str, index: WorkspaceIndex, taken: list[tuple[int, int]]
+    text: str, index: WorkspaceIndex, taken: list[tuple[int, int]], symbols: set[str]
 ) -> tuple[list[tuple[int, int, list[str]]], bool]:
     """(start, end, candidates) for each name of the workspace that `text` mentions outside
-    the spans `taken`, in any of the forms the module docstring lists; and whether anything
-    was looked up."""
+    the spans `taken`, in any of the forms the module docstring lists (a code-shaped word is
+    looked up as a symbol unless it is in `symbols`: a scan of every file's names); and
+    whether anything was looked up."""
     text = text.translate(_FULLWIDTH)  # the same length: offsets hold
 
     def free(start: int, end: int) -> bool:
@@ -621,7 +648,7 @@ def _named_in_any_language(
 
     cjk = _CJK.search(text) is not None
     words, files = _words(text, cjk, free)
-    katakana = _katakana_words(text, free) if cjk else []
+    katakana = _katakana_runs(text, free) if cjk else []
     if not (words or files or katakana):
         return [], False
     keys = [k for w in words for group, _ in w.groups for k in group]
@@ -633,13 +660,12 @@ def _named_in_any_language(
         ]
         if where:
             found.append((start, end, where))
-    symbols = _SYMBOL_LOOKUPS
+    symbols = set(symbols)
+    budget = len(symbols) + _SYMBOL_LOOKUPS
     for word in words:
         where = []
         for n, (group, minimum) in enumerate(word.groups):
-            hits = [
-                names[k] for k in group if k in names and len(k) >= minimum and k not in _GENERIC
-            ]
+            hits = [names[k] for k in group if k in names and len(k) >= minimum and not _generic(k)]
             if hits:  # a whole word: all its forms (parser, parsers); else the longest name
                 where = [
                     r
@@ -647,8 +673,8 @@ def _named_in_any_language(
                     for r in hit
                 ]
                 break
-        if not where and word.code and symbols:
-            symbols -= 1
+        if not where and word.code and word.code not in symbols and len(symbols) < budget:
+            symbols.add(word.code)
             where = index.match_symbol(word.code)
         if where:
             found.append((*word.surface, _sorted(where)))
@@ -656,35 +682,30 @@ def _named_in_any_language(
     return found, True
 
 
-def _katakana_found(
-    words: list[tuple[int, int, str, bool]], index: WorkspaceIndex
-) -> list[tuple[int, int, list[str]]]:
-    """The katakana words (whole runs first, then the parts of a run no name matched whole)
-    as (start, end, candidates); one search of the names per pass."""
-    if not words:
-        return []
+def _katakana_found(runs: list[_Run], index: WorkspaceIndex) -> list[tuple[int, int, list[str]]]:
+    """(start, end, candidates) for the katakana runs that spell names of the workspace: a
+    run is read whole, then in parts if no name matched it whole (one search of the names
+    each); of a run's parts, the longest that matched are taken."""
     matched: dict[tuple[int, int], list[str]] = {}
-    for wholes in (True, False):
-        todo = [
-            (s, e, p)
-            for s, e, p, whole in words
-            if whole == wholes and (wholes or not any(a <= s and e <= b for a, b in matched))
-        ]
-        if not todo:
+    todo = runs
+    for tier in range(2):
+        tries = [t for s, e, m in todo for t in _katakana_tries(s, e, m, tier)]
+        if not tries:
             continue
-        combined = re.compile("\n(?:" + "|".join(f"(?:{p})" for *_, p in todo) + ")(?=\n)")
-        names = [n for n in index.names_matching(combined) if len(n) >= 3 and n not in _GENERIC]
-        for s, e, p in todo:
-            hits = [n for n in names if re.fullmatch(p, n)]
-            if hits:
-                matched.setdefault((s, e), []).extend(hits)
+        combined = re.compile("\n(?:" + "|".join(f"(?:{p})" for *_, p in tries) + ")(?=\n)")
+        names = [n for n in index.names_matching(combined) if len(n) >= 3 and not _generic(n)]
+        for s, e, pattern in tries:
+            for name in names:
+                if re.fullmatch(pattern, name):
+                    matched.setdefault((s, e), []).append(name)
+        todo = [(s, e, m) for s, e, m in todo if not any(s <= a < e for a, _ in matched)]
     chosen: list[tuple[int, int]] = []
     for span in sorted(matched, key=lambda se: (se[0] - se[1], se[0])):  # the longest first
         if not any(s < span[1] and span[0] < e for s, e in chosen):
             chosen.append(span)
     where = index.match_names([n for span in chosen for n in matched[span]])
     return [
-        (s, e, _sorted(r for n in matched[(s, e)] for r in where.get(n, ())))
+        (s, e, _sorted(r for n in dict.fromkeys(matched[(s, e)]) for r in where.get(n, ())))
         for s, e in sorted(chosen)
     ]
 
@@ -712,8 +733,10 @@ def resolve(
         seen.add(frozenset(candidates))
 
     seen: set[frozenset[str]] = set()  # what each reference found could mean
+    symbols: set[str] = set()  # names looked up as symbols already
     for match in _CALL.finditer(text):
         looked = True
+        symbols.add(match.group(1))
         candidates = index.match_symbol(match.group(1))
         if candidates:
             add(match.group(0), match.start(), match.end(), candidates)
@@ -723,12 +746,13 @@ def resolve(
         if noun.lower() in _GENERIC or any(s < match.end() and match.start() < e for s, e in calls):
             continue
         looked = True
+        symbols.add(noun)
         candidates = index.match_noun(noun, hint)
         if candidates:
             add(match.group(0), match.start(), match.end(), candidates)
     # The workspace's names wherever else they occur, in any language (see the docstring); a
     # mention that could mean exactly what one found already means is the same reference.
-    named, searched = _named_in_any_language(text, index, taken)
+    named, searched = _named_in_any_language(text, index, taken, symbols)
     looked = looked or searched
     for start, end, candidates in named:
         if frozenset(candidates) not in seen:
