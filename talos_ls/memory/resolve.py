@@ -326,8 +326,15 @@ _MIN_NAME = 2  # a whole word
 _MIN_LOOSE = 4  # a name found by a cognate or an abbreviation
 _MIN_PART = 5  # a name inside a closed compound ("Parsermodul")
 _MIN_REST = 4  # what the compound has besides the name
-# Endings that make a word with a name inside it an English derivative, not a compound.
-_ENGLISH_SUFFIXES = ("less", "able", "ible", "ness", "ment", "like", "wise", "ship", "hood")
+# What a word has besides a name when it is a derivative, not a compound: serverless,
+# documentation (not document + ation), Konfigurierung.
+_DERIVING = ("less", "able", "ible", "ably", "ness", "ment", "like", "wise", "ship", "hood")
+_DERIVATIONS = frozenset(
+    (
+        "ation ition ution ion ions ing ings ung ungen ierung acion icion ity ities itat ism "
+        "ismus ist ists ive ively ize ise"
+    ).split()
+)
 # An agent noun in French or Spanish against the English one: parseur, serveur, compilateur,
 # servidor, compilador -> parser, server, compiler (a doubled last letter: controller).
 _AGENT_WORD = ("ateur", "ador", "edor", "idor", "eur")
@@ -385,11 +392,11 @@ def _abbreviations(key: str) -> list[str]:
 def _compound_parts(key: str) -> list[str]:
     """Names a closed compound may begin or end with, the longest first: "parsermodul" ->
     "parsermo", ..., "parser", "parse"; then "arsermodul", ... A name must leave at least
-    _MIN_REST letters that are not an English derivational suffix ("serverless")."""
+    _MIN_REST letters that are not a derivational ending ("serverless", "documentation")."""
     heads = [
         key[:n]
         for n in range(len(key) - _MIN_REST, _MIN_PART - 1, -1)
-        if not key[n:].startswith(_ENGLISH_SUFFIXES)
+        if key[n:] not in _DERIVATIONS and not key[n:].startswith(_DERIVING)
     ]
     tails = [key[n:] for n in range(_MIN_REST, len(key) - _MIN_PART + 1)]
     return heads + tails
@@ -456,7 +463,7 @@ _CONSONANT = {
     "z": "(?:zz|z|s)",
     "j": "(?:dg|j|g(?=[eiy])|d|z)",
     "t": "(?:tt|th|t)",
-    "ch": "(?:tch|ch|t|c)",
+    "ch": "(?:tch|ch|t(?=u))",
     "ts": "(?:ts|tz|t|s|z)",
     "d": "(?:dd|d|th)",
     "n": "(?:nn|kn|gn|n)",
@@ -468,7 +475,7 @@ _CONSONANT = {
     "p": "(?:pp|p)",
     "m": "(?:mm|m)",
     "y": "y?",
-    "r": "(?:rr|ll|r|l)",
+    "r": "(?:rr|ll|wr|r|l)",
     "w": "(?:wh|w)",
     "w?": "(?:wh|w)?",
     "x": "(?:x|(?:ck|k|c|q)[ouwe]*(?:ss|s))",  # クス: index, box
@@ -476,17 +483,29 @@ _CONSONANT = {
 _OPTIONAL = ("", "y", "w?")
 # The letters English may spell each vowel with: at least one, or (_OPTIONAL_VOWEL) none
 # where the vowel may be katakana's own (テスト test, エッジ edge, コード code) or goes with the
-# one before (クライアント client).
-_VOWEL = {"a": "[aeiouyw]+", "i": "[iey]+", "u": "[ouw]+", "e": "[ae][aeiy]*", "o": "[aouw]+"}
+# one before (メディア media).
+_VOWEL = {
+    "a": "[aeiouyw]+",
+    "i": "(?:ui|[iey]+)",
+    "u": "(?:oo|ou|ew|u|w)",
+    "e": "[ae][aeiy]*",
+    "o": "[aouw]+",
+}
 _OPTIONAL_VOWEL = {
     "a": "[aeiouyw]*",
-    "i": "[iey]*",
-    "u": "[ouw]*",
+    "i": "(?:ui|[iey]*)",
+    "u": "(?:oo|ou|ew|u|w)?",
     "e": "(?:[ae][aeiy]*)?",
     "o": "[aouw]*",
 }
-# A diphthong's second vowel may go with the first (ライ ly, ディア dia).
-_DIPHTHONGS = frozenset({"ai", "ei", "oi", "au", "ou", "ia", "ie", "io"})
+# Two vowels English writes as one sound: how (ライ ly, クライアント client, メイン main).
+_DIPHTHONGS = {
+    "ai": "(?:igh|ie|ai|ay|ei|ey|i|y)",
+    "ei": "(?:ai|ay|ei|ey|a|e)",
+    "oi": "(?:oi|oy)",
+    "au": "(?:ou|ow|au|aw)",
+    "ou": "(?:ou|ow|oa|o)",
+}
 _OWN_VOWEL = {"o": ("t", "d"), "i": ("sh", "ch", "j", "ts")}  # and u after any consonant
 _KATAKANA_RUN = re.compile("[\u30a1-\u30fa\u30fc\u31f0-\u31ff]{3,}")  # ・ separates
 # The consonants a katakana word needs, at least (エラー error has two: r and the -er), and
@@ -524,19 +543,25 @@ def _katakana_pattern(morae: list[tuple[str, str, int]], least: int) -> str | No
     """The regular expression of the names a run of morae may spell, or None when it has
     fewer than `least` consonants (too few to say anything)."""
     parts, mandatory, previous = [], 0, ""
-    for c, v, _ in morae:
+    for i, (c, v, _) in enumerate(morae):
+        if c == "" and previous + v in _DIPHTHONGS:
+            previous = v
+            continue  # spelled with the vowel before
         if c == "ー":  # the vowel before it, longer: no letter of its own, or an r
             parts.append("r" if previous == "a" else "r?")
             mandatory += previous == "a"
             continue
         parts.append(_CONSONANT[c])
         mandatory += 2 if c == "x" else c not in _OPTIONAL
-        if v:
-            own = (v == "u" and c not in _OPTIONAL) or c in _OWN_VOWEL.get(v, ())
-            if own or (c == "" and previous + v in _DIPHTHONGS):
-                parts.append(_OPTIONAL_VOWEL[v])
-            else:
-                parts.append(_VOWEL[v])
+        following = morae[i + 1] if i + 1 < len(morae) else ("-", "", 0)
+        own = (v == "u" and c not in _OPTIONAL) or c in _OWN_VOWEL.get(v, ())
+        if following[0] == "" and v + following[1] in _DIPHTHONGS:
+            parts.append(_DIPHTHONGS[v + following[1]])
+        elif own and v == "u" and following[0] == "N":  # トークン token, オープン open
+            parts.append("[aeouw]*")
+        elif v:  # after an i, a vowel alone may be spelled with it (media, client)
+            after_i = c == "" and previous == "i"
+            parts.append((_OPTIONAL_VOWEL if own or after_i else _VOWEL)[v])
         previous = "N" if c == "N" else v
     if mandatory < least:
         return None
