@@ -342,7 +342,10 @@ _AGENT_NAME = ("er", "or", "ator")
 # A noun made from a verb (documentation, Dokumentation, configuración, Konfiguration,
 # Authentifizierung): a name it begins with is its short form (docs, config, auth).
 _NOMINAL = ("tion", "sion", "cion", "zion", "ung")
-_SYMBOL_LOOKUPS = 4  # code-shaped words looked up as symbols, per request (each a scan)
+# Per request (a pasted log must not cost seconds): code-shaped words looked up as symbols
+# (each a scan of every file's names), words looked up, katakana runs read, and spellings
+# of katakana tried at once.
+_SYMBOL_LOOKUPS, _WORDS, _KATAKANA_RUNS, _KATAKANA_TRIES = 4, 200, 16, 48
 
 
 def _generic(name: str) -> bool:
@@ -580,6 +583,8 @@ def _katakana_runs(text: str, free) -> list[_Run]:
         morae = _morae(match.group()) if free(*match.span()) else None
         if morae:
             runs.append((*match.span(), morae))
+            if len(runs) == _KATAKANA_RUNS:
+                break
     return runs
 
 
@@ -651,6 +656,8 @@ def _words(text: str, cjk: bool, free) -> tuple[list[_Word], list[tuple[int, int
             if determiner and len(parts) == 1:
                 s = det_start  # "den Parser", "le parseur": as "the parser"
             words.append(_Word((s, e), groups, word if code else None))
+        if len(words) >= _WORDS:
+            break
     return words, files
 
 
@@ -689,14 +696,10 @@ def _named_in_any_language(
     budget = len(symbols) + _SYMBOL_LOOKUPS
     for word in words:
         where = []
-        for n, (group, minimum) in enumerate(word.groups):
+        for group, minimum in word.groups:
             hits = [names[k] for k in group if k in names and len(k) >= minimum and not _generic(k)]
-            if hits:  # a whole word: all its forms (parser, parsers); else the longest name
-                where = [
-                    r
-                    for hit in (hits if n == 0 and minimum == _MIN_NAME else hits[:1])
-                    for r in hit
-                ]
+            if hits:  # a whole word: all its forms (parser, parsers); else the first name
+                where = [r for hit in (hits if minimum == _MIN_NAME else hits[:1]) for r in hit]
                 break
         if not where and word.code and word.code not in symbols and len(symbols) < budget:
             symbols.add(word.code)
@@ -714,15 +717,19 @@ def _katakana_found(runs: list[_Run], index: WorkspaceIndex) -> list[tuple[int, 
     matched: dict[tuple[int, int], list[str]] = {}
     todo = runs
     for tier in range(2):
-        tries = [t for s, e, m in todo for t in _katakana_tries(s, e, m, tier)]
+        tries: dict[str, list[tuple[int, int]]] = {}  # pattern -> where it was read
+        for s, e, m in todo:
+            for start, end, pattern in _katakana_tries(s, e, m, tier):
+                if pattern in tries or len(tries) < _KATAKANA_TRIES:
+                    tries.setdefault(pattern, []).append((start, end))
         if not tries:
             continue
-        combined = re.compile("\n(?:" + "|".join(f"(?:{p})" for *_, p in tries) + ")(?=\n)")
+        combined = re.compile("\n(?:" + "|".join(f"(?:{p})" for p in tries) + ")(?=\n)")
         names = [n for n in index.names_matching(combined) if len(n) >= 3 and not _generic(n)]
-        for s, e, pattern in tries:
-            for name in names:
-                if re.fullmatch(pattern, name):
-                    matched.setdefault((s, e), []).append(name)
+        for pattern, spans in tries.items():
+            hits = [name for name in names if re.fullmatch(pattern, name)]
+            for span in spans if hits else ():
+                matched.setdefault(span, []).extend(hits)
         todo = [(s, e, m) for s, e, m in todo if not any(s <= a < e for a, _ in matched)]
     chosen: list[tuple[int, int]] = []
     for span in sorted(matched, key=lambda se: (se[0] - se[1], se[0])):  # the longest first
