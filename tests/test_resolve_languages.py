@@ -31,6 +31,7 @@ def workspace(tmp_path_factory):
         "lib/module.py",
         "lib/controller.py",
         "lib/log.py",
+        "lib/error.py",
         "docs/guide.md",
         "config.toml",
         *(f"pkg{i}/util.py" for i in range(5)),
@@ -107,6 +108,7 @@ def test_german_compounds_and_translated_nouns(workspace):
         ("le contrôleur", "lib/controller.py"),  # accents dropped, the l doubled
         ("el controlador", "lib/controller.py"),  # -ador
         ("la caché", "src/cache.py"),
+        ("l'erreur", "lib/error.py"),  # l' before a vowel
     ],
 )
 def test_french_and_spanish_cognates(workspace, text, expected):
@@ -140,6 +142,13 @@ def test_french_and_spanish_cognates(workspace, text, expected):
 def test_katakana_loanwords_by_their_english_spelling(workspace, word, expected):
     found = refs(workspace, f"{word}を確認して")
     assert found == ([(word, "resolved", [expected])] if expected else [])
+
+
+def test_several_katakana_words(workspace):
+    assert refs(workspace, "ルーターとキャッシュを見て") == [
+        ("ルーター", "resolved", ["lib/router.py"]),
+        ("キャッシュ", "resolved", ["src/cache.py"]),
+    ]
 
 
 def test_a_katakana_compound_is_read_in_parts(workspace):

@@ -3,7 +3,10 @@
 `resolve` finds definite references in a request, in a workspace's `WorkspaceIndex` (`index`):
 - "the X", "that X", "this X" (optionally followed by file, module, test, function, class,
   script, config): X is matched against file stems and symbol names;
-- `name()`: matched against symbol names.
+- `name()`: matched against symbol names;
+- the workspace's own names wherever else the request mentions them, in any language (see
+  "Names in any language" below): "パーサーを直して", "修复parser里的bug", "Repariere den
+  Parser", "corrige le parseur", "arregla el parser".
 One match resolves the reference; two to four make an *evidence gap* with a question naming
 them (the question queue asks it when the budget and the moment allow); more than four are
 *indeterminate* (too vague to ask about usefully). A phrase that matches nothing in the
@@ -11,6 +14,49 @@ workspace ("the bug", "the same") is not a reference to it and is not recorded. 
 character offsets into the original text. The index may still be being built: resolution
 uses what it holds, and a record made while it was incomplete says so (`partial`), as does the
 note `evidence_notes` gives the task's prompt.
+
+Names in any language. A mention found this way is a reference just as "the X" is (the same
+statuses, question and note), unless it could mean exactly what a reference found before in
+the request could (one ambiguity, one question). Looked for, by dictionary lookups of the
+index's file stems and directory names (`match_names`), never a pass over the files:
+- in a request with kana, ideographs or hangul (Japanese, Chinese, Korean: no articles, no
+  spaces), each Latin word, spaced or not ("parserを直して", "修复 parser 里的 bug"; full-width
+  letters too), and each file name ("parser.pyのバグ"): a file stem (or with a plural -s) or
+  a directory name (a candidate "docs/");
+- a word after a determiner: English the/that/this (after "the X" matched nothing as above:
+  directories, short forms), German der/die/das/den/dem/des, im/am/vom/zum/zur/beim/ins,
+  dieser...; French le/la/les/l'/du/au/aux/ce/cet/cette/ces; Spanish el/la/los/las/lo/del/al,
+  este/ese...: "den Parser", "le parser", "el parser", "the parser.py". The surface includes
+  the determiner ("den Parser"), as "the parser" does;
+- a word written as code anywhere (snake_case, camelCase, in backticks): a stem, a
+  directory, else a symbol of that exact name (at most four such scans a request);
+- where no name matches the whole word (a code-shaped one excepted), for such a word and for
+  any capitalized one (German nouns): a French or Spanish agent noun taken to the English one
+  (parseur, serveur, servidor, compilador, contrôleur, l'erreur -> parser, server, compiler,
+  controller, error); the short form of a noun made from a verb (Dokumentation,
+  documentation, documentación, Konfiguration -> docs, config: its beginnings from three
+  letters to half of it, the shortest first, German k and z spelled c); a name of 5+ letters
+  at the start or end of a closed compound with 4+ other letters that are no derivational
+  ending (Parsermodul, Konfigurationsparser; not serverless, documentation; not after an
+  English determiner); accents are dropped;
+- katakana words, read as the English word they spell (`_katakana_pattern`): each mora's
+  consonant as English may write it, r and l one, the vowels as English may write them or none
+  where katakana adds its own (テスト test), a long mark after an a-column mora the r of -er
+  (パーサー parser, サーバー server, ルーター router, ローダー loader, キャッシュ cache,
+  スケジューラー scheduler, クライアント client, スキーマ schema, インデックス index); with
+  the final mark unwritten too (パーサ); matched with one search over the names; a
+  compound's parts (パーサーモジュール) when the whole matches nothing.
+Generic words (`_GENERIC`: bug, file, code, ...) and their plurals never match. Not covered,
+on purpose: a bare lowercase word in a request written with spaces ("fix parser", "Parser
+reparieren" with no article): English prose would gain references from its ordinary words;
+a word that only contains a name or is contained in one ("parse the input" is not parser.py,
+"the cached value" not cache.py); and, as no cheap rule reads them: translations that share
+no letters with the name (解析器, analyseur, analizador for parser; Zwischenspeicher for
+cache), hangul and half-width katakana, katakana whose English has a silent letter inside
+(トークナイザー tokenizer), symbols named in other languages unless written as code, and other
+inflections than a plural -s. Katakana is matched on its consonants: two names with the same
+ones both match (データ: data, date) and are asked about. A long request is read for its first
+200 such words and 16 katakana runs.
 
 Before a reference with several candidates becomes a question, the request itself and its
 surroundings (`Evidence`) are weighed, strongest first, and the first that names any candidate
