@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+import re
+
 import pytest
 
 from talos_ls.memory.index import WorkspaceIndex
@@ -236,3 +238,23 @@ def test_offsets_and_determinism(workspace):
 def test_a_question_is_proposed_for_a_reference_in_another_language(workspace, qq):
     record = resolve("a1", 1, "パーサーを直して", workspace)
     assert qq.propose_from_resolution(record, 1) == 1
+
+
+def test_the_index_answers_names_and_directories_as_they_change(tmp_path):
+    for rel in ("src/parser.py", "docs/guide.md", "web/docs/api.md"):
+        (tmp_path / rel).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / rel).write_text("x = 1\n")
+    index = WorkspaceIndex.build(tmp_path)
+    assert index.match_names(["parser", "docs", "nothing"]) == {
+        "parser": ["src/parser.py"],
+        "docs": ["docs/", "web/docs/"],
+    }
+    assert index.names_matching(re.compile(r"\n(p\w*|d\w*)(?=\n)")) == ["parser", "docs"]
+    (tmp_path / "lib/cache").mkdir(parents=True)
+    (tmp_path / "lib/cache/store.py").write_text("x = 1\n")
+    index.apply([("added", str(tmp_path / "lib"))])
+    assert index.match_names(["cache", "lib"]) == {"cache": ["lib/cache/"], "lib": ["lib/"]}
+    (tmp_path / "lib/cache/store.py").unlink()
+    (tmp_path / "lib/cache").rmdir()
+    index.apply([("deleted", str(tmp_path / "lib/cache"))])
+    assert index.match_names(["cache", "lib"]) == {"lib": ["lib/"]}
