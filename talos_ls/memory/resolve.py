@@ -16,8 +16,8 @@ uses what it holds, and a record made while it was incomplete says so (`partial`
 note `evidence_notes` gives the task's prompt.
 
 Names in any language. A mention found this way is a reference just as "the X" is (the same
-statuses, question and note), unless it could mean exactly what a reference found before in
-the request could (one ambiguity, one question). Looked for, by dictionary lookups of the
+statuses, question and note), unless it could mean only what a reference found before in the
+request could (one ambiguity, one question). Looked for, by dictionary lookups of the
 index's file stems and directory names (`match_names`), never a pass over the files:
 - in a request with kana, ideographs or hangul (Japanese, Chinese, Korean: no articles, no
   spaces), each Latin word, spaced or not ("parserを直して", "修复 parser 里的 bug"; full-width
@@ -829,11 +829,11 @@ def resolve(
         if candidates:
             add(match.group(0), match.start(), match.end(), candidates)
     # The workspace's names wherever else they occur, in any language (see the docstring); a
-    # mention that could mean exactly what one found already means is the same reference.
+    # mention that could mean only what one found already could is the same reference.
     named, searched = _named_in_any_language(text, index, taken, symbols)
     looked = looked or searched
     for start, end, candidates in named:
-        if frozenset(candidates) not in seen:
+        if not any(seen_one.issuperset(candidates) for seen_one in seen):
             add(text[start:end], start, end, candidates)
     refs.sort(key=lambda r: r["start"])
     worst = max((_STATUS_ORDER.index(r["status"]) for r in refs), default=0)
