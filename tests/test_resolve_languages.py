@@ -238,6 +238,10 @@ def test_offsets_and_determinism(workspace):
 def test_a_question_is_proposed_for_a_reference_in_another_language(workspace, qq):
     record = resolve("a1", 1, "パーサーを直して", workspace)
     assert qq.propose_from_resolution(record, 1) == 1
+    asked = qq.next_question("a1", 1, "パーサーを直して")
+    assert asked is not None and asked.question_text == (
+        "Which do you mean by 'パーサー': src/parser.py or tools/parser.py?"
+    )
 
 
 def test_the_index_answers_names_and_directories_as_they_change(tmp_path):
