@@ -279,6 +279,11 @@ class WorkspaceIndex:
         self._stems: dict[str, _Files] = {}  # lowered stem -> files
         self._chunks: dict[str, _Chunk] = {}  # directory -> its source files and their names
         self._stem_text: str | None = None  # "\n"-joined stems, for substring lookups
+        self._walked: tuple[str, ...] = ()  # the directories walked, as last published
+        # Lowered directory name -> the directories of that name, and their "\n"-joined
+        # names: built from `_walked` on the first lookup after the listing changed.
+        self._dir_names: dict[str, list[str]] | None = None
+        self._dir_text = ""
         # The writer's own state.
         self._dirs: set[str] = set()  # directories walked ("" is the root)
         self._ignores: dict[str, _Ignore] = {}  # directory -> its .gitignore
@@ -348,6 +353,48 @@ class WorkspaceIndex:
         with self._lock:
             hits = self._hits(f"\n{low}\0{'' if low == name else name}\n")
         return [f"{name} in {where}" for where, _ in hits]
+
+    def match_names(self, names: Iterable[str]) -> dict[str, list[str]]:
+        """For each lowered name: the files whose stem it is, then the directories of that
+        name (as "dir/"), each part sorted; names that match nothing are left out. Dictionary
+        lookups under one hold of the lock, however large the workspace."""
+        found: dict[str, list[str]] = {}
+        with self._lock:
+            dirs = self._dirs_by_name()
+            for name in dict.fromkeys(names):
+                rels = self._stems.get(name)
+                where = [rels] if isinstance(rels, str) else list(rels or ())
+                where.extend(d + "/" for d in dirs.get(name, ()))
+                if where:
+                    found[name] = where
+        return found
+
+    def names_matching(self, pattern: re.Pattern[str]) -> list[str]:
+        """The lowered file stems and directory names that `pattern` finds in their
+        "\n"-joined text, each once, in the order found (stems first): one search in C over
+        the names, not a loop over the files. The pattern says where a name begins and ends
+        (e.g. `\nname(?=\n)`); group 1, when it has one, is the name found."""
+        with self._lock:
+            if self._stem_text is None:
+                self._stem_text = "\n" + "\n".join(self._stems) + "\n"
+            self._dirs_by_name()
+            texts = (self._stem_text, self._dir_text)
+        found: dict[str, None] = {}
+        for text in texts:
+            for match in pattern.finditer(text):
+                found[(match.group(1) if pattern.groups else match.group()).strip("\n")] = None
+        return list(found)
+
+    def _dirs_by_name(self) -> dict[str, list[str]]:
+        """`_dir_names`, built again from the directories walked if the listing changed."""
+        if self._dir_names is None:
+            names: dict[str, list[str]] = {}
+            for d in sorted(self._walked):
+                if d:  # not the root
+                    names.setdefault(d.rpartition("/")[2].lower(), []).append(d)
+            self._dir_names = names
+            self._dir_text = "\n" + "\n".join(names) + "\n"
+        return self._dir_names
 
     def _has(self, rel: str) -> bool:
         i = bisect.bisect_left(self._paths, rel)
@@ -454,7 +501,8 @@ class WorkspaceIndex:
                 first, count = first + 1, count + len(files)
             with self._lock:
                 self._paths, self._stems, self._chunks = paths, stems, chunks
-                self._stem_text = None
+                self._stem_text = self._dir_names = None
+                self._walked = tuple(dirs)
             self._dirs, self._ignores = set(dirs), ignores
             self.ready.set()
             self._wake()
@@ -520,7 +568,8 @@ class WorkspaceIndex:
             return
         with self._lock:
             self._paths, self._stems, self._chunks = paths, stems, chunks
-            self._stem_text = None
+            self._stem_text = self._dir_names = None
+            self._walked = tuple(dirs)
         self._dirs, self._ignores = set(dirs), ignores
 
     def _read_pending(self, order: list[str]) -> None:
@@ -747,6 +796,8 @@ class WorkspaceIndex:
         if len(removed) + len(new) > _BIG_BATCH:  # one sort instead of many list shifts
             paths = sorted([rel for rel in self._paths if rel not in gone] + new)
         with self._lock:
+            if removed or new:
+                self._dir_names, self._walked = None, tuple(self._dirs)
             for rel in removed:
                 self._unlink(rel)
             for rel in new:

@@ -3,7 +3,10 @@
 `resolve` finds definite references in a request, in a workspace's `WorkspaceIndex` (`index`):
 - "the X", "that X", "this X" (optionally followed by file, module, test, function, class,
   script, config): X is matched against file stems and symbol names;
-- `name()`: matched against symbol names.
+- `name()`: matched against symbol names;
+- the workspace's own names wherever else the request mentions them, in any language (see
+  "Names in any language" below): "パーサーを直して", "修复parser里的bug", "Repariere den
+  Parser", "corrige le parseur", "arregla el parser".
 One match resolves the reference; two to four make an *evidence gap* with a question naming
 them (the question queue asks it when the budget and the moment allow); more than four are
 *indeterminate* (too vague to ask about usefully). A phrase that matches nothing in the
@@ -11,6 +14,49 @@ workspace ("the bug", "the same") is not a reference to it and is not recorded. 
 character offsets into the original text. The index may still be being built: resolution
 uses what it holds, and a record made while it was incomplete says so (`partial`), as does the
 note `evidence_notes` gives the task's prompt.
+
+Names in any language. A mention found this way is a reference just as "the X" is (the same
+statuses, question and note), unless it could mean only what a reference found before in the
+request could (one ambiguity, one question). Looked for, by dictionary lookups of the
+index's file stems and directory names (`match_names`), never a pass over the files:
+- in a request with kana, ideographs or hangul (Japanese, Chinese, Korean: no articles, no
+  spaces), each Latin word, spaced or not ("parserを直して", "修复 parser 里的 bug"; full-width
+  letters too), and each file name ("parser.pyのバグ"): a file stem (or with a plural -s) or
+  a directory name (a candidate "docs/");
+- a word after a determiner: English the/that/this (after "the X" matched nothing as above:
+  directories, short forms), German der/die/das/den/dem/des, im/am/vom/zum/zur/beim/ins,
+  dieser...; French le/la/les/l'/du/au/aux/ce/cet/cette/ces; Spanish el/la/los/las/lo/del/al,
+  este/ese...: "den Parser", "le parser", "el parser", "the parser.py". The surface includes
+  the determiner ("den Parser"), as "the parser" does;
+- a word written as code anywhere (snake_case, camelCase, in backticks): a stem, a
+  directory, else a symbol of that exact name (at most four such scans a request);
+- where no name matches the whole word (a code-shaped one excepted), for such a word and for
+  any capitalized one (German nouns): a French or Spanish agent noun taken to the English one
+  (parseur, serveur, servidor, compilador, contrôleur, l'erreur -> parser, server, compiler,
+  controller, error); the short form of a noun made from a verb (Dokumentation,
+  documentation, documentación, Konfiguration -> docs, config: its beginnings from three
+  letters to half of it, the shortest first, German k and z spelled c); a name of 5+ letters
+  at the start or end of a closed compound with 4+ other letters that are no derivational
+  ending (Parsermodul, Konfigurationsparser; not serverless, documentation; not after an
+  English determiner); accents are dropped;
+- katakana words, read as the English word they spell (`_katakana_pattern`): each mora's
+  consonant as English may write it, r and l one, the vowels as English may write them or none
+  where katakana adds its own (テスト test), a long mark after an a-column mora the r of -er
+  (パーサー parser, サーバー server, ルーター router, ローダー loader, キャッシュ cache,
+  スケジューラー scheduler, クライアント client, スキーマ schema, インデックス index); with
+  the final mark unwritten too (パーサ); matched with one search over the names; a
+  compound's parts (パーサーモジュール) when the whole matches nothing.
+Generic words (`_GENERIC`: bug, file, code, ...) and their plurals never match. Not covered,
+on purpose: a bare lowercase word in a request written with spaces ("fix parser", "Parser
+reparieren" with no article): English prose would gain references from its ordinary words;
+a word that only contains a name or is contained in one ("parse the input" is not parser.py,
+"the cached value" not cache.py); and, as no cheap rule reads them: translations that share
+no letters with the name (解析器, analyseur, analizador for parser; Zwischenspeicher for
+cache), hangul and half-width katakana, katakana whose English has a silent letter inside
+(トークナイザー tokenizer), symbols named in other languages unless written as code, and other
+inflections than a plural -s. Katakana is matched on its consonants: two names with the same
+ones both match (データ: data, date) and are asked about. A long request is read for its first
+200 such words and 16 katakana runs.
 
 Before a reference with several candidates becomes a question, the request itself and its
 surroundings (`Evidence`) are weighed, strongest first, and the first that names any candidate
@@ -40,6 +86,7 @@ import json
 import logging
 import posixpath
 import re
+import unicodedata
 from collections.abc import Iterable
 from dataclasses import dataclass
 from urllib.parse import unquote
@@ -88,7 +135,14 @@ _EVIDENCE_TEXT_CHARS = 20_000  # of a selection or a diagnostic: past this, igno
 _EVIDENCE_ITEMS = 50  # diagnostics and touched files looked at
 _PATH_MAX = 4096  # a longer token is no path
 _DOTTED_MAX = 32  # nor a dotted name with more parts
-_TOKEN = re.compile(r"[^\s'\"`()<>\[\]{},;|=]+")
+# Kana, ideographs, hangul and CJK punctuation: text written without spaces between words.
+_CJK_CHARS = (
+    "\u1100-\u11ff\u3000-\u30ff\u3130-\u318f\u31f0-\u31ff\u3400-\u4dbf\u4e00-\u9fff"
+    "\ua960-\ua97f\uac00-\ud7ff\uf900-\ufaff\U00020000-\U0003ffff"
+)
+# A path or a dotted name as prose holds one, up to a space, a quote, a bracket, or text
+# without spaces ("tools/parser.pyのバグ").
+_TOKEN = re.compile(f"[^\\s'\"`()<>\\[\\]{{}},;|={_CJK_CHARS}]+")
 _SYMBOL_CANDIDATE = re.compile(r"([A-Za-z_][A-Za-z0-9_]*) in (.+)")
 
 
@@ -325,6 +379,444 @@ def _reference(
     }
 
 
+# ------------------------------------------------------------ names in any language
+_CJK = re.compile(f"[{_CJK_CHARS}]")
+_W = rf"[^\W{_CJK_CHARS}]"  # a letter, digit or _ of a script written with spaces
+_RUN = re.compile(rf"{_W}+(?:[./\\-]{_W}+)*")  # words joined by . / \ -: a path, a file name
+_WORD = re.compile(rf"{_W}+")
+_CAMEL = re.compile(r"[a-z][A-Z]")
+_FILE_SUFFIX = re.compile(r"[A-Za-z0-9]{1,8}")
+_FULLWIDTH = {c: c - 0xFEE0 for c in range(0xFF01, 0xFF5F)}  # ｐａｒｓｅｒ: one char each
+# Words that introduce a noun as "the" does; "l" is French l' (before a vowel).
+_DETERMINERS_EN = frozenset({"the", "that", "this"})
+_DETERMINERS = _DETERMINERS_EN | frozenset(
+    (
+        "der die das den dem des im am vom zum zur beim ins dieser diese dieses diesen diesem "
+        "le la les l du au aux ce cet cette ces "
+        "el los las lo del al este esta estos estas ese esa esos esas"
+    ).split()
+)
+_APOSTROPHES = ("'", "\u2019")
+_MIN_NAME = 2  # a whole word
+_MIN_LOOSE = 4  # a name found by a cognate or an abbreviation
+_MIN_PART = 5  # a name inside a closed compound ("Parsermodul")
+_MIN_REST = 4  # what the compound has besides the name
+# What a word has besides a name when it is a derivative, not a compound: serverless,
+# documentation (not document + ation), Konfigurierung.
+_DERIVING = ("less", "able", "ible", "ably", "ness", "ment", "like", "wise", "ship", "hood")
+_DERIVATIONS = frozenset(
+    (
+        "ation ition ution ion ions ing ings ung ungen ierung acion icion ity ities itat ism "
+        "ismus ist ists ive ively ize ise"
+    ).split()
+)
+# An agent noun in French or Spanish against the English one: parseur, serveur, compilateur,
+# servidor, compilador -> parser, server, compiler (a doubled last letter: controller).
+_AGENT_WORD = ("ateur", "ador", "edor", "idor", "eur")
+_AGENT_NAME = ("er", "or", "ator")
+# A noun made from a verb (documentation, Dokumentation, configuración, Konfiguration,
+# Authentifizierung): a name it begins with is its short form (docs, config, auth).
+_NOMINAL = ("tion", "sion", "cion", "zion", "ung")
+# Per request (a pasted log must not cost seconds): code-shaped words looked up as symbols
+# (each a scan of every file's names), words looked up, katakana runs read, and spellings
+# of katakana tried at once.
+_SYMBOL_LOOKUPS, _WORDS, _KATAKANA_RUNS, _KATAKANA_TRIES = 4, 200, 16, 48
+
+
+def _generic(name: str) -> bool:
+    return name in _GENERIC or (name.endswith("s") and name[:-1] in _GENERIC)
+
+
+def _fold(word: str) -> str:
+    """Lowered, accents dropped: "Contrôleur" -> "controleur"."""
+    decomposed = unicodedata.normalize("NFKD", word.casefold())
+    return "".join(ch for ch in decomposed if not unicodedata.combining(ch))
+
+
+def _spellings(key: str) -> tuple[str, ...]:
+    """`key`, and with German spelling taken to the Latin one (k -> c, z before e or i -> c:
+    Konfiguration, Spezifikation)."""
+    latin = re.sub(r"z(?=[ei])", "c", key.replace("k", "c"))
+    return (key,) if latin == key else (key, latin)
+
+
+def _whole(key: str) -> list[str]:
+    return [key, key + "s"]  # as "the X": the noun or its plural
+
+
+def _cognates(key: str) -> list[str]:
+    keys: list[str] = []
+    for end in _AGENT_WORD:
+        base = key[: -len(end)]
+        if key.endswith(end) and len(base) >= 3:
+            for stem in (base, base + base[-1]):
+                keys.extend(stem + e for e in _AGENT_NAME)
+            if base.endswith("is"):  # sérialiseur -> serializer
+                keys.extend(base[:-1] + "z" + e for e in _AGENT_NAME)
+    return keys
+
+
+def _abbreviations(key: str) -> list[str]:
+    """Short forms of a noun made from a verb: its beginnings of three letters up to half of
+    it, the shortest first (documentation: doc, docs, docu, ...; not document)."""
+    keys: list[str] = []
+    for spelled in _spellings(key):
+        if spelled.endswith(_NOMINAL):
+            for n in range(3, len(spelled) // 2 + 1):
+                keys += [spelled[:n], spelled[:n] + "s"]
+    return keys
+
+
+def _compound_parts(key: str) -> list[str]:
+    """Names a closed compound may begin or end with, the longest first: "parsermodul" ->
+    "parsermo", ..., "parser", "parse"; then "arsermodul", ... A name must leave at least
+    _MIN_REST letters that are not a derivational ending ("serverless", "documentation")."""
+    heads = [
+        key[:n]
+        for n in range(len(key) - _MIN_REST, _MIN_PART - 1, -1)
+        if key[n:] not in _DERIVATIONS and not key[n:].startswith(_DERIVING)
+    ]
+    tails = [key[n:] for n in range(_MIN_REST, len(key) - _MIN_PART + 1)]
+    return heads + tails
+
+
+@dataclass
+class _Word:
+    """A word of the request that may name something in the workspace, with the names to
+    try for it in order of preference: each group (whole word, cognate, abbreviation,
+    compound part) is tried only when the ones before found nothing."""
+
+    surface: tuple[int, int]
+    groups: list[tuple[list[str], int]]  # the names to try, and the shortest one may find
+    code: str | None = None  # a code-shaped word: also looked up as a symbol
+
+
+# Katakana, read as the English word it spells: each mora a consonant (as English may spell
+# it) and a vowel (as English may spell it, and absent where katakana adds one of its own
+# after a consonant: テスト for test); r and l are one; a long-vowel mark after an a-column mora
+# is the r of -er/-or/-ar (パーサー parser, サーバー server), after another an optional r
+# (ルーター router); a small tsu doubles (nothing to match). So パーサー matches `parser`,
+# キャッシュ `cache`, スケジューラー `scheduler`, インデックス `index`, and not `parse`.
+_ROWS = {
+    "": "アイウエオ",
+    "k": "カキクケコ",
+    "g": "ガギグゲゴ",
+    "s": "サシスセソ",
+    "z": "ザジズゼゾ",
+    "t": "タチツテト",
+    "d": "ダヂヅデド",
+    "n": "ナニヌネノ",
+    "h": "ハヒフヘホ",
+    "b": "バビブベボ",
+    "p": "パピプペポ",
+    "m": "マミムメモ",
+    "y": "ヤ ユ ヨ",
+    "r": "ラリルレロ",
+    "w": "ワヰ ヱヲ",
+}
+_KANA = {
+    ch: (c, v) for c, row in _ROWS.items() for ch, v in zip(row, "aiueo", strict=True) if ch != " "
+}
+_KANA.update(
+    {
+        "シ": ("sh", "i"),
+        "チ": ("ch", "i"),
+        "ツ": ("ts", "u"),
+        "フ": ("f", "u"),
+        "ジ": ("j", "i"),
+        "ヂ": ("j", "i"),
+        "ヅ": ("z", "u"),
+        "ヴ": ("v", "u"),
+        "ヲ": ("", "o"),
+        "ン": ("N", ""),
+    }
+)
+_SMALL_VOWEL = dict(zip("ァィゥェォャュョヮ", "aiueoauoa", strict=True))
+_CONSONANT = {
+    "": "",
+    "k": "(?:ck|k|c(?![eiy])|q|ch)",
+    "g": "(?:gg|gh|gu|g)",
+    "s": "(?:ss|sc(?=[eiy])|s|c(?=[eiy])|z)",
+    "sh": "(?:sch|sh|ch|ssi|ss|si|ti|ci)",
+    "z": "(?:zz|z|s)",
+    "j": "(?:dg|j|g(?=[eiy])|d|z)",
+    "t": "(?:tt|th|t)",
+    "ch": "(?:tch|ch|t(?=u))",
+    "ts": "(?:ts|tz|t|s|z)",
+    "d": "(?:dd|d|th)",
+    "n": "(?:nn|kn|gn|n)",
+    "N": "(?:n|m)",
+    "h": "(?:wh|h)",
+    "f": "(?:ff|ph|f)",
+    "b": "(?:bb|b|v)",
+    "v": "(?:v|b)",
+    "p": "(?:pp|p)",
+    "m": "(?:mm|m)",
+    "y": "y?",
+    "r": "(?:rr|ll|wr|r|l)",
+    "w": "(?:wh|w)",
+    "w?": "(?:wh|w)?",
+    "x": "(?:x|(?:ck|k|c|q)[ouwe]*(?:ss|s))",  # クス: index, box
+}
+_OPTIONAL = ("", "y", "w?")
+# The letters English may spell each vowel with: at least one, or (_OPTIONAL_VOWEL) none
+# where the vowel may be katakana's own (テスト test, エッジ edge, コード code) or goes with the
+# one before (メディア media).
+_VOWEL = {
+    "a": "[aeiouyw]+",
+    "i": "(?:ui|[iey]+)",
+    "u": "(?:oo|ou|ew|u|w)",
+    "e": "[ae][aeiy]*",
+    "o": "[aouw]+",
+}
+_OPTIONAL_VOWEL = {
+    "a": "[aeiouyw]*",
+    "i": "(?:ui|[iey]*)",
+    "u": "(?:oo|ou|ew|u|w)?",
+    "e": "(?:[ae][aeiy]*)?",
+    "o": "[aouw]*",
+}
+# Two vowels English writes as one sound: how (ライ ly, クライアント client, メイン main).
+_DIPHTHONGS = {
+    "ai": "(?:igh|ie|ai|ay|ei|ey|i|y)",
+    "ei": "(?:ai|ay|ei|ey|a|e)",
+    "oi": "(?:oi|oy)",
+    "au": "(?:ou|ow|au|aw)",
+    "ou": "(?:ou|ow|oa|o)",
+}
+_OWN_VOWEL = {"o": ("t", "d"), "i": ("sh", "ch", "j", "ts")}  # and u after any consonant
+_KATAKANA_RUN = re.compile("[\u30a1-\u30fa\u30fc\u31f0-\u31ff]{3,}")  # ・ separates
+# The consonants a katakana word needs, at least (エラー error has two: r and the -er), and
+# a part of one (a compound such as パーサーモジュール: parts are more often short words).
+_KATAKANA_WHOLE, _KATAKANA_PART = 2, 3
+
+
+def _morae(word: str) -> list[tuple[str, str, int]] | None:
+    """(consonant, vowel, offset) per mora of a katakana word; None for one not read."""
+    morae: list[tuple[str, str, int]] = []
+    for i, ch in enumerate(word):
+        if ch in _KANA:
+            morae.append((*_KANA[ch], i))
+        elif ch == "ー":
+            morae.append(("ー", morae[-1][1] if morae else "", i))
+        elif ch == "ッ":
+            continue
+        elif ch in _SMALL_VOWEL and morae and morae[-1][0] not in ("ー", "N"):
+            c, v, at = morae[-1]
+            if c == "" and v == "u" and ch in "ァィェォ":  # ウィ, ウェ: w
+                c = "w?"
+            morae[-1] = (c, _SMALL_VOWEL[ch], at)
+        else:
+            return None
+    fused: list[tuple[str, str, int]] = []
+    for c, v, at in morae:
+        if c == "s" and fused and fused[-1][0] == "k" and fused[-1][1] == "u":
+            fused[-1] = ("x", v, fused[-1][2])
+        else:
+            fused.append((c, v, at))
+    return fused
+
+
+def _katakana_pattern(morae: list[tuple[str, str, int]], least: int) -> str | None:
+    """The regular expression of the names a run of morae may spell, or None when it has
+    fewer than `least` consonants (too few to say anything)."""
+    parts, mandatory, previous = [], 0, ""
+    for i, (c, v, _) in enumerate(morae):
+        if c == "" and previous + v in _DIPHTHONGS:
+            previous = v
+            continue  # spelled with the vowel before
+        if c == "ー":  # the vowel before it, longer: no letter of its own, or an r
+            parts.append("r" if previous == "a" else "r?")
+            mandatory += previous == "a"
+            continue
+        parts.append(_CONSONANT[c])
+        mandatory += 2 if c == "x" else c not in _OPTIONAL
+        following = morae[i + 1] if i + 1 < len(morae) else ("-", "", 0)
+        own = (v == "u" and c not in _OPTIONAL) or c in _OWN_VOWEL.get(v, ())
+        if following[0] == "" and v + following[1] in _DIPHTHONGS:
+            parts.append(_DIPHTHONGS[v + following[1]])
+        elif own and v == "u" and following[0] == "N":  # トークン token, オープン open
+            parts.append("[aeouw]*")
+        elif v:  # after an i, a vowel alone may be spelled with it (media, client)
+            after_i = c == "" and previous == "i"
+            parts.append((_OPTIONAL_VOWEL if own or after_i else _VOWEL)[v])
+        previous = "N" if c == "N" else v
+    if mandatory < least:
+        return None
+    if morae[-1][0] not in ("ー", "N") and previous == "a":  # パーサ, サーバ: the -er unwritten
+        parts.append("(?:[aeiouy]*r)?")
+    return "".join(parts) + "[aeiouy]*s?"  # a silent e (cache), a plural
+
+
+_Run = tuple[int, int, list[tuple[str, str, int]]]  # start, end, morae
+
+
+def _katakana_runs(text: str, free) -> list[_Run]:
+    """Each katakana run of `text` that can be read."""
+    runs = []
+    for match in _KATAKANA_RUN.finditer(text):
+        morae = _morae(match.group()) if free(*match.span()) else None
+        if morae:
+            runs.append((*match.span(), morae))
+            if len(runs) == _KATAKANA_RUNS:
+                break
+    return runs
+
+
+def _katakana_tries(
+    start: int, end: int, morae: list[tuple[str, str, int]], tier: int
+) -> list[tuple[int, int, str]]:
+    """(start, end, pattern) to try for a run at a tier: 0 the whole word, 1 each part of a
+    compound (パーサーモジュール), both parts 3+ characters."""
+    if tier == 0:
+        pattern = _katakana_pattern(morae, _KATAKANA_WHOLE)
+        return [(start, end, pattern)] if pattern else []
+    tries = []
+    for cut in range(1, len(morae)):
+        head, tail = morae[:cut], morae[cut:]
+        at = start + tail[0][2]
+        if at - start < 3 or end - at < 3 or tail[0][0] == "ー":
+            continue
+        for s, e, part in ((start, at, head), (at, end, tail)):
+            pattern = _katakana_pattern(part, _KATAKANA_PART)
+            if pattern:
+                tries.append((s, e, pattern))
+    return tries
+
+
+def _words(text: str, cjk: bool, free) -> tuple[list[_Word], list[tuple[int, int, str]]]:
+    """The words of `text` (in scripts written with spaces) that may name something in the
+    workspace, and the file names it mentions ((start, end, lowered name): `parser.py`)."""
+    words: list[_Word] = []
+    files: list[tuple[int, int, str]] = []
+    previous, previous_end = "", -1
+    for run in _RUN.finditer(text):
+        start, end = run.span()
+        raw = run.group()
+        gap = text[previous_end:start] if previous_end >= 0 else ""
+        determiner = previous in _DETERMINERS and (
+            (gap.isspace() and "\n" not in gap) or (previous == "l" and gap in _APOSTROPHES)
+        )
+        english = previous in _DETERMINERS_EN
+        det_start = previous_end - len(previous)
+        previous, previous_end = raw.lower(), end
+        if "/" in raw or "\\" in raw or not free(start, end):
+            continue  # a path: the evidence rule reads it; or a reference found already
+        if "." in raw:  # a file name, or a dotted name (the evidence rule reads it)
+            head, _, suffix = raw.rpartition(".")
+            named = _FILE_SUFFIX.fullmatch(suffix) and any(ch.isalpha() for ch in head)
+            if named and (cjk or determiner):
+                files.append((det_start if determiner else start, end, raw.lower()))
+            continue
+        parts = list(_WORD.finditer(raw))
+        backticked = text[start - 1 : start] == "`"
+        for part in parts:
+            word = part.group()
+            code = "_" in word or _CAMEL.search(word) is not None or backticked
+            capital = word[:1].isupper()
+            if not (cjk or determiner or code or capital):
+                continue  # a bare word in a sentence with spaces: English prose, mostly
+            key = _fold(word)
+            if _generic(key) or len(key) < _MIN_NAME or key.isdigit():
+                continue
+            groups: list[tuple[list[str], int]] = []
+            if cjk or determiner or code:
+                whole = [k for spelled in _spellings(key) for k in _whole(spelled)]
+                groups.append((whole, _MIN_NAME))
+            if not code:  # an identifier is a name as it is: ParserError is no compound
+                groups += [(_cognates(key), _MIN_LOOSE), (_abbreviations(key), _MIN_LOOSE)]
+                if cjk or capital or (determiner and not english):
+                    groups.append((_compound_parts(key), _MIN_PART))
+            s, e = start + part.start(), start + part.end()
+            if determiner and len(parts) == 1:
+                s = det_start  # "den Parser", "le parseur": as "the parser"
+            words.append(_Word((s, e), groups, word if code else None))
+        if len(words) >= _WORDS:
+            break
+    return words, files
+
+
+def _sorted(where: Iterable[str]) -> list[str]:
+    """Files, then directories, each sorted."""
+    return sorted(set(where), key=lambda rel: (rel.endswith("/"), rel))
+
+
+def _named_in_any_language(
+    text: str, index: WorkspaceIndex, taken: list[tuple[int, int]], symbols: set[str]
+) -> tuple[list[tuple[int, int, list[str]]], bool]:
+    """(start, end, candidates) for each name of the workspace that `text` mentions outside
+    the spans `taken`, in any of the forms the module docstring lists (a code-shaped word is
+    looked up as a symbol unless it is in `symbols`: a scan of every file's names); and
+    whether anything was looked up."""
+    text = text.translate(_FULLWIDTH)  # the same length: offsets hold
+
+    def free(start: int, end: int) -> bool:
+        return not any(s < end and start < e for s, e in taken)
+
+    cjk = _CJK.search(text) is not None
+    words, files = _words(text, cjk, free)
+    katakana = _katakana_runs(text, free) if cjk else []
+    if not (words or files or katakana):
+        return [], False
+    keys = [k for w in words for group, _ in w.groups for k in group]
+    names = index.match_names([*keys, *(split_name(name)[0] for *_, name in files)])
+    found: list[tuple[int, int, list[str]]] = []
+    for start, end, name in files:
+        where = [
+            r for r in names.get(split_name(name)[0], ()) if r.rpartition("/")[2].lower() == name
+        ]
+        if where:
+            found.append((start, end, where))
+    symbols = set(symbols)
+    budget = len(symbols) + _SYMBOL_LOOKUPS
+    for word in words:
+        where = []
+        for group, minimum in word.groups:
+            hits = [names[k] for k in group if k in names and len(k) >= minimum and not _generic(k)]
+            if hits:  # a whole word: all its forms (parser, parsers); else the first name
+                where = [r for hit in (hits if minimum == _MIN_NAME else hits[:1]) for r in hit]
+                break
+        if not where and word.code and word.code not in symbols and len(symbols) < budget:
+            symbols.add(word.code)
+            where = index.match_symbol(word.code)
+        if where:
+            found.append((*word.surface, _sorted(where)))
+    found += _katakana_found(katakana, index)
+    return found, True
+
+
+def _katakana_found(runs: list[_Run], index: WorkspaceIndex) -> list[tuple[int, int, list[str]]]:
+    """(start, end, candidates) for the katakana runs that spell names of the workspace: a
+    run is read whole, then in parts if no name matched it whole (one search of the names
+    each); of a run's parts, the longest that matched are taken."""
+    matched: dict[tuple[int, int], list[str]] = {}
+    todo = runs
+    for tier in range(2):
+        tries: dict[str, list[tuple[int, int]]] = {}  # pattern -> where it was read
+        for s, e, m in todo:
+            for start, end, pattern in _katakana_tries(s, e, m, tier):
+                if pattern in tries or len(tries) < _KATAKANA_TRIES:
+                    tries.setdefault(pattern, []).append((start, end))
+        if not tries:
+            continue
+        combined = re.compile("\n(?:" + "|".join(f"(?:{p})" for p in tries) + ")(?=\n)")
+        names = [n for n in index.names_matching(combined) if len(n) >= 3 and not _generic(n)]
+        for pattern, spans in tries.items():
+            hits = [name for name in names if re.fullmatch(pattern, name)]
+            for span in spans if hits else ():
+                matched.setdefault(span, []).extend(hits)
+        todo = [(s, e, m) for s, e, m in todo if not any(s <= a < e for a, _ in matched)]
+    chosen: list[tuple[int, int]] = []
+    for span in sorted(matched, key=lambda se: (se[0] - se[1], se[0])):  # the longest first
+        if not any(s < span[1] and span[0] < e for s, e in chosen):
+            chosen.append(span)
+    where = index.match_names([n for span in chosen for n in matched[span]])
+    return [
+        (s, e, _sorted(r for n in dict.fromkeys(matched[(s, e)]) for r in where.get(n, ())))
+        for s, e in sorted(chosen)
+    ]
+
+
 def resolve(
     agent_id: str, turn: int, text: str, index: WorkspaceIndex, evidence: Evidence | None = None
 ) -> ResolutionRecord:
@@ -344,21 +836,34 @@ def resolve(
             except Exception:  # odd evidence must not cost the turn: ask instead
                 logger.exception("the editor evidence could not be weighed")
         refs.append(_reference(surface, start, end, candidates, weighed))
+        taken.append((start, end))
+        seen.add(frozenset(candidates))
 
+    seen: set[frozenset[str]] = set()  # what each reference found could mean
+    symbols: set[str] = set()  # names looked up as symbols already
     for match in _CALL.finditer(text):
         looked = True
+        symbols.add(match.group(1))
         candidates = index.match_symbol(match.group(1))
         if candidates:
             add(match.group(0), match.start(), match.end(), candidates)
-            taken.append(match.span())
+    calls = list(taken)
     for match in _DEFINITE.finditer(text):
         noun, hint = match.group(1), (match.group(2) or "").lower() or None
-        if noun.lower() in _GENERIC or any(s < match.end() and match.start() < e for s, e in taken):
+        if noun.lower() in _GENERIC or any(s < match.end() and match.start() < e for s, e in calls):
             continue
         looked = True
+        symbols.add(noun)
         candidates = index.match_noun(noun, hint)
         if candidates:
             add(match.group(0), match.start(), match.end(), candidates)
+    # The workspace's names wherever else they occur, in any language (see the docstring); a
+    # mention that could mean only what one found already could is the same reference.
+    named, searched = _named_in_any_language(text, index, taken, symbols)
+    looked = looked or searched
+    for start, end, candidates in named:
+        if not any(seen_one.issuperset(candidates) for seen_one in seen):
+            add(text[start:end], start, end, candidates)
     refs.sort(key=lambda r: r["start"])
     worst = max((_STATUS_ORDER.index(r["status"]) for r in refs), default=0)
     digest = hashlib.sha1(f"{agent_id}\0{turn}\0{text}".encode()).hexdigest()[:16]

@@ -1,0 +1,264 @@
+"""References in any language: the workspace's own names found in a request wherever they occur
+(issue 31, point 2), and the English requests that must not gain references from them."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from talos_ls.memory.index import WorkspaceIndex
+from talos_ls.memory.resolve import Evidence, evidence_notes, resolve
+
+PARSERS = ["src/parser.py", "tools/parser.py"]
+
+
+@pytest.fixture(scope="module")
+def workspace(tmp_path_factory):
+    root = tmp_path_factory.mktemp("ws")
+    files = [
+        "src/parser.py",
+        "tools/parser.py",
+        "src/cache.py",
+        "src/bug.py",
+        "lib/router.py",
+        "lib/loader.py",
+        "lib/scheduler.py",
+        "lib/renderer.py",
+        "lib/client.py",
+        "lib/server.py",
+        "lib/schema.py",
+        "lib/worker.py",
+        "lib/index.ts",
+        "lib/module.py",
+        "lib/controller.py",
+        "lib/log.py",
+        "lib/error.py",
+        "docs/guide.md",
+        "config.toml",
+        *(f"pkg{i}/util.py" for i in range(5)),
+    ]
+    for rel in files:
+        (root / rel).parent.mkdir(parents=True, exist_ok=True)
+        (root / rel).write_text("x = 1\n")
+    (root / "src/parser.py").write_text("class ParserError(Exception):\n    pass\n")
+    (root / "tools/util2.py").write_text("def load_config():\n    pass\n")
+    return WorkspaceIndex.build(root)
+
+
+def refs(index, text):
+    """(surface, status, candidates) of each reference; each surface is the text at its
+    offsets."""
+    found = []
+    for r in resolve("a1", 1, text, index).references:
+        assert text[r["start"] : r["end"]] == r["surface"]
+        found.append((r["surface"], r["status"], r["candidates"]))
+    return found
+
+
+GAP = "evidence_gap"
+
+
+@pytest.mark.parametrize(
+    ("text", "surface"),
+    [
+        # Japanese: a katakana loanword, a Latin name or a file name inside text without spaces
+        ("パーサーを直して", "パーサー"),
+        ("パーサのバグを直して", "パーサ"),  # without the final long mark (JIS style)
+        ("parserを直して", "parser"),
+        ("parser.pyのバグを直して", "parser.py"),
+        ("ｐａｒｓｅｒを直して", "ｐａｒｓｅｒ"),  # full-width letters
+        # Chinese, with and without spaces around the Latin name
+        ("修复parser里的bug", "parser"),
+        ("修复 parser 里的 bug", "parser"),
+        # German: an article, a hyphenated compound, a closed compound
+        ("Repariere den Parser", "den Parser"),
+        ("Der Fehler steckt im Parsermodul", "im Parsermodul"),
+        ("Das Parsermodul wirft Fehler", "Das Parsermodul"),
+        # French and Spanish: an article, a cognate (parseur)
+        ("corrige le parseur", "le parseur"),
+        ("corrige le parser", "le parser"),
+        ("arregla el parser", "el parser"),
+    ],
+)
+def test_a_name_of_the_workspace_in_any_language_is_a_reference(workspace, text, surface):
+    assert refs(workspace, text) == [(surface, GAP, PARSERS)]
+    (ref,) = resolve("a1", 1, text, workspace).references
+    assert ref["question"] == f"Which do you mean by {surface!r}: src/parser.py or tools/parser.py?"
+    (note,) = evidence_notes(resolve("a1", 1, text, workspace))
+    assert note.startswith(f"{surface!r} is ambiguous: it could mean src/parser.py or ")
+
+
+def test_german_compounds_and_translated_nouns(workspace):
+    assert refs(workspace, "Aktualisiere die Parser-Dokumentation") == [
+        ("Parser", GAP, PARSERS),
+        ("Dokumentation", "resolved", ["docs/"]),  # a directory, by a short form of the noun
+    ]
+    assert refs(workspace, "Konfiguration prüfen") == [  # k -> c, config: a short form
+        ("Konfiguration", "resolved", ["config.toml"])
+    ]
+    assert refs(workspace, "la documentación") == [("la documentación", "resolved", ["docs/"])]
+    # one reference for one ambiguity, however often the request names it
+    assert refs(workspace, "Repariere den Parser im Parsermodul") == [("den Parser", GAP, PARSERS)]
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("el servidor", "lib/server.py"),  # -idor
+        ("le serveur", "lib/server.py"),  # -eur
+        ("le contrôleur", "lib/controller.py"),  # accents dropped, the l doubled
+        ("el controlador", "lib/controller.py"),  # -ador
+        ("la caché", "src/cache.py"),
+        ("l'erreur", "lib/error.py"),  # l' before a vowel
+    ],
+)
+def test_french_and_spanish_cognates(workspace, text, expected):
+    assert refs(workspace, text) == [(text, "resolved", [expected])]
+
+
+@pytest.mark.parametrize(
+    ("word", "expected"),
+    [
+        ("キャッシュ", "src/cache.py"),
+        ("ルーター", "lib/router.py"),
+        ("ローダー", "lib/loader.py"),
+        ("スケジューラー", "lib/scheduler.py"),
+        ("スケジューラ", "lib/scheduler.py"),
+        ("レンダラー", "lib/renderer.py"),
+        ("クライアント", "lib/client.py"),
+        ("サーバー", "lib/server.py"),
+        ("サーバ", "lib/server.py"),
+        ("スキーマ", "lib/schema.py"),
+        ("ワーカー", "lib/worker.py"),
+        ("インデックス", "lib/index.ts"),
+        ("モジュール", "lib/module.py"),
+        ("コントローラー", "lib/controller.py"),
+        ("ドキュメント", None),  # no document.py here: nothing (docs is no transliteration)
+        ("ライター", None),  # writer: not router
+        ("パース", None),  # parse: not parser (no -er written)
+        ("バグ", None),  # bug: a generic word, even with src/bug.py
+        ("ファイル", None),  # file: generic
+    ],
+)
+def test_katakana_loanwords_by_their_english_spelling(workspace, word, expected):
+    found = refs(workspace, f"{word}を確認して")
+    assert found == ([(word, "resolved", [expected])] if expected else [])
+
+
+def test_several_katakana_words(workspace):
+    assert refs(workspace, "ルーターとキャッシュを見て") == [
+        ("ルーター", "resolved", ["lib/router.py"]),
+        ("キャッシュ", "resolved", ["src/cache.py"]),
+    ]
+
+
+def test_a_katakana_compound_is_read_in_parts(workspace):
+    assert refs(workspace, "パーサーモジュールのテスト") == [
+        ("パーサー", GAP, PARSERS),
+        ("モジュール", "resolved", ["lib/module.py"]),
+    ]
+
+
+def test_how_many_a_bare_mention_matches_decides_its_status(workspace):
+    (util,) = refs(workspace, "utilを整理して")
+    assert util[0] == "util" and util[1] == "indeterminate" and len(util[2]) == 5
+    (note,) = evidence_notes(resolve("a1", 1, "utilを整理して", workspace))
+    assert note.startswith("'util' is ambiguous: it could mean many things, among them ")
+    assert refs(workspace, "lade die util") == [("die util", "indeterminate", util[2])]
+    record = resolve("a1", 1, "キャッシュとパーサーとutil", workspace)
+    assert record.status == "indeterminate"  # the worst of its references
+    assert [r["status"] for r in record.references] == ["resolved", GAP, "indeterminate"]
+
+
+def test_english_requests_gain_no_reference_from_words_that_contain_a_name(workspace):
+    for text in [
+        "parse the input",  # parse is no parser
+        "fix parser",  # a bare lowercase word in English prose: not read as a name
+        "fix parser.py",  # nor a bare file name (the evidence rule reads it)
+        "the parsed output has an extra line",
+        "the cached value is stale",
+        "serverless deployment is not supported",
+        "check the logs for errors",  # logs is not log
+        "let the process die gracefully",  # die is an article in German, but then no name
+        "the document is too long",
+    ]:
+        assert refs(workspace, text) == [], text
+    assert refs(workspace, "use the cache") == [("the cache", "resolved", ["src/cache.py"])]
+    assert refs(workspace, "Fix ParserError on empty input") == [  # a symbol, not split
+        ("ParserError", "resolved", ["ParserError in src/parser.py"])
+    ]
+    assert refs(workspace, "fix the parser") == [("the parser", GAP, PARSERS)]
+    # what English gains: directories, short forms, file names and identifiers as names
+    assert refs(workspace, "update the docs") == [("the docs", "resolved", ["docs/"])]
+    assert refs(workspace, "update the documentation") == [
+        ("the documentation", "resolved", ["docs/"])
+    ]
+    assert refs(workspace, "fix the parser.py") == [("the parser.py", GAP, PARSERS)]
+    assert refs(workspace, "why does load_config fail") == [
+        ("load_config", "resolved", ["load_config in tools/util2.py"])
+    ]
+
+
+def test_generic_words_stay_excluded(workspace):
+    for text in ["バグを直して", "修复bug", "Repariere den Bug", "corrige le bug"]:
+        assert refs(workspace, text) == [], text
+
+
+def test_the_request_names_the_file_in_text_without_spaces(workspace):
+    record = resolve("a1", 1, "パーサーを直して、tools/parser.pyの方", workspace)
+    (ref,) = record.references
+    assert (ref["surface"], ref["status"], ref["resolved_text"]) == (
+        "パーサー",
+        "resolved",
+        "tools/parser.py",
+    )
+    assert ref["evidence"]["rule"] == "request"
+
+
+def test_the_editor_settles_a_reference_in_another_language(workspace):
+    evidence = Evidence(active="tools/parser.py")
+    (ref,) = resolve("a1", 1, "パーサーを直して", workspace, evidence).references
+    assert (ref["status"], ref["resolved_text"]) == ("resolved", "tools/parser.py")
+
+
+def test_offsets_and_determinism(workspace):
+    text = "« Schön » 🙂 — Fehler im Parsermodul, und パーサーもutilも"
+    one = resolve("a1", 3, text, workspace)
+    two = resolve("a1", 3, text, workspace)
+    assert (one.key, one.references_json, one.status) == (two.key, two.references_json, two.status)
+    spans = [(r["start"], r["end"]) for r in one.references]
+    assert spans == sorted(spans)
+    for ref in one.references:
+        assert text[ref["start"] : ref["end"]] == ref["surface"]
+    # パーサー could mean what "im Parsermodul" could: one reference for one ambiguity
+    assert [r["surface"] for r in one.references] == ["im Parsermodul", "util"]
+
+
+def test_a_question_is_proposed_for_a_reference_in_another_language(workspace, qq):
+    record = resolve("a1", 1, "パーサーを直して", workspace)
+    assert qq.propose_from_resolution(record, 1) == 1
+    asked = qq.next_question("a1", 1, "パーサーを直して")
+    assert asked is not None and asked.question_text == (
+        "Which do you mean by 'パーサー': src/parser.py or tools/parser.py?"
+    )
+
+
+def test_the_index_answers_names_and_directories_as_they_change(tmp_path):
+    for rel in ("src/parser.py", "docs/guide.md", "web/docs/api.md"):
+        (tmp_path / rel).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / rel).write_text("x = 1\n")
+    index = WorkspaceIndex.build(tmp_path)
+    assert index.match_names(["parser", "docs", "nothing"]) == {
+        "parser": ["src/parser.py"],
+        "docs": ["docs/", "web/docs/"],
+    }
+    assert index.names_matching(re.compile(r"\n(p\w*|d\w*)(?=\n)")) == ["parser", "docs"]
+    (tmp_path / "lib/cache").mkdir(parents=True)
+    (tmp_path / "lib/cache/store.py").write_text("x = 1\n")
+    index.apply([("added", str(tmp_path / "lib"))])
+    assert index.match_names(["cache", "lib"]) == {"cache": ["lib/cache/"], "lib": ["lib/"]}
+    (tmp_path / "lib/cache/store.py").unlink()
+    (tmp_path / "lib/cache").rmdir()
+    index.apply([("deleted", str(tmp_path / "lib/cache"))])
+    assert index.match_names(["cache", "lib"]) == {"lib": ["lib/"]}
