@@ -109,7 +109,7 @@ def run_session(store, ranking: str = "seed") -> dict:
             for key in (deploy[turn % 6], deploy[(turn + 1) % 6]):
                 meta = {"gate": {"gated": True, "mode": "refuse", "refused_keys": [key]}}
                 qq.propose_from_gate(AGENT, meta, turn, request)
-        if turn % 4 == 0:  # two evidence gaps in one record: two same-turn referent questions
+        if "parser" in request:  # the resolver reads the request: two gaps, two referents
             refs = [
                 gap(turn, ["src/parser.py", "tools/parser.py"]),
                 gap(turn + 50, ["lib/parser.py", "old/parser.py"]),

@@ -86,7 +86,8 @@ def test_a_name_of_the_workspace_in_any_language_is_a_reference(workspace, text,
     (ref,) = resolve("a1", 1, text, workspace).references
     assert ref["question"] == f"Which do you mean by {surface!r}: src/parser.py or tools/parser.py?"
     (note,) = evidence_notes(resolve("a1", 1, text, workspace))
-    assert note.startswith(f"{surface!r} is ambiguous: it could mean src/parser.py or ")
+    assert note.startswith(f"Assumed {surface!r} means src/parser.py (nothing in the request ")
+    assert "not tools/parser.py. It is ambiguous" in note  # said as an assumption, in any language
 
 
 def test_german_compounds_and_translated_nouns(workspace):
@@ -164,7 +165,7 @@ def test_how_many_a_bare_mention_matches_decides_its_status(workspace):
     (util,) = refs(workspace, "utilを整理して")
     assert util[0] == "util" and util[1] == "indeterminate" and len(util[2]) == 5
     (note,) = evidence_notes(resolve("a1", 1, "utilを整理して", workspace))
-    assert note.startswith("'util' is ambiguous: it could mean many things, among them ")
+    assert note.startswith("Assumed 'util' means ") and " or " in note and "ambiguous" in note
     assert refs(workspace, "lade die util") == [("die util", "indeterminate", util[2])]
     record = resolve("a1", 1, "キャッシュとパーサーとutil", workspace)
     assert record.status == "indeterminate"  # the worst of its references
