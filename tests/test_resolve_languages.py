@@ -263,3 +263,29 @@ def test_the_index_answers_names_and_directories_as_they_change(tmp_path):
     (tmp_path / "lib/cache").rmdir()
     index.apply([("deleted", str(tmp_path / "lib/cache"))])
     assert index.match_names(["cache", "lib"]) == {"lib": ["lib/"]}
+
+
+@pytest.mark.parametrize(
+    ("text", "surface"),
+    [
+        ("the parsing code is slow", "the parsing"),  # the component that parses
+        ("the parse error on empty input", "the parse"),
+        ("Parsing breaks on nested brackets", "Parsing"),  # a gerund opening a sentence
+        ("it hangs. parsing never ends", "parsing"),
+    ],
+)
+def test_an_english_verb_form_after_the_or_opening_a_sentence_names_its_component(
+    workspace, text, surface
+):
+    assert refs(workspace, text) == [(surface, GAP, PARSERS)]
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "the parsed output has an extra line",  # a participle: what was done to a thing
+        "we keep parsing it twice",  # a gerund inside a sentence: prose
+    ],
+)
+def test_a_verb_form_inside_prose_or_a_participle_names_nothing(workspace, text):
+    assert refs(workspace, text) == []

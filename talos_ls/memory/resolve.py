@@ -456,6 +456,26 @@ def _cognates(key: str) -> list[str]:
     return keys
 
 
+def _derivations(key: str) -> list[str]:
+    """The names an English verb form may stand for: the component that does it ("the parsing
+    code", "the parse error", "Parsing breaks": parser, parse; "the caching layer": cache,
+    cacher; "the loading step": load, loader). Only a bare form or an -ing one: a past
+    participle describes what was done to a thing ("the cached value", "the parsed output"),
+    not the part of the code that does it."""
+    bases = [key]
+    if key.endswith("ing") and len(key) >= 6:
+        base = key[:-3]
+        bases = [base, base + "e"] + ([base[:-1]] if base[-1] == base[-2] else [])
+    forms = [b + ("r" if b.endswith("e") else "er") for b in bases]
+    return [k for k in dict.fromkeys([*bases, *forms]) if k != key]
+
+
+def _opens_sentence(text: str, start: int) -> bool:
+    """The word at `start` begins the text or a sentence ("Parsing breaks on ...")."""
+    before = text[:start].rstrip()
+    return not before or before[-1] in ".!?\n:;"
+
+
 def _abbreviations(key: str) -> list[str]:
     """Short forms of a noun made from a verb: its beginnings of three letters up to half of
     it, the shortest first (documentation: doc, docs, docu, ...; not document)."""
@@ -714,7 +734,8 @@ def _words(text: str, cjk: bool, free) -> tuple[list[_Word], list[tuple[int, int
             word = part.group()
             code = "_" in word or _CAMEL.search(word) is not None or backticked
             capital = word[:1].isupper()
-            if not (cjk or determiner or code or capital):
+            opening = word.lower().endswith("ing") and _opens_sentence(text, start)
+            if not (cjk or determiner or code or capital or opening):
                 continue  # a bare word in a sentence with spaces: English prose, mostly
             key = _fold(word)
             if _generic(key) or len(key) < _MIN_NAME or key.isdigit():
@@ -723,6 +744,8 @@ def _words(text: str, cjk: bool, free) -> tuple[list[_Word], list[tuple[int, int
             if cjk or determiner or code:
                 whole = [k for spelled in _spellings(key) for k in _whole(spelled)]
                 groups.append((whole, _MIN_NAME))
+            if ((determiner and english) or opening or (capital and not cjk)) and not code:
+                groups.append((_derivations(key), _MIN_LOOSE))  # the parsing code: parser
             if not code:  # an identifier is a name as it is: ParserError is no compound
                 groups += [(_cognates(key), _MIN_LOOSE), (_abbreviations(key), _MIN_LOOSE)]
                 if cjk or capital or (determiner and not english):
