@@ -164,3 +164,29 @@ async def test_an_unanswered_conflict_is_said_when_the_budget_is_closed(
         assert HEADING not in shown and "they conflict" not in _prompt(model, 2)
     finally:
         await editor.stop()
+
+
+@pytest.mark.parametrize(
+    "request_text",
+    ["パーサーを直して", "修复parser里的bug", "Repariere den Parser", "corrige le parseur"],
+)
+async def test_a_request_in_another_language_is_asked_about_then_said(
+    tmp_path, parsers, options, model, request_text
+):
+    """The workspace's names found in Japanese, Chinese, German and French requests: with the
+    budget open the question is asked; once it is spent, the same request is said to rest on
+    an assumption, in the prompt and the summary."""
+    editor = await _start(tmp_path, parsers, options)
+    try:
+        editor.replies.append(None)  # dismissed: no answer, the question cools
+        first = await _run(editor, model, request_text)
+        (asked,) = editor.prompts
+        assert all(any(p in a.title for a in asked.actions) for p in PARSERS), asked.actions
+        assert HEADING not in first  # asked, not assumed
+        shown = await _run(editor, model, request_text)  # the budget is spent
+        assert len(editor.prompts) == 1
+        (said,) = [line for line in _prompt(model, 1).splitlines() if "Assumed" in line]
+        assert "src/parser.py" in said and "not tools/parser.py" in said
+        assert said.split(" It is ambiguous")[0] in shown
+    finally:
+        await editor.stop()
