@@ -296,3 +296,31 @@ async def editor(tmp_path, ws, options):
     await editor.until(lambda: any(s.folders for s in editor.statuses), "the first status")
     yield editor
     await editor.stop()
+
+
+PARSERS = ("src/parser.py", "tools/parser.py")  # "the parser" has two candidates
+
+
+@pytest.fixture
+def parsers(ws):
+    """The workspace with a parser in `src/` and one in `tools/`."""
+    for rel in PARSERS:
+        (ws / rel).parent.mkdir(parents=True, exist_ok=True)
+        (ws / rel).write_text("def parse(text):\n    return text\n")
+    return ws
+
+
+async def start_indexed(tmp_path: Path, ws: Path, options: dict[str, Any]) -> Editor:
+    """The real server on `ws`, once its index is ready (references resolve in full)."""
+    editor = await start_editor(tmp_path / "home", [ws], options)
+    await editor.until(
+        lambda: any(f.index.ready for s in editor.statuses for f in s.folders), "the index"
+    )
+    return editor
+
+
+def user_message(model, request: int) -> str:
+    """The person's message as the model got it in its `request`-th call."""
+    return next(
+        m["content"] for m in model.requests[request]["body"]["messages"] if m["role"] == "user"
+    )

@@ -10,32 +10,10 @@ import pytest
 
 from talos_ls.demo.scripted_model import reply
 
-from .conftest import start_editor
+from .conftest import PARSERS, start_indexed, user_message
 
-PARSERS = ("src/parser.py", "tools/parser.py")
-
-
-@pytest.fixture
-def parsers(ws):
-    for rel in PARSERS:
-        (ws / rel).parent.mkdir(parents=True, exist_ok=True)
-        (ws / rel).write_text("def parse(text):\n    return text\n")
-    return ws
-
-
-async def _start(tmp_path, ws, options):
-    editor = await start_editor(tmp_path / "home", [ws], options)
-    await editor.until(
-        lambda: any(f.index.ready for s in editor.statuses for f in s.folders), "the index"
-    )
-    return editor
-
-
-def _prompt(model, request: int) -> str:
-    """The person's message as the model got it in its `request`-th call."""
-    return next(
-        m["content"] for m in model.requests[request]["body"]["messages"] if m["role"] == "user"
-    )
+# What the prompt says of a reference that no evidence decided (an assumption, not a choice).
+UNSETTLED = "(nothing in the request or the editor decides it; the one nearest the root)"
 
 
 async def _run(editor, params) -> str:
@@ -47,14 +25,14 @@ async def _run(editor, params) -> str:
 async def test_the_active_document_settles_the_parser_without_a_question(
     tmp_path, parsers, options, model
 ):
-    editor = await _start(tmp_path, parsers, options)
+    editor = await start_indexed(tmp_path, parsers, options)
     try:
         model.script.append(reply("Fixed."))
         uri = (parsers / "tools" / "parser.py").as_uri()
         await _run(editor, {"prompt": "fix the parser", "uri": uri})
         assert editor.prompts == []  # not asked
         assert await editor.command("talos.questions.list", {}) == []  # nor queued
-        prompt = _prompt(model, 0)
+        prompt = user_message(model, 0)
         assert (
             "Assumed 'the parser' means tools/parser.py (it is the active document), "
             "not src/parser.py."
@@ -64,7 +42,7 @@ async def test_the_active_document_settles_the_parser_without_a_question(
 
 
 async def test_without_context_the_question_is_asked(tmp_path, parsers, options, model):
-    editor = await _start(tmp_path, parsers, options)
+    editor = await start_indexed(tmp_path, parsers, options)
     try:
         editor.replies.append(editor.button("tools/parser.py"))
         model.script.append(reply("Fixed.", delay=0.05))
@@ -73,13 +51,13 @@ async def test_without_context_the_question_is_asked(tmp_path, parsers, options,
         assert "the parser" in asked.message
         titles = [a.title for a in asked.actions]
         assert all(any(p in t for t in titles) for p in PARSERS)
-        assert "taken to mean" not in _prompt(model, 0)
+        assert UNSETTLED in user_message(model, 0)  # nothing decided it: said to be assumed
     finally:
         await editor.stop()
 
 
 async def test_the_file_the_last_task_read_settles_the_parser(tmp_path, parsers, options, model):
-    editor = await _start(tmp_path, parsers, options)
+    editor = await start_indexed(tmp_path, parsers, options)
     try:
         read = json.dumps({"path": "tools/parser.py"})
         model.script += [
@@ -93,7 +71,7 @@ async def test_the_file_the_last_task_read_settles_the_parser(tmp_path, parsers,
             q for q in await editor.command("talos.questions.list", {}) if q["kind"] == "referent"
         ]
         assert editor.prompts == [] and referents == []
-        assert "tools/parser.py (it is the one of them touched in the last turns)" in _prompt(
+        assert "tools/parser.py (it is the one of them touched in the last turns)" in user_message(
             model, 2
         )
     finally:
@@ -121,13 +99,13 @@ async def test_the_selection_or_a_diagnostic_settles_the_parser(
     tmp_path, parsers, options, model, where, why
 ):
     (parsers / "src" / "app.py").write_text("from tools.parser import parse\n")
-    editor = await _start(tmp_path, parsers, options)
+    editor = await start_indexed(tmp_path, parsers, options)
     try:
         model.script.append(reply("Fixed."))
         uri = (parsers / "src" / "app.py").as_uri()
         await _run(editor, {"prompt": "fix the parser", "uri": uri, **where})
         assert editor.prompts == []
-        assert f"tools/parser.py ({why})" in _prompt(model, 0)
+        assert f"tools/parser.py ({why})" in user_message(model, 0)
     finally:
         await editor.stop()
 
@@ -135,7 +113,7 @@ async def test_the_selection_or_a_diagnostic_settles_the_parser(
 async def test_the_file_the_person_just_edited_settles_the_parser(
     tmp_path, parsers, options, model
 ):
-    editor = await _start(tmp_path, parsers, options)
+    editor = await start_indexed(tmp_path, parsers, options)
     try:
         uri = editor.open(parsers / "tools" / "parser.py")
         editor.type(uri, "def parse(text):\n    return text.strip()\n")
@@ -143,7 +121,7 @@ async def test_the_file_the_person_just_edited_settles_the_parser(
         model.script.append(reply("Fixed."))
         await _run(editor, {"prompt": "fix the parser", "uri": (parsers / "README.md").as_uri()})
         assert editor.prompts == []
-        assert "tools/parser.py (it is the one of them touched in the last turns)" in _prompt(
+        assert "tools/parser.py (it is the one of them touched in the last turns)" in user_message(
             model, 0
         )
     finally:
@@ -151,7 +129,7 @@ async def test_the_file_the_person_just_edited_settles_the_parser(
 
 
 async def test_an_earlier_answer_settles_the_same_words_later(tmp_path, parsers, options, model):
-    editor = await _start(tmp_path, parsers, options)
+    editor = await start_indexed(tmp_path, parsers, options)
     try:
         editor.replies.append(editor.button("tools/parser.py"))
         model.script.append(reply("Fixed.", delay=0.05))
@@ -164,7 +142,7 @@ async def test_an_earlier_answer_settles_the_same_words_later(tmp_path, parsers,
         await _run(editor, {"prompt": "now simplify the parser"})
         assert len(editor.prompts) == 1  # not asked again
         assert len(model.requests) == 5
-        assert "tools/parser.py (you said so when asked)" in _prompt(model, 4)
+        assert "tools/parser.py (you said so when asked)" in user_message(model, 4)
     finally:
         await editor.stop()
 
@@ -177,7 +155,7 @@ async def test_an_edit_whose_uri_climbs_out_of_the_folder_touches_nothing(
     outside = tmp_path / "elsewhere" / "tools" / "parser.py"
     outside.parent.mkdir(parents=True)
     outside.write_text("x = 1\n")
-    editor = await _start(tmp_path, parsers, options)
+    editor = await start_indexed(tmp_path, parsers, options)
     try:
         climbing = f"{(parsers / 'src').as_uri()}/../../elsewhere/tools/parser.py"
         editor.open(outside)
@@ -187,6 +165,6 @@ async def test_an_edit_whose_uri_climbs_out_of_the_folder_touches_nothing(
         model.script.append(reply("Fixed.", delay=0.05))
         await _run(editor, {"prompt": "fix the parser"})
         assert len(editor.prompts) == 1  # still asked
-        assert "taken to mean" not in _prompt(model, 0)
+        assert UNSETTLED in user_message(model, 0)  # nothing decided it: said to be assumed
     finally:
         await editor.stop()

@@ -13,9 +13,8 @@ import pytest
 
 from talos_ls.demo.scripted_model import reply
 
-from .conftest import start_editor
+from .conftest import PARSERS, start_indexed, user_message
 
-PARSERS = ("src/parser.py", "tools/parser.py")
 CONFLICT = {"AGENTS.md": "- Tests use unittest\n", "CLAUDE.md": "- Tests use pytest\n"}
 HEADING = "Not confirmed by you (say so if one is wrong):"
 
@@ -28,29 +27,6 @@ def backend(request) -> str:
 @pytest.fixture
 def options(options, store_url):
     return {**options, "storeUrl": store_url}
-
-
-@pytest.fixture
-def parsers(ws):
-    for rel in PARSERS:
-        (ws / rel).parent.mkdir(parents=True, exist_ok=True)
-        (ws / rel).write_text("def parse(text):\n    return text\n")
-    return ws
-
-
-async def _start(tmp_path, ws, options):
-    editor = await start_editor(tmp_path / "home", [ws], options)
-    await editor.until(
-        lambda: any(f.index.ready for s in editor.statuses for f in s.folders), "the index"
-    )
-    return editor
-
-
-def _prompt(model, request: int) -> str:
-    """The person's message as the model got it in its `request`-th call."""
-    return next(
-        m["content"] for m in model.requests[request]["body"]["messages"] if m["role"] == "user"
-    )
 
 
 async def _run(editor, model, prompt: str, **params) -> str:
@@ -66,7 +42,7 @@ async def test_the_question_s_own_words_make_no_request_relevant(tmp_path, ws, o
     "right", "use", "which", "notes") get no question, a request about the tests does."""
     for name, text in CONFLICT.items():
         (ws / name).write_text(text)
-    editor = await _start(tmp_path, ws, options)
+    editor = await start_indexed(tmp_path, ws, options)
     try:
         editor.replies.append(editor.button("pytest"))
         for request in ("is it right to use two spaces here?", "which notes say what we mean?"):
@@ -85,7 +61,7 @@ async def test_the_seed_ranking_asks_on_the_question_s_wording(tmp_path, ws, opt
     question's words) asks; the setting reaches the queue."""
     for name, text in CONFLICT.items():
         (ws / name).write_text(text)
-    editor = await _start(tmp_path, ws, {**options, "questionRanking": "seed"})
+    editor = await start_indexed(tmp_path, ws, {**options, "questionRanking": "seed"})
     try:
         editor.replies.append(None)
         await _run(editor, model, "is it right to use two spaces here?")
@@ -102,7 +78,7 @@ async def test_a_word_about_something_else_gets_no_question_and_an_assumption_is
     gets no question; "the parser is slow" does."""
     for name, text in CONFLICT.items():
         (parsers / name).write_text(text)
-    editor = await _start(tmp_path, parsers, {**options, "questionBudgetTurns": 2})
+    editor = await start_indexed(tmp_path, parsers, {**options, "questionBudgetTurns": 2})
     try:
         editor.replies.append(editor.button("pytest"))
         await _run(editor, model, "write the tests")  # turn 1: the budget goes to the conflict
@@ -112,7 +88,7 @@ async def test_a_word_about_something_else_gets_no_question_and_an_assumption_is
             "Assumed 'the parser' means src/parser.py (nothing in the request or the editor "
             "decides it; the one nearest the root), not tools/parser.py."
         )
-        assert said in _prompt(model, 1) and f"{HEADING}\n- {said}" in shown
+        assert said in user_message(model, 1) and f"{HEADING}\n- {said}" in shown
         assert len(editor.prompts) == 1
         assert any("It assumed 1 thing(s)" in m for m in editor.messages())
         await _run(editor, model, "parse the CLI arguments in src/app.py")  # turn 3: open
@@ -127,7 +103,7 @@ async def test_a_word_about_something_else_gets_no_question_and_an_assumption_is
 async def test_an_earlier_answer_against_the_open_file_is_said_not_taken_silently(
     tmp_path, parsers, options, model
 ):
-    editor = await _start(tmp_path, parsers, options)  # one question per 5 turns
+    editor = await start_indexed(tmp_path, parsers, options)  # one question per 5 turns
     try:
         editor.replies.append(editor.button("tools/parser.py"))
         await _run(editor, model, "fix the parser")
@@ -138,7 +114,7 @@ async def test_an_earlier_answer_against_the_open_file_is_said_not_taken_silentl
             "Assumed 'the parser' means tools/parser.py (you said so when asked, though "
             "src/parser.py is the file open now), not src/parser.py."
         )
-        assert said in _prompt(model, 1) and f"{HEADING}\n- {said}" in shown
+        assert said in user_message(model, 1) and f"{HEADING}\n- {said}" in shown
         assert len(editor.prompts) == 1  # the budget is closed: said instead of asked
     finally:
         await editor.stop()
@@ -149,19 +125,19 @@ async def test_an_unanswered_conflict_is_said_when_the_budget_is_closed(
 ):
     for name, text in CONFLICT.items():
         (parsers / name).write_text(text)
-    editor = await _start(tmp_path, parsers, options)
+    editor = await start_indexed(tmp_path, parsers, options)
     try:
         editor.replies.append(editor.button("tools/parser.py"))
         await _run(editor, model, "fix the parser")  # the budget goes to this question
         shown = await _run(editor, model, "write the tests")
         assert len(editor.prompts) == 1
-        prompt = _prompt(model, 1)
+        prompt = user_message(model, 1)
         (said,) = [line for line in prompt.splitlines() if "they conflict" in line]
         assert said.startswith("Assumed ") and "neither has more support" in said
         assert '"Tests use pytest"' in said and '"Tests use unittest"' in said
         assert f"- {said}" in shown
         shown = await _run(editor, model, "update the changelog")  # not about the tests
-        assert HEADING not in shown and "they conflict" not in _prompt(model, 2)
+        assert HEADING not in shown and "they conflict" not in user_message(model, 2)
     finally:
         await editor.stop()
 
@@ -176,7 +152,7 @@ async def test_a_request_in_another_language_is_asked_about_then_said(
     """The workspace's names found in Japanese, Chinese, German and French requests: with the
     budget open the question is asked; once it is spent, the same request is said to rest on
     an assumption, in the prompt and the summary."""
-    editor = await _start(tmp_path, parsers, options)
+    editor = await start_indexed(tmp_path, parsers, options)
     try:
         editor.replies.append(None)  # dismissed: no answer, the question cools
         first = await _run(editor, model, request_text)
@@ -185,7 +161,7 @@ async def test_a_request_in_another_language_is_asked_about_then_said(
         assert HEADING not in first  # asked, not assumed
         shown = await _run(editor, model, request_text)  # the budget is spent
         assert len(editor.prompts) == 1
-        (said,) = [line for line in _prompt(model, 1).splitlines() if "Assumed" in line]
+        (said,) = [line for line in user_message(model, 1).splitlines() if "Assumed" in line]
         assert "src/parser.py" in said and "not tools/parser.py" in said
         assert said.split(" It is ambiguous")[0] in shown
     finally:
