@@ -48,7 +48,7 @@ from .agent.tasks import FINAL, Task, TaskRegistry
 from .agent.workspace import SandboxError, Workspace, agent_id
 from .display import visible
 from .edits import apply
-from .edits.apply import disk_text
+from .edits.apply import disk_text, disk_write
 from .edits.proposals import OPEN, Proposal, ProposalBook, ProposalError
 from .gates import question_value
 from .gates.permissions import MODES, Policy
@@ -673,22 +673,24 @@ class Host:
                 "made (it is stale)."
             )
 
-    def _current(self, path: str) -> tuple[str, int | None]:
+    def _current(self, path: str, proposal: Proposal | None = None) -> tuple[str, int | None]:
         """A file's text as the person sees it: the editor's buffer, else the disk."""
         open_doc = self.port.read_document(path)
-        return open_doc if open_doc is not None else (disk_text(self.workspace, path), None)
+        if open_doc is not None:
+            return open_doc
+        return disk_text(self.workspace, path, proposal), None
 
     async def read(self, proposal: Proposal) -> tuple[str, int | None]:
         """`edits.apply.Files`: the editor's buffer (made able to check the edit's version
         first: `EditorPort.settle`), else the disk."""
         await self.port.settle(proposal)
-        return await self.offload.run(self._current, proposal.path)
+        return await self.offload.run(self._current, proposal.path, proposal)
 
     async def write(self, proposal: Proposal, text: str, version: int | None) -> bool:
         """`edits.apply.Files`: an open document through the editor, at the version read; a
         file that is not open on disk, by the host (it owns the workspace)."""
         if version is None:
-            await self.offload.run(self.workspace.write_text, proposal.path, text)
+            await self.offload.run(disk_write, self.workspace, proposal.path, text)
             return True
         return await self.port.apply(proposal, text, version)
 
