@@ -28,6 +28,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
+import functools
 import json
 import logging
 import time
@@ -48,7 +49,7 @@ from .agent.tasks import FINAL, Task, TaskRegistry
 from .agent.workspace import SandboxError, Workspace, agent_id
 from .display import visible
 from .edits import apply
-from .edits.apply import disk_text, disk_write
+from .edits.apply import Rewound, disk_text, disk_write
 from .edits.proposals import OPEN, Proposal, ProposalBook, ProposalError
 from .gates import question_value
 from .gates.permissions import MODES, Policy
@@ -682,7 +683,9 @@ class Host:
 
     async def read(self, proposal: Proposal) -> tuple[str, int | None]:
         """`edits.apply.Files`: the editor's buffer (made able to check the edit's version
-        first: `EditorPort.settle`), else the disk."""
+        first: `EditorPort.settle`), else the disk. A path that leads out of the workspace now
+        (a symlink put there since) is refused before either is touched."""
+        await self.offload.run(functools.partial(self.workspace.resolve, write=True), proposal.path)
         await self.port.settle(proposal)
         return await self.offload.run(self._current, proposal.path, proposal)
 
@@ -698,7 +701,7 @@ class Host:
         """Apply a proposal (`edits.apply`), refusing a stale one. True when it landed."""
         try:
             landed = await apply.apply(self.proposals, self, proposal_id, hunks, self.offload.run)
-        except (ProposalError, OSError) as exc:
+        except (ProposalError, SandboxError, OSError) as exc:
             logger.info("proposal %s not applied: %s", proposal_id, exc)
             return False
         proposal = await self.offload.run(self.proposals.get, proposal_id)
@@ -735,6 +738,14 @@ class Host:
         proposal = await apply.undo(self.proposals, self, proposal_id, self.offload.run)
         await self.port.show_proposal(proposal)
         return proposal
+
+    async def rewind(self, task_id: str) -> Rewound:
+        """Put back every file the task changed (`edits.apply.rewind`): in the editor's buffer
+        at its version when open, else on disk. A file changed since is left and named."""
+        done = await apply.rewind(self.proposals, self, task_id, self.offload.run)
+        for proposal in done.undone:
+            await self.port.show_proposal(proposal)
+        return done
 
     # --------------------------------------------------------------- status
     def report_status(self) -> None:
