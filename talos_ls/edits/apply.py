@@ -174,7 +174,11 @@ async def rewind(book: ProposalBook, files: Files, task_id: str, run: Run = in_p
     applied = [p for p in made if p.undo_text is not None and p.status != "undone"]
     if not applied:
         ever = any(p.undo_text is not None for p in made)
-        said = "everything it applied is undone already" if ever else "it applied no proposal"
+        said = (
+            "everything it applied is undone already"
+            if ever
+            else "it applied no proposal (or its proposals were pruned, all together)"
+        )
         raise ProposalError(f"nothing to rewind in task {task_id!r} in this workspace: {said}")
     done = Rewound(task_id)
     for proposal in reversed(applied):
