@@ -362,7 +362,7 @@ def _find_task(store: Store, args: argparse.Namespace) -> dict[str, Any]:
     workspace's: another's transcript is read with --workspace naming it."""
     rows = store.task_list(agent_id(_workspace(args)))
     exact = [r for r in rows if r["id"] == args.task]
-    matches = exact or [r for r in rows if r["id"].startswith(args.task)]
+    matches = exact or [r for r in rows if args.task and r["id"].startswith(args.task)]
     if len(matches) == 1:
         return matches[0]
     if not matches:
