@@ -285,7 +285,8 @@ def _parser() -> argparse.ArgumentParser:
         "Put back every file a task changed as it was before the "
         "task, its last change first. A file changed since the task changed it "
         "is left as it is (your edit is kept) and named with why; the other "
-        "files are rewound. Exit code 1 when a file was left.",
+        "files are rewound. Exit code 1 when a file was left, or when there was "
+        "nothing to rewind.",
     )
     rw.add_argument("task", help="the task's id, or an unambiguous prefix of it")
     rw.add_argument("--json", action="store_true", help="print JSON")
