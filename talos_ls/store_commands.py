@@ -330,7 +330,10 @@ def _rewind(store: Store, args: argparse.Namespace) -> int:
     the person changed since is left, named with why (exit code 1)."""
     task_id = _find_task(store, args)["id"]
     book, workspace = _book(store, args)
-    done = asyncio.run(apply.rewind(book, DiskFiles(workspace), task_id))
+    try:
+        done = asyncio.run(apply.rewind(book, DiskFiles(workspace), task_id))
+    except edits.ProposalError as exc:
+        raise CliError("proposal", f"{exc}; talos tasks lists the workspace's tasks") from None
     if args.json:
         _print_json(done.as_json())
     else:

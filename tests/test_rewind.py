@@ -160,3 +160,20 @@ def test_rewind_in_memory_newest_first_over_several_changes_to_one_file(tmp_path
     assert [p.path for p in done.undone] == ["a.txt"] * 3
     with pytest.raises(ProposalError, match="applied no proposal"):
         asyncio.run(apply.rewind(book, files, "t-unknown"))
+
+
+def test_a_partly_applied_proposal_gone_stale_leaves_its_file(tmp_path):
+    workspace = Workspace(tmp_path)
+    base = "a = 1\n\n\n\nb = 2\n"
+    (tmp_path / "a.py").write_text(base)
+    book, files = ProposalBook(), DiskFiles(workspace)
+    p = book.create("a.py", base, base.replace("1", "10").replace("2", "20"), task_id="t")
+    assert asyncio.run(apply.apply(book, files, p.id, [0]))
+    mine = (tmp_path / "a.py").read_text() + "# mine\n"
+    (tmp_path / "a.py").write_text(mine)
+    book.base_changed("a.py", mine)
+    done = asyncio.run(apply.rewind(book, files, "t"))
+    assert (
+        "a.py changed after proposal" in done.left["a.py"] and "partly applied" in done.left["a.py"]
+    )
+    assert (tmp_path / "a.py").read_text() == mine
