@@ -111,3 +111,23 @@ async def test_rewind_after_a_restart_on_disk(tmp_path, ws, options, model):
 async def test_an_unknown_task_is_refused(editor, task_id):
     with pytest.raises(Exception, match=r"no task|task_id"):
         await editor.command("talos.task.rewind", {"task_id": task_id})
+
+
+async def test_a_task_of_another_workspace_is_no_task_there(tmp_path, editor, model, ws, options):
+    """Two servers on one store: the other folder's server cannot rewind this one's task."""
+    from .conftest import start_editor
+
+    write_three(ws)
+    editor.open(ws / "src" / "legacy.py", LATIN1.decode("latin-1"))
+    task_id, _ = await run_and_apply(editor, model)
+    other_ws = tmp_path / "other"
+    (other_ws / "src").mkdir(parents=True)
+    (other_ws / "src" / "app.py").write_bytes(APP.replace(b"return 1", b"return 10"))
+    other = await start_editor(tmp_path / "home2", [other_ws], options)
+    try:
+        with pytest.raises(Exception, match="no task"):
+            await other.command("talos.task.rewind", {"task_id": task_id})
+    finally:
+        await other.stop()
+    assert (other_ws / "src" / "app.py").read_bytes() == APP.replace(b"return 1", b"return 10")
+    assert (ws / "src" / "app.py").read_bytes() == APP.replace(b"return 1", b"return 10")
