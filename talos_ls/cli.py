@@ -279,6 +279,17 @@ def _parser() -> argparse.ArgumentParser:
         "one, or ID), if the file is still as the proposal left it.",
     )
     ud.add_argument("id", nargs="?")
+    rw = command(
+        "rewind",
+        "undo everything a task applied",
+        "Put back every file a task changed as it was before the "
+        "task, its last change first. A file changed since the task changed it "
+        "is left as it is (your edit is kept) and named with why; the other "
+        "files are rewound. Exit code 1 when a file was left, or when there was "
+        "nothing to rewind.",
+    )
+    rw.add_argument("task", help="the task's id, or an unambiguous prefix of it")
+    rw.add_argument("--json", action="store_true", help="print JSON")
     ts = command(
         "tasks",
         "the workspace's recent tasks",

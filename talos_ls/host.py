@@ -28,6 +28,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
+import functools
 import json
 import logging
 import time
@@ -48,7 +49,7 @@ from .agent.tasks import FINAL, Task, TaskRegistry
 from .agent.workspace import SandboxError, Workspace, agent_id
 from .display import visible
 from .edits import apply
-from .edits.apply import disk_text
+from .edits.apply import Rewound, disk_text, disk_write
 from .edits.proposals import OPEN, Proposal, ProposalBook, ProposalError
 from .gates import question_value
 from .gates.permissions import MODES, Policy
@@ -673,22 +674,26 @@ class Host:
                 "made (it is stale)."
             )
 
-    def _current(self, path: str) -> tuple[str, int | None]:
+    def _current(self, path: str, proposal: Proposal | None = None) -> tuple[str, int | None]:
         """A file's text as the person sees it: the editor's buffer, else the disk."""
         open_doc = self.port.read_document(path)
-        return open_doc if open_doc is not None else (disk_text(self.workspace, path), None)
+        if open_doc is not None:
+            return open_doc
+        return disk_text(self.workspace, path, proposal), None
 
     async def read(self, proposal: Proposal) -> tuple[str, int | None]:
         """`edits.apply.Files`: the editor's buffer (made able to check the edit's version
-        first: `EditorPort.settle`), else the disk."""
+        first: `EditorPort.settle`), else the disk. A path that leads out of the workspace now
+        (a symlink put there since) is refused before either is touched."""
+        await self.offload.run(functools.partial(self.workspace.resolve, write=True), proposal.path)
         await self.port.settle(proposal)
-        return await self.offload.run(self._current, proposal.path)
+        return await self.offload.run(self._current, proposal.path, proposal)
 
     async def write(self, proposal: Proposal, text: str, version: int | None) -> bool:
         """`edits.apply.Files`: an open document through the editor, at the version read; a
         file that is not open on disk, by the host (it owns the workspace)."""
         if version is None:
-            await self.offload.run(self.workspace.write_text, proposal.path, text)
+            await self.offload.run(disk_write, self.workspace, proposal.path, text)
             return True
         return await self.port.apply(proposal, text, version)
 
@@ -696,7 +701,7 @@ class Host:
         """Apply a proposal (`edits.apply`), refusing a stale one. True when it landed."""
         try:
             landed = await apply.apply(self.proposals, self, proposal_id, hunks, self.offload.run)
-        except (ProposalError, OSError) as exc:
+        except (ProposalError, SandboxError, OSError) as exc:
             logger.info("proposal %s not applied: %s", proposal_id, exc)
             return False
         proposal = await self.offload.run(self.proposals.get, proposal_id)
@@ -733,6 +738,14 @@ class Host:
         proposal = await apply.undo(self.proposals, self, proposal_id, self.offload.run)
         await self.port.show_proposal(proposal)
         return proposal
+
+    async def rewind(self, task_id: str) -> Rewound:
+        """Put back every file the task changed (`edits.apply.rewind`): in the editor's buffer
+        at its version when open, else on disk. A file changed since is left and named."""
+        done = await apply.rewind(self.proposals, self, task_id, self.offload.run)
+        for proposal in done.undone:
+            await self.port.show_proposal(proposal)
+        return done
 
     # --------------------------------------------------------------- status
     def report_status(self) -> None:

@@ -59,7 +59,7 @@ PROPOSAL_SCHEME = "talos-proposal"
 # fmt: off
 COMMANDS = (
     "talos.task.start", "talos.task.followUp", "talos.task.cancel", "talos.task.list",
-    "talos.task.show",
+    "talos.task.show", "talos.task.rewind",
     "talos.proposal.list", "talos.proposal.show", "talos.proposal.apply",
     "talos.proposal.reject", "talos.proposal.diff", "talos.undo", "talos.questions.list",
     "talos.question.answer", "talos.prompt.answer",
@@ -274,6 +274,7 @@ _command("talos.task.followUp", D.follow_up)
 _command("talos.task.cancel", D.cancel_task)
 _command("talos.task.list", lambda p: D.list_tasks())
 _command("talos.task.show", D.show_task)
+_command("talos.task.rewind", D.rewind_task)
 _command("talos.proposal.list", lambda p: D.list_proposals(_path(p)))
 _command("talos.proposal.show", D.show_proposal)
 _command("talos.proposal.apply", D.apply_proposal)

@@ -1,6 +1,6 @@
 """The commands that read and change what the store holds: `talos questions`, `memory`,
-`proposals`, `apply`, `reject`, `undo`, `tasks` and `show`. `cli.py` parses the command line and
-loads this module only for one of them.
+`proposals`, `apply`, `reject`, `undo`, `rewind`, `tasks` and `show`. `cli.py` parses the
+command line and loads this module only for one of them.
 
 `talos questions` and `talos memory` show what is in the store, for people who want to see why
 they were, or were not, asked something: every candidate with its status, turns and ask count,
@@ -325,6 +325,22 @@ def _undo(store: Store, args: argparse.Namespace) -> int:
     return 0
 
 
+def _rewind(store: Store, args: argparse.Namespace) -> int:
+    """Every file the task changed put back as it was before it, newest change first; a file
+    the person changed since is left, named with why (exit code 1)."""
+    task_id = _find_task(store, args)["id"]
+    book, workspace = _book(store, args)
+    try:
+        done = asyncio.run(apply.rewind(book, DiskFiles(workspace), task_id))
+    except edits.ProposalError as exc:
+        raise CliError("proposal", f"{exc}; talos tasks lists the workspace's tasks") from None
+    if args.json:
+        _print_json(done.as_json())
+    else:
+        _say(done.message())
+    return 1 if done.left else 0
+
+
 # ---------------------------------------------------------------------- tasks
 def _tasks(store: Store, args: argparse.Namespace) -> int:
     rows = store.task_list(agent_id(_workspace(args)))[-args.limit :]
@@ -349,7 +365,7 @@ def _find_task(store: Store, args: argparse.Namespace) -> dict[str, Any]:
     workspace's: another's transcript is read with --workspace naming it."""
     rows = store.task_list(agent_id(_workspace(args)))
     exact = [r for r in rows if r["id"] == args.task]
-    matches = exact or [r for r in rows if r["id"].startswith(args.task)]
+    matches = exact or [r for r in rows if args.task and r["id"].startswith(args.task)]
     if len(matches) == 1:
         return matches[0]
     if not matches:
@@ -399,6 +415,7 @@ def run(args: argparse.Namespace) -> int:
             "apply": _apply,
             "reject": _reject,
             "undo": _undo,
+            "rewind": _rewind,
             "tasks": _tasks,
             "show": _show,
         }

@@ -17,6 +17,10 @@ NEW = "first line\r\nsecond — changed\r\nthird 🐍 astral 𝔘\nfourth\r"
 
 
 def proposal(pid: str = "p1", **over) -> dict:
+    return _proposal(pid, **over)
+
+
+def _proposal(pid: str = "p1", **over) -> dict:
     row = {
         "id": pid,
         "agent_id": "/home/dana/proj",
@@ -296,7 +300,12 @@ def test_a_second_daemon_sees_the_same_states(store, store_url):
 
 # ---------------------------------------------------------------------- prune
 def test_prune_keeps_open_ones_and_the_newest_settled(store):
+    """Of no task (a task's applied ones go together: the next test)."""
     agent = "/home/dana/proj"
+
+    def proposal(pid, **over):
+        return _proposal(pid, task_id=None, **over)
+
     store.proposal_put(proposal("pending-old", created_at=1.0, updated_at=1.0))
     store.proposal_put(
         proposal("partly-old", status="partly_applied", created_at=2.0, updated_at=2.0)
@@ -316,6 +325,43 @@ def test_prune_keeps_open_ones_and_the_newest_settled(store):
     assert store.proposal_prune(agent, 0) == 1
     assert [r["id"] for r in store.proposal_list(agent)] == ["pending-old", "partly-old"]
     assert store.proposal_get("elsewhere") is not None
+
+
+def test_prune_keeps_a_tasks_applied_proposals_together(store):
+    """A rewind finds every proposal its task applied, or none: an applied one beyond the
+    newest kept stays while its task has another proposal kept."""
+    agent = "/home/dana/proj"
+    store.proposal_put(proposal("t1-applied-old", status="applied", updated_at=1.0))
+    store.proposal_put(proposal("t1-rejected-old", status="rejected", updated_at=2.0))
+    store.proposal_put(proposal("t1-applied-new", status="applied", updated_at=50.0))
+    store.proposal_put(proposal("t2-applied", task_id="t2", status="applied", updated_at=3.0))
+    store.proposal_put(proposal("t2-undone", task_id="t2", status="undone", updated_at=4.0))
+    store.proposal_put(proposal("none", task_id=None, status="applied", updated_at=5.0))
+    store.proposal_put(proposal("t3-pending", task_id="t3", updated_at=0.5))
+    store.proposal_put(proposal("t3-applied", task_id="t3", status="applied", updated_at=0.5))
+    assert store.proposal_prune(agent, 1) == 4
+    left = {r["id"] for r in store.proposal_list(agent)}
+    assert left == {"t1-applied-old", "t1-applied-new", "t3-pending", "t3-applied"}
+    assert store.proposal_prune(agent, 1) == 0
+    store.proposal_claim("t1-applied-new", ["applied"], {"status": "undone", "updated_at": 60.0})
+    store.proposal_claim("t3-pending", ["pending"], {"status": "rejected", "updated_at": 0.7})
+    assert store.proposal_prune(agent, 0) == 4  # no proposal of a task kept: all of them go
+    assert store.proposal_list(agent) == []
+
+
+def test_a_tasks_proposals_are_found_by_it_from_another_connection(store, store_url):
+    """What a task applied is listed with its task after the process that wrote it is gone."""
+    store.proposal_put(proposal("a", task_id="t9", status="applied", undo_text="before\r\n"))
+    store.proposal_put(proposal("b", task_id="t8"))
+    store.close()
+    other = open_store(store_url)
+    try:
+        rows = [r for r in other.proposal_list("/home/dana/proj") if r["task_id"] == "t9"]
+        assert [(r["id"], r["status"], r["undo_text"]) for r in rows] == [
+            ("a", "applied", "before\r\n")
+        ]
+    finally:
+        other.close()
 
 
 def test_prune_follows_status_changes(store):

@@ -191,5 +191,9 @@ class Workspace:
     def write_text(self, path: str, text: str) -> Path:
         """Write through the sandbox: the target is resolved again just before the write, and
         written atomically without following a symlink (`files.atomic_write`)."""
+        return self.write_bytes(path, text.encode("utf-8"))
+
+    def write_bytes(self, path: str, data: bytes) -> Path:
+        """`write_text`, of bytes."""
         real = self.resolve(path, write=True)
-        return atomic_write(self.root, self.relative(real), text.encode("utf-8"))
+        return atomic_write(self.root, self.relative(real), data)

@@ -246,6 +246,15 @@ class ProposalBook:
             )
         ]
 
+    def of_task(self, task_id: str) -> builtins.list[Proposal]:
+        """Every proposal task `task_id` made in this workspace, oldest first: from the store
+        when there is one (memory forgets settled proposals; the store keeps them across
+        restarts), else from memory. Blocking: call it off the event loop."""
+        if self.store is None:
+            return [p for p in self.list() if p.task_id == task_id]
+        rows = self.store.proposal_list(self.agent_id)
+        return [self._load(row) for row in rows if row["task_id"] == task_id]
+
     # ------------------------------------------------------------ changes
     def base_changed(self, path: str, current_text: str) -> builtins.list[Proposal]:
         """The file changed (an edit in the editor, a write on disk): open proposals whose

@@ -614,6 +614,20 @@ class Daemon:
                 return host, row
         raise ParamsError(f"no task {task_id!r} in any open workspace folder")
 
+    async def rewind_task(self, p: Params) -> dict[str, Any]:
+        """Every file the task changed put back as before it (`Host.rewind`); the files left
+        (changed since) are named, with why, in `left` and in `message`."""
+        host, row = await self._task_row(p.get("task_id", str, required=True))
+        try:
+            done = await host.rewind(row["id"])
+        except ProposalError as exc:
+            raise ParamsError(str(exc)) from None
+        out = done.as_json()
+        for left in out["left"]:
+            left.update(path=_shown(left["path"]), reason=_shown(left["reason"]))
+        out["restored"] = [_shown(path) for path in out["restored"]]
+        return {**out, "message": visible(done.message())}
+
     # ----------------------------------------------------------- proposals
     async def list_proposals(self, path: Path | None) -> list[dict[str, Any]]:
         await self.ready()

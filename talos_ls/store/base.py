@@ -491,5 +491,7 @@ class Store(ABC):
     @abstractmethod
     def proposal_prune(self, agent_id: str, keep_settled: int) -> int:
         """Delete the agent's settled proposals (every status but pending) beyond the newest
-        `keep_settled`, newest by (updated_at, id). Pending ones always stay. Returns how
-        many were deleted."""
+        `keep_settled`, newest by (updated_at, id). Pending ones always stay, and so does an
+        applied one of a task that has another proposal kept: a task's applied proposals
+        go together, so a rewind of it finds all of them or none. Returns how many were
+        deleted."""

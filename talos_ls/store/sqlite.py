@@ -207,6 +207,10 @@ def _dumps(value: Any) -> str:
     return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
 
 
+# The agent's settled proposals beyond the newest `keep_settled` (`proposal_prune`).
+_OLD_SETTLED = """SELECT id FROM proposals WHERE agent_id = ?
+   AND status NOT IN ('pending', 'partly_applied')
+ ORDER BY updated_at DESC, id DESC LIMIT -1 OFFSET ?"""
 _ADD_MESSAGE = "INSERT INTO task_messages (task_id, seq, message) VALUES (?, ?, ?)"
 _UPDATE_TASK = (
     "UPDATE tasks SET "
@@ -974,10 +978,10 @@ class SQLiteStore(Store):
         check_keep_settled(keep_settled)
         with self._write() as conn:
             cur = conn.execute(
-                """DELETE FROM proposals WHERE id IN (
-                    SELECT id FROM proposals WHERE agent_id = ?
-                       AND status NOT IN ('pending', 'partly_applied')
-                     ORDER BY updated_at DESC, id DESC LIMIT -1 OFFSET ?)""",
-                (agent_id, keep_settled),
+                f"""DELETE FROM proposals WHERE id IN ({_OLD_SETTLED}) AND NOT (
+                    status = 'applied' AND task_id IS NOT NULL AND task_id IN (
+                        SELECT task_id FROM proposals WHERE agent_id = ?
+                           AND task_id IS NOT NULL AND id NOT IN ({_OLD_SETTLED})))""",
+                (agent_id, keep_settled, agent_id, agent_id, keep_settled),
             )
             return cur.rowcount
