@@ -6,7 +6,7 @@
 import * as vscode from 'vscode';
 import { PROPOSAL_SCHEME, TASK_SCHEME, parseProposalPath, proposalPath, taskPath } from './documents';
 import { dollars, statusView } from './status';
-import { applyOutcome, rejectOutcome, undoOutcome, type ApplyResult, type UndoResult } from './outcome';
+import { applyOutcome, rejectOutcome, rewindOutcome, undoOutcome, type ApplyResult, type RewindResult, type UndoResult } from './outcome';
 import { Blocked, SECRET_KEY, showBlocked, tell, type Talos } from './talos';
 import { label, message } from './text';
 import { answerable, idOf, type ProposalInfo, type QuestionInfo, type TaskInfo } from './views';
@@ -105,15 +105,22 @@ export function registerCommands(context: vscode.ExtensionContext, talos: Talos)
     const task = await pickTask(() => true, 'Talos: Tasks');
     if (!task) return;
     const running = task.state === 'running' || task.state === 'queued';
-    const actions = ['Open Transcript', ...(running ? ['Cancel Task'] : [])];
+    const actions = ['Open Transcript', running ? 'Cancel Task' : 'Undo Task'];
     const action = await vscode.window.showQuickPick(actions, { title: label(task.title, 100) });
     if (action === 'Open Transcript') await openTranscript(task.id);
     else if (action === 'Cancel Task') await talos.execute('talos.task.cancel', { task_id: task.id });
+    else if (action === 'Undo Task') await vscode.commands.executeCommand('talos.undoTask', task.id);
   });
 
   register('talos.cancelTask', async (arg) => {
     const id = idOf(arg, 'task') ?? (await pickTask((t) => t.state === 'running' || t.state === 'queued', 'Talos: Cancel Task'))?.id;
     if (id) await talos.execute('talos.task.cancel', { task_id: id });
+  });
+
+  // Every file a finished task changed, back as it was before it (`talos.task.rewind`).
+  register('talos.undoTask', async (arg) => {
+    const id = idOf(arg, 'task') ?? (await pickTask((t) => t.state !== 'running' && t.state !== 'queued', 'Talos: Undo Task'))?.id;
+    if (id) tell(rewindOutcome(await talos.execute<RewindResult>('talos.task.rewind', { task_id: id })));
   });
 
   const openTranscript = async (taskId: string): Promise<void> => {

@@ -78,6 +78,25 @@ export function undoOutcome(result: UndoResult): Outcome {
   return { kind: 'done', text: `Talos: undid ${pid}: ${label(result.path, 80)} is back as it was before ${pid} was applied` };
 }
 
+/** `talos.task.rewind`'s answer. */
+export interface RewindResult {
+  task_id: string;
+  restored: string[];
+  left: { path: string; reason: string }[];
+}
+
+/**
+ * After `talos.task.rewind`: the files put back (a status-bar message), or, when the person
+ * changed a file since the task did, every file left and why (a warning: it was not undone).
+ */
+export function rewindOutcome(result: RewindResult): Outcome {
+  const task = label(result.task_id, 64);
+  const restored = result.restored.length ? `restored ${result.restored.map((p) => label(p, 80)).join(', ')}` : 'no file restored';
+  if (!result.left.length) return { kind: 'done', text: `Talos: undid task ${task}: ${restored}` };
+  const left = result.left.map((l) => `${label(l.path, 80)} left as it is: ${inline(l.reason, 300)}`).join('; ');
+  return { kind: 'refused', text: `Talos: task ${task} was undone only in part: ${restored}; ${left}` };
+}
+
 export function rejectOutcome(id: string): Outcome {
   return { kind: 'done', text: `Talos: rejected ${label(id, 64)}` };
 }

@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
-import { applyOutcome, failureOutcome, REVIEW_COMMANDS, reviewOutcome, undoOutcome } from '../src/outcome';
+import { applyOutcome, failureOutcome, REVIEW_COMMANDS, reviewOutcome, rewindOutcome, undoOutcome } from '../src/outcome';
 
 test('an Apply that applied is told on the status bar, hunk by hunk', () => {
   assert.deepEqual(applyOutcome('p1', { applied: true, status: 'applied' }, undefined, 'calc.py'), { kind: 'done', text: 'Talos: applied p1 to calc.py' });
@@ -62,4 +62,16 @@ test('a refusal answered as an error is told in plain words, links broken', () =
   const undo = failureOutcome('talos.undo', 'calc.py changed after proposal p1 was applied (line 3); [x](command:evil)');
   assert.match(undo.text, /^Talos: could not undo: calc\.py changed after/);
   assert.doesNotMatch(undo.text, /\]\(command:/);
+});
+
+test('undoing a task says which files are back, and warns of each file left and why', () => {
+  assert.deepEqual(rewindOutcome({ task_id: 't1', restored: ['a.py', 'b.py'], left: [] }), {
+    kind: 'done',
+    text: 'Talos: undid task t1: restored a.py, b.py',
+  });
+  const part = rewindOutcome({ task_id: 't1', restored: ['a.py'], left: [{ path: 'c.py', reason: 'c.py changed since\nthe task' }] });
+  assert.equal(part.kind, 'refused');
+  assert.equal(part.text, 'Talos: task t1 was undone only in part: restored a.py; c.py left as it is: c.py changed since the task'); // one line
+  const none = rewindOutcome({ task_id: 't$(x)', restored: [], left: [{ path: 'c.py', reason: 'edited' }] });
+  assert.ok(none.text.includes('no file restored') && !none.text.includes('$('), none.text);
 });
