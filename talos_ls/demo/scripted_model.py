@@ -161,7 +161,7 @@ class ScriptedModelServer:
     def __init__(self, context_window: int | None = None) -> None:
         self.script: list[Any] = []  # steps, or functions of a request's body to a step
         self.context_window = context_window
-        self.sizes: list[int] = []  # each request's tokens, counted (with a context window)
+        self.sizes: list[int] = []  # each request's tokens, counted (its bytes, four a token)
         self.refused = 0  # requests answered 400 context_length_exceeded
         self.requests: list[dict[str, Any]] = []
         self.disconnected = threading.Event()
@@ -188,14 +188,13 @@ class ScriptedModelServer:
                     {"path": self.path, "headers": dict(self.headers), "body": body}
                 )
                 tokens = -(-len(data) // 4)
+                server.sizes.append(tokens)
                 window = server.context_window
-                if window is not None:
-                    server.sizes.append(tokens)
-                    if tokens > window:
-                        server.refused += 1
-                        refusal = too_long(window, tokens)
-                        self._json(400, refusal["json"])
-                        return
+                if window is not None and tokens > window:
+                    server.refused += 1
+                    refusal = too_long(window, tokens)
+                    self._json(400, refusal["json"])
+                    return
                 if not server.script:
                     self._json(500, {"error": {"message": "no scripted response left"}})
                     return
