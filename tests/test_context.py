@@ -51,8 +51,17 @@ def test_the_count_is_the_endpoint_s_word_plus_an_estimate_of_what_was_added():
     added = {"role": "tool", "tool_call_id": "c1", "content": "x" * 4_000}
     view.append(added)
     assert budget.used(view) == 700 + context.estimate(added) and context.estimate(added) > 1_000
+    budget.sent(view, prompt_tokens=0)  # a count far below the estimate is not believed
+    assert budget.used(view) > 1_000
     assert budget.limit == 8_192 - 2_048  # room for the answer: a quarter, at most 4096
     assert context.Budget(128_000).limit == 128_000 - 4_096
+
+
+def test_a_follow_up_s_history_takes_at_most_its_share_of_the_window():
+    history = [{"role": "user", "content": f"{i} " + "x" * 4_000} for i in range(10)]
+    kept = context.within(history, 3_000)
+    assert kept == history[-2:]  # the newest, about 1,000 tokens each
+    assert context.within(history, 10**6) == history
 
 
 def test_a_stub_says_what_a_result_was_and_how_to_get_it_again():

@@ -104,7 +104,10 @@ class Budget:
     def sent(self, view: Sequence[Mapping[str, Any]], prompt_tokens: int | None) -> None:
         """The endpoint counted `prompt_tokens` for `view` as sent (None: it did not say)."""
         total = self.used(view)
-        self._base = total if prompt_tokens is None else prompt_tokens
+        # An endpoint that says far less than the estimate (0, or a count of something else:
+        # some local servers) is not believed: the request's size would be lost.
+        trusted = prompt_tokens is not None and prompt_tokens >= total // 2
+        self._base = prompt_tokens if trusted and prompt_tokens is not None else total
         self._counted = len(view)
 
     def recount(self, view: Sequence[Mapping[str, Any]]) -> int:
@@ -113,6 +116,16 @@ class Budget:
         self._base = self.fixed
         self._counted = 0
         return self.used(view)
+
+
+def within(history: Sequence[Mapping[str, Any]], tokens: int) -> list[Mapping[str, Any]]:
+    """The earlier conversation a follow-up carries, the oldest dropped until it takes at most
+    `tokens` (a share of the window: it must not crowd out the task itself)."""
+    kept = list(history)
+    size = sum(estimate(m) for m in kept)
+    while kept and size > tokens:
+        size -= estimate(kept.pop(0))
+    return kept
 
 
 # ------------------------------------------------------------------ (a) tool results to stubs
@@ -235,13 +248,8 @@ def ledger_entries(part: Sequence[Mapping[str, Any]]) -> list[str]:
         kind = LEDGER_KINDS.get(name)
         if kind is None:
             continue
-        content = str(message.get("content") or "")
-        if STUB_MARK in content[:300] and name == "run_command":
-            outcome = content  # the stub says it
-        else:
-            outcome = content.strip().splitlines()[-1] if content.strip() else ""
-            if name == "propose_edit":
-                outcome = content.strip().splitlines()[0] if content.strip() else ""
+        content = str(message.get("content") or "").strip()
+        outcome = content if STUB_MARK in content[:300] else content.split("\n", 1)[0]
         what = args.get("path") or args.get("command") or args.get("question") or "?"
         out.append(f"- {kind} {_one_line(what, 200)!r}: {_one_line(outcome, 240)}")
     return out

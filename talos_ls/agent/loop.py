@@ -110,6 +110,8 @@ class AgentLoop:
         task is doing ("step 2: read_file") for the person's progress view; `history` is the
         earlier conversation a follow-up continues (`conversation`)."""
         report = on_step or (lambda _: None)
+        window = self.model.config.window
+        history = context.within(history, (window - context.answer_room(window)) // 4)
         task.transcript = [
             {"role": "system", "content": system},
             *({"role": m["role"], "content": m["content"]} for m in history),
@@ -117,11 +119,11 @@ class AgentLoop:
         ]
         guard = LoopGuard(self.caps.repeat_limit)
         schemas = tools.schemas()
-        window = _Window(self, task, schemas, report)
+        budget = _Window(self, task, schemas, report)
 
         def add(message: dict[str, Any]) -> None:
             task.transcript.append(message)
-            window.view.append(message)
+            budget.view.append(message)
 
         step = 0
         while True:
@@ -130,7 +132,7 @@ class AgentLoop:
                 add({"role": "user", "content": task.notes.pop(0)})
             step += 1
             report(f"step {step}: thinking")
-            completion = await window.complete(step, on_text)
+            completion = await budget.complete(step, on_text)
             dropped = len(completion.tool_calls) - MAX_CALLS_PER_RESPONSE
             del completion.tool_calls[MAX_CALLS_PER_RESPONSE:]
             add(completion.message())
