@@ -41,6 +41,26 @@ def test_known_windows_and_the_default():
     assert ModelConfig("llama3").window == 8_192
 
 
+def test_the_setting_reaches_the_model_s_config_from_every_surface(tmp_path, monkeypatch):
+    from talos_ls import config
+    from talos_ls.cli import _parser
+    from talos_ls.lsp.settings import Settings
+
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "xdg"))
+    editor, problems = Settings().updated({"contextWindow": 16_384, "model": "llama3"})
+    assert problems == [] and editor.model_config().window == 16_384
+    assert Settings().updated({"model": "llama3"})[0].model_config().window == 8_192
+    assert Settings().updated({"contextWindow": 512})[1] == [
+        "contextWindow: must be a whole number of tokens from 1024 to 100000000"
+    ]
+    flags = config.flags_from(_parser().parse_args(["run", "x", "--context-window", "20000"]))
+    assert config.load(None, flags, {}).model_config().window == 20_000
+    user = tmp_path / "xdg" / "talos" / "config.toml"
+    user.parent.mkdir(parents=True)
+    user.write_text("context_window = 24000\n")
+    assert config.load(None, {}, {}).model_config().window == 24_000
+
+
 def test_the_count_is_the_endpoint_s_word_plus_an_estimate_of_what_was_added():
     budget = context.Budget(8_192, fixed=100)
     view = [{"role": "system", "content": "s" * 400}, {"role": "user", "content": "u" * 40}]
