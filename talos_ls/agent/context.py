@@ -234,7 +234,6 @@ SUMMARY_HEADER = (
 )
 LEDGER_HEADER = "[Recorded by Talos: every proposal, command and question of those steps]"
 LEDGER_KINDS = {"propose_edit": "proposal", "run_command": "command", "ask": "question"}
-MAX_LEDGER = 200  # entries; the oldest commands go first, never a proposal
 
 
 def ledger_entries(part: Sequence[Mapping[str, Any]]) -> list[str]:
@@ -251,16 +250,20 @@ def ledger_entries(part: Sequence[Mapping[str, Any]]) -> list[str]:
         content = str(message.get("content") or "").strip()
         outcome = content if STUB_MARK in content[:300] else content.split("\n", 1)[0]
         what = args.get("path") or args.get("command") or args.get("question") or "?"
-        out.append(f"- {kind} {_one_line(what, 200)!r}: {_one_line(outcome, 240)}")
+        out.append(f"- {kind} {_one_line(what, 120)!r}: {_one_line(outcome, 120)}")
     return out
 
 
-def trim_ledger(entries: list[str]) -> list[str]:
-    while len(entries) > MAX_LEDGER:
+def trim_ledger(entries: list[str], window: int) -> list[str]:
+    """At most an eighth of the window (2,000 characters at least): the oldest commands and
+    questions go first, never a proposal."""
+    chars = max(2_000, window * CHARS_PER_TOKEN // 8)
+    total = sum(len(e) + 1 for e in entries)
+    while total > chars:
         oldest = next((i for i, e in enumerate(entries) if not e.startswith("- proposal")), None)
         if oldest is None:
             break
-        del entries[oldest]
+        total -= len(entries.pop(oldest)) + 1
     return entries
 
 
@@ -271,16 +274,23 @@ def render(part: Sequence[Mapping[str, Any]], chars: int, each: int = 1_500) -> 
     for message in part:
         role = message.get("role")
         text = str(message.get("content") or "")
+        if text.startswith(SUMMARY_HEADER):  # an earlier summary: whole (its ledger is kept)
+            text = text.split(f"\n{LEDGER_HEADER}", 1)[0]
+            lines.append(f"{role}: {shorten(text, 8_000)}")
+            continue
         for call in message.get("tool_calls") or ():
             function = call.get("function", {}) if isinstance(call, Mapping) else {}
             text += f"\ncalls {function.get('name')} {function.get('arguments')}"
         lines.append(f"{role}: {shorten(text.strip(), each)}")
     total = sum(len(line) + 1 for line in lines)
-    keep_first = lines[:1]
-    rest = lines[1:]
-    while rest and total > chars:
-        total -= len(rest.pop(0)) + 1
-    out = "\n".join(keep_first + rest)
+    kept = [line.startswith(("user:", f"assistant: {SUMMARY_HEADER}")) for line in lines]
+    for i, line in enumerate(lines):  # the newest kept; the person's and a summary always
+        if total <= chars:
+            break
+        if not kept[i]:
+            total -= len(line) + 1
+            lines[i] = ""
+    out = "\n".join(line for line in lines if line)
     return out[-chars:] if len(out) > chars else out
 
 

@@ -274,7 +274,8 @@ class _Window:
         except ContextTooLong as exc:
             raise ModelError(f"the summary of the earlier steps did not fit: {exc}") from None
         self.loop.caps.check(self.loop.meter.task(self.task.id))
-        self.ledger = context.trim_ledger(self.ledger + context.ledger_entries(part))
+        entries = self.ledger + context.ledger_entries(part)
+        self.ledger = context.trim_ledger(entries, self.budget.window)
         note = context.summary_note(redact(done.text), self.ledger, self.budget.window)
         self.view[self.head : end] = [*people, note]
         self._note(
