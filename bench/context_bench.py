@@ -149,7 +149,7 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         for window in windows:
             results.append(asyncio.run(run(window, args.steps, Path(tmp))))
-    marks = [m for m in (1, 10, 25, 50, 75, 100, 150, 200) if m <= args.steps]
+    marks = [m for m in (1, 10, 25, 50, 75, 100, 150, 200, 300) if m <= args.steps]
     head = " | ".join(f"step {m}" for m in marks)
     print(f"| window | {head} | max | total sent | summaries | 400s | ms/step | state |")
     print("|---" * (len(marks) + 7) + "|")
