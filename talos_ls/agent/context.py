@@ -29,6 +29,7 @@ from typing import Any
 # "provider/" prefix): the first that matches. Only figures published by the model's makers;
 # a name not here gets DEFAULT_WINDOW, which any current chat model holds.
 KNOWN_WINDOWS: tuple[tuple[str, int], ...] = (
+    ("gpt-5", 272_000),  # its input's limit (400,000 with the answer)
     ("gpt-4.1", 1_047_576),  # gpt-4.1, -mini, -nano
     ("gpt-4o", 128_000),  # gpt-4o, -mini
     ("gpt-4-turbo", 128_000),
@@ -45,6 +46,9 @@ KNOWN_WINDOWS: tuple[tuple[str, int], ...] = (
     ("qwen2.5-coder", 32_768),
     ("qwen2.5", 32_768),
     ("codellama", 16_384),
+    ("claude", 200_000),  # Claude 3 and later, through an OpenAI-compatible gateway
+    ("gemini-1.5", 1_048_576),
+    ("gemini-2", 1_048_576),
 )
 DEFAULT_WINDOW = 8_192
 ANSWER_ROOM = 4_096  # tokens kept free for the answer; at most a quarter of the window
