@@ -320,3 +320,21 @@ async def test_a_cost_cap_stops_a_task_whose_compaction_costs(tmp_path):
         assert "tools" not in server.requests[-1]["body"]  # nothing was sent after it
     finally:
         server.close()
+
+
+async def test_a_response_whose_results_alone_overflow_gets_them_shortened(tmp_path):
+    server = ScriptedModelServer(context_window=8_192)
+    try:
+        env = _env(tmp_path, server, 8_192, Caps(max_steps=20))
+        reads = [(f"c{k}", "read_file", json.dumps({"path": f"big/m{k}.py"})) for k in range(8)]
+        server.script = [reply(None, reads), reply("Read them all.")]
+        task, progress = await _run(env, Reader([]))
+        assert (task.state, task.result) == ("done", "Read them all."), task.error
+        assert server.refused == 0 and max(server.sizes) <= 8_192 - 2_048
+        assert any("8 latest tool results shortened" in line for line in progress)
+        last = server.requests[-1]["body"]["messages"]
+        shortened = [m for m in last if m["role"] == "tool"]
+        assert len(shortened) == 8 and all(context.STUB_MARK in m["content"] for m in shortened)
+        assert all("function_" in m["content"] for m in shortened)  # their start and end kept
+    finally:
+        server.close()

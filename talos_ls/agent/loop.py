@@ -242,7 +242,7 @@ class _Window:
             latest = self._latest_step()
             used = budget.recount(view)
         if used > budget.limit:
-            used = self._shorten_latest(latest, used)
+            used = self._shorten_latest(step, latest, used)
         if used > budget.limit:
             raise ModelError(
                 f"the request does not fit the model's context window even after compaction "
@@ -284,7 +284,7 @@ class _Window:
             "command and question kept)\n" + note["content"]
         )
 
-    def _shorten_latest(self, latest: int, used: int) -> int:
+    def _shorten_latest(self, step: int, latest: int, used: int) -> int:
         """The latest step's tool results, shortened alike until the request fits."""
         results = [i for i in range(latest, len(self.view)) if self.view[i]["role"] == "tool"]
         if not results:
@@ -295,5 +295,7 @@ class _Window:
         for i in results:
             content = str(self.view[i].get("content") or "")
             self.view[i] = dict(self.view[i], content=context.shorten(content, each))
-        self._note(f"{len(results)} latest tool results shortened to fit the context window")
+        self._note(
+            f"step {step}: {len(results)} latest tool results shortened to fit the context window"
+        )
         return self.budget.recount(self.view)
