@@ -338,3 +338,48 @@ async def test_a_response_whose_results_alone_overflow_gets_them_shortened(tmp_p
         assert all("function_" in m["content"] for m in shortened)  # their start and end kept
     finally:
         server.close()
+
+
+def test_talos_run_with_a_context_window_compacts_and_shows_it(tmp_path):
+    """Through the real `talos run` process: the flag, the compaction in the stored transcript."""
+    import os
+    import subprocess
+    import sys
+
+    from talos_ls.store import open_store
+
+    ws = tmp_path / "ws"
+    (ws / "src").mkdir(parents=True)
+    (ws / "src" / "app.py").write_text("def main():\n    return 1\n")
+    _workspace(ws)
+    server = ScriptedModelServer(context_window=8_192)
+    reader = Reader(_plan(30, command=False))
+    server.script = [reader] * 100
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("TALOS_", "OPENAI_"))}
+    db = "sqlite:///" + str(tmp_path / "talos.db")
+    env.update(TALOS_STORE_URL=db, XDG_CONFIG_HOME=str(tmp_path / "cfg"))
+    talos = str(Path(sys.executable).with_name("talos"))
+    args = ["run", PROMPT, "--workspace", str(ws), "--base-url", server.url, "--model", "m"]
+    try:
+        done = subprocess.run(
+            [talos, *args, "--context-window", "8192", "--max-steps", "200", "--json"],
+            capture_output=True,
+            text=True,
+            timeout=120,
+            stdin=subprocess.DEVNULL,
+            env=env,
+        )
+    finally:
+        server.close()
+    assert done.returncode == 0, done.stderr
+    outcome = json.loads(done.stdout)
+    assert outcome["outcome"] == "done"
+    assert server.refused == 0 and reader.done == 29 and max(server.sizes) <= 8_192
+    store = open_store(db)
+    try:
+        row = store.task_get(outcome["task"])
+    finally:
+        store.close()
+    assert row is not None
+    roles = [m["role"] for m in row["transcript"]]
+    assert COMPACTION_ROLE in roles and roles.count("tool") == 29
