@@ -7,7 +7,9 @@ The loop guard stops a task that keeps repeating the same failing call. A respon
 at most MAX_CALLS_PER_RESPONSE tool calls: the rest are dropped from the conversation and the
 model is told, so one response cannot do the work of a thousand steps. A model call that is
 retried (a 429, a 5xx) says so in the task's progress; one that fails raises ModelError, which
-fails the task with the message (model.py: no call waits for ever).
+fails the task with the message (model.py: no call waits for ever). What is sent stays within
+the model's context window: the transcript keeps every message, and the model is sent a view
+of it, compacted when it would not fit (`_Window`, `context.py`).
 """
 
 from __future__ import annotations
@@ -110,8 +112,8 @@ class AgentLoop:
         task is doing ("step 2: read_file") for the person's progress view; `history` is the
         earlier conversation a follow-up continues (`conversation`)."""
         report = on_step or (lambda _: None)
-        window = self.model.config.window
-        history = context.within(history, (window - context.answer_room(window)) // 4)
+        tokens = self.model.config.window
+        history = context.within(history, (tokens - context.answer_room(tokens)) // 4)
         task.transcript = [
             {"role": "system", "content": system},
             *({"role": m["role"], "content": m["content"]} for m in history),
@@ -119,11 +121,11 @@ class AgentLoop:
         ]
         guard = LoopGuard(self.caps.repeat_limit)
         schemas = tools.schemas()
-        budget = _Window(self, task, schemas, report)
+        sent = _Window(self, task, schemas, report)
 
         def add(message: dict[str, Any]) -> None:
             task.transcript.append(message)
-            budget.view.append(message)
+            sent.view.append(message)
 
         step = 0
         while True:
@@ -132,7 +134,7 @@ class AgentLoop:
                 add({"role": "user", "content": task.notes.pop(0)})
             step += 1
             report(f"step {step}: thinking")
-            completion = await budget.complete(step, on_text)
+            completion = await sent.complete(step, on_text)
             dropped = len(completion.tool_calls) - MAX_CALLS_PER_RESPONSE
             del completion.tool_calls[MAX_CALLS_PER_RESPONSE:]
             add(completion.message())
