@@ -203,6 +203,12 @@ def _parser() -> argparse.ArgumentParser:
         "name, else 8192); a longer conversation is compacted",
     )
     r.add_argument(
+        "--max-output-tokens",
+        type=_count,
+        metavar="TOKENS",
+        help="tokens a model's answer may take (sent to the endpoint, kept free in the window)",
+    )
+    r.add_argument(
         "--budget-turns",
         type=_count,
         metavar="K",

@@ -86,6 +86,7 @@ def run(args: argparse.Namespace) -> int:
         base_url=args.base_url,
         api_key_env=args.api_key_env,
         context_window=args.context_window,
+        max_output_tokens=args.max_output_tokens,
     )
     missing = model.missing_key()
     if missing is not None:  # said at once: nothing sent, nothing retried, no task

@@ -210,6 +210,8 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("max_steps", "maxSteps", _count, 50, "--max-steps", None, STRICTER),
     # Tokens the model's context holds; None: the known default for the model's name.
     Setting("context_window", "contextWindow", _window, None, "--context-window"),
+    # Tokens an answer may take (sent to the endpoint); None: its own limit.
+    Setting("max_output_tokens", "maxOutputTokens", _count, None, "--max-output-tokens"),
     Setting("budget_turns", "questionBudgetTurns", _count, QUESTION_BUDGET_TURNS, "--budget-turns"),
     # Which open question goes first: "value" (the host's), or "seed" (the reference design's).
     Setting("question_ranking", "questionRanking", _ranking, "value", "--question-ranking"),

@@ -5,6 +5,7 @@ does not fit)."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import shutil
 from decimal import Decimal
@@ -53,8 +54,9 @@ def test_the_setting_reaches_the_model_s_config_from_every_surface(tmp_path, mon
     assert Settings().updated({"contextWindow": 512})[1] == [
         "contextWindow: must be a whole number of tokens from 1024 to 100000000"
     ]
-    flags = config.flags_from(_parser().parse_args(["run", "x", "--context-window", "20000"]))
-    assert config.load(None, flags, {}).model_config().window == 20_000
+    words = ["run", "x", "--context-window", "20000", "--max-output-tokens", "900"]
+    got = config.load(None, config.flags_from(_parser().parse_args(words)), {}).model_config()
+    assert (got.window, got.max_output_tokens) == (20_000, 900)
     user = tmp_path / "xdg" / "talos" / "config.toml"
     user.parent.mkdir(parents=True)
     user.write_text("context_window = 24000\n")
@@ -75,6 +77,7 @@ def test_the_count_is_the_endpoint_s_word_plus_an_estimate_of_what_was_added():
     assert budget.used(view) > 1_000
     assert budget.limit == 8_192 - 2_048  # room for the answer: a quarter, at most 4096
     assert context.Budget(128_000).limit == 128_000 - 4_096
+    assert context.Budget(32_768, answer=8_000).limit == 32_768 - 8_000  # maxOutputTokens
 
 
 def test_a_follow_up_s_history_takes_at_most_its_share_of_the_window():
@@ -383,3 +386,19 @@ def test_talos_run_with_a_context_window_compacts_and_shows_it(tmp_path):
     assert row is not None
     roles = [m["role"] for m in row["transcript"]]
     assert COMPACTION_ROLE in roles and roles.count("tool") == 29
+
+
+async def test_max_output_tokens_is_kept_free_in_the_window(tmp_path):
+    server = ScriptedModelServer(context_window=8_192)  # counts max_completion_tokens too
+    try:
+        env = _env(tmp_path, server, 8_192, Caps(max_steps=200))
+        config = dataclasses.replace(env.loop.model.config, max_output_tokens=3_000)
+        env.loop = AgentLoop(ModelClient(config), env.meter, env.loop.caps, env.registry)
+        reader = Reader(_plan(40, command=False))
+        server.script = [reader] * 200
+        task, _ = await _run(env, reader)
+        assert task.state == "done", task.error
+        assert server.refused == 0 and max(server.sizes) <= 8_192 - 3_000
+        assert all(r["body"]["max_completion_tokens"] == 3_000 for r in server.requests)
+    finally:
+        server.close()

@@ -7,7 +7,8 @@ what was sent at the last call, plus an estimate (about four characters a token,
 message's JSON) for what was added since: no tokenizer, nothing downloaded. Each message is
 estimated once, as it is added, so a step's cost does not grow with the conversation.
 
-Before each model call the request must fit with room for the answer (`answer_room`). When it
+Before each model call the request must fit with room for the answer (`answer_room`: the
+`max_output_tokens` setting, else a quarter of the window, at most 4,096 tokens). When it
 would not, compaction, cheapest first (the loop drives it, `loop.py`):
 (a) old tool results are cut to a stub that says what they were and how to get them again;
 (b) when that is not enough, the older part of the conversation is summarised by one model call
@@ -66,8 +67,11 @@ def known_window(model: str) -> int:
     return DEFAULT_WINDOW
 
 
-def answer_room(window: int) -> int:
-    return min(ANSWER_ROOM, window // 4)
+def answer_room(window: int, answer: int | None = None) -> int:
+    """Tokens kept free for the answer: the `max_output_tokens` setting when set (the endpoint
+    is sent it, and counts it against the window), else a quarter of the window, at most
+    ANSWER_ROOM."""
+    return answer if answer else min(ANSWER_ROOM, window // 4)
 
 
 def estimate(message: Mapping[str, Any]) -> int:
@@ -86,6 +90,7 @@ class Budget:
 
     window: int
     fixed: int = 0
+    answer: int | None = None  # the max_output_tokens setting
     _base: int = 0  # tokens of view[:_counted]: the endpoint's word, or estimated
     _counted: int = 0
     _sizes: list[int] = field(default_factory=list)  # each message's estimate, as added
@@ -96,7 +101,7 @@ class Budget:
     @property
     def limit(self) -> int:
         """The most a request may take: the window, less the room for the answer."""
-        return self.window - answer_room(self.window)
+        return self.window - answer_room(self.window, self.answer)
 
     def used(self, view: Sequence[Mapping[str, Any]]) -> int:
         """The request's tokens now: the endpoint's count of what it was sent last, and the
@@ -298,9 +303,11 @@ def render(part: Sequence[Mapping[str, Any]], chars: int, each: int = 1_500) -> 
     return out[-chars:] if len(out) > chars else out
 
 
-def summary_request(part: Sequence[Mapping[str, Any]], window: int) -> list[dict[str, str]]:
+def summary_request(
+    part: Sequence[Mapping[str, Any]], window: int, answer: int | None = None
+) -> list[dict[str, str]]:
     """The messages of the summary call: bounded to fit the window with room for its answer."""
-    room = answer_room(window)
+    room = answer_room(window, answer)
     words = max(100, min(800, room // 2))
     system = SUMMARY_INSTRUCTIONS.format(words=words)
     chars = max(1_000, (window - room) * CHARS_PER_TOKEN * 3 // 4 - len(system) - 200)

@@ -112,8 +112,9 @@ class AgentLoop:
         task is doing ("step 2: read_file") for the person's progress view; `history` is the
         earlier conversation a follow-up continues (`conversation`)."""
         report = on_step or (lambda _: None)
-        tokens = self.model.config.window
-        history = context.within(history, (tokens - context.answer_room(tokens)) // 4)
+        cfg = self.model.config
+        room = context.answer_room(cfg.window, cfg.max_output_tokens)
+        history = context.within(history, (cfg.window - room) // 4)
         task.transcript = [
             {"role": "system", "content": system},
             *({"role": m["role"], "content": m["content"]} for m in history),
@@ -177,7 +178,8 @@ class _Window:
         self.view: list[dict[str, Any]] = list(task.transcript)
         self.head = len(self.view)  # the system prompt, the earlier conversation, the request
         fixed = -(-len(json.dumps(list(schemas))) // context.CHARS_PER_TOKEN)
-        self.budget = context.Budget(loop.model.config.window, fixed)
+        cfg = loop.model.config
+        self.budget = context.Budget(cfg.window, fixed, cfg.max_output_tokens)
         self.ledger: list[str] = []
 
     async def complete(self, step: int, on_text: Callable[[str], None] | None) -> Completion:
@@ -249,7 +251,8 @@ class _Window:
             raise ModelError(
                 f"the request does not fit the model's context window even after compaction "
                 f"(about {used:,} tokens of {budget.window:,}, {budget.limit:,} with room for "
-                "the answer): raise contextWindow (--context-window) if the model holds more"
+                "the answer): raise contextWindow (--context-window) if the model holds more, "
+                "or lower maxOutputTokens (--max-output-tokens)"
             )
 
     def _latest_step(self) -> int:
@@ -270,7 +273,7 @@ class _Window:
             return
         self.report(f"step {step}: summarising {len(part)} earlier messages to save context")
         self.loop.caps.check(self.loop.meter.task(self.task.id))
-        request = context.summary_request(part, self.budget.window)
+        request = context.summary_request(part, self.budget.window, self.budget.answer)
         try:
             done = await self._call(step, request, (), None)
         except ContextTooLong as exc:

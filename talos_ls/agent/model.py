@@ -115,6 +115,10 @@ class ModelConfig:
     # Tokens the model's context holds (the `contextWindow` setting); None: the known default
     # for the model's name (`context.known_window`).
     context_window: int | None = None
+    # Tokens an answer may take (the `maxOutputTokens` setting): sent as
+    # `max_completion_tokens`, and kept free in the window. None: not sent (the endpoint's own
+    # limit), and a quarter of the window, at most 4,096, kept free.
+    max_output_tokens: int | None = None
 
     @property
     def window(self) -> int:
@@ -387,13 +391,12 @@ class ModelClient:
         openai = _sdk()
         cfg = self.config
         # What `chat.completions.create(model=, messages=, stream=True, stream_options=,
-        # tools=)` sends, in its order, without its transform (see the module's docstring).
-        body: dict[str, Any] = {
-            "model": cfg.model,
-            "stream": True,
-            "messages": list(messages),
-            "stream_options": {"include_usage": True},
-        }
+        # tools=, max_completion_tokens=)` sends, in its order, without its transform (see the
+        # module's docstring).
+        body: dict[str, Any] = {"model": cfg.model, "stream": True, "messages": list(messages)}
+        if cfg.max_output_tokens is not None:
+            body["max_completion_tokens"] = cfg.max_output_tokens
+        body["stream_options"] = {"include_usage": True}
         if tools:
             body["tools"] = list(tools)
         loop = asyncio.get_running_loop()

@@ -10,9 +10,9 @@ JSON error body and any headers (Retry-After). Every request is recorded for ass
 
 A context window, for the tests of compaction (`context_window=N`): each request's size is
 counted (its body's bytes, four a token), reported as the usage's `prompt_tokens`, and a request
-over N tokens is answered as OpenAI answers it, 400 `context_length_exceeded`. A script entry
-may be a function of the request's body that returns the step (a model that reads what it is
-sent).
+over N tokens (its `max_completion_tokens` included) is answered as OpenAI answers it, 400
+`context_length_exceeded`. A script entry may be a function of the request's body that returns
+the step (a model that reads what it is sent).
 
 Faults, for the tests that prove a task ends whatever the endpoint does: `hang` (output, then
 keep-alives or silence), `silent` (not even the headers), `drop` (the connection closed or reset
@@ -190,7 +190,8 @@ class ScriptedModelServer:
                 tokens = -(-len(data) // 4)
                 server.sizes.append(tokens)
                 window = server.context_window
-                if window is not None and tokens > window:
+                answer = body.get("max_completion_tokens") or 0  # OpenAI counts it too
+                if window is not None and tokens + answer > window:
                     server.refused += 1
                     refusal = too_long(window, tokens)
                     self._json(400, refusal["json"])

@@ -37,6 +37,7 @@ class Settings:
     max_cost: Decimal | None = EDITOR["maxCost"].default
     max_steps: int | None = EDITOR["maxSteps"].default
     context_window: int | None = EDITOR["contextWindow"].default
+    max_output_tokens: int | None = EDITOR["maxOutputTokens"].default
     permission_mode: str = EDITOR["permissionMode"].default
     store_url: str | None = EDITOR["storeUrl"].default
     question_budget_turns: int = EDITOR["questionBudgetTurns"].default
@@ -89,6 +90,7 @@ class Settings:
             timeout=self.model_timeout,
             idle_timeout=self.model_idle_timeout,
             context_window=self.context_window,
+            max_output_tokens=self.max_output_tokens,
         )
 
     def shown(self) -> dict[str, Any]:
