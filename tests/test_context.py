@@ -51,6 +51,8 @@ def test_the_setting_reaches_the_model_s_config_from_every_surface(tmp_path, mon
     editor, problems = Settings().updated({"contextWindow": 16_384, "model": "llama3"})
     assert problems == [] and editor.model_config().window == 16_384
     assert Settings().updated({"model": "llama3"})[0].model_config().window == 8_192
+    answer = Settings().updated({"maxOutputTokens": 500})[0].model_config().max_output_tokens
+    assert answer == 500
     assert Settings().updated({"contextWindow": 512})[1] == [
         "contextWindow: must be a whole number of tokens from 1024 to 100000000"
     ]
