@@ -13,9 +13,12 @@ would not, compaction, cheapest first (the loop drives it, `loop.py`):
 (a) old tool results are cut to a stub that says what they were and how to get them again;
 (b) when that is not enough, the older part of the conversation is summarised by one model call
     (`SUMMARY_INSTRUCTIONS`, a bounded prompt) into a note, with a ledger Talos keeps itself of
-    every proposal, command and question in the part summarised.
-The system prompt, the person's request and every message of theirs are never dropped. The
-summary is model text: it goes in as an assistant note, never as the person's words.
+    every proposal, command and question in the part summarised;
+(c) the latest step's results shortened alike, when they alone do not fit.
+A 400 `context_length_exceeded` from the endpoint compacts with a summary once and sends the
+request again (the loop; `model.ContextTooLong`). The system prompt, the person's request and
+every message of theirs are never dropped. The summary is model text: it goes in as an
+assistant note, never as the person's words.
 """
 
 from __future__ import annotations
@@ -77,10 +80,6 @@ def answer_room(window: int, answer: int | None = None) -> int:
 def estimate(message: Mapping[str, Any]) -> int:
     """About four characters a token, of the message as JSON (the request's own shape)."""
     return -(-len(json.dumps(message)) // CHARS_PER_TOKEN) + MESSAGE_OVERHEAD
-
-
-class ContextFull(Exception):
-    """The request does not fit the window even after compaction."""
 
 
 @dataclass
