@@ -196,6 +196,19 @@ def _parser() -> argparse.ArgumentParser:
         help="stop after this many model calls (default: config, else 50)",
     )
     r.add_argument(
+        "--context-window",
+        type=_count,
+        metavar="TOKENS",
+        help="tokens the model's context holds (default: config, else known for the model's "
+        "name, else 8192); a longer conversation is compacted",
+    )
+    r.add_argument(
+        "--max-output-tokens",
+        type=_count,
+        metavar="TOKENS",
+        help="tokens a model's answer may take (sent to the endpoint, kept free in the window)",
+    )
+    r.add_argument(
         "--budget-turns",
         type=_count,
         metavar="K",

@@ -81,7 +81,13 @@ def read_request(args: argparse.Namespace) -> str:
 def run(args: argparse.Namespace) -> int:
     request = read_request(args)
     root = workspace(args)
-    model = ModelConfig(args.model, base_url=args.base_url, api_key_env=args.api_key_env)
+    model = ModelConfig(
+        args.model,
+        base_url=args.base_url,
+        api_key_env=args.api_key_env,
+        context_window=args.context_window,
+        max_output_tokens=args.max_output_tokens,
+    )
     missing = model.missing_key()
     if missing is not None:  # said at once: nothing sent, nothing retried, no task
         raise CliError(

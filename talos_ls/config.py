@@ -92,6 +92,8 @@ class Effective(Mapping[str, Value]):
             self.value("model"),
             base_url=self.value("base_url"),
             api_key_env=self.value("api_key_env"),
+            context_window=self.value("context_window"),
+            max_output_tokens=self.value("max_output_tokens"),
         )
 
     def caps(self) -> Caps:

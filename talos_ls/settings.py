@@ -95,6 +95,12 @@ def _tokens(value: Any) -> int:
     return value
 
 
+def _window(value: Any) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or not 1024 <= value <= 10**8:
+        raise SettingError("must be a whole number of tokens from 1024 to 100000000")
+    return value
+
+
 def _mode(value: Any) -> str:
     if value not in MODES:
         raise SettingError(f"must be one of {', '.join(MODES)}")
@@ -202,6 +208,10 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("max_cost", "maxCost", _usd, None, "--max-cost", None, STRICTER),
     Setting("max_tokens", "maxTokens", _tokens, None, "--max-tokens", None, STRICTER, editor=False),
     Setting("max_steps", "maxSteps", _count, 50, "--max-steps", None, STRICTER),
+    # Tokens the model's context holds; None: the known default for the model's name.
+    Setting("context_window", "contextWindow", _window, None, "--context-window"),
+    # Tokens an answer may take (sent to the endpoint); None: its own limit.
+    Setting("max_output_tokens", "maxOutputTokens", _count, None, "--max-output-tokens"),
     Setting("budget_turns", "questionBudgetTurns", _count, QUESTION_BUDGET_TURNS, "--budget-turns"),
     # Which open question goes first: "value" (the host's), or "seed" (the reference design's).
     Setting("question_ranking", "questionRanking", _ranking, "value", "--question-ranking"),

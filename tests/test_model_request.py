@@ -4,6 +4,7 @@ the client is prepared off the caller's thread."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import threading
 
@@ -65,6 +66,28 @@ async def test_the_request_is_the_one_create_sends(server, client):
     same = {k.lower(): v for k, v in ours["headers"].items() if k.lower() not in VARYING}
     assert same == {k.lower(): v for k, v in theirs["headers"].items() if k.lower() not in VARYING}
     assert same["authorization"] == f"Bearer {KEY}"
+
+
+async def test_max_output_tokens_is_sent_where_create_sends_it(server, monkeypatch):
+    monkeypatch.setenv("TALOS_TEST_KEY", KEY)
+    config = ModelConfig("fake-model", base_url=server.url, api_key_env="TALOS_TEST_KEY")
+    client = ModelClient(dataclasses.replace(config, max_output_tokens=1_000))
+    server.script += [reply("one"), reply("two")]
+    await client.complete(CONVERSATION, tools.schemas())
+    sdk = (await client._ready()).client
+    stream = await sdk.chat.completions.create(
+        model="fake-model",
+        messages=CONVERSATION,  # type: ignore[arg-type]
+        stream=True,
+        stream_options={"include_usage": True},
+        tools=tools.schemas(),  # type: ignore[arg-type]
+        max_completion_tokens=1_000,
+    )
+    async for _ in stream:
+        pass
+    ours, theirs = server.requests
+    assert json.dumps(ours["body"]) == json.dumps(theirs["body"])
+    assert ours["body"]["max_completion_tokens"] == 1_000
 
 
 async def test_the_conversation_is_not_walked_by_the_sdks_transform(server, client, monkeypatch):

@@ -31,6 +31,8 @@ EDITOR = [
     ("prices", "prices", None, {"m": PRICE}, {"m": Price(Decimal(1), Decimal(0), Decimal(2))}),
     ("maxCost", "max_cost", None, 0.25, Decimal("0.25")),
     ("maxSteps", "max_steps", 50, 10, 10),
+    ("contextWindow", "context_window", None, 32768, 32768),
+    ("maxOutputTokens", "max_output_tokens", None, 2048, 2048),
     ("permissionMode", "permission_mode", "ask", "read-only", "read-only"),
     ("storeUrl", "store_url", None, "redis://127.0.0.1:6379/0", "redis://127.0.0.1:6379/0"),
     ("questionBudgetTurns", "question_budget_turns", 5, 3, 3),
@@ -53,6 +55,8 @@ NOT_EDITOR = [
     "api_key_env",
     "max_cost",
     "max_steps",
+    "context_window",
+    "max_output_tokens",
     "permission_mode",
     "store_url",
     "question_budget_turns",
@@ -68,6 +72,9 @@ def test_the_language_server_s_settings_and_their_defaults():
     }
     assert defaults.model_config().timeout == 120.0
     assert defaults.model_config().idle_timeout == 60.0
+    assert defaults.model_config().context_window is None
+    assert defaults.model_config().max_output_tokens is None
+    assert defaults.model_config().window == 1_047_576  # gpt-4.1-mini's, known
     assert (defaults.caps().max_cost, defaults.caps().max_steps) == (None, 50)
 
 
@@ -95,6 +102,7 @@ def test_the_status_reports_the_defaults():
         "apiKeyEnv": "OPENAI_API_KEY",
         "maxCost": None,
         "maxSteps": 50,
+        "contextWindow": 1_047_576,
         "permissionMode": "ask",
         "questionBudgetTurns": 5,
         "questionRanking": "value",
@@ -115,6 +123,8 @@ CLI = [
     ("max_cost", None, "--max-cost", None, "stricter"),
     ("max_tokens", None, "--max-tokens", None, "stricter"),
     ("max_steps", 50, "--max-steps", None, "stricter"),
+    ("context_window", None, "--context-window", None, "any"),
+    ("max_output_tokens", None, "--max-output-tokens", None, "any"),
     ("budget_turns", 5, "--budget-turns", None, "any"),
     ("question_ranking", "value", "--question-ranking", None, "any"),
     ("readable_paths", (), "--readable-path", None, "never"),
@@ -132,6 +142,8 @@ FLAGS = [
     ("--max-cost", "0.5", "max_cost", Decimal("0.5")),
     ("--max-tokens", "9000", "max_tokens", 9000),
     ("--max-steps", "7", "max_steps", 7),
+    ("--context-window", "32768", "context_window", 32768),
+    ("--max-output-tokens", "2048", "max_output_tokens", 2048),
     ("--budget-turns", "3", "budget_turns", 3),
     ("--question-ranking", "seed", "question_ranking", "seed"),
     ("--readable-path", "/srv/data", "readable_paths", ("/srv/data",)),
@@ -146,6 +158,8 @@ HINTS = {
     "maxCost": "max_cost",
     "maxSteps": "max_steps",
     "maxTokens": "max_tokens",
+    "contextWindow": "context_window",
+    "maxOutputTokens": "max_output_tokens",
     "permissionMode": "mode",
     "questionBudgetTurns": "budget_turns",
     "questionRanking": "question_ranking",
@@ -174,6 +188,8 @@ WORKSPACE = {
     "max_cost": ("1", "0.5", "2"),
     "max_tokens": ("1000", "500", "2000"),
     "max_steps": ("40", "20", "60"),
+    "context_window": "32768",
+    "max_output_tokens": "2048",
     "budget_turns": "9",
     "question_ranking": '"seed"',
     "readable_paths": '["/srv"]',

@@ -48,6 +48,7 @@ from urllib.parse import urlsplit
 
 from ..errors import TalosError
 from ..redact import add_secret, redact, redact_url
+from .context import known_window
 from .cost import Usage
 
 logger = logging.getLogger(__name__)
@@ -83,6 +84,20 @@ class ModelError(TalosError):
     """The model could not be used; the message says what to fix (never the key)."""
 
 
+class ContextTooLong(ModelError):
+    """The endpoint refused the request as longer than the model's context (a 400,
+    `context_length_exceeded`): the conversation must be compacted before it is sent again."""
+
+
+def _too_long(exc: openai.APIStatusError) -> bool:
+    body = exc.body if isinstance(exc.body, dict) else {}
+    code = getattr(exc, "code", None) or body.get("code")
+    said = str(exc.message or "")
+    return exc.status_code == 400 and (
+        code == "context_length_exceeded" or "maximum context length" in said
+    )
+
+
 @dataclass(frozen=True)
 class ModelConfig:
     model: str
@@ -97,6 +112,17 @@ class ModelConfig:
     timeout: float = 120.0
     idle_timeout: float = IDLE_TIMEOUT
     deadline: float = CALL_DEADLINE
+    # Tokens the model's context holds (the `contextWindow` setting); None: the known default
+    # for the model's name (`context.known_window`).
+    context_window: int | None = None
+    # Tokens an answer may take (the `maxOutputTokens` setting): sent as
+    # `max_completion_tokens`, and kept free in the window. None: not sent (the endpoint's own
+    # limit), and a quarter of the window, at most 4,096, kept free.
+    max_output_tokens: int | None = None
+
+    @property
+    def window(self) -> int:
+        return self.context_window or known_window(self.model)
 
     @property
     def endpoint(self) -> str:
@@ -327,6 +353,10 @@ class ModelClient:
                     f"{endpoint} does not know model {cfg.model!r} (404): check the name"
                 ) from None
             except openai.APIStatusError as exc:
+                if _too_long(exc):
+                    raise ContextTooLong(
+                        f"{endpoint} answered 400: {self._scrub(exc.message)}"
+                    ) from None
                 raise ModelError(
                     f"{endpoint} answered {exc.status_code}: {self._scrub(exc.message)}"
                 ) from None
@@ -361,13 +391,12 @@ class ModelClient:
         openai = _sdk()
         cfg = self.config
         # What `chat.completions.create(model=, messages=, stream=True, stream_options=,
-        # tools=)` sends, in its order, without its transform (see the module's docstring).
-        body: dict[str, Any] = {
-            "model": cfg.model,
-            "stream": True,
-            "messages": list(messages),
-            "stream_options": {"include_usage": True},
-        }
+        # tools=, max_completion_tokens=)` sends, in its order, without its transform (see the
+        # module's docstring).
+        body: dict[str, Any] = {"model": cfg.model, "stream": True, "messages": list(messages)}
+        if cfg.max_output_tokens is not None:
+            body["max_completion_tokens"] = cfg.max_output_tokens
+        body["stream_options"] = {"include_usage": True}
         if tools:
             body["tools"] = list(tools)
         loop = asyncio.get_running_loop()

@@ -8,6 +8,12 @@ content deltas, tool-call deltas (id and name first, arguments in pieces, by ind
 chunk, a usage chunk with empty `choices`, then `data: [DONE]`. Error responses carry the API's
 JSON error body and any headers (Retry-After). Every request is recorded for assertions.
 
+A context window, for the tests of compaction (`context_window=N`): each request's size is
+counted (its body's bytes, four a token), reported as the usage's `prompt_tokens`, and a request
+over N tokens (its `max_completion_tokens` included) is answered as OpenAI answers it, 400
+`context_length_exceeded`. A script entry may be a function of the request's body that returns
+the step (a model that reads what it is sent).
+
 Faults, for the tests that prove a task ends whatever the endpoint does: `hang` (output, then
 keep-alives or silence), `silent` (not even the headers), `drop` (the connection closed or reset
 mid-stream), `raw` (any status, content type and body: garbage), `trickle` (a chunk now and then,
@@ -86,6 +92,23 @@ def error(status: int, message: str, code: str | None = None, headers: dict | No
     return {"status": status, "json": body, "headers": headers or {}}
 
 
+def too_long(window: int, tokens: int) -> dict:
+    """OpenAI's answer to a request longer than the model's context, body and all."""
+    message = (
+        f"This model's maximum context length is {window} tokens. However, your messages "
+        f"resulted in {tokens} tokens. Please reduce the length of the messages."
+    )
+    body = {
+        "error": {
+            "message": message,
+            "type": "invalid_request_error",
+            "param": "messages",
+            "code": "context_length_exceeded",
+        }
+    }
+    return {"status": 400, "json": body, "headers": {}}
+
+
 def hang(text: str | None = "Thinking", keepalive: bool = True) -> dict:
     """Send the first chunk (with `text` as output, if any), then no more data until the client
     goes away: SSE keep-alive comments every 50 ms (a socket read timeout never fires), or with
@@ -122,9 +145,24 @@ def trickle(interval: float, text: str = "more ") -> dict:
     }
 
 
+def _counted(step: dict, tokens: int) -> dict:
+    usage = step["stream"][-1]["usage"]
+    done = usage["completion_tokens"]
+    counted = {
+        "prompt_tokens": tokens,
+        "completion_tokens": done,
+        "total_tokens": tokens + done,
+        "prompt_tokens_details": {"cached_tokens": 0},
+    }
+    return dict(step["stream"][-1], usage=counted)
+
+
 class ScriptedModelServer:
-    def __init__(self) -> None:
-        self.script: list[dict] = []
+    def __init__(self, context_window: int | None = None) -> None:
+        self.script: list[Any] = []  # steps, or functions of a request's body to a step
+        self.context_window = context_window
+        self.sizes: list[int] = []  # each request's tokens, counted (its bytes, four a token)
+        self.refused = 0  # requests answered 400 context_length_exceeded
         self.requests: list[dict[str, Any]] = []
         self.disconnected = threading.Event()
         self.disconnects = 0  # how many times a client went away while a fault waited on it
@@ -144,14 +182,30 @@ class ScriptedModelServer:
 
             def do_POST(self) -> None:
                 length = int(self.headers.get("Content-Length", 0))
-                body = json.loads(self.rfile.read(length) or b"{}")
+                data = self.rfile.read(length)
+                body = json.loads(data or b"{}")
                 server.requests.append(
                     {"path": self.path, "headers": dict(self.headers), "body": body}
                 )
+                tokens = -(-len(data) // 4)
+                server.sizes.append(tokens)
+                window = server.context_window
+                answer = body.get("max_completion_tokens") or 0  # OpenAI counts it too
+                if window is not None and tokens + answer > window:
+                    server.refused += 1
+                    refusal = too_long(window, tokens)
+                    self._json(400, refusal["json"])
+                    return
                 if not server.script:
                     self._json(500, {"error": {"message": "no scripted response left"}})
                     return
                 step = server.script.pop(0)
+                if callable(step):
+                    step = step(body)
+                if window is not None and "stream" in step:  # the usage: what was counted
+                    usage = step["stream"][-1].get("usage")
+                    if usage is not None:
+                        step = dict(step, stream=[*step["stream"][:-1], _counted(step, tokens)])
                 if "status" in step:
                     self._json(step["status"], step["json"], step.get("headers", {}))
                     return

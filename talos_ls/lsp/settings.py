@@ -36,6 +36,8 @@ class Settings:
     prices: Mapping[str, Price] | None = EDITOR["prices"].default  # None: built in, prices.json
     max_cost: Decimal | None = EDITOR["maxCost"].default
     max_steps: int | None = EDITOR["maxSteps"].default
+    context_window: int | None = EDITOR["contextWindow"].default
+    max_output_tokens: int | None = EDITOR["maxOutputTokens"].default
     permission_mode: str = EDITOR["permissionMode"].default
     store_url: str | None = EDITOR["storeUrl"].default
     question_budget_turns: int = EDITOR["questionBudgetTurns"].default
@@ -87,6 +89,8 @@ class Settings:
             api_key_env=self.api_key_env,
             timeout=self.model_timeout,
             idle_timeout=self.model_idle_timeout,
+            context_window=self.context_window,
+            max_output_tokens=self.max_output_tokens,
         )
 
     def shown(self) -> dict[str, Any]:
@@ -98,6 +102,7 @@ class Settings:
             "apiKeyEnv": self.api_key_env,
             "maxCost": None if self.max_cost is None else str(self.max_cost),
             "maxSteps": self.max_steps,
+            "contextWindow": self.model_config().window,
             "permissionMode": self.permission_mode,
             "questionBudgetTurns": self.question_budget_turns,
             "questionRanking": self.question_ranking,

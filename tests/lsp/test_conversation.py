@@ -210,3 +210,24 @@ async def test_a_follow_up_after_a_restart_reads_the_conversation_from_the_store
         assert contents[1:] == ["First answer.", "second question"]
     finally:
         await editor.stop()
+
+
+async def test_a_long_task_in_a_small_window_compacts_and_says_so(tmp_path, ws, options, model):
+    from ..test_context import Reader, _plan, _workspace
+
+    _workspace(ws)
+    model.context_window = 8_192  # the endpoint enforces it, as OpenAI does
+    reader = Reader(_plan(30, command=False))
+    model.script = [reader] * 100
+    editor, talk = await conversing(
+        tmp_path, ws, options, conversation=True, contextWindow=8_192, maxSteps=200
+    )
+    try:
+        task_id = await start(editor, "read the big modules")
+        end = await talk.ended(editor, task_id)
+        assert end["state"] == "done", end["error"]
+        steps = [e["message"] for e in talk.of(task_id, "step")]
+        assert any("cut to stubs" in s for s in steps)
+        assert model.refused == 0 and max(model.sizes) <= 8_192 and reader.done == 29
+    finally:
+        await editor.stop()

@@ -20,6 +20,8 @@ export interface ServerSettings {
   prices?: Record<string, { input: number; cached_input: number; output: number }> | null;
   maxCost?: number | null;
   maxSteps?: number | null;
+  contextWindow?: number | null;
+  maxOutputTokens?: number | null;
   permissionMode?: string | null;
   storeUrl?: string | null;
   questionBudgetTurns?: number | null;
@@ -92,6 +94,8 @@ const CHECKS: Record<keyof ServerSettings, Check> = {
   },
   maxCost: positive(1_000_000, 'US dollars'),
   maxSteps: wholeNumber(1, 1_000_000),
+  contextWindow: wholeNumber(1024, 100_000_000),
+  maxOutputTokens: wholeNumber(1, 1_000_000),
   permissionMode(value) {
     if (typeof value !== 'string' || !(PERMISSION_MODES as readonly string[]).includes(value)) throw new Error(`must be one of ${PERMISSION_MODES.join(', ')}`);
     return value;
