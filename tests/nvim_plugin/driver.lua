@@ -285,6 +285,11 @@ function SCENARIOS.review()
     return vim.deep_equal(lines(app), base) and lines(app)
   end)
   record('undo', { lines = undone, note = noted('undone') or vim.NIL })
+  -- :TalosUndoTask on the same task: its one change is undone already, and it says so.
+  vim.cmd('TalosUndoTask')
+  record('undo_task', { note = wait_for('the rewind answered', function()
+    return noted('nothing to rewind')
+  end) })
 
   -- The other commands, once each.
   local statusline = require('talos').statusline()

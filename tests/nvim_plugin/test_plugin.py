@@ -197,6 +197,8 @@ def test_the_plugin_reviews_a_task_in_neovim(tmp_path, model):
     assert run["apply"]["lines"] == BOTH.splitlines(), str(run)
     assert run["undo"]["lines"] == BASE.splitlines(), str(run)
     assert (ws / "src" / "app.py").read_text() == BASE
+    # :TalosUndoTask reached the server for the session's task: nothing left to put back.
+    assert "everything it applied is undone already" in run["undo_task"]["note"], str(run)
 
     # The statusline shows the session's cost: two calls at $0.022.
     assert run["statusline"]["text"] == "talos $0.04", str(run)

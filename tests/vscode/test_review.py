@@ -6,7 +6,8 @@ model, with the machine settings in Remote settings (code-server is a remote win
    hunk (1 of 2)" (a lens) writes the first, "Apply p…" (the lens left) the rest, then "Talos:
    Undo Applied Proposal" (the palette): calc.py, on disk and in the editor, is exactly what
    it was before the first application, and the message says so (and nothing else is true of
-   it: the file is asserted, the message read);
+   it: the file is asserted, the message read); then a second task's edit, applied, and "Talos:
+   Undo Task" picking that task: calc.py is back as before the task;
 2. two windows on one folder: two browser windows of one code-server (each its own extension
    host and its own `talos-ls`, sharing the store, as two windows of a person's VS Code are);
    a proposal rejected through its lens in window 1: window 2's lens and diagnostic go without
@@ -195,6 +196,34 @@ def test_undo_after_a_partial_apply_restores_the_file(tmp_path, model):
             assert shown == CALC.rstrip("\n"), f"the editor shows:\n{shown}"
             toasts = [t for t in wb.recorded_toasts(page) if "Talos" in t and "undo" in t]
             assert not toasts, f"an undo complaint: {toasts}"
+
+        with person.step("e-undo-a-whole-task"):
+            model.script += [
+                reply("", [("c2", "propose_edit", edit("calc.py", FIRST))]),
+                reply("add() adds."),
+            ]
+            start_task(person, "fix add only", model)
+            pid = proposal_id(person)
+            lens(page, f"Apply {pid}").click()
+            fixed = changed(CALC, FIRST)
+            person.wait_for("calc.py on disk with the fix", lambda: calc.read_text() == fixed)
+            person.palette("Talos: Undo Task")
+            picker = person.quick_pick("Talos: Undo Task")
+            page.keyboard.type("fix add only")
+            person.wait_for(
+                "the task as the first row", lambda: "fix add only" in person.rows(picker)[0]
+            )
+            page.keyboard.press("Enter")
+            person.wait_for(
+                "calc.py on disk back as before the task", lambda: calc.read_text() == CALC
+            )
+            told = person.wait_for(
+                "the status bar to say the task was undone",
+                lambda: status_message(person, "undid task"),
+            )
+            person.shots("e-undo-task-told")
+            assert "restored calc.py" in told, told
+            person.wait_for("no lens left to apply it again", lambda: not lens_texts(page))
 
 
 # ------------------------------------------------------------------ 2. two windows, one folder

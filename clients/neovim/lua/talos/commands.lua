@@ -235,6 +235,26 @@ function M.show(task_id)
   end)
 end
 
+-- Every file a finished task changed, back as it was before it (talos.task.rewind): the
+-- latest task of this session unless one is named. A file the person changed since is left,
+-- and named with why.
+function M.undo_task(task_id)
+  local client = client_or_say()
+  if not client then
+    return
+  end
+  task_id = (task_id and task_id ~= '') and task_id or state.last_task[client.id]
+  if not task_id then
+    return notify('no task yet: :TalosUndoTask {task}', WARN)
+  end
+  M.exec(client, 'talos.task.rewind', { task_id = task_id }, function(result)
+    local left = list(result.left)
+    local said = text.line(result.message, 2000)
+    notify(said, #left > 0 and WARN or INFO)
+    M.refresh_quickfix()
+  end)
+end
+
 function M.tasks()
   local client = client_or_say()
   if not client then

@@ -52,6 +52,8 @@ local function commands()
     { nargs = '?', desc = 'Talos: reject the proposal here' })
   create('TalosUndo', function(o) c.undo(arguments(o)) end,
     { nargs = '?', desc = 'Talos: undo the last applied proposal' })
+  create('TalosUndoTask', function(o) c.undo_task(o.args) end,
+    { nargs = '?', complete = tasks_complete, desc = "Talos: undo every change of a task" })
   create('TalosDiff', function(o) c.diff(arguments(o)) end,
     { nargs = '?', desc = 'Talos: base and proposed text in diff mode' })
   create('TalosQuestions', function() c.questions() end,
