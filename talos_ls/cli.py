@@ -200,7 +200,7 @@ def _parser() -> argparse.ArgumentParser:
         type=_count,
         metavar="TOKENS",
         help="tokens the model's context holds (default: config, else known for the model's "
-        "name, else 8192); a longer conversation is compacted",
+        "name, else 32768); a longer conversation is compacted",
     )
     r.add_argument(
         "--max-output-tokens",

@@ -37,9 +37,10 @@ def test_known_windows_and_the_default():
     assert context.known_window("llama3:8b") == 8_192
     assert context.known_window("llama3.1:70b") == 131_072
     assert context.known_window("qwen2.5-coder:7b") == 32_768
-    assert context.known_window("some-new-model") == context.DEFAULT_WINDOW == 8_192
+    assert context.known_window("some-new-model") == context.DEFAULT_WINDOW == 32_768
     assert ModelConfig("llama3", context_window=16_000).window == 16_000
     assert ModelConfig("llama3").window == 8_192
+    assert ModelConfig("my-gateway-alias").window == 32_768
 
 
 def test_the_setting_reaches_the_model_s_config_from_every_surface(tmp_path, monkeypatch):
@@ -404,3 +405,25 @@ async def test_max_output_tokens_is_kept_free_in_the_window(tmp_path):
         assert all(r["body"]["max_completion_tokens"] == 3_000 for r in server.requests)
     finally:
         server.close()
+
+
+def test_the_model_s_own_giant_arguments_are_cut_last_and_said_so():
+    """A call whose arguments alone overflow (a 2 MB `remember`): its arguments become a JSON
+    stub in what is sent; the transcript's message is left as it was."""
+    giant = json.dumps({"statement": "x" * 100_000})
+    message = {
+        "role": "assistant",
+        "content": "",
+        "tool_calls": [
+            {"id": "c1", "type": "function", "function": {"name": "remember", "arguments": giant}},
+            {"id": "c2", "type": "function", "function": {"name": "read_file", "arguments": "{}"}},
+        ],
+    }
+    view = [{"role": "user", "content": "go"}, message]
+    assert context.cut_tool_arguments(view, 2_000) == 1
+    first, second = view[1]["tool_calls"]
+    assert json.loads(first["function"]["arguments"]) == {
+        context.STUB_MARK: f"{len(giant):,} characters of arguments"
+    }
+    assert second["function"]["arguments"] == "{}" and first["id"] == "c1"
+    assert message["tool_calls"][0]["function"]["arguments"] == giant  # not changed in place

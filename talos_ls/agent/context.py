@@ -31,7 +31,8 @@ from typing import Any
 
 # A model's context window in tokens, by the start of its name (lowercase, after any
 # "provider/" prefix): the first that matches. Only figures published by the model's makers;
-# a name not here gets DEFAULT_WINDOW, which any current chat model holds.
+# a name not here gets DEFAULT_WINDOW, which the local models people run now hold (an
+# endpoint that holds less answers 400 with its window, believed from then on).
 KNOWN_WINDOWS: tuple[tuple[str, int], ...] = (
     ("gpt-5", 272_000),  # its input's limit (400,000 with the answer)
     ("gpt-4.1", 1_047_576),  # gpt-4.1, -mini, -nano
@@ -54,7 +55,7 @@ KNOWN_WINDOWS: tuple[tuple[str, int], ...] = (
     ("gemini-1.5", 1_048_576),
     ("gemini-2", 1_048_576),
 )
-DEFAULT_WINDOW = 8_192
+DEFAULT_WINDOW = 32_768
 ANSWER_ROOM = 4_096  # tokens kept free for the answer; at most a quarter of the window
 
 CHARS_PER_TOKEN = 4
@@ -214,6 +215,29 @@ def cut_tool_results(view: list[dict[str, Any]], end: int, excess: int | None) -
         if excess is not None:
             excess -= saved
         cut += 1
+    return cut
+
+
+def cut_tool_arguments(view: list[dict[str, Any]], keep: int) -> int:
+    """The model's own tool calls whose arguments are longer than `keep` characters (a 2 MB
+    `remember`, a command naming thousands of paths), as a short JSON stub that says so: the
+    call's result says what came of it. Replaced, never changed in place; returns how many."""
+    cut = 0
+    for i, message in enumerate(view):
+        calls = message.get("tool_calls") if message.get("role") == "assistant" else None
+        if not calls:
+            continue
+        shortened = []
+        for call in calls:
+            function = call.get("function") or {}
+            arguments = function.get("arguments")
+            if isinstance(arguments, str) and len(arguments) > keep:
+                said = {STUB_MARK: f"{len(arguments):,} characters of arguments"}
+                function = dict(function, arguments=json.dumps(said))
+                call = dict(call, function=function)
+                cut += 1
+            shortened.append(call)
+        view[i] = dict(message, tool_calls=shortened)
     return cut
 
 

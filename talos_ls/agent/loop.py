@@ -247,6 +247,14 @@ class _Window:
             used = budget.recount(view)
         if used > budget.limit:
             used = self._shorten_latest(step, latest, used)
+        if used > budget.limit:  # the model's own calls: arguments too long to send back
+            keep = max(context.STUB_BELOW, budget.limit * context.CHARS_PER_TOKEN // 8)
+            if cut := context.cut_tool_arguments(view, keep):
+                used = budget.recount(view)
+                self._note(
+                    f"step {step}: the arguments of {cut} tool call{'s' if cut != 1 else ''} "
+                    "cut to fit the context window"
+                )
         if used > budget.limit:
             raise ModelError(
                 f"the request does not fit the model's context window even after compaction "
