@@ -221,14 +221,26 @@ function M.cancel(task_id, client)
   end)
 end
 
-function M.show(task_id)
+-- The client and the task a command is about: `task_id`, else this session's latest task
+-- (nil, said, when there is none: `usage` shows how to name one).
+local function task_of(task_id, usage)
   local client = client_or_say()
   if not client then
-    return
+    return nil
   end
   task_id = (task_id and task_id ~= '') and task_id or state.last_task[client.id]
   if not task_id then
-    return notify('no task yet: :TalosShow {task}', WARN)
+    notify('no task yet: ' .. usage, WARN)
+    return nil
+  end
+  return client, task_id
+end
+
+function M.show(task_id)
+  local client
+  client, task_id = task_of(task_id, ':TalosShow {task}')
+  if not client then
+    return
   end
   M.exec(client, 'talos.task.show', { task_id = task_id }, function(markdown)
     scratch('talos://task/' .. text.line(task_id, 40), text.lines(markdown), 'markdown')
@@ -239,13 +251,10 @@ end
 -- latest task of this session unless one is named. A file the person changed since is left,
 -- and named with why.
 function M.undo_task(task_id)
-  local client = client_or_say()
+  local client
+  client, task_id = task_of(task_id, ':TalosUndoTask {task}')
   if not client then
     return
-  end
-  task_id = (task_id and task_id ~= '') and task_id or state.last_task[client.id]
-  if not task_id then
-    return notify('no task yet: :TalosUndoTask {task}', WARN)
   end
   M.exec(client, 'talos.task.rewind', { task_id = task_id }, function(result)
     local left = list(result.left)
