@@ -293,7 +293,8 @@ def test_task_from_the_status_bar_and_the_talos_view(tmp_path, model):
             tasks.locator(".quick-input-list .monaco-list-row").first.click()
             actions = person.quick_pick(TASK_PROMPT)
             person.wait_for("the task's actions", lambda: person.rows(actions))
-            assert person.rows(actions) == ["Open Transcript"], person.rows(actions)
+            # a finished task: its transcript, or every change it made undone
+            assert person.rows(actions) == ["Open Transcript", "Undo Task"], person.rows(actions)
             actions.locator(".quick-input-list .monaco-list-row").first.click()
             tab = page.locator(".tabs-container .tab.active")
             person.wait_for(
