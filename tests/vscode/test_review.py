@@ -440,7 +440,16 @@ def test_second_window_sees_a_reject_from_the_first(tmp_path, model):
             print(f"window 2 clicked Apply {gap} ms after window 1's Reject")
             # Two servers race for one claim: exactly one wins, whichever it is on a busy
             # machine, and the other window is told, with nothing written on its behalf.
-            wrote = (ws / "util.py").read_text() != UTIL
+            # Which won is known once it shows: window 2's Apply written to util.py, or window 2
+            # told that it was not applied (read at once, a write still on its way looked lost).
+            refused = p2.locator(".notification-toast").filter(has_text=f"{pid2} was not applied")
+
+            def settled() -> str | None:
+                if (ws / "util.py").read_text() != UTIL:
+                    return "wrote"
+                return "refused" if refused.count() else None
+
+            wrote = two.person.wait_for("one of the two claims to win", settled) == "wrote"
             loser, says = (p1, pid2) if wrote else (p2, f"{pid2} was not applied")
             toast = loser.locator(".notification-toast").filter(has_text=says)
             toast.first.wait_for(state="visible", timeout=UI_S * 1000)
