@@ -94,6 +94,7 @@ class Budget:
     _base: int = 0  # tokens of view[:_counted]: the endpoint's word, or estimated
     _counted: int = 0
     _sizes: list[int] = field(default_factory=list)  # each message's estimate, as added
+    _seen: list[Mapping[str, Any]] = field(default_factory=list)  # the messages estimated
 
     def __post_init__(self) -> None:
         self._base = self.fixed
@@ -108,6 +109,7 @@ class Budget:
         estimate of each message added since (each estimated once)."""
         for message in view[len(self._sizes) :]:
             self._sizes.append(estimate(message))
+            self._seen.append(message)
         return self._base + sum(self._sizes[self._counted :])
 
     def sent(self, view: Sequence[Mapping[str, Any]], prompt_tokens: int | None) -> None:
@@ -120,11 +122,15 @@ class Budget:
         self._counted = len(view)
 
     def recount(self, view: Sequence[Mapping[str, Any]]) -> int:
-        """After the view was rewritten (compaction): everything estimated afresh."""
-        self._sizes = []
+        """After the view was rewritten (compaction): counted afresh, only the messages that
+        are new estimated (the rest kept their estimate: compaction runs on the event loop,
+        and a large window's conversation is megabytes of JSON)."""
+        known = {id(m): size for m, size in zip(self._seen, self._sizes, strict=True)}
+        self._sizes = [known[id(m)] if id(m) in known else estimate(m) for m in view]
+        self._seen = list(view)
         self._base = self.fixed
         self._counted = 0
-        return self.used(view)
+        return self._base + sum(self._sizes)
 
 
 def within(history: Sequence[Mapping[str, Any]], tokens: int) -> list[Mapping[str, Any]]:
