@@ -29,6 +29,12 @@ def options(options, store_url):
     return {**options, "storeUrl": store_url}
 
 
+async def _asked(editor, n: int) -> None:
+    """Wait until `n` questions were shown: one is delivered beside its task, not before it
+    ends."""
+    await editor.until(lambda: len(editor.prompts) >= n, f"question {n}")
+
+
 async def _run(editor, model, prompt: str, **params) -> str:
     """One task; the rendered task (`talos.task.show`)."""
     model.script.append(reply("Done.", delay=0.05))
@@ -50,6 +56,7 @@ async def test_the_question_s_own_words_make_no_request_relevant(tmp_path, ws, o
             assert editor.prompts == [], request
             assert "they conflict" not in shown  # nor said: not what the request is about
         await _run(editor, model, "write the tests for the app")
+        await _asked(editor, 1)
         (asked,) = editor.prompts
         assert "Tests use pytest" in asked.message
     finally:
@@ -65,6 +72,7 @@ async def test_the_seed_ranking_asks_on_the_question_s_wording(tmp_path, ws, opt
     try:
         editor.replies.append(None)
         await _run(editor, model, "is it right to use two spaces here?")
+        await _asked(editor, 1)
         assert len(editor.prompts) == 1
     finally:
         await editor.stop()
@@ -82,6 +90,7 @@ async def test_a_word_about_something_else_gets_no_question_and_an_assumption_is
     try:
         editor.replies.append(editor.button("pytest"))
         await _run(editor, model, "write the tests")  # turn 1: the budget goes to the conflict
+        await _asked(editor, 1)
         assert len(editor.prompts) == 1
         shown = await _run(editor, model, "now simplify the parser")  # turn 2: budget closed
         said = (
@@ -95,6 +104,7 @@ async def test_a_word_about_something_else_gets_no_question_and_an_assumption_is
         assert len(editor.prompts) == 1
         editor.replies.append(editor.button("tools/parser.py"))
         await _run(editor, model, "the parser is slow, speed it up")
+        await _asked(editor, 2)
         assert len(editor.prompts) == 2 and "the parser" in editor.prompts[1].message
     finally:
         await editor.stop()
@@ -107,6 +117,7 @@ async def test_an_earlier_answer_against_the_open_file_is_said_not_taken_silentl
     try:
         editor.replies.append(editor.button("tools/parser.py"))
         await _run(editor, model, "fix the parser")
+        await _asked(editor, 1)
         assert len(editor.prompts) == 1
         uri = (parsers / "src" / "parser.py").as_uri()
         shown = await _run(editor, model, "now simplify the parser", uri=uri)
@@ -130,6 +141,7 @@ async def test_an_unanswered_conflict_is_said_when_the_budget_is_closed(
         editor.replies.append(editor.button("tools/parser.py"))
         await _run(editor, model, "fix the parser")  # the budget goes to this question
         shown = await _run(editor, model, "write the tests")
+        await _asked(editor, 1)
         assert len(editor.prompts) == 1
         prompt = user_message(model, 1)
         (said,) = [line for line in prompt.splitlines() if "they conflict" in line]
@@ -156,6 +168,7 @@ async def test_a_request_in_another_language_is_asked_about_then_said(
     try:
         editor.replies.append(None)  # dismissed: no answer, the question cools
         first = await _run(editor, model, request_text)
+        await _asked(editor, 1)
         (asked,) = editor.prompts
         assert all(any(p in a.title for a in asked.actions) for p in PARSERS), asked.actions
         assert HEADING not in first  # asked, not assumed
