@@ -222,11 +222,13 @@ class Model:
 
 # --------------------------------------------------------------------------- the client
 @functools.cache
+@functools.cache
 def _converter():
     """lsprotocol 2025.0.0 decodes a CodeAction carrying a Command as a Command (client side
     only); this picks by the shape of "command" (as in tests/lsp/conftest.py). One for every
-    session: the converter writes its code for a message type at the type's first use, which
-    would be counted against the server's first task each time (an editor does it once)."""
+    session (cached): the converter writes its code for a message type at the type's first
+    use, which would be counted against the server's first task each time (an editor does it
+    once)."""
     conv = default_converter()
 
     def hook(obj, _):

@@ -309,6 +309,10 @@ class Host:
         self.policy.nested = lambda: self.nested()
         self.skills, self.skill_problems = await self.offload.run(discover, root)
         await self.offload.run(self.proposals.load)  # what an earlier server left to review
+        try:  # the rules files read now, so the first turn finds them read, as later ones do
+            await self.offload.run(self.rules.sync, self.agent_id, root)
+        except Exception:  # only ever a head start: the turn syncs them (and says why not)
+            logger.debug("the rules files were not read at start", exc_info=True)
         self.spawn(self._follow_store(), daemon=True)
         # Tasks a dead process left running are interrupted, here and while we run.
         self._interrupted(await self.registry.recover(self.agent_id))

@@ -11,6 +11,7 @@ from talos_ls.agent.model import ModelConfig
 from talos_ls.agent.workspace import Workspace
 from talos_ls.host import Host, HostConfig
 from talos_ls.memory import index as index_mod
+from talos_ls.memory.rules import SyncResult
 from talos_ls.store import open_store
 
 from .fake_openai import FakeOpenAI, reply
@@ -331,3 +332,18 @@ async def test_the_question_ranking_is_the_configured_one_and_follows_a_change(t
         await seeded.close()
     finally:
         store.close()
+
+
+async def test_the_rules_files_are_read_when_the_host_starts_not_at_its_first_turn(
+    tmp_path, server
+):
+    """Their facts are there before any request (`talos.memory.list` shows them), and the
+    first turn finds them read as a later one does: nothing of them is its work (issue 30)."""
+    root = workspace(tmp_path, {"AGENTS.md": "- Tests use unittest\n", "src/app.py": "x = 1\n"})
+    host, store = host_for(tmp_path, server, root, ScriptedPort(root))
+    await host.start()
+    rules = [f.statement for f in host.facts.list(host.agent_id) if f.source == "rules file"]
+    assert rules == ["Tests use unittest"]
+    assert host.rules.sync(host.agent_id, root) == SyncResult()  # nothing left for the turn
+    await host.close()
+    store.close()

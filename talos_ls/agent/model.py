@@ -226,8 +226,12 @@ class ModelClient:
     def _build(self, future: concurrent.futures.Future[_Sdk]) -> None:
         try:
             openai = _sdk()
+            import httpx2
             from openai.types.chat import ChatCompletion, ChatCompletionChunk
 
+            # The rehearsal's host is answered in memory (`.invalid` never resolves): our
+            # client's own first-request work is done by its call there (`_rehearse`).
+            rehearsal = {f"all://{REHEARSAL_HOST}": httpx2.MockTransport(_rehearsal_answer)}
             client = openai.AsyncOpenAI(
                 api_key=self._key or "no-key",  # local servers need none; the SDK wants one
                 base_url=self.config.endpoint,
@@ -238,10 +242,11 @@ class ModelClient:
                     max(self.config.timeout, self.config.idle_timeout) + 30,
                     connect=self.config.timeout,
                 ),
+                http_client=openai.DefaultAsyncHttpxClient(mounts=rehearsal),
             )
             sdk = _Sdk(client, ChatCompletion, openai.AsyncStream[ChatCompletionChunk])
             try:
-                asyncio.run(_rehearse(openai, sdk))
+                asyncio.run(_rehearse(sdk))
             except Exception:  # only ever a head start: the first call does it otherwise
                 logger.debug("the model client's rehearsal failed", exc_info=True)
             future.set_result(sdk)
@@ -482,6 +487,7 @@ class ModelClient:
         return result
 
 
+REHEARSAL_HOST = "rehearsal.invalid"
 _REHEARSAL = {
     "id": "rehearsal",
     "object": "chat.completion.chunk",
@@ -514,32 +520,31 @@ _REHEARSAL = {
 }
 
 
-async def _rehearse(openai: Any, sdk: _Sdk) -> None:
-    """One streamed call as `_stream` makes it, through a client like ours answered in memory
-    (no socket, no endpoint): what the SDK does once per process at its first request (the
-    platform read from the interpreter's binary, anyio's event loop backend imported, the chunk
-    types' validators built, some 30 ms) is done in the preparing thread, not in a task."""
-    import anyio
+def _rehearsal_answer(request: Any) -> Any:
     import httpx2
 
-    def answer(request: Any) -> Any:
-        data = f"data: {json.dumps(_REHEARSAL)}\n\ndata: [DONE]\n\n".encode()
-        return httpx2.Response(200, headers={"content-type": "text/event-stream"}, content=data)
+    data = f"data: {json.dumps(_REHEARSAL)}\n\ndata: [DONE]\n\n".encode()
+    return httpx2.Response(200, headers={"content-type": "text/event-stream"}, content=data)
 
-    http = httpx2.AsyncClient(transport=httpx2.MockTransport(answer))
-    async with openai.AsyncOpenAI(
-        base_url="http://rehearsal.invalid/v1", api_key="-", max_retries=0, http_client=http
-    ) as client:
-        stream = await client.post(
-            "/chat/completions",
-            body={"model": "rehearsal", "stream": True, "messages": []},
-            options={"security": {"bearer_auth": True}},
-            cast_to=sdk.completion,
-            stream=True,
-            stream_cls=sdk.chunks,
-        )
-        async for chunk in stream:
-            _read_chunk(chunk)
+
+async def _rehearse(sdk: _Sdk) -> None:
+    """One streamed call as `_stream` makes it, through our own client, to a host its HTTP
+    client answers in memory (no socket, no endpoint): what the SDK does at a process's and a
+    client's first request (the platform read from the interpreter's binary, in a thread;
+    anyio's event loop backend imported; the chunk types' validators built: some 30 ms) is
+    done in the preparing thread, not in a task."""
+    import anyio
+
+    stream = await sdk.client.post(
+        f"http://{REHEARSAL_HOST}/v1/chat/completions",
+        body={"model": "rehearsal", "stream": True, "messages": []},
+        options={"security": {"bearer_auth": True}},
+        cast_to=sdk.completion,
+        stream=True,
+        stream_cls=sdk.chunks,
+    )
+    async for chunk in stream:
+        _read_chunk(chunk)
     await anyio.sleep(0)  # the backend the HTTP client's connections use
 
 

@@ -285,7 +285,9 @@ class HardenedProtocol(LanguageServerProtocol):
         ended; a message; the command's result), and drop them. The converter writes its code
         for a message type at the type's first use (several ms for a progress's begin and end),
         which the first task would spend on the event loop; done here, in a worker thread, at
-        `initialized`."""
+        `initialized`. Twice: cattrs clears its whole cache of that code when it first meets a
+        mapping's or a list's type (it registers a hook for it), which undoes what the first
+        pass wrote before."""
         token = "talos/rehearsal"
         progress = (
             types.WorkDoneProgressBegin(title="", cancellable=True, message=""),
@@ -293,6 +295,9 @@ class HardenedProtocol(LanguageServerProtocol):
             types.WorkDoneProgressEnd(message=""),
         )
         messages: list[Any] = [
+            types.ExecuteCommandResponse(id=token, result={"task_id": token, "list": [token]}),
+            JsonRPCNotification(method="talos/status", params={"tasks": [{}]}, jsonrpc="2.0"),
+            JsonRPCResponseMessage(id=token, result=None, jsonrpc="2.0"),
             types.WorkDoneProgressCreateRequest(
                 id=token, params=types.WorkDoneProgressCreateParams(token=token)
             ),
@@ -300,9 +305,8 @@ class HardenedProtocol(LanguageServerProtocol):
             types.ShowMessageNotification(
                 params=types.ShowMessageParams(types.MessageType.Info, "")
             ),
-            types.ExecuteCommandResponse(id=token, result={"task_id": token}),
         ]
-        for message in messages:
+        for message in messages * 2:
             json.dumps(message, default=self._serialize_message)
         method = types.WORKSPACE_EXECUTE_COMMAND
         command = {"command": "talos.task.start", "arguments": [{"prompt": ""}]}

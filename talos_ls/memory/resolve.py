@@ -386,6 +386,7 @@ _RUN = re.compile(rf"{_W}+(?:[./\\-]{_W}+)*")  # words joined by . / \ -: a path
 _WORD = re.compile(rf"{_W}+")
 _CAMEL = re.compile(r"[a-z][A-Z]")
 _FILE_SUFFIX = re.compile(r"[A-Za-z0-9]{1,8}")
+_SOFT_Z = re.compile(r"z(?=[ei])")  # compiled with the module, not in a task's first turn
 _FULLWIDTH = {c: c - 0xFEE0 for c in range(0xFF01, 0xFF5F)}  # ｐａｒｓｅｒ: one char each
 # Words that introduce a noun as "the" does; "l" is French l' (before a vowel).
 _DETERMINERS_EN = frozenset({"the", "that", "this"})
@@ -436,7 +437,7 @@ def _fold(word: str) -> str:
 def _spellings(key: str) -> tuple[str, ...]:
     """`key`, and with German spelling taken to the Latin one (k -> c, z before e or i -> c:
     Konfiguration, Spezifikation)."""
-    latin = re.sub(r"z(?=[ei])", "c", key.replace("k", "c"))
+    latin = _SOFT_Z.sub("c", key.replace("k", "c"))
     return (key,) if latin == key else (key, latin)
 
 
