@@ -74,7 +74,7 @@ from talos_ls.gates.producers import answered_referents
 from talos_ls.gates.question_queue import QuestionQueue
 from talos_ls.memory.assembler import ContextAssembler
 from talos_ls.memory.index import WorkspaceIndex
-from talos_ls.memory.resolve import Evidence, evidence_notes, resolve
+from talos_ls.memory.resolve import Evidence, evidence_notes, resolve, worked_on
 from talos_ls.memory.rules import RulesFiles
 from talos_ls.store import open_store
 from talos_ls.text import normalize_text
@@ -648,9 +648,10 @@ HELD_OUT_COUNTS = (
     "to_state",
     "stated",
     "unstated",
+    "unstated_summary",
 )
 HELD_OUT_CAUSES = ("over_by_cause", "over_by_words", "miss_by_cause", "wrong_by_cause")
-HELD_OUT_CAUSES += ("unstated_by_cause",)
+HELD_OUT_CAUSES += ("unstated_by_cause", "unstated_summary_by_cause")
 _NOT = re.compile(r"\bnot\b")
 BUDGET_OPEN_AFTER = {"quiet": True, "open": True, "answered": True}  # the others: closed
 
@@ -872,6 +873,10 @@ class HeldOut:
             rec["unstated"] = None
             if not (picked or case.named):
                 rec["unstated"] = unstated_cause(resolution, files, rec["pick"])
+                # after the task: what it worked on (the file picked), said by the host
+                after = worked_on(case.request, resolution, self.host.index, [rec["pick"]], [])
+                others = set(files) - {rec["pick"]}
+                rec["said_after"] = any(names_assumption(x, rec["pick"], others) for x in after)
         if slot:
             rec["pick"], rec["would_pick"], rec["slot_open"] = (
                 self.slot_side(slot),
@@ -909,7 +914,7 @@ def judge(case: Case, rec: dict[str, Any]) -> dict[str, Any]:
     """The counts of one judged turn (bench/README.md defines each)."""
     about, asked, on_subject = case.about, rec["asked"], rec["on_subject"]
     out: dict[str, Any] = {"over": None, "useful": False, "changed": False, "miss": None}
-    out.update({"wrong": None, "to_state": False, "unstated": None})
+    out.update({"wrong": None, "to_state": False, "unstated": None, "unstated_summary": None})
     if asked is not None:
         if on_subject and rec["settled"]:
             out["over"] = "already settled"
@@ -939,6 +944,8 @@ def judge(case: Case, rec: dict[str, Any]) -> dict[str, Any]:
         if rec["why"] != "known":
             out["to_state"] = True
             out["unstated"] = rec["unstated"]
+            if rec["unstated"] and not rec.get("said_after"):  # neither in the prompt nor after
+                out["unstated_summary"] = rec["unstated"]
     elif about is not None and about[0] == "slot" and rec["slot_open"] and not case.named:
         out["wrong"] = "slot" if rec["pick"] != SLOT_TRUTH[about[1]] else None
     return out
@@ -980,6 +987,7 @@ def _add(counts: dict[str, Any], rec: dict[str, Any]) -> None:
         ("misses", "miss_by_cause", rec["miss"]),
         ("wrong", "wrong_by_cause", rec["wrong"]),
         ("unstated", "unstated_by_cause", rec["unstated"] if rec["to_state"] else None),
+        ("unstated_summary", "unstated_summary_by_cause", rec["unstated_summary"]),
     ):
         if cause is not None:
             counts[name] += 1
@@ -1037,6 +1045,7 @@ def held_out_targets(seed: dict, other: dict) -> dict[str, bool]:
         "over_asks_at_most_1_per_100": other["over_asks_per_100_turns"] <= 1,
         "useful_at_least_the_seeds": other["useful"] >= seed["useful"],
         "every_assumption_stated": other["unstated"] == 0,
+        "every_assumption_stated_by_the_summary": other["unstated_summary"] == 0,
     }
 
 
@@ -1077,9 +1086,13 @@ def held_out_table(result: dict[str, Any]) -> str:
         "assumptions to state (stated)",
         [f"{cell(a, 'to_state')} ({cell(a, 'stated')})" for a in arms],
     )
-    row("unstated assumptions", [cell(a, "unstated") for a in arms])
+    row("unstated assumptions (in the prompt)", [cell(a, "unstated") for a in arms])
     for k in sorted({k for a in arms for k in cell(a, "unstated_by_cause")}):
         row(f"unstated: {k}", [cell(a, "unstated_by_cause").get(k, 0) for a in arms])
+    row(
+        "unstated in the prompt and after the task (the summary)",
+        [cell(a, "unstated_summary") for a in arms],
+    )
     out += [
         "",
         "| by class, language: over-asks / useful / misses / wrong / unstated | "
@@ -1116,7 +1129,11 @@ def trace_lines(result: dict[str, Any]) -> str:
     out = []
     for r in result.get("trace", []):
         asked = f"{r['asked']}{'' if r['on_subject'] else ' (other)'}" if r["asked"] else "-"
-        flags = [f"{k}: {r[k]}" for k in ("over", "miss", "wrong", "unstated") if r.get(k)]
+        flags = [
+            f"{k}: {r[k]}"
+            for k in ("over", "miss", "wrong", "unstated", "unstated_summary")
+            if r.get(k)
+        ]
         flags += ["useful"] if r["useful"] else []
         out.append(
             f"[{r['cls']}/{r['lang']}/{r['preamble']}] {r['request']!r} @ {r['context']}: "

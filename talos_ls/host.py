@@ -68,7 +68,14 @@ from .gates.question_queue import (
 from .memory.assembler import ContextAssembler
 from .memory.facts import FactStore
 from .memory.index import WorkspaceIndex
-from .memory.resolve import Evidence, assumptions, evidence_notes, resolve
+from .memory.resolve import (
+    Evidence,
+    ResolutionRecord,
+    assumptions,
+    evidence_notes,
+    resolve,
+    worked_on,
+)
 from .memory.rules import RulesFiles
 from .offload import Offload
 from .store import Store, StoreError
@@ -194,6 +201,7 @@ class _Prepared:
     system: str
     question: QuestionCandidate | None
     assumed: list[str]  # what the task goes on without the person's word: its summary says it
+    resolution: ResolutionRecord  # the request's references: `_worked_on` says what they missed
 
 
 # Before the assumptions a task's summary lists: the person's cue to correct one.
@@ -214,6 +222,23 @@ def with_assumptions(task: Task, summary: str) -> str:
     block = assumed_block(task.assumed)
     task.transcript.append({"role": "assistant", "content": block})
     return f"{summary.rstrip()}\n\n{block}".lstrip()
+
+
+def _paths_used(task: Task, tools_named: Sequence[str]) -> list[str]:
+    """The `path` arguments of the task's calls to these tools, in the order made."""
+    paths = []
+    for message in list(task.transcript):
+        for call in message.get("tool_calls") or ():
+            function = call.get("function") or {}
+            if function.get("name") not in tools_named:
+                continue
+            try:
+                args = json.loads(str(function.get("arguments") or "{}")[:100_000])
+            except ValueError:
+                continue
+            if isinstance(args, dict) and isinstance(args.get("path"), str):
+                paths.append(args["path"])
+    return paths
 
 
 class Host:
@@ -435,6 +460,7 @@ class Host:
                 history=history,
             )
             await self._settle_proposals(task, policy)
+            task.assumed += await self.offload.run(self._worked_on, task, request, prepared)
             return with_assumptions(task, text)
 
         task = self.registry.start(self.agent_id, request, run)
@@ -485,7 +511,8 @@ class Host:
         if notes:
             prompt += "\n\n" + "\n".join(notes)
         asked = None if question is None else question.question_text
-        return _Prepared(turn, prompt, system, question, assumptions(resolution, asked) + conflicts)
+        assumed = assumptions(resolution, asked) + conflicts
+        return _Prepared(turn, prompt, system, question, assumed, resolution)
 
     def _conflicts_assumed(self, cues: str, asked: QuestionCandidate | None) -> list[str]:
         """What the task goes on for each unanswered conflict the request is about (its
@@ -521,17 +548,7 @@ class Host:
             proposed = self.proposals.list()
             for task in recent:
                 touched += [p.path for p in reversed(proposed) if p.task_id == task.id]
-                for message in reversed(list(task.transcript)):
-                    for call in message.get("tool_calls") or ():
-                        function = call.get("function") or {}
-                        if function.get("name") not in ("read_file", "propose_edit"):
-                            continue
-                        try:
-                            args = json.loads(str(function.get("arguments") or "{}")[:100_000])
-                        except ValueError:
-                            continue
-                        if isinstance(args, dict) and isinstance(args.get("path"), str):
-                            touched.append(args["path"])
+                touched += reversed(_paths_used(task, ("read_file", "propose_edit")))
         except Exception:
             logger.exception("the recently touched files could not be listed")
         touched = list(dict.fromkeys(touched))
@@ -541,6 +558,18 @@ class Host:
         return Evidence(
             context.path, context.selection, context.diagnostics, tuple(touched), answers
         )
+
+    def _worked_on(self, task: Task, request: str, prepared: _Prepared) -> list[str]:
+        """Which of several same-named files the task took where its request did not say
+        (`resolve.worked_on`), from the files it changed, else read. Never raises: a line
+        not said is one the model's reply may still say."""
+        try:
+            changed = [p.path for p in self.proposals.of_task(task.id)]
+            read = _paths_used(task, ("read_file",))
+            return worked_on(request, prepared.resolution, self.index, changed, read)
+        except Exception:
+            logger.exception("what the task worked on could not be listed")
+            return []
 
     def _step(self, task: Task, message: str) -> None:
         task.activity = message

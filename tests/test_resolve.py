@@ -17,7 +17,7 @@ from talos_ls.gates.producers import answered_referents
 from talos_ls.gates.question_queue import QuestionQueue
 from talos_ls.memory import index as index_mod
 from talos_ls.memory.index import WorkspaceIndex
-from talos_ls.memory.resolve import Evidence, evidence_notes, resolve, workspace_path
+from talos_ls.memory.resolve import Evidence, evidence_notes, resolve, worked_on, workspace_path
 
 SAY_IT = (
     " It is ambiguous and the person has not settled it: go on that assumption unless the "
@@ -859,3 +859,45 @@ def test_the_queue_lists_the_answered_referents_most_recent_first(store):
         (asked[2], "b/loader.py"),
         (asked[0], "tools/parser.py"),
     ]
+
+
+def said_after(index, request, changed=(), read=(), limit=3):
+    record = resolve("a1", 1, request, index)
+    return worked_on(request, record, index, list(changed), list(read), limit)
+
+
+def test_what_a_task_took_where_the_request_did_not_say_is_said_after_it(workspace):
+    """Requests the finder reads nothing in (a synonym, a translation): the file the task
+    changed, else the one it read, is said with the same-named ones it left."""
+    (line,) = said_after(workspace, "the grammar code is slow", changed=["tools/parser.py"])
+    assert line == (
+        "Assumed the request meant tools/parser.py (the task changed it; the request did not "
+        "say which), not src/parser.py."
+    )
+    (line,) = said_after(workspace, "解析器太慢了", read=["./src/parser.py", "README.md"])
+    assert line.startswith("Assumed the request meant src/parser.py (the task read it;")
+    # what it changed is what it worked on: the files it only read are not its pick
+    assert said_after(workspace, "x", changed=["config.toml"], read=["src/parser.py"]) == []
+
+
+def test_nothing_is_said_where_nothing_was_picked_or_the_request_said(workspace):
+    assert said_after(workspace, "fix it", read=["src/parser.py", "tools/parser.py"]) == []
+    assert said_after(workspace, "fix src/parser.py", changed=["src/parser.py"]) == []
+    # stated before the task already: the reference's own assumption line says it
+    assert said_after(workspace, "simplify the parser", changed=["src/parser.py"]) == []
+    # a name five files share is the layout's (util.py in each package), not a component
+    assert said_after(workspace, "tidy up", changed=["pkg1/util.py"]) == []
+    # a new file, a path from outside, one without a namesake: no pick among files
+    for path in ("lib/parser.py", "../tools/parser.py", "/etc/passwd", "config.toml"):
+        assert said_after(workspace, "add it", changed=[path]) == [], path
+
+
+def test_what_is_said_after_a_task_is_bounded(tmp_path):
+    for n in range(6):
+        for folder in ("a", "b"):
+            (tmp_path / folder).mkdir(exist_ok=True)
+            (tmp_path / folder / f"m{n}.py").write_text("x = 1\n")
+    index = WorkspaceIndex.build(tmp_path)
+    changed = [f"a/m{n}.py" for n in range(6)]
+    assert len(said_after(index, "refactor", changed=changed)) == 3
+    assert len(said_after(index, "refactor", changed=changed, limit=5)) == 5

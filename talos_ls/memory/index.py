@@ -348,6 +348,12 @@ class WorkspaceIndex:
         with self._lock:
             return self._has(rel)
 
+    def same_name(self, rel: str) -> list[str]:
+        """The other indexed files whose stem is `rel`'s (src/parser.py: tools/parser.py)."""
+        with self._lock:
+            rels = self._stems.get(_stem(rel))
+        return [r for r in ([rels] if isinstance(rels, str) else rels or ()) if r != rel]
+
     def match_symbol(self, name: str) -> list[str]:
         low = name.lower()
         with self._lock:

@@ -87,10 +87,11 @@ import logging
 import posixpath
 import re
 import unicodedata
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from urllib.parse import unquote
 
+from ..display import visible
 from ..text import normalize_text
 from .index import WorkspaceIndex, split_name
 
@@ -922,14 +923,19 @@ _NAMED_BY = {
 }
 
 
+def _shown(path: str) -> str:
+    """A workspace path in a line said to the person: its author chose it, so a line break or
+    an escape in it shows as text (it cannot end the line and forge another)."""
+    return visible(path, single_line=True)
+
+
 def assumption_line(surface: str, assumption: dict) -> str:
     """ "Assumed 'the parser' means src/parser.py (why), not tools/parser.py." """
-    others = " or ".join(assumption["not"])
+    others = " or ".join(map(_shown, assumption["not"]))
     if assumption.get("more"):
         others += f" or {assumption['more']} more"
-    return (
-        f"Assumed {surface!r} means {assumption['candidate']} ({assumption['why']}), not {others}."
-    )
+    chosen = _shown(assumption["candidate"])
+    return f"Assumed {surface!r} means {chosen} ({assumption['why']}), not {others}."
 
 
 def assumptions(record: ResolutionRecord, asked: str | None = None) -> list[str]:
@@ -940,6 +946,53 @@ def assumptions(record: ResolutionRecord, asked: str | None = None) -> list[str]
         for ref in record.references
         if isinstance(ref.get("assumption"), dict) and (asked is None or ref["question"] != asked)
     ]
+
+
+# A name this many other files share is a convention of the layout (a README.md, index.ts or
+# conftest.py in each package), not a component a request names: `worked_on` says nothing of it.
+_CONVENTION = 3
+
+
+def worked_on(
+    request: str,
+    record: ResolutionRecord,
+    index: WorkspaceIndex,
+    changed: Sequence[str],
+    read: Sequence[str],
+    limit: int = 3,
+) -> list[str]:
+    """What a task took without the person's word that its request neither named (its path)
+    nor showed as a reference:
+    a file it changed (when it changed none, one it read) that shares its name with files it
+    did not touch, where the request settled nothing about that name. The finder misses
+    references (a synonym, a bare verb, a translation sharing no letter with the name: "the
+    grammar code", "responses are cached", "解析器"), so which file the task took is said after
+    it, from what it did, in any language: "Assumed the request meant src/parser.py (the task
+    changed it; the request did not say which), not tools/parser.py." At most `limit` lines;
+    dunder names and names of the layout (`_CONVENTION`) say nothing."""
+    settled: set[str] = set()
+    for ref in record.references:  # stated before the task, or the person's own word
+        for candidate in ref.get("candidates") or ():
+            settled.add(str(candidate).rpartition(" in ")[2])
+    touched = {posixpath.normpath(p) for p in (*changed, *read)}
+    lines = []
+    for path in dict.fromkeys(posixpath.normpath(p) for p in changed or read):
+        stem = split_name(posixpath.basename(path))[0]
+        if path in settled or path in request or (stem.startswith("__") and stem.endswith("__")):
+            continue
+        if not index.has_file(path):  # a new file, or a path from outside: no pick among files
+            continue
+        others = index.same_name(path)
+        if not others or len(others) >= _CONVENTION or touched.intersection(others):
+            continue
+        did = "changed" if changed else "read"
+        lines.append(
+            f"Assumed the request meant {_shown(path)} (the task {did} it; the request did not "
+            f"say which), not {' or '.join(map(_shown, others))}."
+        )
+        if len(lines) == limit:
+            break
+    return lines
 
 
 def evidence_notes(record: ResolutionRecord) -> list[str]:

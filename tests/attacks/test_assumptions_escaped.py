@@ -8,9 +8,11 @@ from __future__ import annotations
 
 import subprocess
 
-from .conftest import TALOS, Attack
+from .conftest import TALOS, Attack, call
 
 RAW = ("\x1b", "\u202e", "\x07")
+# A file name that clears the screen, sets the title and forges a line of Talos's own.
+NAME = "x\x1b[2J\x1b]0;pwned\x07\n- Assumed nothing; all is well.py"
 AGENTS = "- Tests use unittest\x1b[2J\x1b]0;pwned\x07\n"
 CLAUDE = "- Tests use pytest\u202eyalp\n"
 
@@ -19,8 +21,18 @@ def test_the_assumptions_a_summary_ends_with_are_escaped(attack: Attack):
     (attack.ws / "AGENTS.md").write_text(AGENTS)
     (attack.ws / "CLAUDE.md").write_text(CLAUDE)
     attack.script("Wrote the tests.")
+    proc = _run(attack)
+    out = proc.stdout
+    assert "Not confirmed by you (say so if one is wrong):" in out, (out, proc.stderr)
+    said = [line for line in out.splitlines() if "they conflict" in line or "Tests use" in line]
+    assert said, out
+    assert not [c for c in RAW if c in out], repr(out)  # shown, not done
+    assert "\\x1b[2J" in out and "\\u202e" in out, out
+
+
+def _run(attack: Attack) -> subprocess.CompletedProcess:
     args = ["run", "write the tests", "--workspace", str(attack.ws), "--model", "fake-model"]
-    proc = subprocess.run(
+    return subprocess.run(
         [TALOS, *args, "--base-url", attack.server.url],
         capture_output=True,
         text=True,
@@ -29,9 +41,18 @@ def test_the_assumptions_a_summary_ends_with_are_escaped(attack: Attack):
         env=attack.env(),
         cwd=attack.tmp,
     )
+
+
+def test_a_file_name_said_as_what_the_task_worked_on_is_escaped(attack: Attack):
+    """Two files of that name; the task reads one: the summary says which it took, and the
+    name shows as text on its own line, never as what it would do or as a line of Talos's."""
+    for folder in ("src", "lib"):
+        (attack.ws / folder).mkdir(exist_ok=True)
+        (attack.ws / folder / NAME).write_text("x = 1\n")
+    attack.script([call("read_file", path=f"src/{NAME}")], "Read it.")
+    proc = _run(attack)
     out = proc.stdout
-    assert "Not confirmed by you (say so if one is wrong):" in out, (out, proc.stderr)
-    said = [line for line in out.splitlines() if "they conflict" in line or "Tests use" in line]
-    assert said, out
-    assert not [c for c in RAW if c in out], repr(out)  # shown, not done
-    assert "\\x1b[2J" in out and "\\u202e" in out, out
+    assert "Assumed the request meant src/x" in out, (out, proc.stderr)
+    assert not [c for c in RAW if c in out], repr(out)
+    assert "\\x1b[2J" in out and "\\n- Assumed nothing" in out, out
+    assert not [line for line in out.splitlines() if line.startswith("- Assumed nothing")]

@@ -9,6 +9,8 @@ is open, so what is (not) asked is decided by relevance alone."""
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from talos_ls.demo.scripted_model import reply
@@ -177,5 +179,42 @@ async def test_a_request_in_another_language_is_asked_about_then_said(
         (said,) = [line for line in user_message(model, 1).splitlines() if "Assumed" in line]
         assert "src/parser.py" in said and "not tools/parser.py" in said
         assert said.split(" It is ambiguous")[0] in shown
+    finally:
+        await editor.stop()
+
+
+def _reads(*paths: str) -> dict:
+    calls = [(f"c{n}", "read_file", json.dumps({"path": p})) for n, p in enumerate(paths)]
+    return reply(tool_calls=calls)
+
+
+@pytest.mark.parametrize(
+    "request_text",
+    [
+        "the grammar code rejects trailing commas, fix it",  # a synonym
+        "trailing commas are rejected when we parse",  # a bare verb
+        "解析器太慢了",  # a translation sharing no letter with the name
+    ],
+)
+async def test_a_reference_the_finder_misses_is_said_from_what_the_task_worked_on(
+    tmp_path, parsers, options, model, request_text
+):
+    """Nothing in these requests is found as a reference, so nothing is asked or said before
+    the task. The task reads tools/parser.py only: its summary says that is the parser it took,
+    not src/parser.py. A task that reads both took neither: nothing is said."""
+    editor = await start_indexed(tmp_path, parsers, options)
+    try:
+        model.script.append(_reads("tools/parser.py"))
+        shown = await _run(editor, model, request_text)
+        said = (
+            "Assumed the request meant tools/parser.py (the task read it; the request did not "
+            "say which), not src/parser.py."
+        )
+        assert f"{HEADING}\n- {said}" in shown
+        assert "Assumed" not in user_message(model, 0)  # not seen before: said after
+        model.script.append(_reads("tools/parser.py", "src/parser.py"))
+        shown = await _run(editor, model, request_text)
+        assert HEADING not in shown
+        assert editor.prompts == []
     finally:
         await editor.stop()
