@@ -199,9 +199,9 @@ class McpManager:
         except Exception as exc:
             owner = conn._owner
             if owner is not None and _closed(exc):  # it died: say how, once it is gone
-                with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(conn.died.wait(), 5)
-                await asyncio.wait([owner], timeout=5)
+                with contextlib.suppress(TimeoutError):  # killed: seconds at most, even loaded
+                    await asyncio.wait_for(conn.died.wait(), 30)
+                await asyncio.wait([owner], timeout=10)
             if conn.state != "ready":  # it died during the call
                 raise McpError(f"the MCP server {conn.config.name} stopped: {conn.error}") from None
             why = visible(redact(str(exc)), single_line=True)[:300]
