@@ -505,6 +505,7 @@ async def _mcp_call(ctx: ToolContext, name: str, arguments: str) -> ToolResult:
     try:
         result, _ = await ctx.mcp.call(name, args, ctx.elicit)
         text, failed = render(result)
+        text = f"error: {text}" if failed else text  # the tool's own error: the model's to fix
     except McpError as exc:
         text, failed = f"error: {exc}", True
     finally:

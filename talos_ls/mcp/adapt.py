@@ -109,6 +109,21 @@ async def adapt_tools(server: str, session: Any) -> tuple[list[ToolSpec], str]:
     return specs, "; ".join(said)
 
 
+def _said_already(structured: object, parts: list[str]) -> bool:
+    """Whether the text parts carry the structured content already (the spec asks servers
+    to send it as JSON text too; some send its one string value as the text)."""
+    values = list(structured.values()) if isinstance(structured, dict) else []
+    for part in parts:
+        try:
+            if json.loads(part) == structured:
+                return True
+        except ValueError:
+            pass
+        if values == [part]:
+            return True
+    return False
+
+
 def render(result: Any) -> tuple[str, bool]:
     """A CallToolResult as text for the model, and whether it is an error."""
     parts: list[str] = []
@@ -134,9 +149,8 @@ def render(result: Any) -> tuple[str, bool]:
     if len(content) > MAX_PARTS:
         parts.append(f"[{len(content) - MAX_PARTS} more parts not shown]")
     structured = getattr(result, "structuredContent", None)
-    if structured is not None:
+    if structured is not None and not _said_already(structured, parts):
         text = json.dumps(structured, ensure_ascii=False)[:MAX_PART_CHARS]
-        if text not in parts:
-            parts.append(f"structured content: {text}")
+        parts.append(f"structured content: {text}")
     failed = bool(getattr(result, "isError", False))
     return "\n".join(parts) or "(no content)", failed
