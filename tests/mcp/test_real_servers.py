@@ -105,8 +105,10 @@ def test_mcp_server_time_from_pypi_in_its_own_virtualenv(sandbox, server, person
     person.servers({"time": {"command": str(time_server), "args": ["--local-timezone", "UTC"]}})
     person.allow("mcp__time__*")
     server.script += [
-        call("mcp__time__convert_time", {
-            "source_timezone": "UTC", "time": "12:00", "target_timezone": "Asia/Tokyo"}),
+        call(
+            "mcp__time__convert_time",
+            {"source_timezone": "UTC", "time": "12:00", "target_timezone": "Asia/Tokyo"},
+        ),
         reply("done."),
     ]
     r = person.run(server)
