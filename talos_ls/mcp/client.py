@@ -302,6 +302,8 @@ class McpManager:
             raise
         except BaseException as exc:  # a task group wraps the failure: reported, not raised
             if not ready.done():
+                if not isinstance(exc, McpError) and conn.died.is_set() and conn.error:
+                    exc = McpError(conn.error)  # it exited while starting: how, not the SDK's
                 ready.set_exception(exc if isinstance(exc, McpError) else McpError(_said(exc)))
             elif not conn.error:
                 conn.error = _said(exc)
@@ -464,23 +466,22 @@ async def _stdio(launch: Launch, conn: Connection, died: asyncio.Event) -> Async
     stdout, stdin = proc.stdout, proc.stdin
 
     async def reader() -> None:
-        async with read_send:
-            while True:
-                try:
-                    line = await stdout.readline()
-                except (ValueError, asyncio.LimitOverrunError):
-                    conn.error = f"it sent a message over {MAX_MESSAGE // 1024 // 1024} MB: stopped"
-                    break
-                if not line:
-                    break
-                if not line.strip():
-                    continue
-                try:
-                    message = types.JSONRPCMessage.model_validate_json(line)
-                except Exception as exc:
-                    await read_send.send(exc)
-                    continue
-                await read_send.send(SessionMessage(message))
+        while True:
+            try:
+                line = await stdout.readline()
+            except (ValueError, asyncio.LimitOverrunError):
+                conn.error = f"it sent a message over {MAX_MESSAGE // 1024 // 1024} MB: stopped"
+                break
+            if not line:
+                break
+            if not line.strip():
+                continue
+            try:
+                message = types.JSONRPCMessage.model_validate_json(line)
+            except Exception as exc:
+                await read_send.send(exc)
+                continue
+            await read_send.send(SessionMessage(message))
 
     async def writer() -> None:
         async with write_recv:
@@ -497,7 +498,8 @@ async def _stdio(launch: Launch, conn: Connection, died: asyncio.Event) -> Async
             stopping = conn._stop is not None and conn._stop.is_set()
             if not conn.error and not stopping:
                 conn.error = _exit_said(proc.returncode, errlog)
-            died.set()
+            died.set()  # how it ended is known before the session hears the stream close
+            await read_send.aclose()
 
     tasks = [asyncio.ensure_future(watch()), asyncio.ensure_future(writer())]
     try:

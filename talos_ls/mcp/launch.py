@@ -20,11 +20,16 @@ from pathlib import Path
 from ..agent import limits as lim
 from ..agent.sandbox import SANDBOX_HOME, Sandbox, _allowed_env, _path_entries, toolchain
 from ..agent.workspace_layout import Layout
+from ..errors import TalosError
 from .config import ServerConfig
 
 # Where a program's own files are, by the directory it lies in: a package manager's tree.
 TREE_MARKERS = ("node_modules",)
 USUAL_CACHES = (".npm/_npx", ".cache/uv", ".local/share/uv")
+
+
+class LaunchError(TalosError):
+    """A server that cannot be started here; the message says why."""
 
 
 @dataclass
@@ -71,7 +76,8 @@ def program_paths(server: ServerConfig, root: Path) -> list[Path]:
     found = shutil.which(server.command, path=os.pathsep.join(_path_entries()))
     if found is None and "/" in server.command:
         candidate = Path(server.command)
-        found = str(candidate if candidate.is_absolute() else root / candidate)
+        candidate = candidate if candidate.is_absolute() else root / candidate
+        found = str(candidate) if candidate.is_file() else None
     paths = [Path(found)] if found else []
     paths += [Path(a) for a in server.args if a.startswith("/") and os.path.isfile(a)]
     return [p for p in paths if not Path(os.path.realpath(p)).is_relative_to(root)]
@@ -101,6 +107,12 @@ def plan(sandbox: Sandbox, server: ServerConfig, readable: Iterable[Path] = ()) 
     """The launch of a stdio server in `sandbox` (blocking: it walks the workspace, so it
     runs in a worker thread). Undone if it fails half-way."""
     assert server.command is not None
+    found = shutil.which(server.command, path=os.pathsep.join(_path_entries()))
+    if found is None and not (sandbox.root / server.command).is_file():
+        raise LaunchError(
+            f"its program {server.command!r} is not found (not on the PATH Talos was "
+            "started with, and no such file)"
+        )
     shown, _refused = trees(server, sandbox.root)
     view = sandbox.configured(readable=[*readable, *shown], limits=sandbox.limits)
     layout = view.layout(False)
