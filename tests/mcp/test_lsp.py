@@ -6,6 +6,8 @@ cannot be typed there: declined, never answered)."""
 from __future__ import annotations
 
 import json
+import uuid
+from pathlib import Path
 
 import pytest
 
@@ -34,6 +36,18 @@ def options(tmp_path, model):
     }
 
 
+def _running(mark: str) -> list[str]:
+    """The processes whose command line holds `mark`."""
+    found = []
+    for proc in Path("/proc").iterdir():
+        try:
+            if mark.encode() in (proc / "cmdline").read_bytes():
+                found.append(proc.name)
+        except OSError:
+            continue
+    return found
+
+
 def _tool_results(model, index):
     return [m["content"] for m in model.requests[index]["body"]["messages"] if m["role"] == "tool"]
 
@@ -47,7 +61,9 @@ def _config(tmp_path, servers: dict) -> None:
 async def test_an_mcp_tool_is_asked_allowed_and_its_result_reaches_the_model(
     sandbox, tmp_path, ws, options, model
 ):
-    _config(tmp_path, {"h": hostile("plain"), "gone": {"command": "/nonexistent/srv"}})
+    mark = f"talos-test-{uuid.uuid4().hex}"  # on the server's command line: found after stop
+    plain = {**hostile("plain"), "args": [*hostile("plain")["args"], "", mark]}
+    _config(tmp_path, {"h": plain, "gone": {"command": "/nonexistent/srv"}})
     model.script += [
         reply("", [("c1", "mcp__h__echo", json.dumps({"text": "from the editor"}))]),
         reply("finished"),
@@ -81,6 +97,30 @@ async def test_an_mcp_tool_is_asked_allowed_and_its_result_reaches_the_model(
             "with, and no such file)"
         )
         assert any("MCP server gone" in m for m in editor.messages())
+        assert _running(mark)  # the server runs while the daemon does
+    finally:
+        await editor.stop()
+    assert _running(mark) == []  # shutdown stopped it
+
+
+async def test_a_server_that_dies_mid_call_leaves_the_daemon_up(
+    sandbox, tmp_path, ws, options, model
+):
+    _config(tmp_path, {"h": hostile("exit")})
+    model.script += [
+        reply("", [("c1", "mcp__h__echo", json.dumps({"text": "x"}))]),
+        reply("finished"),
+        reply("still here"),
+    ]
+    editor = await start_editor(tmp_path / "home", [ws], options)
+    try:
+        editor.replies.append("Allow once")
+        task_id = (await editor.command("talos.task.start", {"prompt": "use it"}))["task_id"]
+        await editor.finished(task_id)
+        assert _tool_results(model, 1) == ["error: the MCP server h stopped: it exited (code 3)"]
+        again = (await editor.command("talos.task.start", {"prompt": "more"}))["task_id"]
+        await editor.finished(again)
+        assert (await editor.task(again))["state"] == "done"
     finally:
         await editor.stop()
 
