@@ -34,7 +34,7 @@ from ..errors import TalosError
 from ..redact import redact
 from .adapt import ToolSpec, adapt_tools
 from .config import ServerConfig
-from .launch import Launch
+from .launch import Launch, LaunchError
 
 logger = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -50,7 +50,12 @@ Planner = Callable[[ServerConfig], Launch]
 
 
 class McpError(TalosError):
-    """A server could not be started or called; the message says which and why."""
+    """A server could not be started or called; the message says which and why. `final`:
+    trying again would not help (no sandbox here, no such program)."""
+
+    def __init__(self, message: str, *, final: bool = False) -> None:
+        super().__init__(message)
+        self.final = final
 
 
 @dataclass
@@ -230,7 +235,7 @@ class McpManager:
             except McpError as exc:
                 conn.failures += 1
                 conn.error = str(exc)
-                if conn.failures >= MAX_RESTARTS or conn.state == "failed":
+                if conn.failures >= MAX_RESTARTS or exc.final:
                     conn.state = "failed"
                 else:
                     conn.state = "restarting"
@@ -347,9 +352,13 @@ class McpManager:
         if self.planner is None:
             raise McpError(
                 f"a local server runs only in the sandbox, and there is none here "
-                f"({self.sandbox_problem or 'no sandbox'})"
+                f"({self.sandbox_problem or 'no sandbox'})",
+                final=True,
             )
-        launch = await asyncio.to_thread(self.planner, config)
+        try:
+            launch = await asyncio.to_thread(self.planner, config)
+        except LaunchError as exc:
+            raise McpError(str(exc), final=True) from None
         try:
             async with _stdio(launch, conn, died) as streams:
                 yield streams
