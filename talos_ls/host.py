@@ -405,6 +405,7 @@ class Host:
         config, loop = self.config, self.loop
         await self.start()
         await self.review_rules()
+        await self.load_mcp()  # an edited mcp.json counts from the next task on
         policy = self.policy.for_task(config.mode)
         sandbox = self.sandbox.configured(readable=config.readable_paths, limits=config.limits)
         prepared = await self.offload.run(self._prepare, request, context)
@@ -588,9 +589,11 @@ class Host:
             functools.partial(self._plan_server, self.config.readable_paths) if available else None
         )
         self.mcp.sandbox_problem = None if state is None else state.detail
+        said = set(self.mcp.problems)
         self.mcp.configure(loaded.servers, loaded.problems)
         for problem in loaded.problems:
-            self.port.notice(f"MCP: {problem}")
+            if problem not in said:  # once, not at every task
+                self.port.notice(f"MCP: {problem}")
 
     def _mcp_notice(self, message: str) -> None:
         """A server failed (or was cut): said once, and the status shows it."""

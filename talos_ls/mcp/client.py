@@ -31,7 +31,7 @@ from typing import Any, TypeVar
 
 from ..display import visible
 from ..errors import TalosError
-from ..redact import redact
+from ..redact import add_secret, redact
 from .adapt import ToolSpec, adapt_tools
 from .config import ServerConfig
 from .launch import Launch, LaunchError
@@ -142,6 +142,9 @@ class McpManager:
         session's). A server no longer configured, or configured differently, is stopped; a
         new one starts when a task needs it."""
         wanted = {s.name: s for s in servers}
+        for server in servers:  # a configured secret never reaches the model or a log
+            for value in server.secrets:
+                add_secret(value)
         for name, conn in list(self.connections.items()):
             if wanted.get(name) != conn.config:
                 del self.connections[name]

@@ -16,7 +16,6 @@ no), `timeout` (seconds to start, default 30), `callTimeout` (seconds per call, 
 
 from __future__ import annotations
 
-import hashlib
 import os
 import re
 from collections.abc import Mapping, Sequence
@@ -27,6 +26,7 @@ from typing import Any
 from ..display import visible
 from ..gates.permissions import config_dir, read_json, save_workspace_setting
 from ..gates.permissions import workspace_settings_path as settings_path
+from ..redact import SECRET_NAME
 
 MCP_FILE = ".talos/mcp.json"
 USER_FILE = "mcp.json"
@@ -60,6 +60,9 @@ class ServerConfig:
     timeout: float = 30.0
     call_timeout: float = 120.0
     variables: tuple[str, ...] = ()  # the `${VAR}` its values named
+    # Values redacted wherever they show (a result, a log): every header's, and each env
+    # value that came from a variable or whose name says it is a secret.
+    secrets: tuple[str, ...] = field(default=(), repr=False)
 
     @property
     def transport(self) -> str:
@@ -164,12 +167,15 @@ def parse_server(
             (k, _expand(v, f"{where}: env {k}", used, environ))
             for k, v in _pairs(entry.get("env", {}), f"{where}: env")
         ]
+        raw = dict(_pairs(entry.get("env", {}), f"{where}: env"))
+        secret = [v for k, v in env if VARIABLE.search(raw[k]) or SECRET_NAME.search(k)]
         return ServerConfig(
             command=command,
             args=tuple(args),
             env=tuple(env),
             network=network,
             variables=tuple(dict.fromkeys(used)),
+            secrets=tuple(secret),
             **common,
         )
     url = entry["url"]
@@ -180,7 +186,11 @@ def parse_server(
         for k, v in _pairs(entry.get("headers", {}), f"{where}: headers")
     ]
     return ServerConfig(
-        url=url, headers=tuple(headers), variables=tuple(dict.fromkeys(used)), **common
+        url=url,
+        headers=tuple(headers),
+        variables=tuple(dict.fromkeys(used)),
+        secrets=tuple(v for _, v in headers),
+        **common,
     )
 
 
@@ -279,7 +289,3 @@ def trust(root: Path, sha256: str, config: Path | None = None) -> None:
         root,
         lambda data: data.__setitem__(TRUST_KEY, sha256),
     )
-
-
-def sha256_of(data: bytes) -> str:
-    return hashlib.sha256(data).hexdigest()

@@ -140,3 +140,32 @@ async def test_a_denied_call_never_reaches_the_server(sandbox, tmp_path, ws, opt
         assert _tool_results(model, 2) == ["error: not run: denied by you", "calls so far: []"]
     finally:
         await editor.stop()
+
+
+async def test_an_elicitation_is_asked_with_buttons_naming_the_server_and_a_dismissal_declines(
+    sandbox, tmp_path, ws, options, model
+):
+    _config(tmp_path, {"h": hostile("elicit")})
+    model.script += [
+        reply("", [("c1", "mcp__h__pick", "{}")]),
+        reply("", [("c2", "mcp__h__pick", "{}")]),
+        reply("finished"),
+    ]
+    editor = await start_editor(tmp_path / "home", [ws], options)
+    try:
+        # allow the tool; answer the form, pick blue; allow again; dismiss the form
+        editor.replies += [
+            editor.button("Always allow"),
+            "Answer every field",
+            "blue",
+            None,
+        ]
+        task_id = (await editor.command("talos.task.start", {"prompt": "pick"}))["task_id"]
+        await editor.finished(task_id)
+        asks = [p.message for p in editor.prompts[1:]]
+        assert asks[0].startswith("The MCP server h asks (during a tool call):")
+        assert "\\x1b[2J" in asks[0] and "\x1b" not in asks[0]
+        assert [a.title for a in editor.prompts[2].actions] == ["red", "blue", "Decline"]
+        assert _tool_results(model, 2) == ["accept {'colour': 'blue'}", "decline None"]
+    finally:
+        await editor.stop()

@@ -252,3 +252,12 @@ def test_a_repositorys_mcp_json_starts_nothing_until_trusted(sandbox, server, pe
     server.script += [reply("done.")]
     assert person.run(server).returncode == 0
     assert not [n for n in offered(server, 2) if n.startswith("mcp__")]
+
+
+def test_with_nobody_attached_an_elicitation_is_declined(sandbox, server, person):
+    person.servers({"h": hostile("elicit")})
+    person.allow("mcp__h__*")
+    server.script += [call("mcp__h__pick", {}), reply("done.")]
+    r = person.run(server)
+    assert r.returncode == 0, r.stderr
+    assert tool_results(server) == ["decline None"]
