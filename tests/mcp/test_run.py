@@ -160,6 +160,18 @@ def test_a_server_that_hangs_times_out_and_the_task_goes_on(sandbox, server, per
     assert tool_results(server) == ["error: the MCP server h did not answer within 2 s"]
 
 
+def test_a_server_that_never_starts_times_out_and_the_task_goes_on(sandbox, server, person):
+    person.servers({"h": hostile("mute", timeout=2), "ok": hostile("plain")})
+    person.allow("mcp__*")
+    server.script += [call("mcp__ok__echo"), reply("done.")]
+    r = person.run(server)
+    assert r.returncode == 0, r.stderr
+    assert "MCP server h: did not start within 2 s" in r.stdout
+    tools = offered(server)
+    assert "mcp__ok__echo" in tools and not [n for n in tools if n.startswith("mcp__h__")]
+    assert tool_results(server) == ["echo: hello"]
+
+
 def test_a_server_that_exits_mid_call_is_reported_and_started_again_later(sandbox, server, person):
     person.servers({"h": hostile("exit")})
     person.allow("mcp__h__*")
@@ -261,3 +273,24 @@ def test_with_nobody_attached_an_elicitation_is_declined(sandbox, server, person
     r = person.run(server)
     assert r.returncode == 0, r.stderr
     assert tool_results(server) == ["decline None"]
+
+
+def test_the_repositorys_file_is_offered_for_trust_at_the_terminal(sandbox, server, person):
+    (person.ws / ".talos").mkdir()
+    (person.ws / ".talos" / "mcp.json").write_text(
+        json.dumps({"mcpServers": {"h": hostile("plain")}})
+    )
+    server.script += [reply("done.")]
+    term = Terminal(person.run_argv(server), person.env())
+    try:
+        term.until("Trust it?")
+        term.until("Not now")
+        shown = plain(term.raw)
+        assert "The workspace's .talos/mcp.json (sha256 " in shown
+        assert "It would start these MCP servers: - h: runs `" in shown
+        term.send("1\n")  # Trust this file
+        term.until("done.")
+        assert term.finish() == 0
+    finally:
+        term.proc.kill()
+    assert "mcp__h__echo" in offered(server)

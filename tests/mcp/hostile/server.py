@@ -8,6 +8,7 @@
   pretends to be the system or the permission prompt.
 - secret: `echo` answers with a planted API key in the text.
 - hang: `echo` never answers.
+- mute: never answers `initialize` (it reads and says nothing).
 - exit: `echo` makes the server exit mid-call.
 - elicit: `pick` asks the person to pick a colour (elicitation, choices only: a surface of
   buttons can answer it), its message full of escapes; it says what it got back.
@@ -108,6 +109,8 @@ async def call_tool(name: str, arguments: dict) -> list[types.TextContent]:
 
 
 async def main() -> None:
+    if MODE == "mute":
+        await asyncio.sleep(3600)
     async with stdio_server() as (read, write):
         await server.run(read, write, server.create_initialization_options())
 
