@@ -81,6 +81,12 @@ def spec_of(server: str, tool: Any) -> ToolSpec | str:
     return ToolSpec(server, name, full, description, params)
 
 
+def _page(cursor: str) -> Any:
+    from mcp import types
+
+    return types.PaginatedRequestParams(cursor=cursor)
+
+
 async def adapt_tools(server: str, session: Any) -> tuple[list[ToolSpec], str]:
     """The server's tools, bounded, and what was left out (one line; "" when nothing)."""
     specs: list[ToolSpec] = []
@@ -88,7 +94,7 @@ async def adapt_tools(server: str, session: Any) -> tuple[list[ToolSpec], str]:
     left: list[str] = []
     cursor = None
     for _ in range(MAX_PAGES):
-        page = await session.list_tools(cursor)
+        page = await (session.list_tools(params=_page(cursor)) if cursor else session.list_tools())
         for tool in page.tools:
             offered += 1
             if len(specs) >= MAX_TOOLS:

@@ -194,9 +194,11 @@ class McpManager:
         if asker is not None:
             conn._askers.append(asker)
         try:
-            return await asyncio.wait_for(
+            result = await asyncio.wait_for(
                 conn.session.call_tool(tool.name, arguments), conn.config.call_timeout
             )
+            conn.failures = 0  # it works: a later death starts the back-off afresh
+            return result
         except TimeoutError:
             raise McpError(
                 f"the MCP server {conn.config.name} did not answer within "
@@ -232,8 +234,7 @@ class McpManager:
                     f"again in {wait:.0f} s"
                 )
             try:
-                await self._start(conn)
-                conn.failures = 0
+                await self._start(conn)  # its failures count until a call succeeds
                 conn.reported = False
             except McpError as exc:
                 conn.failures += 1

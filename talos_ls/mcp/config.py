@@ -26,7 +26,7 @@ from typing import Any
 from ..display import visible
 from ..gates.permissions import config_dir, read_json, save_workspace_setting
 from ..gates.permissions import workspace_settings_path as settings_path
-from ..redact import SECRET_NAME
+from ..redact import SECRET_NAME, redact
 
 MCP_FILE = ".talos/mcp.json"
 USER_FILE = "mcp.json"
@@ -73,11 +73,11 @@ class ServerConfig:
         if self.command is not None:
             what = " ".join([self.command, *self.args])
             net = "with the network" if self.network else "no network"
-            text = f"runs `{visible(what, single_line=True)}` in the sandbox ({net})"
+            text = f"runs `{visible(redact(what), single_line=True)}` in the sandbox ({net})"
             if self.env:
                 text += f"; sets {', '.join(k for k, _ in self.env)}"
         else:
-            text = f"at {visible(str(self.url), single_line=True)} (Streamable HTTP)"
+            text = f"at {visible(redact(str(self.url)), single_line=True)} (Streamable HTTP)"
             if self.headers:
                 text += f"; sends the headers {', '.join(k for k, _ in self.headers)}"
         return text

@@ -323,3 +323,20 @@ def test_install_trees(tmp_path):
     assert install_tree(venv / "bin" / "srv") == venv
     (tmp_path / "s.py").write_text("")
     assert install_tree(tmp_path / "s.py") == tmp_path
+
+
+def test_a_server_paginating_for_ever_is_read_a_bounded_number_of_pages():
+    from talos_ls.mcp.adapt import adapt_tools
+
+    pages: list[object] = []
+
+    class Endless:
+        async def list_tools(self, params=None):
+            pages.append(params)
+            return SimpleNamespace(
+                tools=[tool(f"t{len(pages)}_{i}") for i in range(60)], nextCursor="more"
+            )
+
+    specs, said = asyncio.run(adapt_tools("s", Endless()))
+    assert len(specs) == 100 and len(pages) == 2
+    assert said == "it offered 120+ tools: only 100 are used"
