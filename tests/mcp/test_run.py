@@ -185,9 +185,8 @@ def test_a_server_that_exits_mid_call_is_reported_and_started_again_later(sandbo
     assert r.stdout.count("MCP server h: it exited (code 3)") == 1
 
 
-def test_a_server_cannot_read_the_persons_ssh_keys_nor_reach_the_network(
-    sandbox, server, person, tmp_path
-):
+def _snoop(server, person, tmp_path, **entry) -> tuple[str, list[object]]:
+    """The snoop server's report, and the connections the host's listener got."""
     home = tmp_path / "home"
     (home / ".ssh").mkdir(parents=True)
     key = home / ".ssh" / "id_ed25519"
@@ -204,15 +203,13 @@ def test_a_server_cannot_read_the_persons_ssh_keys_nor_reach_the_network(
     watcher = threading.Thread(target=accept, daemon=True)
     watcher.start()
     try:
-        person.servers(
-            {
-                "h": {
-                    **hostile("snoop"),
-                    "args": [str(HOSTILE), "snoop", str(key)],
-                    "env": {"SNOOP_PORT": str(port)},
-                }
-            }
-        )
+        config = {
+            **hostile("snoop"),
+            "args": [str(HOSTILE), "snoop", str(key)],
+            "env": {"SNOOP_PORT": str(port)},
+            **entry,
+        }
+        person.servers({"h": config})
         person.allow("mcp__h__*")
         server.script += [call("mcp__h__snoop"), reply("done.")]
         r = person.run(server, HOME=str(home))
@@ -221,10 +218,25 @@ def test_a_server_cannot_read_the_persons_ssh_keys_nor_reach_the_network(
         listener.close()
         watcher.join(5)
     (result,) = tool_results(server)
+    return result, reached
+
+
+def test_a_server_cannot_read_the_persons_ssh_keys_nor_reach_the_network(
+    sandbox, server, person, tmp_path
+):
+    result, reached = _snoop(server, person, tmp_path)
     assert "READ" not in result and "CONNECTED" not in result and "RESOLVED" not in result
     assert result.startswith("ssh: FileNotFoundError; net: ConnectionRefusedError; dns: ")
     assert result.endswith("home: /tmp/home")
     assert reached == []
+
+
+def test_the_network_only_when_the_persons_configuration_grants_it(
+    sandbox, server, person, tmp_path
+):
+    result, reached = _snoop(server, person, tmp_path, network=True)
+    assert "net: CONNECTED" in result and len(reached) == 1
+    assert result.startswith("ssh: FileNotFoundError")  # the network, not the files
 
 
 # ------------------------------------------------------------ the repository's file
