@@ -258,6 +258,12 @@ class McpManager:
 
     async def _start(self, conn: Connection) -> None:
         config = conn.config
+        try:
+            import mcp  # noqa: F401 - the optional extra
+        except ImportError:
+            raise McpError(
+                "the MCP SDK is not installed: pip install 'talos-ls[mcp]'", final=True
+            ) from None
         conn.state, conn.error = "starting", ""
         ready: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         conn._stop = asyncio.Event()
