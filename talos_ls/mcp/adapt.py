@@ -1,7 +1,8 @@
 """MCP tools as the model sees them, and their results as it reads them.
 
 A server's tool `query` becomes `mcp__<server>__query` with its JSON schema, bounded: at most
-MAX_TOOLS per server, a schema of at most MAX_SCHEMA bytes, a description of at most
+MAX_TOOLS per server, all of them within MAX_SERVER_SCHEMAS bytes of the model's context, a
+schema of at most MAX_SCHEMA bytes, a description of at most
 MAX_DESCRIPTION characters with every control character escaped (`display.visible`) and
 labelled as the server's words. A server that offers more, or bigger, is cut and that is
 reported. A name the model's API cannot carry (`[A-Za-z0-9_-]`, 64 characters) is left out.
@@ -22,6 +23,9 @@ from ..display import visible
 
 PREFIX = "mcp__"
 MAX_TOOLS = 100
+# Of the model's context, what one server's tools may take (their schemas as sent, about
+# 4 characters a token): past it, its later tools are left out.
+MAX_SERVER_SCHEMAS = 64 * 1024
 MAX_PAGES = 10
 MAX_SCHEMA = 16 * 1024
 MAX_DESCRIPTION = 1024
@@ -93,6 +97,8 @@ async def adapt_tools(server: str, session: Any) -> tuple[list[ToolSpec], str]:
     offered = 0
     left: list[str] = []
     cursor = None
+    room = MAX_SERVER_SCHEMAS
+    over = 0
     for _ in range(MAX_PAGES):
         page = await (session.list_tools(params=_page(cursor)) if cursor else session.list_tools())
         for tool in page.tools:
@@ -102,14 +108,21 @@ async def adapt_tools(server: str, session: Any) -> tuple[list[ToolSpec], str]:
             spec = spec_of(server, tool)
             if isinstance(spec, str):
                 left.append(spec)
-            else:
-                specs.append(spec)
+                continue
+            size = len(json.dumps(spec.schema()))
+            if size > room:
+                over += 1
+                continue
+            room -= size
+            specs.append(spec)
         cursor = page.nextCursor
         if not cursor or offered > MAX_TOOLS:
             break
     said = []
     if offered > MAX_TOOLS:
         said.append(f"it offered {offered}{'+' if cursor else ''} tools: only {MAX_TOOLS} are used")
+    if over:
+        said.append(f"{over} left out: its tools' schemas passed {MAX_SERVER_SCHEMAS // 1024} KB")
     if left:
         said.append(f"{len(left)} left out ({left[0]}{'...' if len(left) > 1 else ''})")
     return specs, "; ".join(said)

@@ -42,6 +42,7 @@ T = TypeVar("T")
 MAX_MESSAGE = 4 * 1024 * 1024  # one JSON-RPC message from a stdio server
 MAX_STDERR = 4096  # of a server's stderr, kept to say why it failed (redacted)
 MAX_RESTARTS = 5
+MAX_ALL_SCHEMAS = 128 * 1024  # every server's tools together, of the model's context
 BACKOFF = (1.0, 2.0, 4.0, 8.0, 30.0)
 # Elicitation: asks the person on their loop; None when nobody is attached (declined).
 Elicit = Callable[[str, Any], Coroutine[Any, Any, Any]]
@@ -110,6 +111,7 @@ class McpManager:
         self._thread: threading.Thread | None = None
         self._started = threading.Lock()
         self._host_loop: asyncio.AbstractEventLoop | None = None
+        self._cut_said = False
 
     # ------------------------------------------------------------ the loop
     def _ensure_loop(self) -> asyncio.AbstractEventLoop:
@@ -164,9 +166,30 @@ class McpManager:
         return await self._on_loop(self._all_tools())
 
     async def _all_tools(self) -> list[ToolSpec]:
+        """Every ready server's tools, within MAX_ALL_SCHEMAS of the model's context, in the
+        order the servers were configured; what is past it is left out, and said once."""
         conns = list(self.connections.values())
         await asyncio.gather(*(self._ready(c, quiet=True) for c in conns), return_exceptions=True)
-        return [t for c in conns if c.state == "ready" for t in c.tools]
+        kept: list[ToolSpec] = []
+        room, cut = MAX_ALL_SCHEMAS, []
+        for conn in conns:
+            if conn.state != "ready":
+                continue
+            for tool in conn.tools:
+                size = len(json.dumps(tool.schema()))
+                if size > room:
+                    cut.append(conn.config.name)
+                    continue
+                room -= size
+                kept.append(tool)
+        if cut and not self._cut_said:
+            self._cut_said = True
+            names = ", ".join(dict.fromkeys(cut))
+            self._say(
+                f"MCP: the servers' tools passed {MAX_ALL_SCHEMAS // 1024} KB of the model's "
+                f"context: some tools of {names} are left out"
+            )
+        return kept
 
     def spec(self, full: str) -> tuple[Connection, ToolSpec] | None:
         for conn in self.connections.values():
@@ -250,11 +273,14 @@ class McpManager:
     def _report(self, conn: Connection) -> None:
         if not conn.reported:
             conn.reported = True
-            logger.warning("MCP server %s: %s", conn.config.name, conn.error)
-            message = f"MCP server {conn.config.name}: {conn.error}"
-            loop = self._host_loop
-            if loop is not None and not loop.is_closed():
-                loop.call_soon_threadsafe(self.notice, message)
+            self._say(f"MCP server {conn.config.name}: {conn.error}")
+
+    def _say(self, message: str) -> None:
+        """Tell the person (on their loop) and the log: escaped and redacted already."""
+        logger.warning("%s", message)
+        loop = self._host_loop
+        if loop is not None and not loop.is_closed():
+            loop.call_soon_threadsafe(self.notice, message)
 
     async def _start(self, conn: Connection) -> None:
         config = conn.config
@@ -338,11 +364,7 @@ class McpManager:
                 ready.exception()  # retrieved: reported by `_ready`
 
     def _report_dropped(self, conn: Connection) -> None:
-        loop = self._host_loop
-        message = f"MCP server {conn.config.name}: {conn.dropped}"
-        logger.warning("%s", message)
-        if loop is not None and not loop.is_closed():
-            loop.call_soon_threadsafe(self.notice, message)
+        self._say(f"MCP server {conn.config.name}: {conn.dropped}")
 
     @contextlib.asynccontextmanager
     async def _transport(self, conn: Connection, died: asyncio.Event) -> AsyncIterator[Any]:

@@ -340,3 +340,44 @@ def test_a_server_paginating_for_ever_is_read_a_bounded_number_of_pages():
     specs, said = asyncio.run(adapt_tools("s", Endless()))
     assert len(specs) == 100 and len(pages) == 2
     assert said == "it offered 120+ tools: only 100 are used"
+
+
+def test_one_servers_tools_take_a_bounded_share_of_the_context():
+    from talos_ls.mcp.adapt import MAX_SERVER_SCHEMAS, adapt_tools
+
+    wide = {"type": "object", "properties": {f"p{i}": {"type": "string"} for i in range(400)}}
+
+    class Wide:
+        async def list_tools(self, params=None):
+            return SimpleNamespace(
+                tools=[tool(f"t{i}", schema=wide) for i in range(50)], nextCursor=None
+            )
+
+    specs, said = asyncio.run(adapt_tools("s", Wide()))
+    total = sum(len(json.dumps(s.schema())) for s in specs)
+    assert 0 < len(specs) < 50 and total <= MAX_SERVER_SCHEMAS
+    assert said == f"{50 - len(specs)} left out: its tools' schemas passed 64 KB"
+
+
+def test_every_servers_tools_together_take_a_bounded_share_of_the_context(caplog):
+    from talos_ls.mcp.client import MAX_ALL_SCHEMAS, Connection, McpManager
+
+    wide = {"type": "object", "properties": {f"p{i}": {"type": "string"} for i in range(300)}}
+    manager = McpManager(None)
+    for name in ("a", "b", "c", "d", "e"):
+        conn = Connection(parse_server(name, {"command": "x"}, "x", {}), state="ready")
+        conn.tools = [spec_of(name, tool(f"t{i}", schema=wide)) for i in range(10)]
+        manager.connections[name] = conn
+
+    async def listed():
+        tools = await manager._all_tools()
+        await asyncio.sleep(0)  # the notice is said on this loop
+        return tools
+
+    manager._host_loop = None
+    tools = asyncio.run(listed())
+    total = sum(len(json.dumps(t.schema())) for t in tools)
+    assert total <= MAX_ALL_SCHEMAS and tools[0].full == "mcp__a__t0"
+    assert {t.server for t in tools} >= {"a", "b"} and len(tools) < 50
+    (said,) = [r.getMessage() for r in caplog.records if "passed 128 KB" in r.getMessage()]
+    assert said.startswith("MCP: the servers' tools passed 128 KB of the model's context: ")
