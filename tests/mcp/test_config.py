@@ -381,3 +381,24 @@ def test_every_servers_tools_together_take_a_bounded_share_of_the_context(caplog
     assert {t.server for t in tools} >= {"a", "b"} and len(tools) < 50
     (said,) = [r.getMessage() for r in caplog.records if "passed 128 KB" in r.getMessage()]
     assert said.startswith("MCP: the servers' tools passed 128 KB of the model's context: ")
+
+
+def test_a_url_elicitation_shows_the_address_as_text_and_opens_nothing():
+    confirm, asked = replies("Accept")
+    params = types.ElicitRequestURLParams(
+        message="Sign in", url="https://evil.example/\x1b[2J", elicitationId="e1"
+    )
+    result = asyncio.run(ask_person("srv", params, confirm, None))
+    assert result.action == "accept" and result.content is None
+    ((message, options),) = asked
+    assert "It asks you to open: https://evil.example/\\x1b[2J" in message
+    assert options == ["Accept", "Decline"]
+
+
+def test_permissions_lists_tool_rules(person):
+    (person.config / "talos" / "permissions.json").write_text(
+        json.dumps({"tools": {"allow": ["mcp__a__*"], "deny": ["mcp__a__rm"]}})
+    )
+    r = person.talos("permissions")
+    assert "allows: " in r.stdout and "the MCP tool mcp__a__*" in r.stdout
+    assert "denies: the MCP tool mcp__a__rm" in r.stdout
