@@ -169,7 +169,7 @@ class McpManager:
         """Every ready server's tools, within MAX_ALL_SCHEMAS of the model's context, in the
         order the servers were configured; what is past it is left out, and said once."""
         conns = list(self.connections.values())
-        await asyncio.gather(*(self._ready(c, quiet=True) for c in conns), return_exceptions=True)
+        await asyncio.gather(*(self._ready(c) for c in conns), return_exceptions=True)
         kept: list[ToolSpec] = []
         room, cut = MAX_ALL_SCHEMAS, []
         for conn in conns:
@@ -212,7 +212,7 @@ class McpManager:
     async def _call(
         self, conn: Connection, tool: ToolSpec, arguments: dict[str, Any], elicit: Elicit | None
     ) -> Any:
-        await self._ready(conn, quiet=False)
+        await self._ready(conn)
         asker = elicit
         if asker is not None:
             conn._askers.append(asker)
@@ -220,7 +220,8 @@ class McpManager:
             result = await asyncio.wait_for(
                 conn.session.call_tool(tool.name, arguments), conn.config.call_timeout
             )
-            conn.failures = 0  # it works: a later death starts the back-off afresh
+            conn.failures = 0  # it works: a later death starts the back-off afresh, and is said
+            conn.reported = False
             return result
         except TimeoutError:
             raise McpError(
@@ -244,7 +245,7 @@ class McpManager:
                 conn._askers.remove(asker)
 
     # ------------------------------------------------------ start and stop
-    async def _ready(self, conn: Connection, *, quiet: bool) -> None:
+    async def _ready(self, conn: Connection) -> None:
         async with conn._lock:
             if conn.state == "ready":
                 return
@@ -256,14 +257,15 @@ class McpManager:
                     f"the MCP server {conn.config.name} stopped ({conn.error}); it is started "
                     f"again in {wait:.0f} s"
                 )
+            # Its failures count, and are said once, until a call succeeds (`_call`).
             try:
-                await self._start(conn)  # its failures count until a call succeeds
-                conn.reported = False
+                await self._start(conn)
             except McpError as exc:
                 conn.failures += 1
                 conn.error = str(exc)
                 if conn.failures >= MAX_RESTARTS or exc.final:
                     conn.state = "failed"
+                    conn.reported = False  # given up: said, even after an earlier report
                 else:
                     conn.state = "restarting"
                     conn.next_try = time.monotonic() + BACKOFF[conn.failures - 1]
@@ -358,7 +360,6 @@ class McpManager:
                 if conn.failures >= MAX_RESTARTS:
                     conn.state = "failed"
                 conn.next_try = time.monotonic() + BACKOFF[min(conn.failures, len(BACKOFF)) - 1]
-                conn.reported = False
                 self._report(conn)
             elif ready.done() and ready.exception() is not None:
                 ready.exception()  # retrieved: reported by `_ready`
@@ -577,7 +578,3 @@ async def _kill(proc: asyncio.subprocess.Process) -> None:
             os.killpg(proc.pid, signal.SIGKILL)
     with contextlib.suppress(Exception):
         await asyncio.wait_for(proc.wait(), 10)
-
-
-def dumps(value: Any) -> str:
-    return json.dumps(value, ensure_ascii=False, indent=2)
