@@ -359,6 +359,7 @@ class McpManager:
                 conn.failures += 1
                 if conn.failures >= MAX_RESTARTS:
                     conn.state = "failed"
+                    conn.reported = False  # given up: said, even after an earlier report
                 conn.next_try = time.monotonic() + BACKOFF[min(conn.failures, len(BACKOFF)) - 1]
                 self._report(conn)
             elif ready.done() and ready.exception() is not None:

@@ -70,6 +70,13 @@ async def test_an_mcp_tool_is_asked_allowed_and_its_result_reaches_the_model(
     ]
     editor = await start_editor(tmp_path / "home", [ws], options)
     try:
+        listed = await editor.until(
+            lambda: [f.mcp for s in editor.statuses for f in s.folders if getattr(f, "mcp", None)],
+            "the servers in talos/status",
+        )
+        # lazily: configured, not started until a task needs the tools
+        assert {(m.name, m.state) for m in listed[0]} == {("h", "stopped"), ("gone", "stopped")}
+        assert _running(mark) == []
         editor.replies.append("Allow once")
         task_id = (await editor.command("talos.task.start", {"prompt": "use it"}))["task_id"]
         await editor.finished(task_id)
