@@ -306,3 +306,30 @@ def test_the_repositorys_file_is_offered_for_trust_at_the_terminal(sandbox, serv
     finally:
         term.proc.kill()
     assert "mcp__h__echo" in offered(server)
+
+
+def test_a_tool_never_offered_or_bad_arguments_are_errors_the_model_reads(sandbox, server, person):
+    person.servers({"h": hostile("plain")})
+    person.allow("mcp__*")
+    server.script += [
+        reply(
+            None,
+            [
+                ("c1", "mcp__h__nope", "{}"),
+                ("c2", "mcp__other__echo", "{}"),
+                ("c3", "mcp__h__echo", "[1, 2]"),
+                ("c4", "mcp__h__echo", '{"text": '),
+                ("c5", "mcp__h__calls", "{}"),
+            ],
+        ),
+        reply("done."),
+    ]
+    r = person.run(server)
+    assert r.returncode == 0, r.stderr
+    assert tool_results(server) == [
+        "error: there is no tool 'mcp__h__nope'",
+        "error: there is no tool 'mcp__other__echo'",
+        "error: the arguments of mcp__h__echo must be a JSON object",
+        "error: the arguments of mcp__h__echo are not valid JSON (Expecting value)",
+        "calls so far: []",  # none of them reached the server
+    ]
