@@ -604,7 +604,13 @@ class Host:
         return plan_server(self.sandbox, server, readable)
 
     async def _elicit(self, server: str, params: Any) -> Any:
-        """A server's question, put to the person (`mcp/elicit.py`)."""
+        """A server's question, put to the person: through the port's own `elicit(server,
+        params) -> ElicitResult` when it has one (an ACP client's `elicitation/create`), else
+        as prompts (`mcp/elicit.py`: `confirm`, and `ask_text` for free text where the port
+        has it)."""
+        native = getattr(self.port, "elicit", None)
+        if native is not None:
+            return await native(server, params)
         ask_text = getattr(self.port, "ask_text", None)
         return await ask_person(server, params, self.port.confirm, ask_text)
 
