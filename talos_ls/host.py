@@ -88,7 +88,12 @@ PERSON_EDITS = 50  # the person's latest edits kept for "recently touched" (sinc
 
 
 class EditorPort(Protocol):
-    """How the host reaches the person. `interactive` is False when nobody can answer."""
+    """How the host reaches the person. `interactive` is False when nobody can answer.
+
+    Used where a port has them (`getattr`), for an MCP server's elicitation (docs/mcp.md):
+    `async ask_text(message, options) -> str | None` (words typed: a free-text field; the
+    terminal has it) and `async elicit(server, params) -> ElicitResult` (a client's own
+    elicitation, as ACP's `elicitation/create`)."""
 
     @property
     def interactive(self) -> bool:
