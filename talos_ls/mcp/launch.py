@@ -18,7 +18,14 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..agent import limits as lim
-from ..agent.sandbox import SANDBOX_HOME, Sandbox, _allowed_env, _path_entries, toolchain
+from ..agent.sandbox import (
+    SANDBOX_HOME,
+    Sandbox,
+    _allowed_env,
+    _path_entries,
+    _venv_home,
+    toolchain,
+)
 from ..agent.workspace_layout import Layout
 from ..errors import TalosError
 from .config import ServerConfig
@@ -90,6 +97,10 @@ def trees(server: ServerConfig, root: Path) -> tuple[list[Path], list[str]]:
     shown: list[Path] = []
     refused: list[str] = []
     wanted = [install_tree(p) for p in program_paths(server, root)]
+    for tree in list(wanted):  # a virtualenv runs the Python it was made from
+        made_from = _venv_home(tree)
+        if made_from is not None:
+            wanted.append(made_from.parent if made_from.name == "bin" else made_from)
     if server.command is not None and Path(server.command).name in ("npx", "uvx", "uv", "pnpx"):
         home = Path.home()
         wanted += [home / c for c in USUAL_CACHES if (home / c).is_dir()]

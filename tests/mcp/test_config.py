@@ -402,3 +402,19 @@ def test_permissions_lists_tool_rules(person):
     r = person.talos("permissions")
     assert "allows: " in r.stdout and "the MCP tool mcp__a__*" in r.stdout
     assert "denies: the MCP tool mcp__a__rm" in r.stdout
+
+
+def test_a_virtualenvs_python_is_shown_with_it(tmp_path):
+    from talos_ls.mcp.launch import trees
+
+    python = tmp_path / "pythons" / "3.99"
+    (python / "bin").mkdir(parents=True)
+    venv = tmp_path / "venvs" / "srv"
+    (venv / "bin").mkdir(parents=True)
+    (venv / "pyvenv.cfg").write_text(f"home = {python / 'bin'}\n")
+    program = venv / "bin" / "srv"
+    program.write_text("#!/bin/sh\n")
+    program.chmod(0o755)
+    server = parse_server("s", {"command": str(program)}, "x", {})
+    shown, refused = trees(server, tmp_path / "ws")
+    assert shown == [venv, python] and refused == []
