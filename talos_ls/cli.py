@@ -257,6 +257,16 @@ def _parser() -> argparse.ArgumentParser:
         action="store_true",
         help="trust the workspace's .talos/permissions.json as it is now",
     )
+    mc = command(
+        "mcp",
+        "the MCP servers this workspace uses: list them, trust the workspace's file",
+        "MCP servers come from mcp.json in your Talos config directory and, once you "
+        "trust it, the workspace's .talos/mcp.json (docs/mcp.md). list: each server "
+        "started as a task starts it (in the sandbox), its state and tools. trust: trust "
+        "the workspace's .talos/mcp.json as it is now.",
+    )
+    mc.add_argument("action", choices=("list", "trust"), help="list the servers, or trust the file")
+    mc.add_argument("--json", action="store_true", help="print JSON (list)")
     pr = command(
         "proposals",
         "the proposed edits waiting for review",
@@ -403,6 +413,16 @@ def _dispatch(args: argparse.Namespace) -> int:
             print(visible(render(effective, as_json=args.json)))
             return 0
         apply_to(args, effective)
+    if args.command == "mcp":
+        from . import mcp_commands
+        from .agent.sandbox import protect_this_process
+        from .project import chosen
+
+        protect_this_process()
+        root = chosen(args.workspace, announce=not args.json)
+        if args.action == "trust":
+            return mcp_commands.trust(root)
+        return mcp_commands.list_servers(args, root)
     if args.command in ("run", "skills", "doctor", "demo", "permissions"):
         from . import commands  # the agent and the terminal load only when needed
         from .agent.sandbox import protect_this_process

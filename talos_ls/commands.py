@@ -420,8 +420,10 @@ def permissions(args: argparse.Namespace) -> int:
         raise CliError("permissions", f"{exc}; fix the file or move it aside") from None
     for rules in policy.sources():
         allowed = rules.grants or ["(nothing allowed)"]
-        denied = rules.commands.get("deny", []) + [
-            f"writing {p}" for p in rules.paths.get("deny", [])
+        denied = [
+            *rules.commands.get("deny", []),
+            *(f"writing {p}" for p in rules.paths.get("deny", [])),
+            *(f"the MCP tool {p}" for p in rules.tools.get("deny", [])),
         ]
         print(f"{rules.source}:")
         print("  allows: " + visible(", ".join(allowed), single_line=True))

@@ -21,6 +21,7 @@ from .agent.model import ModelClient, ModelConfig, ModelError
 from .agent.sandbox import Sandbox, sizes_tmpfs
 from .agent.skills import discover
 from .cli_report import store_problem
+from .mcp_commands import check_mcp
 from .store import StoreError, default_store_url, open_store
 
 EDITOR_CLIENTS = {"VS Code": "code", "Neovim": "nvim"}
@@ -158,6 +159,7 @@ def doctor(args: argparse.Namespace, root: Path) -> int:
         *check_limits(root, limits),
         *check_programs(root),
         check_search(),
+        *check_mcp(root, tuple(effective.readable_paths()) if effective else (), limits),
     ]
     for name, command in EDITOR_CLIENTS.items():
         path = shutil.which(command)

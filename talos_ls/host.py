@@ -52,7 +52,7 @@ from .edits import apply
 from .edits.apply import Rewound, disk_text, disk_write
 from .edits.proposals import OPEN, Proposal, ProposalBook, ProposalError
 from .gates import question_value
-from .gates.permissions import MODES, Policy
+from .gates.permissions import MODES, NOT_NOW, TRUST, Policy
 from .gates.producers import (
     answered_referents,
     propose_from_disjunctions,
@@ -65,6 +65,10 @@ from .gates.question_queue import (
     QuestionCandidate,
     QuestionQueue,
 )
+from .mcp import config as mcp_config
+from .mcp.client import McpManager
+from .mcp.elicit import ask_person
+from .mcp.launch import plan as plan_server
 from .memory.assembler import ContextAssembler
 from .memory.facts import FactStore
 from .memory.index import WorkspaceIndex
@@ -91,7 +95,12 @@ PERSON_EDITS = 50  # the person's latest edits kept for "recently touched" (sinc
 
 
 class EditorPort(Protocol):
-    """How the host reaches the person. `interactive` is False when nobody can answer."""
+    """How the host reaches the person. `interactive` is False when nobody can answer.
+
+    Used where a port has them (`getattr`), for an MCP server's elicitation (docs/mcp.md):
+    `async ask_text(message, options) -> str | None` (words typed: a free-text field; the
+    terminal has it) and `async elicit(server, params) -> ElicitResult` (a client's own
+    elicitation, as ACP's `elicitation/create`)."""
 
     @property
     def interactive(self) -> bool:
@@ -307,6 +316,9 @@ class Host:
         # several sets it): their deny and ask rules bind this folder's tasks too.
         self.nested: Callable[[], Sequence[tuple[str, Policy]]] = lambda: ()
         self.sandbox.inner = lambda: [self.workspace.root / rel for rel, _ in self.nested()]
+        self.mcp = McpManager(None, self._mcp_notice)
+        self.mcp_session: list[mcp_config.ServerConfig] = []  # an ACP session's servers
+        self.mcp_loaded = mcp_config.Loaded([])
 
     # ---------------------------------------------------------------- start
     async def start(self) -> None:
@@ -333,6 +345,7 @@ class Host:
         )
         self.policy.nested = lambda: self.nested()
         self.skills, self.skill_problems = await self.offload.run(discover, root)
+        await self.load_mcp()
         await self.offload.run(self.proposals.load)  # what an earlier server left to review
         try:  # the rules files read now, so the first turn finds them read, as later ones do
             await self.offload.run(self.rules.sync, self.agent_id, root)
@@ -426,6 +439,7 @@ class Host:
         config, loop = self.config, self.loop
         await self.start()
         await self.review_rules()
+        await self.load_mcp()  # an edited mcp.json counts from the next task on
         policy = self.policy.for_task(config.mode)
         sandbox = self.sandbox.configured(readable=config.readable_paths, limits=config.limits)
         prepared = await self.offload.run(self._prepare, request, context)
@@ -448,6 +462,8 @@ class Host:
                 sandbox=sandbox,
                 offload=self.offload,
                 notice=self.port.notice,
+                mcp=self.mcp if self.mcp.connections else None,
+                elicit=self._elicit if self.port.interactive else None,
             )
             stream = getattr(self.port, "stream", None)
             text = await loop.run(
@@ -594,13 +610,82 @@ class Host:
             self.spawn(self.offload.run(self.proposals.prune))
         self.report_status()
 
+    # ------------------------------------------------------------------ MCP
+    async def load_mcp(self, session: Sequence[mcp_config.ServerConfig] | None = None) -> None:
+        """Read the MCP configuration (the person's, the workspace's once trusted, and the
+        servers `session` names: an ACP client's `session/new`) and use it from the next
+        tool list on. Local servers start in this workspace's sandbox, when there is one."""
+        if session is not None:
+            self.mcp_session = list(session)
+        loaded = await self.offload.run(
+            mcp_config.load, self.workspace.root, None, self.mcp_session
+        )
+        self.mcp_loaded = loaded
+        state = getattr(self, "sandbox_state", None)
+        available = state is not None and state.available
+        self.mcp.planner = (
+            functools.partial(self._plan_server, self.config.readable_paths) if available else None
+        )
+        self.mcp.sandbox_problem = None if state is None else state.detail
+        said = set(self.mcp.problems)
+        self.mcp.configure(loaded.servers, loaded.problems)
+        for problem in loaded.problems:
+            if problem not in said:  # once, not at every task
+                self.port.notice(f"MCP: {problem}")
+
+    def _mcp_notice(self, message: str) -> None:
+        """A server failed (or was cut): said once, and the status shows it."""
+        self.port.notice(message)
+        self.report_status()
+
+    def _plan_server(self, readable: Sequence[Path], server: mcp_config.ServerConfig) -> Any:
+        return plan_server(self.sandbox, server, readable)
+
+    async def _elicit(self, server: str, params: Any) -> Any:
+        """A server's question, put to the person: through the port's own `elicit(server,
+        params) -> ElicitResult` when it has one (an ACP client's `elicitation/create`), else
+        as prompts (`mcp/elicit.py`: `confirm`, and `ask_text` for free text where the port
+        has it)."""
+        native = getattr(self.port, "elicit", None)
+        if native is not None:
+            return await native(server, params)
+        ask_text = getattr(self.port, "ask_text", None)
+        return await ask_person(server, params, self.port.confirm, ask_text)
+
+    async def review_mcp(self, prompter: Any) -> None:
+        """The workspace's `.talos/mcp.json` would start programs: offered for trust once;
+        until then it starts nothing."""
+        loaded = self.mcp_loaded
+        if not loaded.untrusted or loaded.workspace_sha256 is None:
+            return
+        listed = "\n".join(
+            f"  - {s.name}: {s.describe()}" for s in loaded.untrusted[: mcp_config.MAX_SERVERS]
+        )
+        message = (
+            f"The workspace's {mcp_config.MCP_FILE} (sha256 {loaded.workspace_sha256[:12]}) "
+            f"came with the repository. It would start these MCP servers:\n{listed}\n"
+            "Until you trust this exact file it starts nothing. Trust it?"
+        )
+        if prompter is not None and await prompter(message, [TRUST, NOT_NOW]) == TRUST:
+            sha = loaded.workspace_sha256
+            await self.offload.run(mcp_config.trust, self.workspace.root, sha)
+            await self.load_mcp()
+            return
+        names = ", ".join(s.name for s in loaded.untrusted[:5])
+        self.port.notice(
+            f"Not trusted: the workspace's {mcp_config.MCP_FILE} would start the MCP servers "
+            f"{visible(names, single_line=True)}; none is started (talos mcp trust to trust it)."
+        )
+
     async def review_rules(self) -> None:
         """Once per host: a workspace's own permissions file that would allow something is
-        offered for trust (it came with the repository); until then it only restricts."""
+        offered for trust (it came with the repository); until then it only restricts. The
+        same for its MCP servers file."""
         if self._rules_reviewed:
             return
         self._rules_reviewed = True
         prompter = self.port.confirm if self.port.interactive else None
+        await self.review_mcp(prompter)
         if await self.policy.review_workspace_file(prompter) is False:
             grants = ", ".join(
                 visible(g, single_line=True) for g in self.policy.untrusted_grants[:5]
@@ -830,6 +915,7 @@ class Host:
             "sandbox": None
             if state is None
             else {"available": state.available, "detail": state.detail},
+            "mcp": [{k: s[k] for k in ("name", "state", "error")} for s in self.mcp.status()],
         }
 
     def _stored_status(self) -> dict[str, Any]:
@@ -874,6 +960,7 @@ class Host:
         await asyncio.gather(*jobs, return_exceptions=True)
         if self._status_job is not None:
             self._status_job.cancel()
+        await self.mcp.close()
         self.sandbox.close()
         if self._owns_offload:
             self.offload.close()

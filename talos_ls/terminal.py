@@ -323,6 +323,11 @@ class TerminalPort:
     async def confirm(self, message: str, options: Sequence[str]) -> str | None:
         return await self._choose(message, options, "confirm")
 
+    async def ask_text(self, message: str, options: Sequence[str]) -> str | None:
+        """Words the person types (an MCP server's free-text field); None when they press
+        Enter alone or stdin ends: a dismissal."""
+        return await self._choose(message, options, "ask")
+
     # --------------------------------------------------------- proposals
     async def show_proposal(self, proposal: Proposal) -> None:
         path = visible(proposal.path, single_line=True)

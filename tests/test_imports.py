@@ -30,6 +30,7 @@ LAYERS = {
         "talos_ls.commands",
         "talos_ls.completion",
         "talos_ls.doctor",
+        "talos_ls.mcp_commands",
         "talos_ls.demo.",
     ),
     "surfaces": (
@@ -41,7 +42,13 @@ LAYERS = {
         "talos_ls.cli_report",
     ),
     "host": ("talos_ls.host", "talos_ls.watch"),
-    "domain": ("talos_ls.agent.", "talos_ls.memory.", "talos_ls.gates.", "talos_ls.edits."),
+    "domain": (
+        "talos_ls.agent.",
+        "talos_ls.memory.",
+        "talos_ls.gates.",
+        "talos_ls.edits.",
+        "talos_ls.mcp.",
+    ),
     "store": ("talos_ls.store.",),
     "base": ("talos_ls.",),
 }

@@ -121,7 +121,8 @@ class AgentLoop:
             {"role": "user", "content": prompt},
         ]
         guard = LoopGuard(self.caps.repeat_limit)
-        schemas = tools.schemas()
+        schemas = [*tools.schemas(), *await tools.mcp_schemas(ctx)]
+        offered = {s["function"]["name"] for s in schemas}
         sent = _Window(self, task, schemas, report)
 
         def add(message: dict[str, Any]) -> None:
@@ -144,7 +145,7 @@ class AgentLoop:
                 return completion.text
             self.caps.check(self.meter.task(task.id))  # a cap reached stops before any tool
             for n, call in enumerate(completion.tool_calls, 1):
-                doing = f"step {step}: {call.name if call.name in tools.TOOLS else 'unknown tool'}"
+                doing = f"step {step}: {call.name if call.name in offered else 'unknown tool'}"
                 report(doing)
                 ctx.report = _prefixed(report, doing)
                 result = await tools.call(ctx, call.name, call.arguments)

@@ -838,11 +838,13 @@ class Sandbox:
         network: bool,
         layout: Layout | None = None,
         report: int | None = None,
+        env: dict[str, str] | None = None,
     ) -> list[str]:
         """The bwrap command line that runs `command` (with `bash -c`, under the limits); the
         workspace's part is `layout` (`run` passes its own). Without one, a layout is made and
         undone at once: the command line is then for looking at only. `report`: the pipe the
-        launcher says on whether the command was killed by a signal (`limits.launcher`)."""
+        launcher says on whether the command was killed by a signal (`limits.launcher`).
+        `env`: more variables for the command (an MCP server's configured `env`), set last."""
         assert self.bwrap, "no bwrap"
         if layout is None:
             layout = self.layout(writable)
@@ -883,7 +885,8 @@ class Sandbox:
         if network:
             args.append("--share-net")
         args += ["--die-with-parent", "--new-session", "--cap-drop", "ALL", "--clearenv"]
-        for key, value in {**_allowed_env(SANDBOX_HOME), **tool_env, **layout.env}.items():
+        every = {**_allowed_env(SANDBOX_HOME), **tool_env, **layout.env, **(env or {})}
+        for key, value in every.items():
             args += ["--setenv", key, value]
         return [*args, "--", *lim.launcher(self.shell, command, self.limits, report)]
 

@@ -25,7 +25,7 @@ import json
 import logging
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from ..edits.proposals import Proposal, ProposalBook, ProposalError, apply_blocks
 from ..errors import TalosError
@@ -40,6 +40,9 @@ from ..text import normalize_text
 from .sandbox import Sandbox
 from .search import search
 from .workspace import SandboxError, Workspace
+
+if TYPE_CHECKING:
+    from ..mcp.client import Elicit, McpManager
 
 MAX_OUTPUT = 8000
 MAX_LISTED = 1000
@@ -75,6 +78,8 @@ class ToolContext:
     # What the current call is doing now, for the person's progress view ("" when nothing in
     # particular); the loop sets it for each call.
     report: Callable[[str], None] | None = None
+    mcp: McpManager | None = None  # the workspace's MCP servers (None: no MCP tools)
+    elicit: Elicit | None = None  # puts a server's elicitation to the person (None: declined)
 
     @property
     def reconciler(self) -> Reconciler:
@@ -459,9 +464,60 @@ def schemas() -> list[dict[str, Any]]:
     return [t.schema() for t in TOOLS.values()]
 
 
+async def mcp_schemas(ctx: ToolContext) -> list[dict[str, Any]]:
+    """The MCP servers' tools for this task (their servers started now, if not yet). A server
+    that cannot start is reported by the manager; the task goes on without it."""
+    if ctx.mcp is None:
+        return []
+    ctx.say("starting the MCP servers")
+    try:
+        return [t.schema() for t in await ctx.mcp.tools()]
+    except Exception:  # a bug of ours must not end the task: it goes on without them
+        logger.exception("the MCP tools could not be listed")
+        return []
+    finally:
+        ctx.say("")
+
+
+async def _mcp_call(ctx: ToolContext, name: str, arguments: str) -> ToolResult:
+    """An MCP tool: the permission gate first (a denied call never reaches the server), then
+    the call, on the manager's thread; a tool error or a server's failure is a result."""
+    from ..mcp.adapt import render
+    from ..mcp.client import McpError
+
+    assert ctx.mcp is not None
+    found = ctx.mcp.spec(name)
+    if found is None:
+        return ToolResult(f"error: there is no tool {name!r}", True)
+    conn, _ = found
+    try:
+        args = json.loads(arguments or "{}")
+    except json.JSONDecodeError as exc:
+        return ToolResult(f"error: the arguments of {name} are not valid JSON ({exc.msg})", True)
+    if not isinstance(args, dict):
+        return ToolResult(f"error: the arguments of {name} must be a JSON object", True)
+    shown = json.dumps(args, ensure_ascii=False, indent=2)
+    about = f"{conn.config.name}, {conn.config.describe()}"
+    decision = await ctx.policy.authorize_tool(name, about, shown, ctx.prompter)
+    if decision.verdict != "allow":
+        return ToolResult(f"error: not run: {decision.reason}", True)
+    ctx.say(f"calling {name}")
+    try:
+        result, _ = await ctx.mcp.call(name, args, ctx.elicit)
+        text, failed = render(result)
+        text = f"error: {text}" if failed else text  # the tool's own error: the model's to fix
+    except McpError as exc:
+        text, failed = f"error: {exc}", True
+    finally:
+        ctx.say("")
+    return ToolResult(_truncate(redact(text)), failed)
+
+
 async def call(ctx: ToolContext, name: str, arguments: str) -> ToolResult:
     """Run a tool call from the model. Every mistake comes back as a failed result."""
     tool = TOOLS.get(name)
+    if tool is None and ctx.mcp is not None and name.startswith("mcp__"):
+        return await _mcp_call(ctx, name, arguments)
     if tool is None:
         return ToolResult(f"error: there is no tool {name!r}; tools: {sorted(TOOLS)}", True)
     args: dict[str, Any] = {}

@@ -169,13 +169,16 @@ class Rules:
     paths: dict[str, list[str]] = field(default_factory=dict)
     network: list[str] = field(default_factory=list)  # commands granted the network
     writable: bool = True  # what it allows may write the workspace
+    # MCP tools (`mcp__server__tool`, globs: `mcp__server__*`): decision -> patterns
+    tools: dict[str, list[str]] = field(default_factory=dict)
 
     @classmethod
     def parse(cls, source: str, data: object, where: str) -> Rules:
         if not isinstance(data, dict):
             raise ValueError(f"{where}: expected an object with 'commands' and 'paths'")
         rules = cls(source)
-        for name, target in (("commands", rules.commands), ("paths", rules.paths)):
+        sections = (("commands", rules.commands), ("paths", rules.paths), ("tools", rules.tools))
+        for name, target in sections:
             section = data.get(name, {})
             if not isinstance(section, dict):
                 raise ValueError(f"{where}: {name!r} must map allow/ask/deny to lists")
@@ -196,6 +199,7 @@ class Rules:
             self.source,
             {k: v for k, v in self.commands.items() if k in keep},
             {k: v for k, v in self.paths.items() if k in keep},
+            tools={k: v for k, v in self.tools.items() if k in keep},
         )
 
     @property
@@ -205,6 +209,7 @@ class Rules:
             *self.commands.get("allow", []),
             *(f"{p} (network)" for p in self.network),
             *(f"writing {p}" for p in self.paths.get("allow", [])),
+            *(f"the MCP tool {p}" for p in self.tools.get("allow", [])),
         ]
 
 
@@ -223,7 +228,7 @@ def workspace_settings_path(root: Path, base: Path | None = None) -> Path:
     return (base or config_dir()) / "workspaces" / f"{ident}.json"
 
 
-def _read_json(path: Path) -> tuple[object, str] | tuple[None, None]:
+def read_json(path: Path) -> tuple[object, str] | tuple[None, None]:
     """The file's JSON and the sha256 of those very bytes (read once: what is trusted is what
     is parsed); (None, None) when there is no file."""
     try:
@@ -236,6 +241,17 @@ def _read_json(path: Path) -> tuple[object, str] | tuple[None, None]:
         return json.loads(raw), hashlib.sha256(raw).hexdigest()
     except (json.JSONDecodeError, UnicodeDecodeError) as exc:
         raise ValueError(f"{path}: not valid JSON ({exc})") from None
+
+
+def save_workspace_setting(path: Path, root: Path | None, change: Callable[[dict], None]) -> None:
+    """Change the person's settings for one workspace (`workspace_settings_path`): read,
+    `change` applied, written whole in one rename."""
+    data, _ = read_json(path)
+    data = data if isinstance(data, dict) else {}
+    data.setdefault("workspace", str(root))
+    change(data)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    atomic_write(path.parent, path.name, (json.dumps(data, indent=2) + "\n").encode())
 
 
 @dataclass
@@ -253,6 +269,7 @@ class Policy:
     commands: dict[str, list[str]] = field(default_factory=dict)  # the person's own rules
     paths: dict[str, list[str]] = field(default_factory=dict)
     network: list[str] = field(default_factory=list)
+    tools: dict[str, list[str]] = field(default_factory=dict)  # MCP tools (`Rules.tools`)
     root: Path | None = None  # the workspace: paths outside it are risky
     sandboxed: bool = False  # commands run under an OS sandbox; without one, all are asked
     settings_path: Path | None = None  # where "always allow" saves
@@ -270,7 +287,7 @@ class Policy:
     def __post_init__(self) -> None:
         if self.mode not in MODES:
             raise ValueError(f"mode must be one of {MODES}, got {self.mode!r}")
-        for table in (self.commands, self.paths):
+        for table in (self.commands, self.paths, self.tools):
             bad = set(table) - set(DECISIONS)
             if bad:
                 raise ValueError(f"unknown decision(s) {sorted(bad)}; expected {DECISIONS}")
@@ -288,14 +305,14 @@ class Policy:
         directory) and the workspace's own file (restricting only, unless trusted)."""
         root = Path(workspace_root).resolve()
         base = config or config_dir()
-        user_data, _ = _read_json(base / "permissions.json")
+        user_data, _ = read_json(base / "permissions.json")
         user = (
             Rules.parse("your settings", user_data, str(base / "permissions.json"))
             if user_data is not None
             else None
         )
         settings_path = workspace_settings_path(root, base)
-        settings, _ = _read_json(settings_path)
+        settings, _ = read_json(settings_path)
         mine = Rules.parse("this workspace's settings", settings or {}, str(settings_path))
         trusted_hash = (
             settings.get("trusted_permissions_sha256") if isinstance(settings, dict) else None
@@ -305,13 +322,14 @@ class Policy:
             commands=mine.commands,
             paths=mine.paths,
             network=mine.network,
+            tools=mine.tools,
             root=root,
             sandboxed=sandboxed,
             settings_path=settings_path,
             user=user,
         )
         path = root / PERMISSIONS_FILE
-        data, sha = _read_json(path)
+        data, sha = read_json(path)
         if data is not None and sha is not None:
             policy.workspace_file = WorkspaceFile(
                 sha,
@@ -344,7 +362,7 @@ class Policy:
     # ------------------------------------------------------------ sources
     def _own(self) -> list[Rules]:
         """This folder's own rules: the person's settings for it, and its file."""
-        out = [Rules("your settings", self.commands, self.paths, self.network)]
+        out = [Rules("your settings", self.commands, self.paths, self.network, tools=self.tools)]
         wf = self.workspace_file
         if wf is not None:
             out.append(wf.rules if wf.trusted else wf.rules.restricting())
@@ -359,6 +377,7 @@ class Policy:
             self.commands,
             self.paths,
             self.network,
+            self.tools,
             wf,
             wf is not None and wf.trusted,
         )
@@ -537,20 +556,86 @@ class Policy:
             return Decision("allow", "allowed")
         return Decision("ask", f"writing {rel_path} needs your approval", rel_path)
 
+    def check_tool(self, name: str) -> Decision:
+        """An MCP tool (`mcp__server__tool`): deny wins, then ask, then allow (rules match
+        the name, globs allowed: `mcp__server__*`); with no rule, full-auto allows, read-only
+        denies, the other modes ask."""
+        shown = visible(name, single_line=True)
+        ruled = {
+            decision: next(
+                (
+                    r
+                    for r in self.sources()
+                    if any(fnmatch.fnmatchcase(name, p) for p in r.tools.get(decision, []))
+                ),
+                None,
+            )
+            for decision in DECISIONS
+        }
+        if (rules := ruled["deny"]) is not None:
+            return Decision("deny", f"`{shown}` is denied by {rules.source}", shown=shown)
+        if ruled["ask"] is not None:
+            if self.mode == "read-only":
+                return Decision("deny", "not allowed in read-only mode: a rule says to ask")
+            return Decision("ask", "a rule says to ask", name, shown=shown)
+        if ruled["allow"] is not None:
+            return Decision("allow", f"allowed by {ruled['allow'].source}", shown=shown)
+        if self.mode == "full-auto":
+            return Decision("allow", "full-auto mode", shown=shown)
+        if self.mode == "read-only":
+            return Decision("deny", f"not allowed in read-only mode: {NO_RULE}", shown=shown)
+        return Decision("ask", NO_RULE, name, shown=shown)
+
+    def always_allow_tool(self, rule: str) -> None:
+        """Save `rule` as an allowed MCP tool, in memory and in the person's settings for
+        this workspace (never in the repository)."""
+        if rule not in self.tools.setdefault("allow", []):
+            self.tools["allow"].append(rule)
+
+        def add(data: dict) -> None:
+            allowed = data.setdefault("tools", {}).setdefault("allow", [])
+            if rule not in allowed:
+                allowed.append(rule)
+
+        self._save_setting(add)
+
+    async def authorize_tool(
+        self, name: str, about: str, arguments: str, prompter: Prompter | None
+    ) -> Decision:
+        """Decide an MCP tool call, asking the person when no rule decides it. `about` says
+        which server and where it runs; `arguments` is the call's JSON as the model sent it,
+        shown as plain text. No prompter, a dismissal: denied."""
+        decision = self.check_tool(name)
+        if decision.verdict != "ask":
+            return decision
+        if prompter is None:
+            return Decision("deny", f"{decision.reason}; nobody is there to ask (headless)")
+        rule = visible(name, single_line=True)
+        always = f"Always allow `{rule}`"
+        args = visible(arguments if len(arguments) <= 2000 else arguments[:2000] + " [...]")
+        message = "\n".join(
+            [
+                f"Use this MCP tool? `{rule}`",
+                f"Server: {about}",
+                "Arguments:",
+                *(f"  {line}" for line in (args or "{}").splitlines()[:40]),
+                f"Why you are asked: {decision.reason}.",
+                f"Always allow would save the rule `{rule}` in your settings for this "
+                "workspace: this tool would then run unasked, with any arguments.",
+            ]
+        )
+        choice = await prompter(message, [ALLOW_ONCE, always, DENY])
+        if choice == ALLOW_ONCE:
+            return Decision("allow", "allowed once by you", shown=decision.shown)
+        if choice == always:
+            self.always_allow_tool(name)
+            return Decision("allow", f"allowed; `{rule}` is now always allowed", shown=rule)
+        return Decision("deny", "denied by you" if choice == DENY else "dismissed: denied")
+
     # -------------------------------------------------------------- asking
     def _save_setting(self, change: Callable[[dict], None]) -> None:
-        if self.settings_path is None:
-            return
-        data, _ = _read_json(self.settings_path)
-        data = data if isinstance(data, dict) else {}
-        data.setdefault("workspace", str(self.root))
-        change(data)
-        self.settings_path.parent.mkdir(parents=True, exist_ok=True)
-        atomic_write(
-            self.settings_path.parent,
-            self.settings_path.name,
-            (json.dumps(data, indent=2) + "\n").encode(),
-        )
+        if self.settings_path is not None:
+            save_workspace_setting(self.settings_path, self.root, change)
 
     def always_allow(self, rule: str) -> None:
         """Save exactly `rule` as an allowed command, in memory and in the person's settings

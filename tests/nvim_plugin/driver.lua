@@ -387,9 +387,16 @@ function SCENARIOS.hostile()
   base.tokens_in, base.tokens_out = 41200, 2300
   status.update(client.id, base)
   local unpriced = require('talos').statusline()
+  base.folders = { { root = '/w', mcp = {
+    { name = 'git', state = 'ready', error = '' },
+    { name = 'web', state = 'failed', error = 'did not start' },
+  } } }
+  status.update(client.id, base)
+  local mcp_failed = require('talos').statusline()
   record('statusline', {
     titled = titled, titled_rendered = rendered(titled),
     unpriced = unpriced, unpriced_rendered = rendered(unpriced),
+    mcp_failed = mcp_failed,
   })
   -- A real proposal whose new line carries escapes, a '%' and a bidi override.
   require('talos').task('fix 100% of %f \27[2J')

@@ -277,6 +277,8 @@ def test_hostile_text_cannot_break_the_statusline_or_a_quickfix_entry(tmp_path, 
         assert not INVISIBLE.findall(text) and "\n" not in text, str(run)
     # A model without a price: tokens, not dollars.
     assert shown["unpriced"] == shown["unpriced_rendered"] == "talos 1▶ 43.5k tok ?1", str(run)
+    # An MCP server that failed: counted, so the person looks (talos mcp list says which).
+    assert shown["mcp_failed"] == "talos 1▶ 43.5k tok ?1 mcp✗1", str(run)
     (item,) = run["quickfix"]["items"]
     assert item["file"] == "src/app.py" and item["lnum"] == 2, str(run)
     assert "\\x1b[31m%s %{execute" in item["text"] and "\\u202ecba" in item["text"], str(run)

@@ -20,6 +20,7 @@ export interface FolderStatus {
   budget_opens_at_turn?: number | null;
   index?: { ready: boolean; files: number; watched_by: string };
   sandbox?: { available: boolean; detail: string } | null;
+  mcp?: { name: string; state: string; error: string }[];
 }
 
 export interface ServerStatus {
@@ -61,7 +62,7 @@ export function tokens(count: number): string {
   return `${(count / 1_000_000).toFixed(1)}M`;
 }
 
-/** What is wrong, one line each: the store, a folder's sandbox. */
+/** What is wrong, one line each: the store, a folder's sandbox, an MCP server that failed. */
 export function problems(status: ServerStatus): string[] {
   const out: string[] = [];
   if (!status.store.available) {
@@ -70,6 +71,11 @@ export function problems(status: ServerStatus): string[] {
   for (const folder of status.folders) {
     if (folder.sandbox && !folder.sandbox.available) {
       out.push(`sandbox unavailable in ${label(folder.root, 200)}: ${label(folder.sandbox.detail, 300)} (commands are asked or refused, never run unconfined)`);
+    }
+    for (const server of folder.mcp ?? []) {
+      if (server.state === 'failed' || server.state === 'restarting') {
+        out.push(`MCP server ${label(server.name, 40)} ${server.state === 'failed' ? 'failed' : 'stopped'}: ${label(server.error, 300)}`);
+      }
     }
   }
   return out;

@@ -48,6 +48,21 @@ test('a degraded store or sandbox turns the item to a warning and says why', () 
   assert.match(view.tooltip, /sandbox unavailable in \/w: bwrap not found/);
 });
 
+test('an MCP server that failed or stopped turns the item to a warning, named as plain text', () => {
+  const s = status();
+  s.folders[0].mcp = [
+    { name: 'git', state: 'ready', error: '' },
+    { name: 'web', state: 'failed', error: 'did not start within 30 s' },
+    { name: '$(check)x', state: 'restarting', error: 'it exited (code 3)' },
+  ];
+  const view = statusView(s, 'running');
+  assert.equal(view.warning, true);
+  assert.match(view.tooltip, /MCP server web failed: did not start within 30 s/);
+  assert.match(view.tooltip, /stopped: it exited \(code 3\)/);
+  assert.doesNotMatch(view.tooltip, /MCP server git/);
+  assert.doesNotMatch(view.tooltip, /\$\(check\)/);
+});
+
 test('the connection: starting, failed', () => {
   assert.equal(statusView(undefined, 'starting').text, '$(loading~spin) Talos');
   const failed = statusView(status(), 'failed');

@@ -1,6 +1,6 @@
 -- `talos/status` kept per client, and the statusline component built from it:
--- `talos 2▶ $0.04 ?1` (running tasks, the session's cost, open questions); tokens instead of
--- dollars for a model without a price.
+-- `talos 2▶ $0.04 ?1` (running tasks, the session's cost, open questions, `mcp✗1` when an MCP
+-- server failed); tokens instead of dollars for a model without a price.
 local state = require('talos.state')
 local text = require('talos.text')
 local compat = require('talos.compat')
@@ -67,6 +67,19 @@ function M.tokens(count)
   return string.format('%d tok', count)
 end
 
+--- The MCP servers that failed or stopped, in every folder: `{ name, state, error }`.
+function M.failed_servers(status)
+  local out = {}
+  for _, folder in ipairs(type(status.folders) == 'table' and status.folders or {}) do
+    for _, server in ipairs(type(folder) == 'table' and type(folder.mcp) == 'table' and folder.mcp or {}) do
+      if type(server) == 'table' and (server.state == 'failed' or server.state == 'restarting') then
+        table.insert(out, server)
+      end
+    end
+  end
+  return out
+end
+
 --- The component's text, plain (no statusline items), from a status table.
 function M.format(status, opts)
   opts = opts or {}
@@ -84,6 +97,10 @@ function M.format(status, opts)
   local open = math.floor(number(status.open_questions))
   if open > 0 then
     table.insert(parts, '?' .. open)
+  end
+  local failed = M.failed_servers(status)
+  if #failed > 0 then
+    table.insert(parts, 'mcp✗' .. #failed)
   end
   if opts.title and #running > 0 and type(running[1]) == 'table' then
     table.insert(parts, text.line(running[1].title, opts.title_width or 30))
