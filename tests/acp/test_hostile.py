@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from talos_ls.demo.scripted_model import reply
-from tests.acp.conftest import WAIT_S, call, server_env, start_agent
+from tests.acp.conftest import WAIT_S, call, ended, server_env, start_agent
 from tests.system import require_sandbox
 
 pytestmark = pytest.mark.slow
@@ -74,16 +74,10 @@ class Raw:
             await asyncio.sleep(0.02)
         return found
 
-    async def close(self) -> int:
-        assert self.process.stdin is not None
-        self.process.stdin.close()
-        try:
-            await asyncio.wait_for(self.process.wait(), WAIT_S)
-        except TimeoutError:
-            self.process.kill()
-            await self.process.wait()
+    async def close(self) -> int | None:
+        code = await ended(self.process)
         await asyncio.wait_for(self.reading, WAIT_S)
-        return self.process.returncode or 0
+        return code
 
 
 async def start_raw(home: Path, args: tuple[str, ...] = (), env: dict | None = None) -> Raw:
