@@ -42,3 +42,27 @@ async def test_without_bwrap_the_person_is_told(home, ws, tmp_path, notices):
         assert order.index(2) < first
     finally:
         assert await raw.close() == 0
+
+
+async def test_a_stated_plan_is_a_plan_update(agent, model, ws):
+    from talos_ls.demo.scripted_model import reply
+    from tests.acp.conftest import call
+
+    model.script = [
+        reply(tool_calls=[call("c1", "plan", steps=["read", "change", "check"], done=0)]),
+        reply(tool_calls=[call("c2", "plan", steps=["read", "change", "check"], done=9)]),
+        reply(tool_calls=[call("c3", "plan", steps=["read", "change\x1b[31m", "check"], done=2)]),
+        reply("Planned."),
+    ]
+    await agent.start()
+    sid = await agent.new(ws)
+    await agent.prompt(sid, "plan it")
+    plans = agent.person.updates(sid, "plan")
+    assert [[e["status"] for e in p["entries"]] for p in plans] == [
+        ["in_progress", "pending", "pending"],
+        ["completed", "completed", "in_progress"],
+    ]
+    assert plans[1]["entries"][1]["content"] == "change\\x1b[31m"  # shown, never run
+    results = [m["content"] for m in model.requests[2]["body"]["messages"] if m["role"] == "tool"]
+    assert results[-1].startswith("error: plan needs")
+    assert agent.person.updates(sid, "tool_call") == []  # a plan is no tool call to show
