@@ -28,7 +28,8 @@ class Raw:
         self.process = process
         self.lines: list[bytes] = []
         self.messages: list[dict[str, Any]] = []
-        self.answer = lambda m: {"outcome": {"outcome": "cancelled"}}
+        # None: the agent's requests are never answered
+        self.answer: Any = lambda m: {"outcome": {"outcome": "cancelled"}}
         self.reading = asyncio.ensure_future(self._read())
 
     async def _read(self) -> None:
@@ -37,7 +38,7 @@ class Raw:
             self.lines.append(line)
             message = json.loads(line)
             self.messages.append(message)
-            if "method" in message and "id" in message:
+            if "method" in message and "id" in message and self.answer is not None:
                 try:
                     result: Any = {"result": self.answer(message)}
                 except Exception as exc:
@@ -145,6 +146,30 @@ async def test_requests_sent_before_stdin_closes_are_all_answered(home, ws):
     replies = {m["id"]: m for m in raw.messages if "id" in m and "method" not in m}
     assert set(replies) == {1, 2, 3, 4}
     assert "result" in replies[2] and "error" in replies[4]
+
+
+async def test_stdin_closed_during_a_permission_prompt_ends_the_turn_cancelled(home, ws, model):
+    """The client closes its end while the agent waits for a permission: the prompt is
+    answered `cancelled`, the command never runs, the process exits 0."""
+    model.script = [
+        reply(tool_calls=[call("c1", "run_command", command="touch made.txt")]),
+        reply("never"),
+    ]
+    raw = await start_raw(home)
+    raw.answer = None
+    await raw.request(1, "initialize", INIT)
+    await raw.request(2, "session/new", {"cwd": str(ws), "mcpServers": []})
+    sid = (await raw.reply_to(2))["result"]["sessionId"]
+    prompt = [{"type": "text", "text": "make a file"}]
+    await raw.request(3, "session/prompt", {"sessionId": sid, "prompt": prompt})
+    await raw.until(
+        lambda: any(m.get("method") == "session/request_permission" for m in raw.messages),
+        "the permission prompt",
+    )
+    assert await raw.close() == 0
+    (done,) = [m for m in raw.messages if m.get("id") == 3]
+    assert done["result"]["stopReason"] == "cancelled"
+    assert not (ws / "made.txt").exists()
 
 
 async def test_a_client_cannot_point_the_agent_outside_a_real_folder(agent, ws, tmp_path):
