@@ -14,17 +14,20 @@ text of bounded size. A refusal is a JSON-RPC error naming what was wrong (`wire
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import dataclasses
 import datetime
 import logging
 import os
 from collections.abc import Mapping, Sequence
+from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
 from acp.exceptions import RequestError
 
 from .. import __version__, config
+from ..agent.cost import TaskCost
 from ..agent.loop import conversation
 from ..agent.tasks import FINAL
 from ..constants import MODES
@@ -292,6 +295,8 @@ class TalosAgent:
             row = await self.offload.run(host.store.task_get, task_id)
             if row is None or row.get("agent_id") != host.agent_id:
                 continue
+            with contextlib.suppress(ArithmeticError, TypeError, ValueError):
+                session.spent[task_id] = TaskCost(cost=Decimal(str(row.get("cost") or 0)))
             asked = False
             for message in row.get("transcript") or []:
                 if not isinstance(message, Mapping):

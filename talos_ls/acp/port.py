@@ -389,6 +389,7 @@ class AcpPort:
         call_id = f"proposal-{proposal.id}"
         status = {
             "pending": "pending",
+            "partly_applied": "in_progress",
             "applied": "completed",
             "rejected": "failed",
             "stale": "failed",
