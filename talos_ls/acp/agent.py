@@ -37,7 +37,7 @@ from ..errors import TalosError
 from ..host import Host, HostConfig
 from ..offload import Offload
 from ..settings import SETTINGS
-from ..store import Store, StoreError, open_store
+from ..store import Store, open_store
 from .port import ACTIVE, AcpPort, Session
 from .sessions import SessionBook, SessionRecord
 from .wire import INVALID_PARAMS, Outgoing
@@ -394,10 +394,8 @@ class TalosAgent:
                 return host
             if self.store is None:
                 user = await self.offload.run(config.load, None, {}, dict(os.environ))
-                try:
-                    self.store = await self.offload.run(open_store, user.value("store"))
-                except StoreError as exc:
-                    raise RequestError(-32603, f"Talos's store cannot be opened: {exc}") from None
+                # a StoreError says why; the client hears it as a server error (`wire`)
+                self.store = await self.offload.run(open_store, user.value("store"))
             effective = await self.offload.run(config.load, root, {}, dict(os.environ))
             for warning in effective.warnings:
                 logger.warning("%s", warning)

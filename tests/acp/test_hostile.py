@@ -257,3 +257,20 @@ async def test_only_protocol_lines_on_stdout_however_loud(home, ws, model, tmp_p
     assert "STRAY PRINT AT EXIT" in log and log.count("import ") > 100  # loud, elsewhere
     asked = [m for m in raw.messages if m.get("method") == "session/request_permission"]
     assert len(asked) == 1 and not (ws / "asked.txt").exists()  # cancelled: denied
+
+
+async def test_a_store_that_cannot_open_is_a_server_error_not_a_crash(tmp_path, model, ws):
+    from tests.acp.conftest import config_toml, write_config
+
+    home = tmp_path / "home"
+    write_config(home, config_toml(model, Path("/proc/no-such-dir/talos.db")))
+    raw = await start_raw(home)
+    try:
+        await raw.request(1, "initialize", INIT)
+        await raw.request(2, "session/new", {"cwd": str(ws), "mcpServers": []})
+        failed = await raw.reply_to(2)
+        assert failed["error"]["code"] == -32000 and "store" in failed["error"]["message"]
+        await raw.request(3, "session/list", {})
+        assert "result" in await raw.reply_to(3)
+    finally:
+        assert await raw.close() == 0
