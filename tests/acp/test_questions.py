@@ -49,7 +49,7 @@ async def test_an_answer_through_elicitation_is_evidence(agent, model, ws, tmp_p
     assert facts["Tests use pytest"] > 0.5 > facts["Tests use unittest"]
 
 
-@pytest.mark.parametrize("dismissal", ["decline", "cancel"])
+@pytest.mark.parametrize("dismissal", ["decline", "cancel", "an answer never offered"])
 async def test_a_declined_question_is_no_answer_and_is_not_asked_again(
     tmp_path, model, ws, dismissal
 ):
@@ -66,6 +66,8 @@ async def test_a_declined_question_is_no_answer_and_is_not_asked_again(
             model.script.append(reply("ok"))
             assert (await agent.prompt(sid, "write the tests")).stop_reason == "end_turn"
         assert len(agent.person.elicitations) == 1  # cooled: not asked again so soon
+        if dismissal.startswith("an answer"):
+            assert "never offered" in agent.person.text(sid)
         assert set(_facts(tmp_path, ws).values()) == {0.5}  # never evidence
     finally:
         await agent.stop()
