@@ -263,7 +263,7 @@ class TalosAgent:
         await self.offload.run(self.book.save, record)
         if session.cancelled.is_set():  # cancelled while the turn was being prepared
             host.cancel(task.id)
-        await host.wait(task)  # and the turn's question, answered or dismissed; its proposals
+        await host.wait_turn(result)  # and its question, answered or dismissed; its proposals
 
     async def _history(
         self, host: Host, record: SessionRecord

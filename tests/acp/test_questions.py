@@ -111,3 +111,28 @@ async def test_without_elicitation_the_answers_are_permission_options(home, mode
         assert facts["Tests use pytest"] > 0.5 > facts["Tests use unittest"]
     finally:
         await agent.stop()
+
+
+async def test_a_question_waiting_in_one_session_does_not_hold_another(agent, model, ws):
+    """Two sessions on one folder: the first's question waits on its person; the second's
+    turn ends meanwhile."""
+    import asyncio
+
+    _conflicted(ws)
+    model.script = [lambda body: reply("ok")] * 2
+    release = asyncio.Event()
+
+    async def later(message, mode):
+        await release.wait()
+        return "pytest"
+
+    await agent.start()
+    agent.person.elicit = [later]
+    first, second = await agent.new(ws), await agent.new(ws)
+    waiting = asyncio.ensure_future(agent.prompt(first, "write the tests"))
+    await asyncio.wait_for(agent.person.asked.wait(), 60)
+    assert (await agent.prompt(second, "write the docs")).stop_reason == "end_turn"
+    assert not waiting.done()
+    release.set()
+    assert (await waiting).stop_reason == "end_turn"
+    assert len(agent.person.elicitations) == 1
