@@ -725,6 +725,10 @@ class Host:
             landed = await apply.apply(self.proposals, self, proposal_id, hunks, self.offload.run)
         except (ProposalError, SandboxError, OSError) as exc:
             logger.info("proposal %s not applied: %s", proposal_id, exc)
+            with contextlib.suppress(ProposalError):  # shown as it is now (stale, say)
+                await self.port.show_proposal(
+                    await self.offload.run(self.proposals.get, proposal_id)
+                )
             return False
         proposal = await self.offload.run(self.proposals.get, proposal_id)
         if not landed:  # the person may have typed meanwhile (an edit refused for its version)
