@@ -30,7 +30,7 @@ from acp.exceptions import RequestError
 from .. import __version__, config
 from ..agent.cost import TaskCost
 from ..agent.loop import conversation
-from ..agent.tasks import FINAL
+from ..agent.tasks import FINAL, Task
 from ..constants import MODES
 from ..display import visible
 from ..edits.proposals import ProposalError
@@ -228,12 +228,18 @@ class TalosAgent:
         token = ACTIVE.set(session)
         try:
             command = text.strip().split()[0] if text.strip().startswith("/") else None
+            reason = "end_turn"
             if command is not None and command[1:] in {c["name"] for c in COMMANDS}:
                 await self._command(session, command[1:])
             else:
-                await self._turn(session, text)
+                task = await self._turn(session, text)
+                error = task.error or ""
+                if task.state == "stopped" and error.startswith("step cap"):
+                    reason = "max_turn_requests"
+                elif task.state == "stopped" and error.startswith("token cap"):
+                    reason = "max_tokens"
             await self.client.flush()
-            return {"stopReason": "cancelled" if session.cancelled.is_set() else "end_turn"}
+            return {"stopReason": "cancelled" if session.cancelled.is_set() else reason}
         finally:
             session.busy = False
             ACTIVE.reset(token)
@@ -247,7 +253,7 @@ class TalosAgent:
             session.host.cancel(task_id)
 
     # ------------------------------------------------------------- turns
-    async def _turn(self, session: Session, text: str) -> None:
+    async def _turn(self, session: Session, text: str) -> Task:
         host = session.host
         record = await self.offload.run(self.book.get, session.id)
         if record is None:
@@ -263,7 +269,7 @@ class TalosAgent:
         await self.offload.run(self.book.save, record)
         if session.cancelled.is_set():  # cancelled while the turn was being prepared
             host.cancel(task.id)
-        await host.wait_turn(result)  # and its question, answered or dismissed; its proposals
+        return await host.wait_turn(result)  # and its question, answered or not; its proposals
 
     async def _history(
         self, host: Host, record: SessionRecord

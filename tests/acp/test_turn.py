@@ -176,3 +176,22 @@ async def test_a_buffer_changed_before_apply_is_not_overwritten(agent, model, ws
     assert (ws / "src" / "app.py").read_text() == "def main():\n    return 1\n"
     updates = [u for u in agent.person.updates(sid) if u.get("toolCallId", "").startswith("prop")]
     assert updates[-1]["status"] == "failed" and "(stale)" in updates[-1]["title"]
+
+
+async def test_the_step_cap_ends_the_turn_as_max_turn_requests(tmp_path, model, ws):
+    from tests.acp.conftest import config_toml, start_agent, write_config
+
+    home = tmp_path / "home"
+    settings = config_toml(model, tmp_path / "talos.db")
+    write_config(home, settings.replace("\n[prices", "\nmax_steps = 2\n[prices", 1))
+    model.script = [
+        reply(tool_calls=[call(f"c{n}", "read_file", path="src/app.py")]) for n in range(3)
+    ]
+    agent = await start_agent(home)
+    try:
+        await agent.start()
+        sid = await agent.new(ws)
+        assert (await agent.prompt(sid, "read forever")).stop_reason == "max_turn_requests"
+        assert "Talos stopped: step cap reached" in agent.person.text(sid)
+    finally:
+        await agent.stop()
