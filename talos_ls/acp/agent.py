@@ -33,7 +33,7 @@ from ..agent.loop import conversation
 from ..agent.tasks import FINAL, Task
 from ..constants import MODES
 from ..display import visible
-from ..edits.proposals import ProposalError
+from ..edits.proposals import OPEN, ProposalError
 from ..errors import TalosError
 from ..host import Host, HostConfig
 from ..offload import Offload
@@ -62,6 +62,8 @@ MODE_NAMES = {
 }
 COMMANDS = [
     {"name": "undo", "description": "Put back the file the last applied proposal changed"},
+    {"name": "apply", "description": "Apply this session's proposals still waiting"},
+    {"name": "reject", "description": "Reject this session's proposals still waiting"},
 ]
 
 
@@ -288,17 +290,36 @@ class TalosAgent:
         return conversation(row.get("transcript") or []), last
 
     async def _command(self, session: Session, name: str) -> None:
+        """A slash command: `/undo` the last applied proposal; `/apply` or `/reject` the
+        session's proposals still pending (one dismissed at its prompt, say)."""
+        host = session.host
         if name == "undo":
             try:
-                proposal = await session.host.undo(None)
+                proposal = await host.undo(None)
             except (ProposalError, TalosError, OSError) as exc:
                 said = f"Nothing undone: {visible(str(exc))}"
             else:
                 said = f"Undone: proposal {proposal.id} ({visible(proposal.path)}) put back."
-            self.client.update(
-                session.id,
-                {"sessionUpdate": "agent_message_chunk", "content": {"type": "text", "text": said}},
-            )
+        else:
+            pending = [
+                p for p in host.proposals.list() if p.status in OPEN and p.task_id in session.tasks
+            ]
+            lines = []
+            for proposal in pending:
+                where = visible(proposal.path, single_line=True)
+                if name == "apply":
+                    done = await host.apply_proposal(proposal.id)
+                    lines.append(
+                        f"{proposal.id} ({where}): {'applied' if done else proposal.status}"
+                    )
+                else:
+                    await host.reject_proposal(proposal.id)
+                    lines.append(f"{proposal.id} ({where}): rejected")
+            said = "\n".join(lines) or "No proposal of this session is waiting."
+        self.client.update(
+            session.id,
+            {"sessionUpdate": "agent_message_chunk", "content": {"type": "text", "text": said}},
+        )
 
     async def _replay(self, session: Session, record: SessionRecord) -> None:
         """The stored transcript as `session/update`s: the person's requests, Talos's text,
