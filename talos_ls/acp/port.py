@@ -350,7 +350,9 @@ class AcpPort:
         content = reply.get("content") if isinstance(reply, Mapping) else None
         if not isinstance(content, str):
             return None
-        return content, 0  # a version: the application goes back through the client
+        # A version when the client can write: the application goes back through it; else
+        # the host writes the disk.
+        return content, (0 if self.agent.can_write else None)
 
     def _on_loop(self) -> bool:
         try:

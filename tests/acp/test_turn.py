@@ -135,7 +135,11 @@ async def test_always_deny_holds_for_the_session(agent, model, ws):
     assert all("not run: denied by you" in r for r in results), results
 
 
-async def test_without_the_editor_files_the_host_writes_the_disk(home, model, ws):
+@pytest.mark.parametrize("reads", [False, True])
+async def test_without_the_editor_files_the_host_writes_the_disk(home, model, ws, reads):
+    """No fs capability, or reads only: the disk is written by the host."""
+    from acp.schema import FileSystemCapabilities
+
     from tests.acp.conftest import capabilities, start_agent
 
     model.script = [
@@ -144,11 +148,13 @@ async def test_without_the_editor_files_the_host_writes_the_disk(home, model, ws
     ]
     agent = await start_agent(home)
     try:
-        await agent.start(capabilities(fs=False))
+        caps = capabilities(fs=False)
+        caps.fs = FileSystemCapabilities(read_text_file=reads, write_text_file=False)
+        await agent.start(caps)
         agent.person.permit = ["allow_once"]
         sid = await agent.new(ws)
         await agent.prompt(sid, "rewrite app.py as x = 2")
-        assert agent.person.reads == [] and agent.person.writes == []
+        assert bool(agent.person.reads) == reads and agent.person.writes == []
         assert (ws / "src" / "app.py").read_text() == "x = 2\n"
         assert "rewrite app.py as x = 2" not in agent.log()  # the prompt is never logged
     finally:
