@@ -222,3 +222,21 @@ async def test_a_dismissed_proposal_waits_for_slash_apply(agent, model, ws):
     await agent.prompt(sid, "/reject")
     assert "No proposal of this session is waiting." in agent.person.text(sid)
     assert len(model.requests) == 2  # the commands never reached the model
+
+
+async def test_a_write_the_editor_did_not_make_is_not_taken_as_applied(agent, model, ws):
+    model.script = [
+        reply(tool_calls=[call("c1", "propose_edit", path="src/app.py", content="x = 1\n")]),
+        reply("Proposed."),
+    ]
+    await agent.start()
+    agent.person.permit = ["allow_once"]
+    agent.person.write_lands = False  # it answers the write, and does not make it
+    sid = await agent.new(ws)
+    await agent.prompt(sid, "rewrite app.py")
+    assert len(agent.person.writes) == 1
+    updates = [u for u in agent.person.updates(sid) if u.get("toolCallId", "").startswith("prop")]
+    assert updates[-1]["status"] != "completed"
+    agent.person.write_lands = True  # the claim was released: it can be applied again
+    await agent.prompt(sid, "/apply")
+    assert (ws / "src" / "app.py").read_text() == "x = 1\n"
