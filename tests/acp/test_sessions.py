@@ -109,7 +109,6 @@ async def test_load_refuses_an_unknown_or_foreign_session(agent, ws, tmp_path):
 
 async def test_modes_map_onto_the_permission_modes(agent, model, ws):
     from acp.exceptions import RequestError
-
     from acp.schema import McpServerStdio
 
     await agent.start()
