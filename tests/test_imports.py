@@ -35,6 +35,7 @@ LAYERS = {
     ),
     "surfaces": (
         "talos_ls.lsp.",
+        "talos_ls.acp.",
         "talos_ls.terminal",
         "talos_ls.project",
         "talos_ls.config",
