@@ -29,6 +29,10 @@ This module imports nothing of Talos's, so any layer can raise one.
     ├── SkillError            a SKILL.md is malformed             agent/skills.py
     ├── ProposalError         a proposal cannot be made, applied, edits/proposals.py, host.py,
     │                         rejected or undone                  store_commands.py
+    ├── McpError              an MCP server failed or refused     mcp/client.py
+    ├── McpConfigError        an MCP configuration is unusable    mcp/config.py
+    │                         (also ValueError, as JSON's errors)
+    ├── LaunchError           an MCP server cannot be started     mcp/launch.py
     ├── NotRegularFile        a FIFO, a device... is no file      files.py
     └── FileTooLarge          a file over the reader's limit      files.py
         (both also OSError: the same read raises the OS's own, and readers catch both as one)

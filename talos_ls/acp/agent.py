@@ -36,6 +36,7 @@ from ..display import visible
 from ..edits.proposals import OPEN, ProposalError
 from ..errors import TalosError
 from ..host import Host, HostConfig
+from ..mcp import config as mcp_config
 from ..offload import Offload
 from ..settings import SETTINGS
 from ..store import Store, open_store
@@ -126,7 +127,7 @@ class TalosAgent:
             "agentCapabilities": {
                 "loadSession": True,
                 "promptCapabilities": {"image": False, "audio": False, "embeddedContext": True},
-                "mcpCapabilities": {"http": False, "sse": False},
+                "mcpCapabilities": {"http": True, "sse": False},
                 "sessionCapabilities": {"list": {}},
             },
             "authMethods": [],
@@ -143,12 +144,12 @@ class TalosAgent:
         self, cwd: str, mcp_servers: Sequence[Any] | None = None, **_: Any
     ) -> dict[str, Any]:
         root = self._root(cwd)
+        servers = _mcp_servers("session/new", mcp_servers)
         host = await self._host(root)
         record = SessionRecord.new(root, host.config.mode)
         await self.offload.run(self.book.save, record)
         session = self._live(record, host)
-        if mcp_servers:
-            logger.info("session/new: %d MCP servers accepted and not used", len(mcp_servers))
+        await host.load_mcp(session=servers)
         self._after_response(session)
         return {"sessionId": record.id, "modes": self._modes(session.mode)}
 
@@ -163,8 +164,10 @@ class TalosAgent:
             raise bad("session/load: that session belongs to another folder (its cwd differs)")
         if session_id in self.sessions and self.sessions[session_id].busy:
             raise bad("session/load: that session is running a prompt; cancel it first")
+        servers = _mcp_servers("session/load", mcp_servers)
         host = await self._host(root)
         session = self._live(record, host)
+        await host.load_mcp(session=servers)
         session.tasks.update(record.tasks)
         await self._replay(session, record)
         await self.client.flush()
@@ -513,3 +516,20 @@ def _prompt_text(blocks: Sequence[Any]) -> str:
             f"session/prompt: the attached context is longer than {MAX_CONTEXT_CHARS} characters"
         )
     return "\n\n".join(p for p in [said, *context] if p)
+
+
+def _mcp_servers(method: str, items: Sequence[Any] | None) -> list[mcp_config.ServerConfig]:
+    """The MCP servers a client names for a session (`mcpServers`: stdio, or Streamable HTTP),
+    checked as a configuration file's are; an invalid-params error naming what is wrong (never
+    a value of `env` or `headers`). They are used beside the person's and the trusted
+    workspace's servers, for the folder's tasks from the next prompt on."""
+    raw = [
+        i.model_dump(by_alias=True, exclude_none=True) if hasattr(i, "model_dump") else i
+        for i in items or ()
+    ]
+    if any(isinstance(i, Mapping) and i.get("type") == "sse" for i in raw):
+        raise bad(f"{method}: mcpServers: SSE servers are not supported; use Streamable HTTP")
+    try:
+        return mcp_config.session_servers(raw)
+    except mcp_config.McpConfigError as exc:
+        raise bad(f"{method}: mcpServers: {exc}") from None

@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from ..display import visible
+from ..errors import TalosError
 from ..gates.permissions import config_dir, read_json, save_workspace_setting
 from ..gates.permissions import workspace_settings_path as settings_path
 from ..redact import SECRET_NAME, redact
@@ -41,8 +42,9 @@ MAX_VALUE = 8192
 YOURS, WORKSPACE, SESSION = "your settings", "the workspace's .talos/mcp.json", "the session"
 
 
-class McpConfigError(ValueError):
-    """A configuration file or entry that cannot be used; the message names it."""
+class McpConfigError(TalosError, ValueError):
+    """A configuration file or entry that cannot be used; the message names it. Also a
+    ValueError: a file that is not JSON raises the parser's own, and readers catch both."""
 
 
 @dataclass(frozen=True)
