@@ -71,7 +71,8 @@ end
 function M.failed_servers(status)
   local out = {}
   for _, folder in ipairs(type(status.folders) == 'table' and status.folders or {}) do
-    for _, server in ipairs(type(folder) == 'table' and type(folder.mcp) == 'table' and folder.mcp or {}) do
+    local servers = type(folder) == 'table' and type(folder.mcp) == 'table' and folder.mcp or {}
+    for _, server in ipairs(servers) do
       if type(server) == 'table' and (server.state == 'failed' or server.state == 'restarting') then
         table.insert(out, server)
       end
