@@ -163,7 +163,7 @@ def bwrap_call(sb: Sandbox, command: str) -> Callable[[], Awaitable[None]]:
     """bwrap alone: the read-only argv built once, spawned and collected as `Sandbox.run`
     does (same environment, pipes, session), without the per-call layout."""
     argv = sb.argv(command, writable=False, network=False)
-    env = sandbox_mod._allowed_env(sandbox_mod.SANDBOX_HOME)
+    env = sandbox_mod.allowed_env(sandbox_mod.SANDBOX_HOME)
 
     async def call() -> None:
         proc = await asyncio.create_subprocess_exec(

@@ -198,7 +198,7 @@ class CommandResult:
         return f"{head}\n{self.output}"
 
 
-def _path_entries() -> list[str]:
+def path_entries() -> list[str]:
     """The daemon's PATH, its absolute entries."""
     return [e for e in os.environ.get("PATH", "").split(os.pathsep) if os.path.isabs(e)]
 
@@ -208,12 +208,12 @@ def _tilde(path: Path | str) -> str:
     return "~/" + str(path)[len(home) :] if str(path).startswith(home) else str(path)
 
 
-def _allowed_env(home: str) -> dict[str, str]:
+def allowed_env(home: str) -> dict[str, str]:
     """PASS_ENV as the daemon has it, but PATH without its relative or empty entries (they
     would name directories of the workspace, a command's working directory)."""
     env = {k: os.environ[k] for k in PASS_ENV if k in os.environ}
     env.update(HOME=home, TMPDIR="/tmp")
-    env["PATH"] = os.pathsep.join(_path_entries()) or "/usr/local/bin:/usr/bin:/bin"
+    env["PATH"] = os.pathsep.join(path_entries()) or "/usr/local/bin:/usr/bin:/bin"
     env.setdefault("LANG", "C.UTF-8")
     return env
 
@@ -273,7 +273,7 @@ def sizes_tmpfs(bwrap: str) -> bool:
                 capture_output=True,
                 timeout=10,
                 stdin=subprocess.DEVNULL,
-                env=_allowed_env(SANDBOX_HOME),
+                env=allowed_env(SANDBOX_HOME),
             )
             _SIZES[bwrap] = b"--size" in done.stdout + done.stderr
         except (OSError, subprocess.TimeoutExpired):
@@ -457,7 +457,7 @@ def _toolchain_root(entry: Path, containers: set[Path]) -> Path:
     return entry
 
 
-def _venv_home(root: Path) -> Path | None:
+def venv_home(root: Path) -> Path | None:
     """The Python a virtualenv was made from (the `home` its `pyvenv.cfg` names), resolved."""
     with contextlib.suppress(OSError, UnicodeDecodeError):
         for line in (root / "pyvenv.cfg").read_text().splitlines():
@@ -557,7 +557,7 @@ class Sandbox:
         try:
             done = subprocess.run(
                 argv,
-                env=_allowed_env(SANDBOX_HOME),
+                env=allowed_env(SANDBOX_HOME),
                 capture_output=True,
                 timeout=10,
                 stdin=subprocess.DEVNULL,
@@ -606,7 +606,7 @@ class Sandbox:
         Never where a link or `pyvenv.cfg` in the `workspace` leads (a PATH entry there,
         `.venv/bin`, is the repository's: it could name any directory). Remembered while
         PATH, its directories and those variables are unchanged."""
-        entries = [Path(p) for p in _path_entries()]
+        entries = [Path(p) for p in path_entries()]
         home = Path.home()
         where = {
             var: os.environ.get(var) or (str(home / default) if default else "")
@@ -670,7 +670,7 @@ class Sandbox:
                 if not visible(target):
                     want(_toolchain_root(target.parent, containers))
         for _, real in list(places):  # the Python each virtualenv was made from
-            python = _venv_home(real) if followed(real) else None
+            python = venv_home(real) if followed(real) else None
             if python is not None and not visible(python):
                 want(_toolchain_root(python, containers))
         out: list[tuple[Path, Path]] = []
@@ -698,7 +698,7 @@ class Sandbox:
         """Why a command finds no `name` in the sandbox, and what to do: (whether it is
         installed where Talos can tell, the hint). On the daemon's PATH, in a directory not
         shown (and why), or under the home in a toolchain's usual place but not on PATH."""
-        path = os.pathsep.join(_path_entries())
+        path = os.pathsep.join(path_entries())
         host = shutil.which(name, path=path)
         if host is not None:
             where = Path(host).parent
@@ -885,7 +885,7 @@ class Sandbox:
         if network:
             args.append("--share-net")
         args += ["--die-with-parent", "--new-session", "--cap-drop", "ALL", "--clearenv"]
-        every = {**_allowed_env(SANDBOX_HOME), **tool_env, **layout.env, **(env or {})}
+        every = {**allowed_env(SANDBOX_HOME), **tool_env, **layout.env, **(env or {})}
         for key, value in every.items():
             args += ["--setenv", key, value]
         return [*args, "--", *lim.launcher(self.shell, command, self.limits, report)]
@@ -915,9 +915,9 @@ class Sandbox:
                     layout, argv, cage = await asyncio.to_thread(
                         functools.partial(self._planned, command, writable, network, report[1])
                     )
-                    env = _allowed_env(SANDBOX_HOME)
+                    env = allowed_env(SANDBOX_HOME)
                 else:
-                    argv, env = [self.shell, "-c", command], _allowed_env(private_home)
+                    argv, env = [self.shell, "-c", command], allowed_env(private_home)
                 try:
                     proc = await asyncio.create_subprocess_exec(
                         *argv,

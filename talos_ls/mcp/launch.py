@@ -21,10 +21,10 @@ from ..agent import limits as lim
 from ..agent.sandbox import (
     SANDBOX_HOME,
     Sandbox,
-    _allowed_env,
-    _path_entries,
-    _venv_home,
+    allowed_env,
+    path_entries,
     toolchain,
+    venv_home,
 )
 from ..agent.workspace_layout import Layout
 from ..errors import TalosError
@@ -80,7 +80,7 @@ def program_paths(server: ServerConfig, root: Path) -> list[Path]:
     named by its path), and each argument that is an absolute path to an existing file (a
     script: `node /opt/srv/index.js`)."""
     assert server.command is not None
-    found = shutil.which(server.command, path=os.pathsep.join(_path_entries()))
+    found = shutil.which(server.command, path=os.pathsep.join(path_entries()))
     if found is None and "/" in server.command:
         candidate = Path(server.command)
         candidate = candidate if candidate.is_absolute() else root / candidate
@@ -98,7 +98,7 @@ def trees(server: ServerConfig, root: Path) -> tuple[list[Path], list[str]]:
     refused: list[str] = []
     wanted = [install_tree(p) for p in program_paths(server, root)]
     for tree in list(wanted):  # a virtualenv runs the Python it was made from
-        made_from = _venv_home(tree)
+        made_from = venv_home(tree)
         if made_from is not None:
             wanted.append(made_from.parent if made_from.name == "bin" else made_from)
     if server.command is not None and Path(server.command).name in ("npx", "uvx", "uv", "pnpx"):
@@ -118,7 +118,7 @@ def plan(sandbox: Sandbox, server: ServerConfig, readable: Iterable[Path] = ()) 
     """The launch of a stdio server in `sandbox` (blocking: it walks the workspace, so it
     runs in a worker thread). Undone if it fails half-way."""
     assert server.command is not None
-    found = shutil.which(server.command, path=os.pathsep.join(_path_entries()))
+    found = shutil.which(server.command, path=os.pathsep.join(path_entries()))
     if found is None and not (sandbox.root / server.command).is_file():
         raise LaunchError(
             f"its program {server.command!r} is not found (not on the PATH Talos was "
@@ -141,7 +141,7 @@ def plan(sandbox: Sandbox, server: ServerConfig, readable: Iterable[Path] = ()) 
         os.set_inheritable(fd, True)
         assert view.bwrap is not None
         argv = [view.bwrap, "--args", str(fd), "--", *inner]
-        return Launch(argv, fd, layout, shown, _allowed_env(SANDBOX_HOME))
+        return Launch(argv, fd, layout, shown, allowed_env(SANDBOX_HOME))
     except BaseException:
         layout.after()
         raise
