@@ -589,15 +589,7 @@ class Policy:
     def always_allow_tool(self, rule: str) -> None:
         """Save `rule` as an allowed MCP tool, in memory and in the person's settings for
         this workspace (never in the repository)."""
-        if rule not in self.tools.setdefault("allow", []):
-            self.tools["allow"].append(rule)
-
-        def add(data: dict) -> None:
-            allowed = data.setdefault("tools", {}).setdefault("allow", [])
-            if rule not in allowed:
-                allowed.append(rule)
-
-        self._save_setting(add)
+        self._always_allow("tools", self.tools, rule)
 
     async def authorize_tool(
         self, name: str, about: str, arguments: str, prompter: Prompter | None
@@ -640,11 +632,14 @@ class Policy:
     def always_allow(self, rule: str) -> None:
         """Save exactly `rule` as an allowed command, in memory and in the person's settings
         for this workspace (never in the repository)."""
-        if rule not in self.commands.setdefault("allow", []):
-            self.commands["allow"].append(rule)
+        self._always_allow("commands", self.commands, rule)
+
+    def _always_allow(self, section: str, held: dict[str, list[str]], rule: str) -> None:
+        if rule not in held.setdefault("allow", []):
+            held["allow"].append(rule)
 
         def add(data: dict) -> None:
-            allowed = data.setdefault("commands", {}).setdefault("allow", [])
+            allowed = data.setdefault(section, {}).setdefault("allow", [])
             if rule not in allowed:
                 allowed.append(rule)
 
