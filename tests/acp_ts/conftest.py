@@ -35,7 +35,9 @@ SDK_VERSION = "2.4.0"
 INSTALL = "cd tests/acp_ts && npm ci"
 NODE_INSTALL = "apt-get install -y nodejs npm"
 WAIT_S = 60.0  # generous: the driver's own waits are 60 s; a stuck agent fails, never hangs
-TALOS_LS = str(Path(sys.executable).with_name("talos-ls"))
+# The agent under test: this checkout's `talos-ls`, or $TALOS_TEST_ACP_AGENT (another build's,
+# to run these tests against it).
+TALOS_LS = os.environ.get("TALOS_TEST_ACP_AGENT") or str(Path(sys.executable).with_name("talos-ls"))
 PRICES = {"input": 1.0, "cached_input": 0.5, "output": 2.0}  # USD per million tokens
 
 

@@ -61,7 +61,7 @@ def still_serving(agent: RawAcp, ws: Path) -> str:
 # ------------------------------------------------------------------------ malformed lines
 BAD_LINES = [
     (b"{not json", -32700),
-    (b'{"jsonrpc": "2.0", "id": 1, "method": "initialize"', -32700),  # cut short
+    (b'{"jsonrpc": "2.0", "id": "bad-1", "method": "initialize"', -32700),  # cut short
     (b"\xff\xfe\x00garbage", -32700),  # not UTF-8
     (b"[1, 2]", -32600),  # a batch: ACP has none
     (b"[]", -32600),
@@ -69,9 +69,9 @@ BAD_LINES = [
     (b'"initialize"', -32600),
     (b"null", -32600),
     (b'{"jsonrpc": "2.0", "id": {"a": 1}, "method": "initialize"}', -32600),  # id not a scalar
-    (b'{"jsonrpc": "2.0", "id": 2, "method": 7}', -32600),  # method not a string
-    (b'{"jsonrpc": "1.0", "id": 3, "method": "session/list"}', -32600),
-    (b'{"id": 4, "method": "session/list"}', -32600),  # no jsonrpc
+    (b'{"jsonrpc": "2.0", "id": "bad-2", "method": 7}', -32600),  # method not a string
+    (b'{"jsonrpc": "1.0", "id": "bad-3", "method": "session/list"}', -32600),
+    (b'{"id": "bad-4", "method": "session/list"}', -32600),  # no jsonrpc
 ]
 
 

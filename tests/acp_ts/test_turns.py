@@ -124,7 +124,10 @@ def test_a_turn_reads_the_buffer_runs_commands_and_writes_an_approved_edit(acp: 
     assert len(acp.model.requests) == 6
 
     # read: the editor's unsaved buffer, asked for by its absolute path
-    assert [r["params"]["path"] for r in log.requests("fs/read_text_file")] == [str(app)]
+    # (and again for the edit's base and before writing it: the buffer may have changed)
+    reads = log.requests("fs/read_text_file")
+    assert {r["params"]["path"] for r in reads} == {str(app)}
+    assert reads[0]["at"] < log.requests("session/request_permission")[0]["at"]
     assert "# unsaved" in tool_results(acp.model, 1)[0]
 
     # run: asked once for each command; "always" is not asked again, and both ran
