@@ -119,7 +119,10 @@ class EditorPort(Protocol):
 
     def stream(self, task: Task, text: str) -> None:
         """A piece of the model's text as it arrives. Optional: the host calls it only on a
-        port that has it (one without shows the text when the task ends)."""
+        port that has it (one without shows the text when the task ends). Likewise optional,
+        and not declared here so ports need not have it: `step_event(task, event)`, each step
+        as data (`agent.loop.StepEvent`: a tool call begun or ended, a model call metered, the
+        context compacted), for a surface that shows each tool call (ACP)."""
 
     def end(self, task: Task) -> None:
         """A task reached a final state: close its progress view."""
@@ -421,6 +424,7 @@ class Host:
                 notice=self.port.notice,
             )
             stream = getattr(self.port, "stream", None)
+            step_event = getattr(self.port, "step_event", None)
             text = await loop.run(
                 ctx,
                 task,
@@ -429,6 +433,7 @@ class Host:
                 on_text=(lambda piece: stream(task, piece)) if stream else None,
                 on_step=lambda message: self._step(task, message),
                 history=history,
+                on_event=(lambda event: step_event(task, event)) if step_event else None,
             )
             await self._settle_proposals(task, policy)
             return with_assumptions(task, text)

@@ -453,7 +453,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="talos-ls",
         description="The Talos language server: a coding agent for any LSP client. Speaks "
-        "LSP on stdin/stdout unless --tcp is given.",
+        "LSP on stdin/stdout unless --tcp or --acp is given.",
     )
     parser.add_argument("--version", action="version", version=f"talos-ls {__version__}")
     parser.add_argument(
@@ -468,6 +468,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         metavar="PATH",
         help="with --tcp (required): a file only you can read (chmod 600) holding the token a "
         "client must send",
+    )
+    parser.add_argument(
+        "--acp",
+        action="store_true",
+        help="speak the Agent Client Protocol (ACP v1) on stdin/stdout instead of LSP, for "
+        "Zed, JetBrains IDEs, CodeCompanion, avante.nvim and other ACP clients (docs/acp.md); "
+        "settings come from your config file and environment, as for `talos run`",
     )
     parser.add_argument("--log-file", metavar="PATH", help="write the log here (default: stderr)")
     parser.add_argument(
@@ -497,6 +504,12 @@ def main(argv: Sequence[str] | None = None) -> int:
             parser.error(str(exc))
     elif args.token_file:
         parser.error("--token-file goes with --tcp")
+    if args.acp:
+        if args.tcp:
+            parser.error("--acp speaks on stdio: it does not go with --tcp")
+        from .acp.serve import serve
+
+        return serve(args.log_file, args.log_level)
     configure_logging(args.log_file, args.log_level)
     from .agent.sandbox import protect_this_process
 

@@ -34,6 +34,7 @@ LAYERS = {
     ),
     "surfaces": (
         "talos_ls.lsp.",
+        "talos_ls.acp.",
         "talos_ls.terminal",
         "talos_ls.project",
         "talos_ls.config",

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from ..memory.facts import Fact
@@ -82,6 +83,24 @@ def conversation(transcript: Sequence[Mapping[str, Any]]) -> list[dict[str, str]
     return said
 
 
+@dataclass(frozen=True)
+class StepEvent:
+    """What a step did, as data, for a surface that shows each tool call on its own (ACP's
+    `tool_call`s) rather than a line of progress. `kind`: "tool_start" (`call_id`, `tool`,
+    `arguments` as the model sent them), "tool_end" (and `failed`, `output`: the result the
+    model reads, redacted and cut), "model_call" (a call was metered: `used`, the tokens of
+    the context sent, and `window`), "compaction" (`output`: what was cut or summarised)."""
+
+    kind: str
+    call_id: str = ""
+    tool: str = ""
+    arguments: str = ""
+    failed: bool = False
+    output: str = ""
+    used: int = 0
+    window: int = 0
+
+
 def _prefixed(report: Callable[[str], None], prefix: str) -> Callable[[str], None]:
     """What a step is doing now, after the step ("step 3: run_command: checking the
     command"); "" goes back to the step alone."""
@@ -106,12 +125,15 @@ class AgentLoop:
         on_text: Callable[[str], None] | None = None,
         on_step: Callable[[str], None] | None = None,
         history: Sequence[Mapping[str, Any]] = (),
+        on_event: Callable[[StepEvent], None] | None = None,
     ) -> str:
         """Run until the model answers; returns its final text. Raises CapReached when a cap or
         the guard stops it, ModelError when the model cannot be used. `on_step` hears what the
         task is doing ("step 2: read_file") for the person's progress view; `history` is the
-        earlier conversation a follow-up continues (`conversation`)."""
+        earlier conversation a follow-up continues (`conversation`); `on_event` hears each
+        step as data (`StepEvent`), for a surface that wants it."""
         report = on_step or (lambda _: None)
+        event = on_event or (lambda _: None)
         cfg = self.model.config
         room = context.answer_room(cfg.window, cfg.max_output_tokens)
         history = context.within(history, (cfg.window - room) // 4)
@@ -122,7 +144,7 @@ class AgentLoop:
         ]
         guard = LoopGuard(self.caps.repeat_limit)
         schemas = tools.schemas()
-        sent = _Window(self, task, schemas, report)
+        sent = _Window(self, task, schemas, report, event)
 
         def add(message: dict[str, Any]) -> None:
             task.transcript.append(message)
@@ -147,7 +169,13 @@ class AgentLoop:
                 doing = f"step {step}: {call.name if call.name in tools.TOOLS else 'unknown tool'}"
                 report(doing)
                 ctx.report = _prefixed(report, doing)
+                event(StepEvent("tool_start", call.id, call.name, call.arguments))
                 result = await tools.call(ctx, call.name, call.arguments)
+                event(
+                    StepEvent(
+                        "tool_end", call.id, call.name, failed=result.failed, output=result.text
+                    )
+                )
                 text = result.text
                 if dropped > 0 and n == len(completion.tool_calls):
                     text += (
@@ -170,11 +198,13 @@ class _Window:
         task: Task,
         schemas: Sequence[dict[str, Any]],
         report: Callable[[str], None],
+        event: Callable[[StepEvent], None] = lambda _: None,
     ) -> None:
         self.loop = loop
         self.task = task
         self.schemas = schemas
         self.report = report
+        self.event = event
         self.view: list[dict[str, Any]] = list(task.transcript)
         self.head = len(self.view)  # the system prompt, the earlier conversation, the request
         fixed = -(-len(json.dumps(list(schemas))) // context.CHARS_PER_TOKEN)
@@ -198,6 +228,8 @@ class _Window:
             completion = await self._call(step, self.view, self.schemas, on_text)
         usage = completion.usage
         self.budget.sent(self.view, None if usage.estimated else usage.prompt_tokens)
+        used = usage.prompt_tokens + usage.completion_tokens
+        self.event(StepEvent("model_call", used=used, window=self.budget.window))
         return completion
 
     async def _call(
@@ -224,6 +256,7 @@ class _Window:
         """Compaction is visible: in the progress, and in the transcript (never sent)."""
         self.report(line)
         self.task.transcript.append({"role": COMPACTION_ROLE, "content": line})
+        self.event(StepEvent("compaction", output=line))
 
     async def compact(self, step: int, summary: bool) -> None:
         """Make room: old tool results cut to stubs; then, if that is not enough (or

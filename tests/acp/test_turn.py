@@ -1,0 +1,118 @@
+"""One prompt turn through the real `talos-ls --acp`, as an ACP editor sees it: tool calls with
+their kinds and locations, commands after `session/request_permission` (allowed once, then
+always: the next is not asked), a proposal shown as a diff and applied after approval through
+`fs/write_text_file` over the editor's unsaved text, the cost in `usage_update`s."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from talos_ls.demo.scripted_model import reply
+from tests.acp.conftest import call
+from tests.system import require_sandbox
+
+pytestmark = pytest.mark.slow
+
+
+async def test_initialize_advertises_what_is_supported(agent):
+    init = await agent.start()
+    assert init.protocol_version == 1
+    caps = init.agent_capabilities
+    assert caps.load_session is True
+    assert caps.prompt_capabilities.embedded_context is True
+    assert not caps.prompt_capabilities.image and not caps.prompt_capabilities.audio
+    assert caps.session_capabilities.list is not None
+    assert init.auth_methods == []
+
+
+async def test_a_turn_reads_runs_proposes_and_applies(agent, model, ws, home):
+    require_sandbox()
+    app = ws / "src" / "app.py"
+    unsaved = "def main():\n    return 2  # typed, not saved\n"
+    model.script = [
+        reply(tool_calls=[call("c1", "read_file", path="src/app.py")]),
+        reply(tool_calls=[call("c2", "run_command", command="touch made.txt")]),
+        reply(tool_calls=[call("c3", "run_command", command="mkdir -p d1")]),
+        reply(tool_calls=[call("c4", "run_command", command="mkdir -p d2")]),
+        reply(
+            tool_calls=[
+                call(
+                    "c5",
+                    "propose_edit",
+                    path="src/app.py",
+                    blocks=[{"search": "return 2", "replace": "return 3"}],
+                )
+            ]
+        ),
+        reply("Made the files and proposed the change."),
+    ]
+    await agent.start()
+    person = agent.person
+    person.buffers[str(app)] = unsaved
+    person.permit = ["allow_once", "allow_always", "allow_once"]  # touch, mkdir d1, Apply
+    sid = await agent.new(ws)
+    done = await agent.prompt(sid, "make two folders and bump the return value")
+    assert done.stop_reason == "end_turn"
+
+    # The model read the editor's unsaved text, not the disk.
+    assert str(app) in person.reads
+    assert "typed, not saved" in json.dumps(model.requests[1]["body"]["messages"])
+    # touch asked once; mkdir d1 asked and always allowed; mkdir d2 not asked; then Apply.
+    asked = [options for _, options in person.permissions]
+    assert len(asked) == 3, [tc.title for tc, _ in person.permissions]
+    kinds = [{o.kind for o in options} for options in asked]
+    assert {"allow_once", "allow_always", "reject_once", "reject_always"} <= kinds[0] | kinds[1]
+    assert person.permissions[2][0].tool_call_id.startswith("proposal-")
+    assert (ws / "made.txt").exists() and (ws / "d1").is_dir() and (ws / "d2").is_dir()
+    saved = list((home / "config" / "talos" / "workspaces").glob("*.json"))
+    assert any("mkdir" in json.loads(p.read_text())["commands"]["allow"] for p in saved)
+
+    # Each tool call: its kind, where it looks, how it ended.
+    starts = person.updates(sid, "tool_call")
+    by_kind = [(u["kind"], u["title"].split()[0]) for u in starts]
+    assert ("read", "read_file") in by_kind
+    assert by_kind.count(("execute", "run_command")) == 3
+    assert ("edit", "propose_edit") in by_kind
+    read = next(u for u in starts if u["kind"] == "read")
+    assert read["locations"] == [{"path": str(app)}]
+    ends = {u["toolCallId"]: u["status"] for u in person.updates(sid, "tool_call_update")}
+    assert ends[read["toolCallId"]] == "completed"
+
+    # The proposal: a diff over the editor's text, applied through fs/write_text_file.
+    proposal = next(u for u in starts if u["toolCallId"].startswith("proposal-"))
+    (diff,) = proposal["content"]
+    assert diff["type"] == "diff" and diff["path"] == str(app)
+    assert diff["oldText"] == unsaved and diff["newText"] == unsaved.replace("2", "3", 1)
+    assert person.writes == [(str(app), unsaved.replace("2", "3", 1))]
+    assert ends[proposal["toolCallId"]] == "completed"
+
+    # The text streamed, and the cost after every model call.
+    assert "Made the files" in person.text(sid)
+    usage = person.updates(sid, "usage_update")
+    assert len(usage) == 6  # one after each model call
+    assert usage[-1]["cost"]["currency"] == "USD" and usage[-1]["cost"]["amount"] > 0
+    assert usage[-1]["cost"]["amount"] > usage[0]["cost"]["amount"]
+    assert all(u["size"] > 0 and u["used"] > 0 for u in usage)
+
+    # Undo puts the file back, through the editor.
+    await agent.prompt(sid, "/undo")
+    assert person.writes[-1] == (str(app), unsaved)
+    assert Path(app).read_text() == unsaved
+
+
+async def test_a_rejected_proposal_is_not_written(agent, model, ws):
+    model.script = [
+        reply(tool_calls=[call("c1", "propose_edit", path="src/app.py", content="x = 1\n")]),
+        reply("Proposed."),
+    ]
+    await agent.start()
+    agent.person.permit = ["reject_once"]
+    sid = await agent.new(ws)
+    assert (await agent.prompt(sid, "rewrite app.py")).stop_reason == "end_turn"
+    assert agent.person.writes == []
+    assert (ws / "src" / "app.py").read_text() == "def main():\n    return 1\n"
+    ends = [u for u in agent.person.updates(sid, "tool_call_update")]
+    assert any(u["toolCallId"].startswith("proposal-") and u["status"] == "failed" for u in ends)
