@@ -186,8 +186,9 @@ const held = []; // permission requests held open (answered "cancelled" on sessi
 
 // Each entry of `client.permission`: an answer for the next request (an option kind, "cancelled",
 // {optionId} for any id, even one never offered, or {hold: true}: unanswered until
-// session/cancel), or {when, answer}: the answer for the first request whose tool call
-// mentions `when` (matched before the plain entries, each used once).
+// session/cancel), {setBuffers: {path: text}, then: answer} (the buffers change before the
+// answer), or {when, answer}: the answer for the first request whose tool call mentions
+// `when` (matched before the plain entries, each used once).
 function nextPermissionAnswer(params) {
   const seen = JSON.stringify(params.toolCall ?? {});
   const rule = permissionAnswers.findIndex(
@@ -199,7 +200,12 @@ function nextPermissionAnswer(params) {
 }
 
 function answerPermission(params) {
-  const next = nextPermissionAnswer(params);
+  let next = nextPermissionAnswer(params);
+  if (next && typeof next === "object" && next.setBuffers) {
+    // The person types in the editor while the prompt is shown: the buffers change first.
+    for (const [path, text] of Object.entries(next.setBuffers)) buffers.set(path, text);
+    next = next.then;
+  }
   if (next === null) {
     log.unexpected.push({ method: "session/request_permission", at: now() });
     const reject = params.options.find((o) => o.kind === "reject_once");
