@@ -64,54 +64,42 @@ def shown_strings(log: Log) -> list[tuple[str, str]]:
     return out
 
 
-def test_escape_sequences_from_the_model_reach_the_client_as_text(acp: Acp):
+def test_a_hostile_model_escapes_nothing_and_reaches_nothing_outside(acp: Acp):
+    """Escape sequences in the model's text, in a command and in a path reach the client as
+    text; paths out of the folder (climbing, absolute) are neither read nor written."""
     require_sandbox()
-    ws = acp.workspace()
-    acp.model.script += [
-        reply(
-            f"Look: {ESCAPES} end",
-            [("c1", "run_command", json.dumps({"command": f"touch '{ESCAPES}'"}))],
-        ),
-        tool("c2", "read_file", path=f"src/{ESCAPES}.py"),
-        reply(f"Done {ESCAPES}"),
-    ]
-    log = acp.drive(
-        [init(), new_session(ws), prompt("s", "go", "turn")],
-        client={"permission": ["reject_once"]},
-    )
-    log.assert_clean()
-    assert log.result("turn") == {"stopReason": "end_turn"}
-    shown = shown_strings(log)
-    assert any("owned" in text for _, text in shown)  # the text is there, as text
-    raw = [(where, text) for where, text in shown if RAW_CONTROL.search(text)]
-    assert raw == [], raw
-    assert len(log.requests("session/request_permission")) == 1
-
-
-def test_paths_outside_the_folder_are_neither_read_nor_written(acp: Acp):
     ws = acp.workspace()
     secret = acp.tmp / "secret.txt"
     secret.write_text("TOP-SECRET-CANARY\n")
     outside = acp.tmp / "outside.py"
+    command = json.dumps({"command": f"touch '{ESCAPES}'"})
     acp.model.script += [
-        tool("c1", "read_file", path="../secret.txt"),
-        tool("c2", "read_file", path=str(secret)),
-        tool("c3", "propose_edit", path="../outside.py", content="owned = True\n"),
-        tool("c4", "propose_edit", path=str(outside), content="owned = True\n"),
+        reply(f"Look: {ESCAPES} end", [("c1", "run_command", command)]),
+        tool("c2", "read_file", path=f"src/{ESCAPES}.py"),
+        reply(f"Done {ESCAPES}"),
+        tool("c3", "read_file", path="../secret.txt"),
+        tool("c4", "read_file", path=str(secret)),
+        tool("c5", "propose_edit", path="../outside.py", content="owned = True\n"),
+        tool("c6", "propose_edit", path=str(outside), content="owned = True\n"),
         reply("done"),
     ]
     log = acp.drive(
-        [init(), new_session(ws), prompt("s", "look around", "turn")],
-        client={"permission": ["allow_once"] * 4},
+        [init(), new_session(ws), prompt("s", "go", "escapes"), prompt("s", "look", "outside")],
+        client={"permission": ["reject_once"] + ["allow_once"] * 4},
     )
     log.assert_clean()
-    assert log.result("turn") == {"stopReason": "end_turn"}
+    assert log.result("escapes") == {"stopReason": "end_turn"}
+    assert log.result("outside") == {"stopReason": "end_turn"}
+    shown = shown_strings(log)
+    assert any("owned" in text for _, text in shown)  # the text is there, as text
+    raw = [(where, text) for where, text in shown if RAW_CONTROL.search(text)]
+    assert raw == [], raw
     for r in log.requests("fs/read_text_file") + log.requests("fs/write_text_file"):
         assert r["params"]["path"].startswith(str(ws) + "/"), r["params"]["path"]
     assert log.writes == [] and not outside.exists()
     everything = json.dumps(log.messages) + json.dumps(acp.model.requests)
     assert "TOP-SECRET-CANARY" not in everything
-    assert len(acp.model.requests) == 5  # each refusal went back to the model, which went on
+    assert len(acp.model.requests) == 8  # each refusal went back to the model, which went on
 
 
 def test_an_edit_whose_buffer_changed_before_approval_is_not_written(acp: Acp):

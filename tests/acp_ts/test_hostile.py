@@ -229,7 +229,13 @@ def test_a_client_that_closes_stdin_mid_turn_gets_answers_and_nothing_is_applied
     edit = json.dumps({"path": "src/app.py", "content": "print('unapproved')\n"})
     acp.model.script += [reply(None, [("c1", "propose_edit", edit)]), reply("done")]
     agent = raw_agent()
-    agent.answer = lambda request: None  # the person never answers
+
+    def answer(request: dict[str, Any]) -> Any:
+        if request["method"] == "fs/read_text_file":  # the editor answers; the person never does
+            return {"content": Path(request["params"]["path"]).read_text()}
+        return None
+
+    agent.answer = answer
     agent.initialize(fs=True)
     sid = still_serving(agent, ws)
     turn = agent.request(

@@ -219,21 +219,32 @@ def test_a_question_answered_through_elicitation_moves_the_facts(acp: Acp):
     assert cand["status"] == "answered"
 
 
-@pytest.mark.parametrize("action", ["decline", "cancel"])
-def test_a_declined_question_is_not_an_answer_and_is_not_asked_again(acp: Acp, action: str):
-    ws = acp.workspace(files=CONFLICT)
+def test_a_declined_question_is_not_an_answer_and_is_not_asked_again(acp: Acp):
+    """Declined in one folder, cancelled in another (each its own agent and budget), three
+    turns each with a budget of one question a turn: asked once, never evidence, cooled."""
     acp.config["budget_turns"] = 1
-    acp.model.script += [reply("ok", usage=USAGE) for _ in range(3)]
-    log = acp.drive(
-        [init(), new_session(ws)] + [prompt("s", "write the tests", f"turn{i}") for i in range(3)],
-        client={"elicitation": [{"action": action}]},
-    )
+    folders = {
+        "decline": acp.workspace("ws-d", CONFLICT),
+        "cancel": acp.workspace("ws-c", CONFLICT),
+    }
+    acp.model.script += [reply("ok", usage=USAGE) for _ in range(6)]
+    steps = [init()]
+    for action, ws in folders.items():
+        steps.append(new_session(ws, action))
+        steps += [prompt(action, "write the tests", f"{action}{i}") for i in range(3)]
+    log = acp.drive(steps, client={"elicitation": [{"action": a} for a in folders]})
     log.assert_clean()
-    assert [log.result(f"turn{i}")["stopReason"] for i in range(3)] == ["end_turn"] * 3
-    assert len(log.requests("elicitation/create")) == 1  # cooled, not asked again
-    assert set(confidences(acp, ws).values()) == {0.5}  # no evidence either way
-    (cand,) = questions(acp, ws)["candidates"]
-    assert cand["status"] == "cooled"
+    for action, ws in folders.items():
+        assert [log.result(f"{action}{i}")["stopReason"] for i in range(3)] == ["end_turn"] * 3
+        (asked,) = [
+            r
+            for r in log.requests("elicitation/create")
+            if r["params"]["sessionId"] == log.vars[action]
+        ]
+        assert asked["answer"] == {"action": action}
+        assert set(confidences(acp, ws).values()) == {0.5}  # no evidence either way
+        (cand,) = questions(acp, ws)["candidates"]
+        assert cand["status"] == "cooled"
 
 
 def turn_of(log: Log, request: dict, turns: list[str]) -> str:
@@ -320,8 +331,11 @@ def test_session_load_after_a_restart_replays_the_transcript(acp: Acp):
     sid = first.vars["s"]
 
     acp.model.script += [reply("The second answer.", usage=USAGE)]
+    unknown = {"do": "load_session", "sessionId": "no-such-session", "cwd": str(ws)}
     load = {"do": "load_session", "sessionId": sid, "cwd": str(ws), "as": "s", "name": "load"}
-    second = acp.drive([init(), load, prompt("s", "the second request", "turn")])
+    second = acp.drive(
+        [init(), {**unknown, "name": "unknown"}, load, prompt("s", "the second request", "turn")]
+    )
     second.assert_clean()
     assert second.result("init")["agentCapabilities"]["loadSession"] is True
     second.result("load")
@@ -339,15 +353,7 @@ def test_session_load_after_a_restart_replays_the_transcript(acp: Acp):
     assert second.result("turn") == {"stopReason": "end_turn"}
     sent = json.dumps(acp.model.requests[-1]["body"]["messages"])
     assert "the first request" in sent and "The first answer." in sent  # the conversation goes on
-
-
-def test_loading_an_unknown_session_is_an_error(acp: Acp):
-    ws = acp.workspace()
-    load = {"do": "load_session", "sessionId": "no-such-session", "cwd": str(ws), "name": "load"}
-    log = acp.drive([init(), load, new_session(ws)])
-    log.assert_clean()
-    assert log.error("load")["code"] == -32002
-    assert log.result("new-s")["sessionId"]  # still serving
+    assert second.error("unknown")["code"] == -32002  # ACP's "session not found"
 
 
 # ---------------------------------------------------------------- two sessions, two folders
