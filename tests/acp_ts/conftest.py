@@ -24,6 +24,11 @@ from typing import Any
 
 import pytest
 
+from talos_ls.agent.workspace import agent_id
+from talos_ls.gates.question_queue import QuestionCandidate
+from talos_ls.memory.facts import FactStore
+from talos_ls.store import open_store
+
 from ..lsp.conftest import server_env
 from ..system import require_binary, unavailable
 
@@ -244,17 +249,26 @@ class Acp:
         assert done.returncode == 0 and (run / "log.json").exists(), done.stderr[-3000:]
         return Log(json.loads((run / "log.json").read_text()), run / "agent.stderr")
 
-    def talos(self, *args: str) -> Any:
-        """`talos ... --json` on this test's store and home, parsed."""
-        done = subprocess.run(
-            [str(Path(sys.executable).with_name("talos")), *args, "--json"],
-            env=self.env(),
-            capture_output=True,
-            text=True,
-            timeout=WAIT_S,
-        )
-        assert done.returncode == 0, done.stderr
-        return json.loads(done.stdout)
+    def confidences(self, ws: Path) -> dict[str, float]:
+        """The workspace agent's facts: statement -> confidence (what `talos memory`
+        lists), read from the store the agent wrote."""
+        store = open_store(self.store_url)
+        try:
+            facts = FactStore(store).list(agent_id(ws))
+        finally:
+            store.close()
+        return {f.statement: f.confidence for f in facts}
+
+    def questions(self, ws: Path) -> tuple[int | None, list[QuestionCandidate]]:
+        """The workspace agent's last delivery turn and every question candidate (what
+        `talos questions --all` lists)."""
+        store = open_store(self.store_url)
+        try:
+            agent = agent_id(ws)
+            last = store.qq_agents().get(agent)
+            return last, [QuestionCandidate(**row) for row in store.qq_list(agent)]
+        finally:
+            store.close()
 
 
 @pytest.fixture

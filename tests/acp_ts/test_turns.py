@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import json
 import threading
-from pathlib import Path
 
 import pytest
 
@@ -189,15 +188,6 @@ def test_a_rejected_command_and_a_rejected_edit_change_nothing(acp: Acp):
 CONFLICT = {"AGENTS.md": "- Tests use unittest\n", "CLAUDE.md": "- Tests use pytest\n"}
 
 
-def confidences(acp: Acp, ws: Path) -> dict[str, float]:
-    return {f["statement"]: f["confidence"] for f in acp.talos("memory", "--workspace", str(ws))}
-
-
-def questions(acp: Acp, ws: Path) -> dict:
-    (agent,) = acp.talos("questions", "--workspace", str(ws), "--all")
-    return agent
-
-
 def test_a_question_answered_through_elicitation_moves_the_facts(acp: Acp):
     ws = acp.workspace(files=CONFLICT)
     acp.model.script.append(reply("Writing tests.", usage=USAGE))
@@ -213,10 +203,10 @@ def test_a_question_answered_through_elicitation_moves_the_facts(acp: Acp):
     offered = json.dumps(params["requestedSchema"])
     assert "pytest" in offered and "unittest" in offered
     assert asked["answer"]["action"] == "accept"
-    facts = confidences(acp, ws)
+    facts = acp.confidences(ws)
     assert facts["Tests use pytest"] > 0.5 > facts["Tests use unittest"]
-    (cand,) = questions(acp, ws)["candidates"]
-    assert cand["status"] == "answered"
+    _, (cand,) = acp.questions(ws)
+    assert cand.status == "answered"
 
 
 def test_a_declined_question_is_not_an_answer_and_is_not_asked_again(acp: Acp):
@@ -242,9 +232,9 @@ def test_a_declined_question_is_not_an_answer_and_is_not_asked_again(acp: Acp):
             if r["params"]["sessionId"] == log.vars[action]
         ]
         assert asked["answer"] == {"action": action}
-        assert set(confidences(acp, ws).values()) == {0.5}  # no evidence either way
-        (cand,) = questions(acp, ws)["candidates"]
-        assert cand["status"] == "cooled"
+        assert set(acp.confidences(ws).values()) == {0.5}  # no evidence either way
+        _, (cand,) = acp.questions(ws)
+        assert cand.status == "cooled"
 
 
 def turn_of(log: Log, request: dict, turns: list[str]) -> str:
@@ -280,9 +270,9 @@ def test_the_question_budget_holds_across_turns(acp: Acp):
     log.assert_clean()
     asked = log.requests("elicitation/create")
     assert [turn_of(log, r, turns) for r in asked] == ["turn0", "turn2"]
-    held = questions(acp, ws)
-    assert held["last_delivery_turn"] == 3
-    facts = confidences(acp, ws)
+    last, _ = acp.questions(ws)
+    assert last == 3
+    facts = acp.confidences(ws)
     assert facts["Tests use pytest"] > 0.5 > facts["Tests use unittest"]
     assert facts["The linter is ruff"] > 0.5 > facts["The linter is flake8"]
 
