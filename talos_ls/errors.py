@@ -44,7 +44,7 @@ How each surface reports them:
   else fails it too, its traceback logged (`agent/tasks.py`).
 
 Anything else is a bug. The language server logs it with its traceback (the exception's message
-withheld: it may quote a prompt or code, `lsp/logs.py`), tells the person "internal error" and
+withheld: it may quote a prompt or code, `logs.py`), tells the person "internal error" and
 where the log is, and goes on serving (`lsp/transport.py`); the CLI says the same in one line,
 the traceback in its --log-file (exit code 1).
 

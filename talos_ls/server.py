@@ -37,11 +37,11 @@ from pygls.lsp.server import LanguageServer
 from . import __version__
 from .agent.workspace import SandboxError
 from .errors import TalosError
+from .logs import configure_logging
 from .lsp import review, transport
 from .lsp import tcp as tcp_transport
 from .lsp.actions import code_actions
 from .lsp.daemon import Daemon, Params, ParamsError, TooBusy
-from .lsp.logs import configure_logging
 from .lsp.prompts import PromptBook
 
 if TYPE_CHECKING:

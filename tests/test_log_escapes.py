@@ -1,6 +1,6 @@
 """The logs a person reads show control characters as escapes (review A8): `talos run`'s
 console and log file (`errors.setup_logging`) and the language server's log
-(`lsp.logs.configure_logging`), whatever logged the text. A name a command or a repository
+(`logs.configure_logging`), whatever logged the text. A name a command or a repository
 chose (a file, a folder) cannot recolour, retitle or clear the person's terminal."""
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ import logging
 import pytest
 
 from talos_ls.cli_report import setup_logging
-from talos_ls.lsp.logs import configure_logging
+from talos_ls.logs import configure_logging
 
 HOSTILE = "name\x1b[31mRED\x1b]0;title\x07\x1b[2J\x9b1m\u202eevil"
 SHOWN = "name\\x1b[31mRED\\x1b]0;title\\x07\\x1b[2J\\x9b1m\\u202eevil"

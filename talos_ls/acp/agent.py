@@ -14,17 +14,20 @@ text of bounded size. A refusal is a JSON-RPC error naming what was wrong (`wire
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import dataclasses
 import datetime
 import logging
 import os
 from collections.abc import Mapping, Sequence
+from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
 from acp.exceptions import RequestError
 
 from .. import __version__, config
+from ..agent.cost import TaskCost
 from ..agent.loop import conversation
 from ..agent.tasks import FINAL
 from ..constants import MODES
@@ -34,7 +37,7 @@ from ..errors import TalosError
 from ..host import Host, HostConfig
 from ..offload import Offload
 from ..settings import SETTINGS
-from ..store import Store, StoreError, open_store
+from ..store import Store, open_store
 from .port import ACTIVE, AcpPort, Session
 from .sessions import SessionBook, SessionRecord
 from .wire import INVALID_PARAMS, Outgoing
@@ -292,6 +295,8 @@ class TalosAgent:
             row = await self.offload.run(host.store.task_get, task_id)
             if row is None or row.get("agent_id") != host.agent_id:
                 continue
+            with contextlib.suppress(ArithmeticError, TypeError, ValueError):
+                session.spent[task_id] = TaskCost(cost=Decimal(str(row.get("cost") or 0)))
             asked = False
             for message in row.get("transcript") or []:
                 if not isinstance(message, Mapping):
@@ -389,10 +394,8 @@ class TalosAgent:
                 return host
             if self.store is None:
                 user = await self.offload.run(config.load, None, {}, dict(os.environ))
-                try:
-                    self.store = await self.offload.run(open_store, user.value("store"))
-                except StoreError as exc:
-                    raise RequestError(-32603, f"Talos's store cannot be opened: {exc}") from None
+                # a StoreError says why; the client hears it as a server error (`wire`)
+                self.store = await self.offload.run(open_store, user.value("store"))
             effective = await self.offload.run(config.load, root, {}, dict(os.environ))
             for warning in effective.warnings:
                 logger.warning("%s", warning)

@@ -40,6 +40,7 @@ from ..agent import tasks
 from ..agent.cost import TaskCost
 from ..agent.loop import StepEvent
 from ..agent.tasks import Task
+from ..agent.tools import plan_steps
 from ..display import visible
 from ..edits.proposals import Proposal
 from ..gates.permissions import ALLOW_ONCE, DENY, NOT_NOW, TRUST
@@ -60,6 +61,7 @@ KINDS = {
     "remember": "think",
     "ask": "think",
     "load_skill": "read",
+    "plan": "think",
 }
 TITLE_CHARS = 120
 OUTPUT_CHARS = 8000
@@ -387,6 +389,7 @@ class AcpPort:
         call_id = f"proposal-{proposal.id}"
         status = {
             "pending": "pending",
+            "partly_applied": "in_progress",
             "applied": "completed",
             "rejected": "failed",
             "stale": "failed",
@@ -434,7 +437,9 @@ class AcpPort:
         session = self._of_task(task.id)
         if session is None:
             return
-        if event.kind == "tool_start":
+        if event.kind == "tool_start" and event.tool == "plan":
+            self._plan(session, event.arguments)
+        elif event.kind == "tool_start":
             call_id = session.next_id(f"{task.id}-")
             session.calls[(task.id, event.call_id)] = call_id
             session.current[task.id] = call_id
@@ -472,6 +477,22 @@ class AcpPort:
             self._usage(session, event.used, event.window)
         elif event.kind == "compaction":
             self._compaction(session, event.output)
+
+    def _plan(self, session: Session, arguments: str) -> None:
+        """The agent stated its plan: a `plan` update (the whole list, as ACP wants it)."""
+        checked = plan_steps(_arguments(arguments))
+        if checked is None:
+            return  # the tool refuses it too; the model hears why
+        steps, done = checked
+        entries = [
+            {
+                "content": visible(step, single_line=True),
+                "priority": "medium",
+                "status": "completed" if i < done else "in_progress" if i == done else "pending",
+            }
+            for i, step in enumerate(steps)
+        ]
+        self._update(session, {"sessionUpdate": "plan", "entries": entries})
 
     def _usage(self, session: Session, used: int, window: int) -> None:
         spent = session.cost()

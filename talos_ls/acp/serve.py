@@ -26,21 +26,12 @@ from acp.agent.router import build_agent_router
 from acp.connection import Connection
 from acp.interfaces import Agent
 
-from ..lsp.logs import _scrub, configure_logging, internal_error
+from ..logs import configure_logging, internal_error
 from .agent import PROMPT_TIMEOUT, TalosAgent
 from .wire import CHUNK, LineTransport, Outgoing, guarded
 
 logger = logging.getLogger(__name__)
 SHUTDOWN_S = 10.0  # at the end of the input: the requests in flight get this long to finish
-
-
-def _scrub_library_args(record: logging.LogRecord) -> bool:
-    """A library's record keeps its text and loses any argument that is not a short scalar
-    (the SDK names a method; a client's method name can be anything)."""
-    if not record.name.startswith("talos_ls") and record.args:
-        args = record.args if isinstance(record.args, tuple) else (record.args,)
-        record.args = tuple(_scrub(a) for a in args)
-    return True
 
 
 def serve(log_file: str | None, log_level: str) -> int:
@@ -49,9 +40,7 @@ def serve(log_file: str | None, log_level: str) -> int:
     os.dup2(nothing, 0)
     os.close(nothing)
     os.dup2(2, 1)
-    configure_logging(log_file, log_level)
-    for handler in logging.getLogger().handlers:
-        handler.addFilter(_scrub_library_args)
+    configure_logging(log_file, log_level)  # a library's records lose their arguments
     from ..agent.sandbox import protect_this_process
 
     protect_this_process()

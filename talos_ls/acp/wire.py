@@ -8,8 +8,8 @@ line that is JSON but not an object. `LineTransport` (the SDK's `Transport` seam
 for what is not JSON, an invalid request (-32600) for a batch, a non-object, a wrong `jsonrpc`
 or `id`, a `method` that is not a string, a line too long. `guarded` wraps the SDK's router:
 params of the wrong shape are an invalid-params error naming the fields (never quoting what
-was sent), a `TalosError` is an invalid-params error with its message, and a bug is an internal
-error saying where its traceback is.
+was sent), a `TalosError` (the store, the person's config: not the client's fault) is a server
+error (-32000) with its message, and a bug is an internal error saying where its traceback is.
 
 Only this module writes to the protocol's output, which is not file descriptor 1: `serve.py`
 moves the protocol off fds 0 and 1 before anything else runs, so a stray print, a library's
@@ -34,6 +34,7 @@ logger = logging.getLogger(__name__)
 MAX_LINE_BYTES = 8 * 1024 * 1024  # one message; more is refused, and skipped to its newline
 CHUNK = 64 * 1024
 PARSE_ERROR, INVALID_REQUEST, INVALID_PARAMS, INTERNAL = -32700, -32600, -32602, -32603
+SERVER_ERROR = -32000  # JSON-RPC's range for the server's own failures
 
 
 def error(msg_id: Any, code: int, message: str) -> dict[str, Any]:
@@ -61,6 +62,9 @@ class LineTransport:
         self.after_result: list[Callable[[], None]] = []
 
     async def send(self, message: dict[str, Any]) -> None:
+        failure = message.get("error")
+        if isinstance(failure, dict) and failure.get("data") is None:
+            failure.pop("data", None)  # the SDK writes `"data": null`; absent is cleaner
         try:
             line = json.dumps(message, allow_nan=False)
         except (TypeError, ValueError):
@@ -199,8 +203,8 @@ def guarded(
                 INVALID_PARAMS,
                 f"Invalid params for {method}: wrong or missing {', '.join(fields[:8])}",
             ) from None
-        except TalosError as exc:
-            raise RequestError(INVALID_PARAMS, f"{method}: {exc}") from None
+        except TalosError as exc:  # the store, the person's config: not the client's fault
+            raise RequestError(SERVER_ERROR, f"{method}: {exc}") from None
         except (asyncio.CancelledError, KeyboardInterrupt, SystemExit):
             raise
         except Exception:

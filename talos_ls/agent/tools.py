@@ -12,6 +12,8 @@ match) comes back to the model as an error it can correct, never as a crash of t
 - ask: a question candidate for the rationed queue, never a prompt: the tool answers that the
   question is queued and the agent must proceed on a stated assumption.
 - load_skill: a skill's instructions, loaded when the model decides it needs them.
+- plan: the model states its plan (steps, how many done); nothing changes, a surface that
+  shows plans shows it (ACP's `plan` update).
 
 Every result is cut to MAX_OUTPUT characters and passed through secret redaction before it
 reaches the model, the transcript or a log. The handlers' disk and store work runs through
@@ -344,6 +346,36 @@ def _queue_question(ctx: ToolContext, args: dict[str, Any]) -> str:
     )
 
 
+MAX_PLAN_STEPS = 20
+
+
+def plan_steps(args: Mapping[str, Any]) -> tuple[list[str], int] | None:
+    """A `plan` call's steps and how many are done, when its arguments are well formed (the
+    tool's check, and what a surface shows of it); None otherwise."""
+    steps, done = args.get("steps"), args.get("done", 0)
+    if (
+        not isinstance(steps, list)
+        or not 1 <= len(steps) <= MAX_PLAN_STEPS
+        or not all(isinstance(s, str) and s.strip() and len(s) <= MAX_SLOT_CHARS for s in steps)
+        or not isinstance(done, int)
+        or isinstance(done, bool)
+        or not 0 <= done <= len(steps)
+    ):
+        return None
+    return [s.strip() for s in steps], done
+
+
+async def _plan(ctx: ToolContext, args: dict[str, Any]) -> str:
+    checked = plan_steps(args)
+    if checked is None:
+        raise ToolError(
+            f"plan needs 1 to {MAX_PLAN_STEPS} steps of at most {MAX_SLOT_CHARS} characters, "
+            "and done: how many of them are finished (0 to their number)"
+        )
+    steps, done = checked
+    return f"plan noted: {done} of {len(steps)} steps done; the person sees it"
+
+
 async def _load_skill(ctx: ToolContext, args: dict[str, Any]) -> str:
     body = ctx.skills.get(args["name"])
     if body is None:
@@ -444,6 +476,17 @@ TOOLS: dict[str, Tool] = {
                 options=("array", "2 to 6 answers to choose from"),
             ),
             _offloaded(_queue_question),
+        ),
+        Tool(
+            "plan",
+            "State your plan for work of several steps, the whole list each time; call it "
+            "again as steps finish. The person sees it; it changes nothing.",
+            _params(
+                ["steps"],
+                steps=("array", "the steps, in order, a short sentence each"),
+                done=("integer", "how many of the steps are finished (default 0)"),
+            ),
+            _plan,
         ),
         Tool(
             "load_skill",

@@ -73,8 +73,8 @@ from pygls.protocol import (
     LanguageServerProtocol,
 )
 
+from .. import logs
 from ..errors import TalosError
-from . import logs
 
 if TYPE_CHECKING:
     from pygls.lsp.server import LanguageServer

@@ -42,7 +42,7 @@ from acp.schema import (
 )
 
 from talos_ls.demo.scripted_model import ScriptedModelServer
-from tests.lsp.conftest import server_env
+from tests.lsp.conftest import server_env, ws  # noqa: F401  (`ws`: the LSP tests' workspace)
 
 WAIT_S = 60.0
 LIMIT = 64 * 1024 * 1024
@@ -193,14 +193,20 @@ class Agent:
         with contextlib.suppress(Exception):
             if self.conn is not None:
                 await asyncio.wait_for(self.conn.close(), 5)
-        with contextlib.suppress(Exception):
-            self.process.stdin.close()
-        try:
-            await asyncio.wait_for(self.process.wait(), WAIT_S)
-        except TimeoutError:
-            self.process.kill()
-            await self.process.wait()
-        return self.process.returncode
+        return await ended(self.process)
+
+
+async def ended(process: asyncio.subprocess.Process) -> int | None:
+    """Its input closed, the process's exit status; killed if it does not exit in WAIT_S."""
+    with contextlib.suppress(Exception):
+        assert process.stdin is not None
+        process.stdin.close()
+    try:
+        await asyncio.wait_for(process.wait(), WAIT_S)
+    except TimeoutError:
+        process.kill()
+        await process.wait()
+    return process.returncode
 
 
 def capabilities(fs: bool = True, elicitation: bool = True, **extra: Any) -> ClientCapabilities:
@@ -240,18 +246,9 @@ def call(call_id: str, name: str, **arguments: Any) -> tuple[str, str, str]:
 
 
 @pytest.fixture
-def model():
-    server = ScriptedModelServer()
-    yield server
-    server.close()
-
-
-@pytest.fixture
-def ws(tmp_path) -> Path:
-    root = tmp_path / "ws"
-    (root / "src").mkdir(parents=True)
-    (root / "src" / "app.py").write_text("def main():\n    return 1\n")
-    return root
+def model(server: ScriptedModelServer) -> ScriptedModelServer:
+    """The scripted model (`server`, tests/conftest.py), by the name the LSP tests give it."""
+    return server
 
 
 @pytest.fixture

@@ -55,12 +55,8 @@ async def test_a_declined_question_is_no_answer_and_is_not_asked_again(
 ):
     _conflicted(ws)
     home = tmp_path / "home"
-    write_config(home, config_toml(model, tmp_path / "talos.db") + "")
-    (home / "config" / "talos" / "config.toml").write_text(
-        config_toml(model, tmp_path / "talos.db").replace(
-            'mode = "ask"\n', 'mode = "ask"\nbudget_turns = 1\n'
-        )
-    )
+    settings = config_toml(model, tmp_path / "talos.db")
+    write_config(home, settings.replace("\n[prices", "\nbudget_turns = 1\n[prices", 1))
     agent = await start_agent(home)
     try:
         await agent.start()

@@ -62,6 +62,7 @@ async def test_load_after_a_restart_replays_the_transcript(home, model, ws):
         await first.start()
         sid = await first.new(ws)
         await first.prompt(sid, "Hello there")
+        spent = first.person.updates(sid, "usage_update")[-1]["cost"]["amount"]
     finally:
         assert await first.stop() == 0
     second = await start_agent(home)
@@ -83,6 +84,8 @@ async def test_load_after_a_restart_replays_the_transcript(home, model, ws):
         await second.prompt(sid, "And again")
         sent = json.dumps(model.requests[-1]["body"]["messages"])
         assert "Hello there" in sent and "General Kenobi." in sent
+        # The session's cost goes on from what it had spent before the restart.
+        assert person.updates(sid, "usage_update")[-1]["cost"]["amount"] > spent
     finally:
         await second.stop()
 

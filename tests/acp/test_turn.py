@@ -116,3 +116,40 @@ async def test_a_rejected_proposal_is_not_written(agent, model, ws):
     assert (ws / "src" / "app.py").read_text() == "def main():\n    return 1\n"
     ends = [u for u in agent.person.updates(sid, "tool_call_update")]
     assert any(u["toolCallId"].startswith("proposal-") and u["status"] == "failed" for u in ends)
+
+
+async def test_always_deny_holds_for_the_session(agent, model, ws):
+    require_sandbox()
+    model.script = [
+        reply(tool_calls=[call("c1", "run_command", command="touch a.txt")]),
+        reply(tool_calls=[call("c2", "run_command", command="touch a.txt")]),
+        reply("Could not."),
+    ]
+    await agent.start()
+    agent.person.permit = ["reject_always", "allow_once"]
+    sid = await agent.new(ws)
+    await agent.prompt(sid, "make a.txt")
+    assert len(agent.person.permissions) == 1  # the second was denied without asking
+    assert not (ws / "a.txt").exists()
+    results = [m["content"] for m in model.requests[2]["body"]["messages"] if m["role"] == "tool"]
+    assert all("not run: denied by you" in r for r in results), results
+
+
+async def test_without_the_editor_files_the_host_writes_the_disk(home, model, ws):
+    from tests.acp.conftest import capabilities, start_agent
+
+    model.script = [
+        reply(tool_calls=[call("c1", "propose_edit", path="src/app.py", content="x = 2\n")]),
+        reply("Proposed."),
+    ]
+    agent = await start_agent(home)
+    try:
+        await agent.start(capabilities(fs=False))
+        agent.person.permit = ["allow_once"]
+        sid = await agent.new(ws)
+        await agent.prompt(sid, "rewrite app.py as x = 2")
+        assert agent.person.reads == [] and agent.person.writes == []
+        assert (ws / "src" / "app.py").read_text() == "x = 2\n"
+        assert "rewrite app.py as x = 2" not in agent.log()  # the prompt is never logged
+    finally:
+        await agent.stop()

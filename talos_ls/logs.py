@@ -1,9 +1,11 @@
-"""The server's log: Talos's own records at the chosen level, pygls at WARNING, all redacted.
+"""The servers' log (`talos-ls`, over LSP or ACP): Talos's own records at the chosen level,
+libraries at WARNING, all redacted.
 
 pygls puts request params in its error records ("Failed to handle request 3 workspace/
 executeCommand <params>") and every message body in its INFO records: a person's prompt, their
-code, an answer. Its records keep their text but lose every argument that is not a short
-scalar, so what reaches the log says what failed, never what was sent. An exception's message
+code, an answer; the ACP SDK names what a client sent. A library's records keep their text but
+lose every argument that is not a short scalar, so what reaches the log says what failed, never
+what was sent. An exception's message
 can quote what was sent too (a bad field's value, a file's bytes): every record keeps the
 exception's type and where it was raised, never its message.
 
@@ -18,15 +20,15 @@ import os
 import sys
 import traceback
 
-from ..display import VisibleFilter
-from ..redact import RedactingFilter
+from .display import VisibleFilter
+from .redact import RedactingFilter
 
 MAX_ARG_CHARS = 64
-_where = "the server's stderr (the editor shows it as the language server's output)"
+_where = "the server's stderr (the editor shows it as the server's output or log)"
 
 
-def _scrub_pygls_args(record: logging.LogRecord) -> bool:
-    if record.name.startswith("pygls") and record.args:
+def _scrub_library_args(record: logging.LogRecord) -> bool:
+    if not record.name.startswith("talos_ls") and record.args:
         args = record.args if isinstance(record.args, tuple) else (record.args,)
         record.args = tuple(_scrub(a) for a in args)
     return True
@@ -65,7 +67,7 @@ def configure_logging(log_file: str | None, level: str = "warning") -> None:
     else:
         handler = logging.StreamHandler(sys.stderr)
     handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
-    handler.addFilter(_scrub_pygls_args)
+    handler.addFilter(_scrub_library_args)
     handler.addFilter(_withhold_exception_message)
     handler.addFilter(RedactingFilter())
     handler.addFilter(VisibleFilter())  # last: control characters in the final text escaped
