@@ -51,6 +51,7 @@ class RawAcp:
     `garbage` (none may appear: a test asserts so)."""
 
     def __init__(self, argv: list[str], env: dict[str, str], cwd: Path, stderr: Path) -> None:
+        self.stderr_path = stderr
         self._stderr = stderr.open("wb")
         self.proc = subprocess.Popen(
             argv,

@@ -252,5 +252,7 @@ def test_a_client_that_closes_stdin_mid_turn_gets_answers_and_nothing_is_applied
     assert answered.get("result") == {"stopReason": "cancelled"} or "error" in answered, answered
     assert agent.close() == 0
     assert agent.duplicates == [] and agent.garbage == []
+    log = agent.stderr_path.read_text(errors="replace")
+    assert "Task exception was never retrieved" not in log, log[-2000:]  # a request leaked
     assert [r for r in agent.agent_requests if r["method"] == "fs/write_text_file"] == []
     assert app.read_text() == "def main():\n    return 1\n"
