@@ -99,8 +99,10 @@ def test_a_turn_reads_the_buffer_runs_commands_and_writes_an_approved_edit(acp: 
         tool("c2", "run_command", command="touch once.txt"),
         tool("c3", "run_command", command="touch always.txt"),
         tool("c4", "run_command", command="touch always.txt"),  # allowed always: not asked
+        tool("c5", "run_command", command="touch never.txt"),
+        tool("c6", "run_command", command="touch never.txt"),  # denied always: not asked
         tool(
-            "c5",
+            "c7",
             "propose_edit",
             path="src/app.py",
             blocks=[{"search": "return 1", "replace": "return 2"}],
@@ -113,6 +115,7 @@ def test_a_turn_reads_the_buffer_runs_commands_and_writes_an_approved_edit(acp: 
             "permission": [
                 {"when": "touch once.txt", "answer": "allow_once"},
                 {"when": "touch always.txt", "answer": "allow_always"},
+                {"when": "touch never.txt", "answer": "reject_always"},
                 {"when": "app.py", "answer": "allow_once"},
             ],
             "buffers": {str(app): unsaved},
@@ -120,7 +123,7 @@ def test_a_turn_reads_the_buffer_runs_commands_and_writes_an_approved_edit(acp: 
     )
     log.assert_clean()
     assert log.result("turn") == {"stopReason": "end_turn"}
-    assert len(acp.model.requests) == 6
+    assert len(acp.model.requests) == 8
 
     # read: the editor's unsaved buffer, asked for by its absolute path
     # (and again for the edit's base and before writing it: the buffer may have changed)
@@ -129,14 +132,18 @@ def test_a_turn_reads_the_buffer_runs_commands_and_writes_an_approved_edit(acp: 
     assert reads[0]["at"] < log.requests("session/request_permission")[0]["at"]
     assert "# unsaved" in tool_results(acp.model, 1)[0]
 
-    # run: asked once for each command; "always" is not asked again, and both ran
+    # run: asked once for each command; "always" (allow or reject) is not asked again
     asked = log.requests("session/request_permission")
     commands = [r for r in asked if mentions(r, "touch ")]
-    assert len(commands) == 2, [r["params"]["toolCall"] for r in commands]
+    assert len(commands) == 3, [r["params"]["toolCall"] for r in commands]
     kinds = {o["kind"] for o in commands[0]["params"]["options"]}
     assert {"allow_once", "allow_always", "reject_once"} <= kinds
     assert (ws / "once.txt").exists() and (ws / "always.txt").exists()
     assert not any("not run" in t for t in tool_results(acp.model, 4))
+    assert (
+        "not run" in tool_results(acp.model, 5)[-1] and "not run" in tool_results(acp.model, 6)[-1]
+    )
+    assert not (ws / "never.txt").exists()
 
     # edit: shown as a diff from the buffer's text, approved, then written through the editor
     shown = [d for d in diffs(log) if d["path"] == str(app)]
@@ -155,11 +162,11 @@ def test_a_turn_reads_the_buffer_runs_commands_and_writes_an_approved_edit(acp: 
     calls = tool_calls(log)
     kinds_seen = {u.get("kind") for us in calls.values() for u in us if u.get("kind")}
     assert {"read", "execute", "edit"} <= kinds_seen
-    ends = {us[-1].get("status") for us in calls.values()}
-    assert ends == {"completed"}, ends
+    ends = sorted(us[-1].get("status") for us in calls.values())
+    assert ends == ["completed"] * (len(ends) - 2) + ["failed"] * 2, ends  # the denied two
     assert log.text("s").endswith("Done: main returns 2.")
     cost = log.updates("s", "usage_update")[-1]["cost"]
-    assert cost["amount"] == pytest.approx(6 * call_cost(), rel=1e-6)
+    assert cost["amount"] == pytest.approx(8 * call_cost(), rel=1e-6)
 
 
 def test_a_rejected_command_and_a_rejected_edit_change_nothing(acp: Acp):
