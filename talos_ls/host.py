@@ -188,6 +188,7 @@ class TurnResult:
     turn: int
     task: Task
     question: QuestionCandidate | None
+    delivery: asyncio.Future | None = None  # the question's delivery, until answered or not
 
 
 @dataclass
@@ -270,6 +271,7 @@ class Host:
         self.answers: deque[tuple[QuestionCandidate, AnswerResult]] = deque(maxlen=KEEP_ANSWERS)
         self._edits: deque[tuple[float, str]] = deque(maxlen=PERSON_EDITS)  # (time, path)
         self._background: set[asyncio.Future] = set()
+        self._deliveries: set[asyncio.Future] = set()  # questions' deliveries, of `_background`
         self._daemon_jobs: set[asyncio.Future] = set()
         self._starting: asyncio.Future[None] | None = None
         self._rules_reviewed = False
@@ -440,10 +442,13 @@ class Host:
 
         task = self.registry.start(self.agent_id, request, run)
         task.follows, task.assumed = follows, prepared.assumed
+        delivery = None
         if prepared.question is not None:
-            self.spawn(self._deliver(prepared.question, task))
+            delivery = self.spawn(self._deliver(prepared.question, task))
+            self._deliveries.add(delivery)
+            delivery.add_done_callback(self._deliveries.discard)
         self.report_status()
-        return TurnResult(prepared.turn, task, prepared.question)
+        return TurnResult(prepared.turn, task, prepared.question, delivery)
 
     def _prepare(self, request: str, context: EditorContext | None) -> _Prepared:
         """The turn's bookkeeping, in a worker thread: the counter, rules, reconciliation, the
@@ -622,7 +627,7 @@ class Host:
         turn = self.store.turn_current(self.agent_id)
         return self.queue.record_answer(question, reply, turn)
 
-    def spawn(self, coro: Any, daemon: bool = False) -> None:
+    def spawn(self, coro: Any, daemon: bool = False) -> asyncio.Future:
         """Run `coro` beside the turn. Daemon jobs (the watcher, the index build) live as long
         as the host; the others are what `wait` waits for."""
         jobs = self._daemon_jobs if daemon else self._background
@@ -635,6 +640,18 @@ class Host:
                 logger.error("a background job of the host failed", exc_info=job.exception())
 
         job.add_done_callback(done)
+        return job
+
+    async def wait_turn(self, turn: TurnResult) -> Task:
+        """The turn's task finished, its question answered or dismissed, and the host's other
+        jobs of the moment (showing proposals) settled; not another turn's question, which
+        waits on its own person (a surface with several conversations on one folder)."""
+        await self.registry.wait(turn.task)
+        if turn.delivery is not None:
+            await asyncio.gather(turn.delivery, return_exceptions=True)
+        while others := [job for job in self._background if job not in self._deliveries]:
+            await asyncio.gather(*others, return_exceptions=True)
+        return turn.task
 
     async def wait(self, task: Task) -> Task:
         """The task, finished, with its question's delivery and proposals settled."""
@@ -708,6 +725,10 @@ class Host:
             landed = await apply.apply(self.proposals, self, proposal_id, hunks, self.offload.run)
         except (ProposalError, SandboxError, OSError) as exc:
             logger.info("proposal %s not applied: %s", proposal_id, exc)
+            with contextlib.suppress(ProposalError):  # shown as it is now (stale, say)
+                await self.port.show_proposal(
+                    await self.offload.run(self.proposals.get, proposal_id)
+                )
             return False
         proposal = await self.offload.run(self.proposals.get, proposal_id)
         if not landed:  # the person may have typed meanwhile (an edit refused for its version)

@@ -19,6 +19,7 @@ import dataclasses
 import datetime
 import logging
 import os
+import re
 from collections.abc import Mapping, Sequence
 from decimal import Decimal
 from pathlib import Path
@@ -39,14 +40,16 @@ from ..offload import Offload
 from ..settings import SETTINGS
 from ..store import Store, open_store
 from .port import ACTIVE, AcpPort, Session
-from .sessions import SessionBook, SessionRecord
-from .wire import INVALID_PARAMS, Outgoing
+from .sessions import TITLE_CHARS, SessionBook, SessionRecord
+from .wire import INVALID_PARAMS, SERVER_ERROR, Outgoing
 
 logger = logging.getLogger(__name__)
 MAX_PROMPT_CHARS = 20_000  # the person's words, as the LSP surface takes them
 MAX_CONTEXT_CHARS = 200_000  # files and selections the client attaches to a prompt, in all
 TASKS_AT_ONCE = 4  # per folder
 PAGE = 50  # sessions a `session/list` answer holds
+LIVE_SESSIONS = 256  # sessions held in memory; the least recent idle ones leave (loadable)
+PROMPTS_AT_ONCE = 32  # turns running or queued in the process; more are refused
 PROMPT_TIMEOUT = next(s.default for s in SETTINGS if s.name == "prompt_timeout")
 MODE_NAMES = {
     "read-only": ("Read-only", "Reads and searches; no edits; commands only when a rule allows"),
@@ -215,6 +218,11 @@ class TalosAgent:
             raise RequestError(
                 -32600, "session/prompt: a prompt is already running in this session"
             )
+        if sum(s.busy for s in self.sessions.values()) >= PROMPTS_AT_ONCE:
+            raise RequestError(
+                SERVER_ERROR,
+                f"session/prompt: {PROMPTS_AT_ONCE} prompts are running; wait or cancel one",
+            )
         session.busy = True
         session.cancelled.clear()
         token = ACTIVE.set(session)
@@ -250,12 +258,12 @@ class TalosAgent:
         task = result.task
         session.tasks.add(task.id)
         record.tasks.append(task.id)
-        record.title = record.title or text.strip().splitlines()[0][:80]
+        record.title = record.title or text.strip().splitlines()[0][:TITLE_CHARS]
         record.mode = session.mode
         await self.offload.run(self.book.save, record)
         if session.cancelled.is_set():  # cancelled while the turn was being prepared
             host.cancel(task.id)
-        await host.wait(task)  # and the turn's question, answered or dismissed; its proposals
+        await host.wait_turn(result)  # and its question, answered or dismissed; its proposals
 
     async def _history(
         self, host: Host, record: SessionRecord
@@ -354,10 +362,13 @@ class TalosAgent:
         return session
 
     def _live(self, record: SessionRecord, host: Host) -> Session:
-        session = self.sessions.get(record.id)
+        session = self.sessions.pop(record.id, None)
         if session is None:
             session = Session(record.id, Path(record.cwd), host, record.mode)
-            self.sessions[record.id] = session
+        self.sessions[record.id] = session  # the most recent last
+        idle = [s for s in self.sessions.values() if not s.busy and s is not session]
+        for old in idle[: max(0, len(self.sessions) - LIVE_SESSIONS)]:
+            del self.sessions[old.id]  # its record stays: session/load brings it back
         return session
 
     def _after_response(self, session: Session, replayed: bool = False) -> None:
@@ -458,7 +469,9 @@ def _prompt_text(blocks: Sequence[Any]) -> str:
             if not isinstance(text, str):
                 raise bad("session/prompt: only text resources are taken (no binary blobs)")
             size += len(text)
-            context.append(f"Attached {visible(resource.uri, single_line=True)}:\n```\n{text}\n```")
+            fence = "`" * max(3, 1 + max(map(len, re.findall("`+", text)), default=0))
+            where = visible(resource.uri, single_line=True)
+            context.append(f"Attached {where}:\n{fence}\n{text}\n{fence}")
         elif kind == "resource_link":
             context.append(f"The person points at {visible(block.uri, single_line=True)}.")
         else:

@@ -453,7 +453,7 @@ class AcpPort:
                     "kind": KINDS.get(event.tool, "other"),
                     "status": "in_progress",
                     "locations": self._locations(args),
-                    "rawInput": {k: v for k, v in args.items() if k != "content"},
+                    "rawInput": _shown_input(args),
                 },
             )
         elif event.kind == "tool_end":
@@ -592,6 +592,16 @@ class AcpPort:
             session,
             {"sessionUpdate": "agent_message_chunk", "content": _text(f"\n\n{visible(message)}\n")},
         )
+
+
+def _shown_input(args: Mapping[str, Any]) -> dict[str, Any]:
+    """A call's arguments as the client may show them: text escaped, a whole file's content
+    and edit blocks left out (the proposal's diff shows them)."""
+    return {
+        k: visible(v, single_line=True)[:OUTPUT_CHARS] if isinstance(v, str) else v
+        for k, v in args.items()
+        if k not in ("content", "blocks") and isinstance(v, str | int | bool)
+    }
 
 
 def _first_line(proposal: Proposal) -> int:

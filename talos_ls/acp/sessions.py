@@ -27,6 +27,7 @@ SESSION_ID = re.compile(r"s[0-9a-f]{20}")
 MAX_RECORD_BYTES = 1024 * 1024
 MAX_TASKS = 2000  # a session's task ids kept (the oldest go first)
 TITLE_CHARS = 80
+KEEP = 1000  # records kept; the least recently changed go first
 
 
 def sessions_dir() -> Path:
@@ -58,6 +59,19 @@ class SessionBook:
         record.updated_at = time.time()
         self.folder.mkdir(parents=True, exist_ok=True, mode=0o700)
         atomic_write(self.folder, f"{record.id}.json", json.dumps(asdict(record)).encode())
+        self._prune()
+
+    def _prune(self) -> None:
+        """At most KEEP records: a client making sessions in a loop cannot fill the disk."""
+        try:
+            paths = list(self.folder.glob("s*.json"))
+            if len(paths) <= KEEP:
+                return
+            paths.sort(key=lambda p: p.stat().st_mtime)
+            for path in paths[: len(paths) - KEEP]:
+                path.unlink(missing_ok=True)
+        except OSError:
+            logger.warning("old session records could not be pruned")
 
     def get(self, session_id: str) -> SessionRecord | None:
         """The record, or None (no such session, or an id that is not one of ours)."""

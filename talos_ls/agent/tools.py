@@ -66,7 +66,7 @@ class ToolContext:
     queue: QuestionQueue
     prompter: Prompter | None = None
     skills: Mapping[str, str] = field(default_factory=dict)  # name -> instructions
-    on_proposal: Callable[[Proposal], None] | None = None
+    on_proposal: Callable[[Proposal], object] | None = None
     # The editor's copy of an open document (text, version), when it has one. Called from
     # worker threads.
     read_document: Callable[[str], tuple[str, int | None] | None] | None = None

@@ -69,7 +69,7 @@ class Person:
         self.seen: list[dict[str, Any]] = []
         self.permit: list[Any] = []  # "allow_once", "allow_always", "reject_*", "cancel", an id
         self.permissions: list[tuple[Any, list[Any]]] = []
-        self.elicit: list[Any] = []  # an option's title, "decline", "cancel"
+        self.elicit: list[Any] = []  # an option's title, "decline", "cancel", or a coroutine fn
         self.elicitations: list[tuple[str, Any]] = []
         self.buffers: dict[str, str] = {}
         self.reads: list[str] = []
@@ -95,6 +95,8 @@ class Person:
         self.elicitations.append((message, mode))
         self.asked.set()
         reply = self.elicit.pop(0) if self.elicit else "cancel"
+        if callable(reply):
+            reply = await reply(message, mode)
         if reply == "decline":
             return DeclineElicitationResponse(action="decline")
         if reply == "cancel":

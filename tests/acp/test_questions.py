@@ -49,7 +49,7 @@ async def test_an_answer_through_elicitation_is_evidence(agent, model, ws, tmp_p
     assert facts["Tests use pytest"] > 0.5 > facts["Tests use unittest"]
 
 
-@pytest.mark.parametrize("dismissal", ["decline", "cancel"])
+@pytest.mark.parametrize("dismissal", ["decline", "cancel", "an answer never offered"])
 async def test_a_declined_question_is_no_answer_and_is_not_asked_again(
     tmp_path, model, ws, dismissal
 ):
@@ -66,6 +66,8 @@ async def test_a_declined_question_is_no_answer_and_is_not_asked_again(
             model.script.append(reply("ok"))
             assert (await agent.prompt(sid, "write the tests")).stop_reason == "end_turn"
         assert len(agent.person.elicitations) == 1  # cooled: not asked again so soon
+        if dismissal.startswith("an answer"):
+            assert "never offered" in agent.person.text(sid)
         assert set(_facts(tmp_path, ws).values()) == {0.5}  # never evidence
     finally:
         await agent.stop()
@@ -109,3 +111,28 @@ async def test_without_elicitation_the_answers_are_permission_options(home, mode
         assert facts["Tests use pytest"] > 0.5 > facts["Tests use unittest"]
     finally:
         await agent.stop()
+
+
+async def test_a_question_waiting_in_one_session_does_not_hold_another(agent, model, ws):
+    """Two sessions on one folder: the first's question waits on its person; the second's
+    turn ends meanwhile."""
+    import asyncio
+
+    _conflicted(ws)
+    model.script = [lambda body: reply("ok")] * 2
+    release = asyncio.Event()
+
+    async def later(message, mode):
+        await release.wait()
+        return "pytest"
+
+    await agent.start()
+    agent.person.elicit = [later]
+    first, second = await agent.new(ws), await agent.new(ws)
+    waiting = asyncio.ensure_future(agent.prompt(first, "write the tests"))
+    await asyncio.wait_for(agent.person.asked.wait(), 60)
+    assert (await agent.prompt(second, "write the docs")).stop_reason == "end_turn"
+    assert not waiting.done()
+    release.set()
+    assert (await waiting).stop_reason == "end_turn"
+    assert len(agent.person.elicitations) == 1

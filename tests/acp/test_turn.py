@@ -153,3 +153,26 @@ async def test_without_the_editor_files_the_host_writes_the_disk(home, model, ws
         assert "rewrite app.py as x = 2" not in agent.log()  # the prompt is never logged
     finally:
         await agent.stop()
+
+
+async def test_a_buffer_changed_before_apply_is_not_overwritten(agent, model, ws):
+    """The person types in the buffer while the Apply prompt is open: the proposal's base is
+    gone, so it is stale and nothing is written over their text."""
+    app = str(ws / "src" / "app.py")
+    model.script = [
+        reply(tool_calls=[call("c1", "propose_edit", path="src/app.py", content="x = 1\n")]),
+        reply("Proposed."),
+    ]
+    await agent.start()
+
+    async def type_then_apply(tool_call, options):
+        agent.person.buffers[app] = "def main():\n    return 42  # typed meanwhile\n"
+        return "allow_once"
+
+    agent.person.permit = [type_then_apply]
+    sid = await agent.new(ws)
+    await agent.prompt(sid, "rewrite app.py")
+    assert agent.person.writes == []
+    assert (ws / "src" / "app.py").read_text() == "def main():\n    return 1\n"
+    updates = [u for u in agent.person.updates(sid) if u.get("toolCallId", "").startswith("prop")]
+    assert updates[-1]["status"] == "failed" and "(stale)" in updates[-1]["title"]
