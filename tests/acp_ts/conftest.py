@@ -145,9 +145,6 @@ class Log:
     def requests(self, method: str) -> list[dict[str, Any]]:
         return [r for r in self.client_requests if r["method"] == method]
 
-    def responses_to(self, step: str) -> dict[str, Any]:
-        return self.results[step]
-
     def summary(self) -> str:
         tail = self.stderr.read_text(errors="replace")[-3000:] if self.stderr.exists() else ""
         return (
