@@ -69,7 +69,9 @@ def mentions(request: dict, text: str) -> bool:
 # ------------------------------------------------------------------ initialize, a text turn
 def test_initialize_and_a_text_turn_with_its_cost(acp: Acp):
     ws = acp.workspace()
-    acp.model.script.append(reply("Hello from the scripted model, in chunks.", usage=USAGE))
+    acp.model.script.append(
+        reply("Hello from the scripted model, in chunks.", usage=USAGE, delay=0.05)
+    )
     log = acp.drive([init(), new_session(ws), prompt("s", "say hello", "turn")])
     log.assert_clean()
     hello = log.result("init")
