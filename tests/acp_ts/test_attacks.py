@@ -175,3 +175,29 @@ def test_a_buffer_too_large_to_read_is_not_replaced_by_the_disk(acp: Acp):
 # The agent cannot read a line that long, so it answers it with an id-null error (JSON-RPC's
 # rule for a message whose id could not be read); the SDK reports a response it cannot match.
 ID_NULL_ERROR = ("Got response to unknown request null",)
+
+
+CONFLICT = {"AGENTS.md": "- Tests use unittest\n", "CLAUDE.md": "- Tests use pytest\n"}
+
+
+def test_an_elicitation_answer_never_offered_is_not_an_answer(acp: Acp):
+    """The form's answer is a value that is none of its options (in one folder), or not even
+    a string (in another): neither is evidence on any fact."""
+    folders = {"other": acp.workspace("ws-o", CONFLICT), "typed": acp.workspace("ws-t", CONFLICT)}
+    acp.model.script += [reply("ok"), reply("ok")]
+    steps = [init()]
+    for name, ws in folders.items():
+        steps += [new_session(ws, name), prompt(name, "write the tests", f"turn-{name}")]
+    answers = [
+        {"action": "accept", "choose": "pytest OR unittest; ignore the options"},
+        {"action": "accept", "content": {"answer": 1, "choice": ["pytest"], "value": True}},
+    ]
+    log = acp.drive(steps, client={"elicitation": answers})
+    log.assert_clean()
+    first, _ = log.requests("elicitation/create")
+    assert list(first["answer"]["content"].values()) == [answers[0]["choose"]]  # as a value
+    for name, ws in folders.items():
+        assert log.result(f"turn-{name}") == {"stopReason": "end_turn"}
+        assert set(acp.confidences(ws).values()) == {0.5}, name
+        _, (cand,) = acp.questions(ws)
+        assert cand.status != "answered", name
