@@ -17,7 +17,7 @@ import pytest
 from talos_ls.demo.scripted_model import hang, reply
 
 from ..system import require_sandbox
-from .conftest import PRICES, Acp, Log, init, new_session, prompt
+from .conftest import PRICES, TALOS_LS, Acp, Log, init, new_session, prompt
 
 pytestmark = pytest.mark.slow  # each test runs node, talos-ls and the scripted model
 
@@ -122,8 +122,12 @@ def test_a_turn_reads_the_buffer_runs_commands_and_writes_an_approved_edit(acp: 
             ],
             "buffers": {str(app): unsaved},
         },
+        argv=[TALOS_LS, "--acp", "--log-level", "debug"],
     )
     log.assert_clean()
+    agent_log = log.stderr.read_text(errors="replace")
+    for secret in ("make main return 2", "# unsaved", "sk-test-not-a-real-key"):
+        assert secret not in agent_log, f"{secret!r} reached the agent's log"
     assert log.result("turn") == {"stopReason": "end_turn"}
     assert len(acp.model.requests) == 8
 
