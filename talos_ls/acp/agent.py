@@ -30,10 +30,10 @@ from acp.exceptions import RequestError
 from .. import __version__, config
 from ..agent.cost import TaskCost
 from ..agent.loop import conversation
-from ..agent.tasks import FINAL
+from ..agent.tasks import FINAL, Task
 from ..constants import MODES
 from ..display import visible
-from ..edits.proposals import ProposalError
+from ..edits.proposals import OPEN, ProposalError
 from ..errors import TalosError
 from ..host import Host, HostConfig
 from ..offload import Offload
@@ -62,6 +62,8 @@ MODE_NAMES = {
 }
 COMMANDS = [
     {"name": "undo", "description": "Put back the file the last applied proposal changed"},
+    {"name": "apply", "description": "Apply this session's proposals still waiting"},
+    {"name": "reject", "description": "Reject this session's proposals still waiting"},
 ]
 
 
@@ -228,12 +230,18 @@ class TalosAgent:
         token = ACTIVE.set(session)
         try:
             command = text.strip().split()[0] if text.strip().startswith("/") else None
+            reason = "end_turn"
             if command is not None and command[1:] in {c["name"] for c in COMMANDS}:
                 await self._command(session, command[1:])
             else:
-                await self._turn(session, text)
+                task = await self._turn(session, text)
+                error = task.error or ""
+                if task.state == "stopped" and error.startswith("step cap"):
+                    reason = "max_turn_requests"
+                elif task.state == "stopped" and error.startswith("token cap"):
+                    reason = "max_tokens"
             await self.client.flush()
-            return {"stopReason": "cancelled" if session.cancelled.is_set() else "end_turn"}
+            return {"stopReason": "cancelled" if session.cancelled.is_set() else reason}
         finally:
             session.busy = False
             ACTIVE.reset(token)
@@ -247,7 +255,7 @@ class TalosAgent:
             session.host.cancel(task_id)
 
     # ------------------------------------------------------------- turns
-    async def _turn(self, session: Session, text: str) -> None:
+    async def _turn(self, session: Session, text: str) -> Task:
         host = session.host
         record = await self.offload.run(self.book.get, session.id)
         if record is None:
@@ -263,7 +271,7 @@ class TalosAgent:
         await self.offload.run(self.book.save, record)
         if session.cancelled.is_set():  # cancelled while the turn was being prepared
             host.cancel(task.id)
-        await host.wait_turn(result)  # and its question, answered or dismissed; its proposals
+        return await host.wait_turn(result)  # and its question, answered or not; its proposals
 
     async def _history(
         self, host: Host, record: SessionRecord
@@ -282,17 +290,36 @@ class TalosAgent:
         return conversation(row.get("transcript") or []), last
 
     async def _command(self, session: Session, name: str) -> None:
+        """A slash command: `/undo` the last applied proposal; `/apply` or `/reject` the
+        session's proposals still pending (one dismissed at its prompt, say)."""
+        host = session.host
         if name == "undo":
             try:
-                proposal = await session.host.undo(None)
+                proposal = await host.undo(None)
             except (ProposalError, TalosError, OSError) as exc:
                 said = f"Nothing undone: {visible(str(exc))}"
             else:
                 said = f"Undone: proposal {proposal.id} ({visible(proposal.path)}) put back."
-            self.client.update(
-                session.id,
-                {"sessionUpdate": "agent_message_chunk", "content": {"type": "text", "text": said}},
-            )
+        else:
+            pending = [
+                p for p in host.proposals.list() if p.status in OPEN and p.task_id in session.tasks
+            ]
+            lines = []
+            for proposal in pending:
+                where = visible(proposal.path, single_line=True)
+                if name == "apply":
+                    done = await host.apply_proposal(proposal.id)
+                    lines.append(
+                        f"{proposal.id} ({where}): {'applied' if done else proposal.status}"
+                    )
+                else:
+                    await host.reject_proposal(proposal.id)
+                    lines.append(f"{proposal.id} ({where}): rejected")
+            said = "\n".join(lines) or "No proposal of this session is waiting."
+        self.client.update(
+            session.id,
+            {"sessionUpdate": "agent_message_chunk", "content": {"type": "text", "text": said}},
+        )
 
     async def _replay(self, session: Session, record: SessionRecord) -> None:
         """The stored transcript as `session/update`s: the person's requests, Talos's text,

@@ -68,6 +68,8 @@ OUTPUT_CHARS = 8000
 DOCUMENT_WAIT_S = 10.0  # a worker thread waits this long for the editor's text
 ALWAYS_DENY = "Always deny"
 SKIP = "Skip"
+# The host's Apply prompt (`Host._settle_proposals`) names its proposal: the prompt points at
+# the proposal's tool call, the card with its diff. Worded otherwise, it gets a card of its own.
 _PROPOSAL = re.compile(r"Apply proposal (\S+) to ")
 ACTIVE: contextvars.ContextVar[Session | None] = contextvars.ContextVar("acp_session", default=None)
 
@@ -557,8 +559,8 @@ class AcpPort:
                     "content": _text("\n\n" + visible(assumed_block(task.assumed))),
                 },
             )
-        elif task.state == "failed":
-            self._say(session, f"Talos stopped: {visible(task.error or 'failed')}")
+        elif task.state in ("failed", "stopped"):
+            self._say(session, f"Talos stopped: {visible(task.error or task.state)}")
 
     # -------------------------------------------------------------- status
     def status(self, status: Mapping[str, Any]) -> None:

@@ -231,6 +231,7 @@ class Outgoing:
         self.prompt_timeout = prompt_timeout
         self.queue: asyncio.Queue[tuple[str, dict[str, Any]]] = asyncio.Queue()
         self.worker: asyncio.Task | None = None
+        self.lost = False  # an update could not be sent (said once in the log)
 
     def start(self) -> None:
         self.worker = asyncio.ensure_future(self._drain())
@@ -244,7 +245,9 @@ class Outgoing:
             try:
                 await self.conn.send_notification(method, params)
             except Exception as exc:  # the client is gone: nobody to tell
-                logger.info("an update was not sent: %s", type(exc).__name__)
+                if not self.lost:
+                    logger.info("updates are not sent any more: %s", type(exc).__name__)
+                self.lost = True
             finally:
                 self.queue.task_done()
 

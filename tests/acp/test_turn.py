@@ -176,3 +176,43 @@ async def test_a_buffer_changed_before_apply_is_not_overwritten(agent, model, ws
     assert (ws / "src" / "app.py").read_text() == "def main():\n    return 1\n"
     updates = [u for u in agent.person.updates(sid) if u.get("toolCallId", "").startswith("prop")]
     assert updates[-1]["status"] == "failed" and "(stale)" in updates[-1]["title"]
+
+
+async def test_the_step_cap_ends_the_turn_as_max_turn_requests(tmp_path, model, ws):
+    from tests.acp.conftest import config_toml, start_agent, write_config
+
+    home = tmp_path / "home"
+    settings = config_toml(model, tmp_path / "talos.db")
+    write_config(home, settings.replace("\n[prices", "\nmax_steps = 2\n[prices", 1))
+    model.script = [
+        reply(tool_calls=[call(f"c{n}", "read_file", path="src/app.py")]) for n in range(3)
+    ]
+    agent = await start_agent(home)
+    try:
+        await agent.start()
+        sid = await agent.new(ws)
+        assert (await agent.prompt(sid, "read forever")).stop_reason == "max_turn_requests"
+        assert "Talos stopped: step cap reached" in agent.person.text(sid)
+    finally:
+        await agent.stop()
+
+
+async def test_a_dismissed_proposal_waits_for_slash_apply(agent, model, ws):
+    app = ws / "src" / "app.py"
+    model.script = [
+        reply(tool_calls=[call("c1", "propose_edit", path="src/app.py", content="x = 1\n")]),
+        reply("Proposed."),
+    ]
+    await agent.start()
+    agent.person.permit = ["cancel"]  # the Apply prompt dismissed: it stays pending
+    sid = await agent.new(ws)
+    await agent.prompt(sid, "rewrite app.py")
+    assert app.read_text() == "def main():\n    return 1\n"
+    commands = agent.person.updates(sid, "available_commands_update")
+    assert {"undo", "apply", "reject"} <= {c["name"] for c in commands[0]["availableCommands"]}
+    await agent.prompt(sid, "/apply")
+    assert app.read_text() == "x = 1\n" and agent.person.writes == [(str(app), "x = 1\n")]
+    assert "applied" in agent.person.text(sid)
+    await agent.prompt(sid, "/reject")
+    assert "No proposal of this session is waiting." in agent.person.text(sid)
+    assert len(model.requests) == 2  # the commands never reached the model
