@@ -125,13 +125,13 @@ def test_unknown_methods_and_wrong_types_are_errors_naming_the_problem(acp: Acp,
         got = agent.call(method, params)
         assert code_of(got) == -32602, (method, params, got)
         assert got["error"]["message"].strip(), got
-    unknown = {"sessionId": "s" + "0" * 20, "prompt": [{"type": "text", "text": "hi"}]}
-    assert code_of(agent.call("session/prompt", unknown)) == -32002
     climbing = {"sessionId": "../../../etc/passwd", "cwd": str(ws), "mcpServers": []}
     assert code_of(agent.call("session/load", climbing)) in (-32602, -32002)
     assert still_serving(agent, ws)
     assert agent.null_id_errors == [] and agent.garbage == [] and agent.duplicates == []
     assert acp.model.requests == []  # nothing reached the model
+    unknown = {"sessionId": "s" + "0" * 20, "prompt": [{"type": "text", "text": "hi"}]}
+    assert code_of(agent.call("session/prompt", unknown)) == -32002  # ACP's "session not found"
 
 
 # ------------------------------------------------------------------------------ a huge line
