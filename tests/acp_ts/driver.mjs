@@ -506,5 +506,12 @@ if (!gone) {
   child.kill("SIGKILL");
   await exited.catch(() => {});
 }
+// The agent's stderr, all of it in its file before this process exits (tests read it).
+if (agentErr !== "ignore" && !agentErr.writableFinished) {
+  await Promise.race([
+    new Promise((resolve) => agentErr.on("finish", resolve)),
+    new Promise((resolve) => setTimeout(resolve, 5000)),
+  ]);
+}
 writeFileSync(logPath, JSON.stringify(log, null, 1));
 process.exit(0);
