@@ -81,7 +81,8 @@ def sdk_modules() -> Path:
                     timeout=300,
                 )
                 failed = done.returncode != 0
-                why = (done.stderr or done.stdout).strip().splitlines()[-1:] if failed else []
+                lines = (done.stderr or done.stdout).strip().splitlines()
+                why = [ln for ln in lines if "complete log" not in ln][:2] if failed else []
             except subprocess.TimeoutExpired:
                 failed, why = True, ["npm ci took more than 300 s"]
             if failed or not _installed(where):
