@@ -472,6 +472,16 @@ async function runStep(ctx, step, index) {
     case "notify":
       await ctx.notify(step.method, resolveParams(step.params));
       break;
+    case "wait_file": {
+      // Something the agent runs says it started (a command writes a file): polled.
+      const deadline = performance.now() + WAIT_MS;
+      while (!existsSync(step.path)) {
+        if (performance.now() > deadline) throw new Error(`timed out waiting for ${step.path}`);
+        if (log.exit) throw new Error(`the agent exited while waiting for ${step.path}`);
+        await new Promise((r) => setTimeout(r, 20));
+      }
+      break;
+    }
     case "sleep": // only for "nothing happens meanwhile"
       await new Promise((r) => setTimeout(r, step.ms));
       break;

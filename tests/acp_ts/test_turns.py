@@ -10,13 +10,14 @@ declined one does not, a cancelled turn stops, a restarted agent replays a loade
 from __future__ import annotations
 
 import json
+import subprocess
 import threading
 
 import pytest
 
 from talos_ls.demo.scripted_model import hang, reply
 
-from ..system import require_sandbox
+from ..system import require_sandbox, unique_seconds
 from .conftest import PRICES, TALOS_LS, Acp, Log, init, new_session, prompt
 
 pytestmark = pytest.mark.slow  # each test runs node, talos-ls and the scripted model
@@ -291,12 +292,15 @@ def test_the_question_budget_holds_across_turns(acp: Acp):
 
 
 # ---------------------------------------------------------------------------------- cancel
-def test_cancel_mid_turn_stops_the_model_and_a_pending_permission(acp: Acp):
+def test_cancel_mid_turn_stops_the_model_a_pending_permission_and_a_running_command(acp: Acp):
     require_sandbox()
     ws = acp.workspace()
+    seconds = unique_seconds(300)
+    running = f"touch started.txt && sleep {seconds} && touch finished.txt"
     acp.model.script += [
         hang("Thinking"),
         tool("c1", "run_command", command="touch held.txt"),
+        tool("c2", "run_command", command=running),
         reply("after", usage=USAGE),
     ]
     log = acp.drive(
@@ -311,18 +315,26 @@ def test_cancel_mid_turn_stops_the_model_and_a_pending_permission(acp: Acp):
             {"do": "wait_request", "method": "session/request_permission"},
             {"do": "cancel", "session": "$s"},
             {"do": "await", "prompt": "asking"},
+            prompt("s", "run the slow one", "running", wait=False),
+            {"do": "wait_file", "path": str(ws / "started.txt")},
+            {"do": "cancel", "session": "$s"},
+            {"do": "await", "prompt": "running"},
             prompt("s", "again", "after"),
         ],
-        client={"permission": [{"hold": True}]},
+        client={"permission": [{"when": "touch held", "answer": {"hold": True}}, "allow_once"]},
     )
     log.assert_clean()
     assert log.result("hung") == {"stopReason": "cancelled"}
     assert acp.model.disconnected.wait(10), "the model's stream was not closed"
     assert log.result("asking") == {"stopReason": "cancelled"}
     assert not (ws / "held.txt").exists()
+    assert log.result("running") == {"stopReason": "cancelled"}
+    left = subprocess.run(["pgrep", "-f", f"sleep {seconds}"], capture_output=True, text=True)
+    assert left.stdout == "", "the cancelled command is still running"
+    assert not (ws / "finished.txt").exists()
     assert log.result("after") == {"stopReason": "end_turn"}
     assert log.text("s").endswith("after")
-    assert len(acp.model.requests) == 3  # nothing ran on after either cancel
+    assert len(acp.model.requests) == 4  # nothing ran on after any cancel
 
 
 # ------------------------------------------------------------------ session/load after restart
