@@ -350,7 +350,9 @@ class AcpPort:
         content = reply.get("content") if isinstance(reply, Mapping) else None
         if not isinstance(content, str):
             return None
-        return content, 0  # a version: the application goes back through the client
+        # A version when the client can write: the application goes back through it; else
+        # the host writes the disk.
+        return content, (0 if self.agent.can_write else None)
 
     def _on_loop(self) -> bool:
         try:
@@ -379,7 +381,16 @@ class AcpPort:
         except Exception as exc:
             logger.warning("the editor did not write a proposal: %s", type(exc).__name__)
             return False
-        return True
+        if not self.agent.can_read:
+            return True
+        try:  # its answer is not trusted alone: the editor must now show the new text
+            shown = await self.agent.client.request(
+                "fs/read_text_file",
+                {"sessionId": session.id, "path": str(self.root / proposal.path)},
+            )
+        except Exception:
+            return False
+        return isinstance(shown, Mapping) and shown.get("content") == new_text
 
     async def settle(self, proposal: Proposal) -> None:
         return None

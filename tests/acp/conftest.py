@@ -74,6 +74,7 @@ class Person:
         self.buffers: dict[str, str] = {}
         self.reads: list[str] = []
         self.writes: list[tuple[str, str]] = []
+        self.write_lands = True  # False: a client that answers a write it did not make
         self.asked = asyncio.Event()  # set at each prompt (a permission or a question)
 
     # ------------------------------------------------- what the agent asks
@@ -115,8 +116,9 @@ class Person:
 
     async def write_text_file(self, session_id, path, content, **_):
         self.writes.append((path, content))
-        Path(path).write_text(content)
-        self.buffers[path] = content
+        if self.write_lands:
+            Path(path).write_text(content)
+            self.buffers[path] = content
         return WriteTextFileResponse()
 
     async def session_update(self, session_id, update, **_):

@@ -109,9 +109,11 @@ async def test_load_refuses_an_unknown_or_foreign_session(agent, ws, tmp_path):
 
 async def test_modes_map_onto_the_permission_modes(agent, model, ws):
     from acp.exceptions import RequestError
+    from acp.schema import McpServerStdio
 
     await agent.start()
-    reply_new = await agent.conn.new_session(cwd=str(ws), mcp_servers=[])
+    servers = [McpServerStdio(name="git", command="uvx", args=["mcp-server-git"], env=[])]
+    reply_new = await agent.conn.new_session(cwd=str(ws), mcp_servers=servers)  # accepted
     sid = reply_new.session_id
     assert reply_new.modes.current_mode_id == "ask"
     assert [m.id for m in reply_new.modes.available_modes] == [

@@ -135,7 +135,11 @@ async def test_always_deny_holds_for_the_session(agent, model, ws):
     assert all("not run: denied by you" in r for r in results), results
 
 
-async def test_without_the_editor_files_the_host_writes_the_disk(home, model, ws):
+@pytest.mark.parametrize("reads", [False, True])
+async def test_without_the_editor_files_the_host_writes_the_disk(home, model, ws, reads):
+    """No fs capability, or reads only: the disk is written by the host."""
+    from acp.schema import FileSystemCapabilities
+
     from tests.acp.conftest import capabilities, start_agent
 
     model.script = [
@@ -144,11 +148,13 @@ async def test_without_the_editor_files_the_host_writes_the_disk(home, model, ws
     ]
     agent = await start_agent(home)
     try:
-        await agent.start(capabilities(fs=False))
+        caps = capabilities(fs=False)
+        caps.fs = FileSystemCapabilities(read_text_file=reads, write_text_file=False)
+        await agent.start(caps)
         agent.person.permit = ["allow_once"]
         sid = await agent.new(ws)
         await agent.prompt(sid, "rewrite app.py as x = 2")
-        assert agent.person.reads == [] and agent.person.writes == []
+        assert bool(agent.person.reads) == reads and agent.person.writes == []
         assert (ws / "src" / "app.py").read_text() == "x = 2\n"
         assert "rewrite app.py as x = 2" not in agent.log()  # the prompt is never logged
     finally:
@@ -216,3 +222,21 @@ async def test_a_dismissed_proposal_waits_for_slash_apply(agent, model, ws):
     await agent.prompt(sid, "/reject")
     assert "No proposal of this session is waiting." in agent.person.text(sid)
     assert len(model.requests) == 2  # the commands never reached the model
+
+
+async def test_a_write_the_editor_did_not_make_is_not_taken_as_applied(agent, model, ws):
+    model.script = [
+        reply(tool_calls=[call("c1", "propose_edit", path="src/app.py", content="x = 1\n")]),
+        reply("Proposed."),
+    ]
+    await agent.start()
+    agent.person.permit = ["allow_once"]
+    agent.person.write_lands = False  # it answers the write, and does not make it
+    sid = await agent.new(ws)
+    await agent.prompt(sid, "rewrite app.py")
+    assert len(agent.person.writes) == 1
+    updates = [u for u in agent.person.updates(sid) if u.get("toolCallId", "").startswith("prop")]
+    assert updates[-1]["status"] != "completed"
+    agent.person.write_lands = True  # the claim was released: it can be applied again
+    await agent.prompt(sid, "/apply")
+    assert (ws / "src" / "app.py").read_text() == "x = 1\n"
