@@ -43,9 +43,11 @@ from ..agent.tasks import Task
 from ..agent.tools import plan_steps
 from ..display import visible
 from ..edits.proposals import Proposal
+from ..files import FileTooLarge
 from ..gates.permissions import ALLOW_ONCE, DENY, NOT_NOW, TRUST
 from ..gates.question_queue import QuestionCandidate
 from ..host import APPLY, REJECT, assumed_block
+from .wire import MAX_LINE_BYTES, too_large
 
 if TYPE_CHECKING:
     from ..host import Host
@@ -328,7 +330,9 @@ class AcpPort:
     # ----------------------------------------------------------- documents
     def read_document(self, path: str) -> tuple[str, int | None] | None:
         """The editor's text through `fs/read_text_file`, from a worker thread; None when the
-        client does not offer it, has no such file, or does not answer in time."""
+        client does not offer it, has no such file, or does not answer in time. FileTooLarge
+        when the editor has it but its text is too large to read: never the disk's text
+        instead (the person's unsaved buffer is not that), the reader says it cannot."""
         if not self.agent.can_read or self._on_loop():
             return None
         sessions = self._sessions()
@@ -344,8 +348,14 @@ class AcpPort:
         )
         try:
             reply = future.result(DOCUMENT_WAIT_S)
-        except Exception:  # no such file in the editor, an error, no answer: the disk
+        except Exception as exc:  # no such file in the editor, an error, no answer: the disk
             future.cancel()
+            if too_large(exc) is not None:
+                shown = visible(path, single_line=True)
+                raise FileTooLarge(
+                    f"the editor's text of {shown} is over {MAX_LINE_BYTES // (1024 * 1024)} "
+                    "MiB: too large to read"
+                ) from None
             return None
         content = reply.get("content") if isinstance(reply, Mapping) else None
         if not isinstance(content, str):

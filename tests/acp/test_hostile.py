@@ -108,7 +108,7 @@ async def test_bad_lines_each_get_an_error_and_the_process_stays_up(home, ws):
             (rpc(4, "no/such/method", {}), 4, -32601),
             (rpc(5, "session/new", {"cwd": ["x"]}), 5, -32602),
             (rpc(6, "session/prompt", {"sessionId": 1, "prompt": "hi"}), 6, -32602),
-            (rpc(7, "session/set_mode", {"sessionId": "s1", "modeId": "full-auto"}), 7, -32602),
+            (rpc(7, "session/set_mode", {"sessionId": "s1", "modeId": "full-auto"}), 7, -32002),
             (rpc(8, "authenticate", {"methodId": "sk-secret-key-123"}), 8, -32602),
             (rpc(9, "session/new", {"cwd": "\ud800"}), 9, -32602),
         ]
