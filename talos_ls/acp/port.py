@@ -30,7 +30,6 @@ import contextvars
 import json
 import logging
 import posixpath
-import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -46,7 +45,7 @@ from ..edits.proposals import Proposal
 from ..files import FileTooLarge
 from ..gates.permissions import ALLOW_ONCE, DENY, NOT_NOW, TRUST
 from ..gates.question_queue import QuestionCandidate
-from ..host import APPLY, REJECT, assumed_block
+from ..host import APPLY, CONFIRMING, REJECT, assumed_block
 from .wire import MAX_LINE_BYTES, too_large
 
 if TYPE_CHECKING:
@@ -70,9 +69,6 @@ OUTPUT_CHARS = 8000
 DOCUMENT_WAIT_S = 10.0  # a worker thread waits this long for the editor's text
 ALWAYS_DENY = "Always deny"
 SKIP = "Skip"
-# The host's Apply prompt (`Host._settle_proposals`) names its proposal: the prompt points at
-# the proposal's tool call, the card with its diff. Worded otherwise, it gets a card of its own.
-_PROPOSAL = re.compile(r"Apply proposal (\S+) to ")
 ACTIVE: contextvars.ContextVar[Session | None] = contextvars.ContextVar("acp_session", default=None)
 
 
@@ -251,13 +247,15 @@ class AcpPort:
         offered = list(options)
         if DENY in offered:  # a command's prompt: a denial may be kept for the session
             offered.append(ALWAYS_DENY)
-        match = _PROPOSAL.match(message)
+        # The host's Apply prompt points at its proposal's tool call (the card with its
+        # diff); any other prompt at the tool call running, else a card of its own.
+        about = CONFIRMING.get()
         call_id = (
-            f"proposal-{match.group(1)}"
-            if match
+            f"proposal-{about.id}"
+            if about is not None
             else session.current.get(tasks.CURRENT.get() or "", "")
         )
-        if not call_id or (match and match.group(1) not in session.shown):
+        if not call_id or (about is not None and about.id not in session.shown):
             call_id = session.next_id("permission-")
             self._update(
                 session,

@@ -403,3 +403,45 @@ async def test_stdin_closed_during_an_apply_prompt_leaves_no_task_and_no_traceba
     assert "never retrieved" not in log and "Traceback" not in log, log[-3000:]
     assert not [m for m in raw.messages if m.get("method") == "fs/write_text_file"]
     assert (ws / "src" / "app.py").read_text() == "def main():\n    return 1\n"
+
+
+async def test_a_buffer_grown_too_large_after_a_write_fails_the_apply_quietly(home, ws, model):
+    """The editor says it wrote the proposal, then answers the read-back (and every read after)
+    with a buffer over the line limit: not taken as applied, the turn ends as usual, no
+    traceback, the disk untouched."""
+    model.script = [
+        reply(tool_calls=[call("c1", "propose_edit", path="src/app.py", content="x = 2\n")]),
+        reply("proposed"),
+    ]
+    raw = await start_raw(home)
+    wrote: list[dict[str, Any]] = []
+
+    def answer(message: dict[str, Any]) -> Any:
+        if message["method"] == "fs/read_text_file":
+            if wrote:
+                return {"content": "x = 2\n" * (1536 * 1024)}  # 9 MiB
+            return {"content": Path(message["params"]["path"]).read_text()}
+        if message["method"] == "fs/write_text_file":
+            wrote.append(message)
+            return {}
+        allow = next(o for o in message["params"]["options"] if o["kind"] == "allow_once")
+        return {"outcome": {"outcome": "selected", "optionId": allow["optionId"]}}
+
+    raw.answer = answer
+    fs = {"fs": {"readTextFile": True, "writeTextFile": True}}
+    try:
+        await raw.request(1, "initialize", {**INIT, "clientCapabilities": fs})
+        await raw.request(2, "session/new", {"cwd": str(ws), "mcpServers": []})
+        sid = (await raw.reply_to(2))["result"]["sessionId"]
+        prompt = [{"type": "text", "text": "edit it"}]
+        await raw.request(3, "session/prompt", {"sessionId": sid, "prompt": prompt})
+        assert (await raw.reply_to(3))["result"]["stopReason"] == "end_turn"
+    finally:
+        assert await raw.close() == 0
+    assert len(wrote) == 1
+    updates = [m["params"]["update"] for m in raw.messages if m.get("method") == "session/update"]
+    card = [u for u in updates if str(u.get("toolCallId", "")).startswith("proposal-")]
+    assert card and all(u.get("status") != "completed" for u in card), card
+    log = (home.parent / f"{home.name}-stderr.log").read_text()
+    assert "Traceback" not in log and "Talos stopped" not in json.dumps(updates), log[-3000:]
+    assert (ws / "src" / "app.py").read_text() == "def main():\n    return 1\n"
