@@ -34,7 +34,8 @@ This module imports nothing of Talos's, so any layer can raise one.
     │                         (also ValueError, as JSON's errors)
     ├── LaunchError           an MCP server cannot be started     mcp/launch.py
     ├── NotRegularFile        a FIFO, a device... is no file      files.py
-    └── FileTooLarge          a file over the reader's limit      files.py
+    └── FileTooLarge          a file over the reader's limit      files.py, acp/port.py (an
+                                                                  editor's buffer)
         (both also OSError: the same read raises the OS's own, and readers catch both as one)
 
 How each surface reports them:

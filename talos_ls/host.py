@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import contextvars
 import dataclasses
 import functools
 import json
@@ -87,6 +88,12 @@ from .watch import watch
 
 logger = logging.getLogger(__name__)
 APPLY, REJECT = "Apply", "Reject"
+# The proposal an Apply prompt is about, while `EditorPort.confirm` asks it (None for any
+# other prompt): a port that shows each proposal as an item of its own (ACP's tool calls)
+# ties the prompt to that item. The other ports need not read it.
+CONFIRMING: contextvars.ContextVar[Proposal | None] = contextvars.ContextVar(
+    "talos_confirming", default=None
+)
 KEEP_ANSWERS = 64  # answers kept in memory for the session's report; all are in the store
 MAX_CONTEXT_CHARS = 4000  # the editor's selection, as given to the model
 TOUCHED_TASKS = 3  # the files the last this many tasks read or edited are "recently touched"
@@ -126,7 +133,9 @@ class EditorPort(Protocol):
 
     def read_document(self, path: str) -> tuple[str, int | None] | None:
         """The editor's text of a workspace file and its version, when the editor has it open
-        (unsaved text wins over the disk); None otherwise. Called from worker threads."""
+        (unsaved text wins over the disk); None otherwise. FileTooLarge when the editor has it
+        but its text cannot be read (the disk's is not the person's then). Called from worker
+        threads."""
 
     async def begin(self, task: Task) -> None:
         """A task was started: open its progress view."""
@@ -796,10 +805,15 @@ class Host:
             elif verdict == "allow" or self.config.auto_apply:
                 await self._apply_or_say(proposal)
             elif self.port.interactive and self.config.ask_to_apply:
-                choice = await self.port.confirm(
-                    f"Apply proposal {proposal.id} to {visible(proposal.path, single_line=True)}?",
-                    [APPLY, REJECT],
-                )
+                about = CONFIRMING.set(proposal)
+                try:
+                    choice = await self.port.confirm(
+                        f"Apply proposal {proposal.id} to "
+                        f"{visible(proposal.path, single_line=True)}?",
+                        [APPLY, REJECT],
+                    )
+                finally:
+                    CONFIRMING.reset(about)
                 if choice == APPLY:
                     await self._apply_or_say(proposal)
                 elif choice == REJECT:
@@ -850,9 +864,12 @@ class Host:
             return False
         proposal = await self.offload.run(self.proposals.get, proposal_id)
         if not landed:  # the person may have typed meanwhile (an edit refused for its version)
-            await self._base_changed(
-                proposal.path, (await self.offload.run(self._current, proposal.path))[0]
-            )
+            try:
+                current = (await self.offload.run(self._current, proposal.path))[0]
+            except (ProposalError, SandboxError, OSError) as exc:  # an editor's buffer too large
+                logger.info("proposal %s: its file cannot be read now: %s", proposal_id, exc)
+            else:
+                await self._base_changed(proposal.path, current)
             return False
         await self.port.show_proposal(proposal)
         return True

@@ -42,7 +42,7 @@ from ..settings import SETTINGS
 from ..store import Store, open_store
 from .port import ACTIVE, AcpPort, Session
 from .sessions import TITLE_CHARS, SessionBook, SessionRecord
-from .wire import INVALID_PARAMS, SERVER_ERROR, Outgoing
+from .wire import INVALID_PARAMS, NOT_FOUND, SERVER_ERROR, Outgoing
 
 logger = logging.getLogger(__name__)
 MAX_PROMPT_CHARS = 20_000  # the person's words, as the LSP surface takes them
@@ -51,6 +51,7 @@ TASKS_AT_ONCE = 4  # per folder
 PAGE = 50  # sessions a `session/list` answer holds
 LIVE_SESSIONS = 256  # sessions held in memory; the least recent idle ones leave (loadable)
 PROMPTS_AT_ONCE = 32  # turns running or queued in the process; more are refused
+MAX_ID_CHARS = 256  # of a session id echoed back in an error's data
 PROMPT_TIMEOUT = next(s.default for s in SETTINGS if s.name == "prompt_timeout")
 MODE_NAMES = {
     "read-only": ("Read-only", "Reads and searches; no edits; commands only when a rule allows"),
@@ -70,6 +71,22 @@ COMMANDS = [
 
 def bad(message: str) -> RequestError:
     return RequestError(INVALID_PARAMS, message)
+
+
+def not_found(method: str, session_id: str) -> RequestError:
+    """ACP's "session not found" (the TypeScript SDK's `RequestError.sessionNotFound`):
+    -32002 with the id in `data`, so a client can tell it from params of the wrong shape."""
+    shown = visible(session_id[:64], single_line=True)
+    why = (
+        "Talos has no record of it"
+        if method == "session/load"
+        else "not in this process; session/load it first"
+    )
+    return RequestError(
+        NOT_FOUND,
+        f"Resource not found: {method}: no session {shown!r} ({why})",
+        {"sessionId": session_id[:MAX_ID_CHARS]},
+    )
 
 
 class TalosAgent:
@@ -159,7 +176,7 @@ class TalosAgent:
         root = self._root(cwd)
         record = await self.offload.run(self.book.get, session_id)
         if record is None:
-            raise bad(f"session/load: no session {visible(session_id[:64], single_line=True)!r}")
+            raise not_found("session/load", session_id)
         if Path(record.cwd) != root:
             raise bad("session/load: that session belongs to another folder (its cwd differs)")
         if session_id in self.sessions and self.sessions[session_id].busy:
@@ -203,7 +220,7 @@ class TalosAgent:
         return out
 
     async def set_session_mode(self, session_id: str, mode_id: str, **_: Any) -> dict[str, Any]:
-        session = self._session(session_id)
+        session = self._session("session/set_mode", session_id)
         if mode_id not in MODES:
             raise bad(f"session/set_mode: modeId must be one of {', '.join(MODES)}")
         session.mode = mode_id
@@ -217,7 +234,7 @@ class TalosAgent:
         return {}
 
     async def prompt(self, session_id: str, prompt: Sequence[Any], **_: Any) -> dict[str, Any]:
-        session = self._session(session_id)
+        session = self._session("session/prompt", session_id)
         text = _prompt_text(prompt)
         if session.busy:
             raise RequestError(
@@ -382,13 +399,10 @@ class TalosAgent:
             raise bad("cwd is not a directory")
         return root
 
-    def _session(self, session_id: str) -> Session:
+    def _session(self, method: str, session_id: str) -> Session:
         session = self.sessions.get(session_id)
         if session is None:
-            raise bad(
-                f"no session {visible(session_id[:64], single_line=True)!r} in this process "
-                "(session/load it first)"
-            )
+            raise not_found(method, session_id)
         return session
 
     def _live(self, record: SessionRecord, host: Host) -> Session:

@@ -30,7 +30,6 @@ import contextvars
 import json
 import logging
 import posixpath
-import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -43,9 +42,11 @@ from ..agent.tasks import Task
 from ..agent.tools import plan_steps
 from ..display import visible
 from ..edits.proposals import Proposal
+from ..files import FileTooLarge
 from ..gates.permissions import ALLOW_ONCE, DENY, NOT_NOW, TRUST
 from ..gates.question_queue import QuestionCandidate
-from ..host import APPLY, REJECT, assumed_block
+from ..host import APPLY, CONFIRMING, REJECT, assumed_block
+from .wire import MAX_LINE_BYTES, too_large
 
 if TYPE_CHECKING:
     from ..host import Host
@@ -68,9 +69,6 @@ OUTPUT_CHARS = 8000
 DOCUMENT_WAIT_S = 10.0  # a worker thread waits this long for the editor's text
 ALWAYS_DENY = "Always deny"
 SKIP = "Skip"
-# The host's Apply prompt (`Host._settle_proposals`) names its proposal: the prompt points at
-# the proposal's tool call, the card with its diff. Worded otherwise, it gets a card of its own.
-_PROPOSAL = re.compile(r"Apply proposal (\S+) to ")
 ACTIVE: contextvars.ContextVar[Session | None] = contextvars.ContextVar("acp_session", default=None)
 
 
@@ -249,13 +247,15 @@ class AcpPort:
         offered = list(options)
         if DENY in offered:  # a command's prompt: a denial may be kept for the session
             offered.append(ALWAYS_DENY)
-        match = _PROPOSAL.match(message)
+        # The host's Apply prompt points at its proposal's tool call (the card with its
+        # diff); any other prompt at the tool call running, else a card of its own.
+        about = CONFIRMING.get()
         call_id = (
-            f"proposal-{match.group(1)}"
-            if match
+            f"proposal-{about.id}"
+            if about is not None
             else session.current.get(tasks.CURRENT.get() or "", "")
         )
-        if not call_id or (match and match.group(1) not in session.shown):
+        if not call_id or (about is not None and about.id not in session.shown):
             call_id = session.next_id("permission-")
             self._update(
                 session,
@@ -328,7 +328,9 @@ class AcpPort:
     # ----------------------------------------------------------- documents
     def read_document(self, path: str) -> tuple[str, int | None] | None:
         """The editor's text through `fs/read_text_file`, from a worker thread; None when the
-        client does not offer it, has no such file, or does not answer in time."""
+        client does not offer it, has no such file, or does not answer in time. FileTooLarge
+        when the editor has it but its text is too large to read: never the disk's text
+        instead (the person's unsaved buffer is not that), the reader says it cannot."""
         if not self.agent.can_read or self._on_loop():
             return None
         sessions = self._sessions()
@@ -344,8 +346,14 @@ class AcpPort:
         )
         try:
             reply = future.result(DOCUMENT_WAIT_S)
-        except Exception:  # no such file in the editor, an error, no answer: the disk
+        except Exception as exc:  # no such file in the editor, an error, no answer: the disk
             future.cancel()
+            if too_large(exc) is not None:
+                shown = visible(path, single_line=True)
+                raise FileTooLarge(
+                    f"the editor's text of {shown} is over {MAX_LINE_BYTES // (1024 * 1024)} "
+                    "MiB: too large to read"
+                ) from None
             return None
         content = reply.get("content") if isinstance(reply, Mapping) else None
         if not isinstance(content, str):

@@ -6,10 +6,15 @@ is not JSON without a reply, joins a line of any length in memory, and ends the 
 line that is JSON but not an object. `LineTransport` (the SDK's `Transport` seam) reads at most
 `MAX_LINE_BYTES` a line and answers each bad line with a JSON-RPC error: a parse error (-32700)
 for what is not JSON, an invalid request (-32600) for a batch, a non-object, a wrong `jsonrpc`
-or `id`, a `method` that is not a string, a line too long. `guarded` wraps the SDK's router:
-params of the wrong shape are an invalid-params error naming the fields (never quoting what
-was sent), a `TalosError` (the store, the person's config: not the client's fault) is a server
-error (-32000) with its message, and a bug is an internal error saying where its traceback is.
+or `id`, a `method` that is not a string, a line too long. A line too long that is the answer
+to one of the agent's own requests (its id read from the line's first bytes, and one the agent
+is waiting for) is not answered: that request fails at once, saying the answer was too large
+(`too_large`), rather than waiting for an answer that already came.
+
+`guarded` wraps the SDK's router: params of the wrong shape are an invalid-params error naming
+the fields (never quoting what was sent), a `TalosError` (the store, the person's config: not
+the client's fault) is a server error (-32000) with its message, and a bug is an internal
+error saying where its traceback is.
 
 Only this module writes to the protocol's output, which is not file descriptor 1: `serve.py`
 moves the protocol off fds 0 and 1 before anything else runs, so a stray print, a library's
@@ -22,6 +27,7 @@ import asyncio
 import contextlib
 import json
 import logging
+import re
 from collections.abc import Awaitable, Callable
 from typing import Any
 
@@ -35,10 +41,32 @@ MAX_LINE_BYTES = 8 * 1024 * 1024  # one message; more is refused, and skipped to
 CHUNK = 64 * 1024
 PARSE_ERROR, INVALID_REQUEST, INVALID_PARAMS, INTERNAL = -32700, -32600, -32602, -32603
 SERVER_ERROR = -32000  # JSON-RPC's range for the server's own failures
+NOT_FOUND = -32002  # ACP's "Resource not found" (a session this process does not know)
+HEAD_BYTES = 1024  # of a line too long, what is kept to read its id
+ASKED = 4096  # ids of the agent's requests remembered (the oldest forgotten first)
+# The start of a response: the top-level "id" (an integer, as the agent's own requests have),
+# then "result" or "error"; "jsonrpc" may come first or between. Anchored and bounded: the
+# line's first HEAD_BYTES are all it ever reads.
+_JSONRPC = rb'(?:"jsonrpc"\s*:\s*"2\.0"\s*,\s*)?'
+_RESPONSE = re.compile(
+    rb"\s{0,64}\{\s{0,64}"
+    + _JSONRPC
+    + rb'"id"\s*:\s*(\d{1,15})\s*,\s*'
+    + _JSONRPC
+    + rb'"(?:result|error)"\s*:'
+)
 
 
 def error(msg_id: Any, code: int, message: str) -> dict[str, Any]:
     return {"jsonrpc": "2.0", "id": msg_id, "error": {"code": code, "message": message}}
+
+
+def too_large(exc: BaseException) -> int | None:
+    """The size of the answer, when `exc` is a request's failure because the client's answer
+    was a line too long to read (`LineTransport`); else None."""
+    data = getattr(exc, "data", None)
+    size = data.get("talosTooLarge") if isinstance(data, dict) else None
+    return size if isinstance(size, int) and not isinstance(size, bool) else None
 
 
 def _valid_id(value: Any) -> bool:
@@ -56,6 +84,8 @@ class LineTransport:
         self.write = write
         self._lock = asyncio.Lock()
         self.too_long = 0  # the size of the line just skipped
+        self.head = b""  # its first HEAD_BYTES
+        self.asked: dict[int, str] = {}  # the agent's requests not answered yet: id -> method
         self.broken = False  # the output is gone (the client closed its end)
         # Run once the next result is written: a new session's first updates follow the
         # response that gives the client its id.
@@ -72,6 +102,11 @@ class LineTransport:
             if "id" not in message or "method" in message:
                 return
             line = json.dumps(error(message["id"], INTERNAL, "internal error (a bug)"))
+        msg_id = message.get("id")
+        if "method" in message and isinstance(msg_id, int):
+            self.asked[msg_id] = str(message["method"])
+            while len(self.asked) > ASKED:  # one whose answer never came (it timed out)
+                del self.asked[next(iter(self.asked))]
         await self._write((line + "\n").encode())
         if "result" in message and self.after_result:
             waiting, self.after_result = self.after_result, []
@@ -96,6 +131,7 @@ class LineTransport:
         """The next line (without its newline), b"" for one too long (skipped), None at EOF."""
         parts: list[bytes] = []
         size = 0
+        head = b""
         while True:
             try:
                 part = await self.reader.readuntil(b"\n")
@@ -108,12 +144,15 @@ class LineTransport:
                 if not part and not parts:
                     return None
             size += len(part)
+            if len(head) < HEAD_BYTES:
+                head += part[: HEAD_BYTES - len(head)]
             if size <= MAX_LINE_BYTES:
                 parts.append(part)
             if done:
                 break
         if size > MAX_LINE_BYTES:
             self.too_long = size
+            self.head = head
             return b""
         return b"".join(parts).rstrip(b"\r\n")
 
@@ -124,6 +163,9 @@ class LineTransport:
             if line is None:
                 return None
             if self.too_long:
+                answered = self._too_large_answer()
+                if answered is not None:
+                    return answered
                 await self._answer(
                     error(
                         None,
@@ -147,7 +189,29 @@ class LineTransport:
                     error(msg_id if _valid_id(msg_id) else None, INVALID_REQUEST, problem)
                 )
                 continue
+            if "method" not in message and isinstance(message.get("id"), int):
+                self.asked.pop(message["id"], None)
             return message
+
+    def _too_large_answer(self) -> dict[str, Any] | None:
+        """The line too long is the answer to a request of the agent's still waiting: an
+        error in its place (a response is never answered), so that request fails now."""
+        found = _RESPONSE.match(self.head)
+        self.head = b""
+        msg_id = int(found.group(1)) if found else None
+        method = self.asked.pop(msg_id, None) if msg_id is not None else None
+        if method is None:
+            return None
+        logger.warning("the answer to %s was %d bytes: too large to read", method, self.too_long)
+        return {
+            "jsonrpc": "2.0",
+            "id": msg_id,
+            "error": {
+                "code": INVALID_REQUEST,
+                "message": f"the answer to {method} is over {MAX_LINE_BYTES} bytes: too large",
+                "data": {"talosTooLarge": self.too_long},
+            },
+        }
 
     async def close(self) -> None:
         self.broken = True
@@ -232,6 +296,7 @@ class Outgoing:
         self.queue: asyncio.Queue[tuple[str, dict[str, Any]]] = asyncio.Queue()
         self.worker: asyncio.Task | None = None
         self.lost = False  # an update could not be sent (said once in the log)
+        self.requests: set[asyncio.Task] = set()  # the requests waiting for their answers
 
     def start(self) -> None:
         self.worker = asyncio.ensure_future(self._drain())
@@ -255,15 +320,28 @@ class Outgoing:
         """Until every update queued so far is written (before a response that ends them)."""
         await self.queue.join()
 
+    def _send(self, method: str, params: dict[str, Any]) -> asyncio.Task:
+        """The request as a task of its own, held until it ends; its failure is always
+        retrieved (the connection closing fails every request waiting: that is no leak)."""
+        task = asyncio.ensure_future(self.conn.send_request(method, params))
+        self.requests.add(task)
+        task.add_done_callback(self._ended)
+        return task
+
+    def _ended(self, task: asyncio.Task) -> None:
+        self.requests.discard(task)
+        if not task.cancelled():
+            task.exception()  # read here; the caller that still waits reads it too
+
     async def request(self, method: str, params: dict[str, Any], timeout: float = CLIENT_S) -> Any:
         await self.flush()
-        return await asyncio.wait_for(self.conn.send_request(method, params), timeout)
+        return await asyncio.wait_for(self._send(method, params), timeout)
 
     async def ask(self, cancelled: asyncio.Event, method: str, params: dict[str, Any]) -> Any:
         """A request the person answers: its result, or None when it failed, was not answered
         within the prompt timeout, or the session's turn was cancelled meanwhile."""
         await self.flush()
-        request = asyncio.ensure_future(self.conn.send_request(method, params))
+        request = self._send(method, params)
         stop = asyncio.ensure_future(cancelled.wait())
         try:
             done, _ = await asyncio.wait(
@@ -281,6 +359,9 @@ class Outgoing:
         return request.result()
 
     async def close(self) -> None:
-        if self.worker is not None:
-            self.worker.cancel()
-            await asyncio.gather(self.worker, return_exceptions=True)
+        """The update worker stopped, and every request still waiting cancelled and awaited:
+        no task outlives the connection."""
+        waiting = [*self.requests, *([self.worker] if self.worker is not None else [])]
+        for task in waiting:
+            task.cancel()
+        await asyncio.gather(*waiting, return_exceptions=True)

@@ -19,10 +19,14 @@ from tests.system import require_sandbox
 pytestmark = pytest.mark.slow
 
 
+NO_ANSWER = object()  # what `Raw.answer` returns for a request the person never answers
+
+
 class Raw:
     """The process driven line by line: what is sent is bytes, what comes back is every line,
     kept raw (`lines`) and parsed (`messages`). Requests from the agent are answered by
-    `answer(message) -> result` (default: a cancelled permission, an error otherwise)."""
+    `answer(message) -> result` (default: a cancelled permission, an error otherwise;
+    NO_ANSWER: none)."""
 
     def __init__(self, process: asyncio.subprocess.Process) -> None:
         self.process = process
@@ -43,7 +47,8 @@ class Raw:
                     result: Any = {"result": self.answer(message)}
                 except Exception as exc:
                     result = {"error": {"code": -32603, "message": str(exc)}}
-                await self.send({"jsonrpc": "2.0", "id": message["id"], **result})
+                if result.get("result") is not NO_ANSWER:
+                    await self.send({"jsonrpc": "2.0", "id": message["id"], **result})
 
     async def send(self, message: Any) -> None:
         await self.write(json.dumps(message).encode() + b"\n")
@@ -108,7 +113,7 @@ async def test_bad_lines_each_get_an_error_and_the_process_stays_up(home, ws):
             (rpc(4, "no/such/method", {}), 4, -32601),
             (rpc(5, "session/new", {"cwd": ["x"]}), 5, -32602),
             (rpc(6, "session/prompt", {"sessionId": 1, "prompt": "hi"}), 6, -32602),
-            (rpc(7, "session/set_mode", {"sessionId": "s1", "modeId": "full-auto"}), 7, -32602),
+            (rpc(7, "session/set_mode", {"sessionId": "s1", "modeId": "full-auto"}), 7, -32002),
             (rpc(8, "authenticate", {"methodId": "sk-secret-key-123"}), 8, -32602),
             (rpc(9, "session/new", {"cwd": "\ud800"}), 9, -32602),
         ]
@@ -274,3 +279,169 @@ async def test_a_store_that_cannot_open_is_a_server_error_not_a_crash(tmp_path, 
         assert "result" in await raw.reply_to(3)
     finally:
         assert await raw.close() == 0
+
+
+async def test_a_session_never_made_is_resource_not_found_naming_it(home, ws):
+    """prompt, load and set_mode on a session this process does not know: -32002 with the id
+    in `data` (ACP's "session not found"), the id escaped in the message and bounded in data;
+    a cancel of one is a notification, never answered."""
+    raw = await start_raw(home)
+    try:
+        await raw.request(1, "initialize", INIT)
+        hostile = "s\x1b]0;owned\x07\u202e" + "9" * 10_000
+        text = [{"type": "text", "text": "hi"}]
+        asks: list[tuple[Any, str, dict[str, Any], str]] = [
+            (2, "session/prompt", {"prompt": text}, "s" + "0" * 20),
+            (3, "session/load", {"cwd": str(ws), "mcpServers": []}, "s" + "0" * 20),
+            (4, "session/load", {"cwd": str(ws), "mcpServers": []}, "../../etc/passwd"),
+            (5, "session/set_mode", {"modeId": "ask"}, "s" + "0" * 20),
+            (6, "session/prompt", {"prompt": text}, hostile),
+        ]
+        await raw.send(
+            {"jsonrpc": "2.0", "method": "session/cancel", "params": {"sessionId": "s" + "1" * 20}}
+        )
+        for msg_id, method, params, sid in asks:
+            await raw.request(msg_id, method, {"sessionId": sid, **params})
+        for msg_id, method, _, sid in asks:
+            error = (await raw.reply_to(msg_id))["error"]
+            assert error["code"] == -32002, (method, error)
+            assert error["message"].startswith("Resource not found: " + method), error
+            assert "no session" in error["message"]
+            assert error["data"]["sessionId"] == sid[:256]
+        shown = (await raw.reply_to(6))["error"]["message"]
+        assert "\x1b" not in shown and "\u202e" not in shown and len(shown) < 300
+        await raw.request(7, "session/new", {"cwd": str(ws), "mcpServers": []})
+        assert "result" in await raw.reply_to(7)
+    finally:
+        assert await raw.close() == 0
+    assert [m for m in raw.messages if "id" in m and "method" not in m and m["id"] is None] == []
+
+
+FS = {**INIT, "clientCapabilities": {"fs": {"readTextFile": True}}}
+
+
+async def test_an_editor_buffer_too_large_to_read_is_never_replaced_by_the_disk(home, ws, model):
+    """The editor's answer to `fs/read_text_file` is over the line limit: the read fails at
+    once saying so (no wait for an answer that already came), read_file tells the model the
+    file is too large in the editor, and no edit is proposed on the disk's text instead."""
+    (ws / "src" / "app.py").write_text("DISK-ONLY-TEXT = 1\n")
+    model.script = [
+        reply(tool_calls=[call("c1", "read_file", path="src/app.py")]),
+        reply(tool_calls=[call("c2", "read_file", path="src/app.py", start_line=1)]),
+        reply(
+            tool_calls=[
+                call(
+                    "c3",
+                    "propose_edit",
+                    path="src/app.py",
+                    blocks=[{"search": "1", "replace": "2"}],
+                )
+            ]
+        ),
+        reply("done"),
+    ]
+    raw = await start_raw(home)
+    reads: list[dict[str, Any]] = []
+
+    def answer(message: dict[str, Any]) -> Any:
+        if message["method"] == "fs/read_text_file":
+            reads.append(message)
+            return {"content": "x = 1\n" * (1536 * 1024)}  # 9 MiB, unsaved
+        return {"outcome": {"outcome": "cancelled"}}
+
+    raw.answer = answer
+    try:
+        await raw.request(1, "initialize", FS)
+        await raw.request(2, "session/new", {"cwd": str(ws), "mcpServers": []})
+        sid = (await raw.reply_to(2))["result"]["sessionId"]
+        await raw.request(
+            3, "session/prompt", {"sessionId": sid, "prompt": [{"type": "text", "text": "read"}]}
+        )
+        assert (await raw.reply_to(3))["result"]["stopReason"] == "end_turn"
+    finally:
+        assert await raw.close() == 0
+    results = [m["content"] for m in model.requests[-1]["body"]["messages"] if m["role"] == "tool"]
+    assert len(results) == 3 and len(reads) == 3
+    for result in results:
+        assert "DISK-ONLY-TEXT" not in result, results
+        assert "editor's text of src/app.py is over 8 MiB: too large to read" in result, result
+    assert [m for m in raw.messages if "error" in m and m.get("id") is None] == []  # not answered
+    assert not [m for m in raw.messages if m.get("method") == "session/request_permission"]
+    assert (ws / "src" / "app.py").read_text() == "DISK-ONLY-TEXT = 1\n"
+
+
+async def test_stdin_closed_during_an_apply_prompt_leaves_no_task_and_no_traceback(home, ws, model):
+    """The request waiting on the person when the input closes is failed by the closing
+    connection while its turn is cancelled: its task is retrieved, nothing in the log says it
+    leaked, nothing is written."""
+    model.script = [
+        reply(tool_calls=[call("c1", "propose_edit", path="src/app.py", content="owned = 1\n")]),
+        reply("never"),
+    ]
+    raw = await start_raw(home)
+    prompts: list[dict[str, Any]] = []
+
+    def answer(message: dict[str, Any]) -> Any:
+        if message["method"] == "fs/read_text_file":  # the editor answers; the person never
+            return {"content": Path(message["params"]["path"]).read_text()}
+        prompts.append(message)
+        return NO_ANSWER
+
+    raw.answer = answer
+    fs = {"fs": {"readTextFile": True, "writeTextFile": True}}
+    await raw.request(1, "initialize", {**INIT, "clientCapabilities": fs})
+    await raw.request(2, "session/new", {"cwd": str(ws), "mcpServers": []})
+    sid = (await raw.reply_to(2))["result"]["sessionId"]
+    prompt = [{"type": "text", "text": "edit it"}]
+    await raw.request(3, "session/prompt", {"sessionId": sid, "prompt": prompt})
+    await raw.until(lambda: prompts, "the Apply prompt")
+    assert await raw.close() == 0
+    assert [m["method"] for m in prompts] == ["session/request_permission"]
+    (done,) = [m for m in raw.messages if m.get("id") == 3]
+    assert done["result"]["stopReason"] == "cancelled"
+    log = (home.parent / f"{home.name}-stderr.log").read_text()
+    assert "never retrieved" not in log and "Traceback" not in log, log[-3000:]
+    assert not [m for m in raw.messages if m.get("method") == "fs/write_text_file"]
+    assert (ws / "src" / "app.py").read_text() == "def main():\n    return 1\n"
+
+
+async def test_a_buffer_grown_too_large_after_a_write_fails_the_apply_quietly(home, ws, model):
+    """The editor says it wrote the proposal, then answers the read-back (and every read after)
+    with a buffer over the line limit: not taken as applied, the turn ends as usual, no
+    traceback, the disk untouched."""
+    model.script = [
+        reply(tool_calls=[call("c1", "propose_edit", path="src/app.py", content="x = 2\n")]),
+        reply("proposed"),
+    ]
+    raw = await start_raw(home)
+    wrote: list[dict[str, Any]] = []
+
+    def answer(message: dict[str, Any]) -> Any:
+        if message["method"] == "fs/read_text_file":
+            if wrote:
+                return {"content": "x = 2\n" * (1536 * 1024)}  # 9 MiB
+            return {"content": Path(message["params"]["path"]).read_text()}
+        if message["method"] == "fs/write_text_file":
+            wrote.append(message)
+            return {}
+        allow = next(o for o in message["params"]["options"] if o["kind"] == "allow_once")
+        return {"outcome": {"outcome": "selected", "optionId": allow["optionId"]}}
+
+    raw.answer = answer
+    fs = {"fs": {"readTextFile": True, "writeTextFile": True}}
+    try:
+        await raw.request(1, "initialize", {**INIT, "clientCapabilities": fs})
+        await raw.request(2, "session/new", {"cwd": str(ws), "mcpServers": []})
+        sid = (await raw.reply_to(2))["result"]["sessionId"]
+        prompt = [{"type": "text", "text": "edit it"}]
+        await raw.request(3, "session/prompt", {"sessionId": sid, "prompt": prompt})
+        assert (await raw.reply_to(3))["result"]["stopReason"] == "end_turn"
+    finally:
+        assert await raw.close() == 0
+    assert len(wrote) == 1
+    updates = [m["params"]["update"] for m in raw.messages if m.get("method") == "session/update"]
+    card = [u for u in updates if str(u.get("toolCallId", "")).startswith("proposal-")]
+    assert card and all(u.get("status") != "completed" for u in card), card
+    log = (home.parent / f"{home.name}-stderr.log").read_text()
+    assert "Traceback" not in log and "Talos stopped" not in json.dumps(updates), log[-3000:]
+    assert (ws / "src" / "app.py").read_text() == "def main():\n    return 1\n"

@@ -240,3 +240,28 @@ async def test_a_write_the_editor_did_not_make_is_not_taken_as_applied(agent, mo
     agent.person.write_lands = True  # the claim was released: it can be applied again
     await agent.prompt(sid, "/apply")
     assert (ws / "src" / "app.py").read_text() == "x = 1\n"
+
+
+async def test_the_apply_prompt_points_at_its_proposals_card(agent, model, ws):
+    """The host says which proposal its Apply prompt is about (`host.CONFIRMING`), not its
+    wording: the prompt's tool call is the proposal's own card, with its diff; no other card is
+    made for it; the same prompt for a second proposal points at that one's card."""
+    model.script = [
+        reply(tool_calls=[call("c1", "propose_edit", path="src/app.py", content="x = 1\n")]),
+        reply(tool_calls=[call("c2", "propose_edit", path="src/two.py", content="y = 2\n")]),
+        reply("Proposed."),
+    ]
+    await agent.start()
+    agent.person.permit = ["reject_once", "reject_once"]
+    sid = await agent.new(ws)
+    assert (await agent.prompt(sid, "rewrite both")).stop_reason == "end_turn"
+    cards = [
+        u["toolCallId"]
+        for u in agent.person.updates(sid, "tool_call")
+        if u["toolCallId"].startswith("proposal-")
+    ]
+    asked = [tool_call.tool_call_id for tool_call, _ in agent.person.permissions]
+    assert len(cards) == 2 and sorted(asked) == sorted(cards), (asked, cards)
+    made = [u["toolCallId"] for u in agent.person.updates(sid, "tool_call")]
+    assert not [i for i in made if i.startswith("permission-")], made
+    assert agent.person.writes == [] and not (ws / "src" / "two.py").exists()
