@@ -92,6 +92,7 @@ def test_malformed_lines_each_get_their_error_and_the_agent_serves_on(acp: Acp, 
         got = since()  # the next request answered: still one error for the line
         assert len(got) == 1, (bad, got)
         assert code_of(got[0]) == code, (bad, got[0])
+        assert got[0]["error"]["message"].strip(), got[0]
     assert agent.garbage == []
     assert agent.duplicates == []
 
@@ -150,6 +151,7 @@ def test_a_64_mib_line_is_refused_unread_and_the_next_line_is_served(acp: Acp, r
     writer.join(60)
     assert not writer.is_alive(), "the agent stopped reading its stdin"
     assert code_of(error) == -32600, error
+    assert "bytes" in error["error"]["message"], error  # says what was wrong: the size
     assert still_serving(agent, ws)
     grown = rss_kib(agent.proc.pid) - rss_before
     assert grown < 48 * 1024, f"the agent grew by {grown} KiB: it held the line in memory"
