@@ -22,7 +22,9 @@ from talos_ls.demo.scripted_model import reply
 from ..system import require_sandbox
 from .conftest import Acp, Log, init, new_session, prompt
 
-pytestmark = pytest.mark.slow  # each test runs node, talos-ls and the scripted model
+# each test runs node, talos-ls and the scripted model: the full tier (CI, `--full`);
+# the Python SDK's client tests (tests/acp) run in the default one
+pytestmark = [pytest.mark.slow, pytest.mark.full]
 
 # C0 controls but tab and newline, DEL, C1 controls, bidi overrides and isolates.
 RAW_CONTROL = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]")

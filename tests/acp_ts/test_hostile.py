@@ -24,7 +24,9 @@ from ..system import require_sandbox
 from .conftest import TALOS_LS, Acp
 from .raw import Error, RawAcp, pump
 
-pytestmark = pytest.mark.slow  # each test runs talos-ls and the scripted model
+# each test runs talos-ls and the scripted model: the full tier (CI, `--full`);
+# the Python SDK's client tests (tests/acp) run in the default one
+pytestmark = [pytest.mark.slow, pytest.mark.full]
 
 MIB = 1024 * 1024
 

@@ -20,7 +20,9 @@ from talos_ls.demo.scripted_model import hang, reply
 from ..system import require_sandbox, sandbox_works, unique_seconds
 from .conftest import PRICES, TALOS_LS, Acp, Log, init, new_session, prompt
 
-pytestmark = pytest.mark.slow  # each test runs node, talos-ls and the scripted model
+# each test runs node, talos-ls and the scripted model: the full tier (CI, `--full`);
+# the Python SDK's client tests (tests/acp) run in the default one
+pytestmark = [pytest.mark.slow, pytest.mark.full]
 
 USAGE = (1000, 500, 200)  # prompt, completion, cached tokens of every scripted call
 

@@ -17,6 +17,10 @@ from talos_ls.demo.scripted_model import reply
 from ..pseudo_terminal import Terminal, plain
 from .conftest import offered, tool_results
 
+# Reference servers from npm and PyPI, each started in the sandbox: the full tier (CI,
+# `--full`); our own servers (tests/mcp/test_run.py, test_lsp.py) run in the default one.
+pytestmark = pytest.mark.full
+
 
 def call(name: str, args: dict, n: int = 1):
     return reply(None, [(f"c{n}", name, json.dumps(args))])
