@@ -23,7 +23,8 @@ def pytest_addoption(parser) -> None:
         "--full",
         action="store_true",
         help="also run the full tier (tests marked `full`: a soak, the real VS Code "
-        "workbench, 10,000-message floods); CI always does",
+        "workbench, 10,000-message floods, the TypeScript ACP client, the reference MCP servers); "
+        "CI always does",
     )
 
 
