@@ -13,16 +13,11 @@ from acp.schema import McpServerStdio
 from talos_ls.demo.scripted_model import reply
 from tests.acp.conftest import call
 from tests.acp.test_hostile import INIT, start_raw
-from tests.mcp.conftest import hostile, sandbox  # noqa: F401  (`sandbox`: bwrap, or a skip)
+from tests.mcp.conftest import hostile, offered, sandbox, tool_results  # noqa: F401  (`sandbox`: bwrap, or a skip)
 
 pytestmark = pytest.mark.slow
 SECRET = "sk-live-NEVER-SHOWN-0123456789"
 ENV = {"name": "KEY", "value": SECRET}
-
-
-def _tool_results(model, index: int) -> list[str]:
-    messages = model.requests[index]["body"]["messages"]
-    return [m["content"] for m in messages if m["role"] == "tool"]
 
 
 @pytest.mark.usefixtures("sandbox")
@@ -38,12 +33,11 @@ async def test_a_sessions_mcp_server_is_asked_allowed_and_answers_the_model(agen
     new = await agent.conn.new_session(cwd=str(ws), mcp_servers=[server])
     done = await agent.prompt(new.session_id, "echo something through the tool")
     assert done.stop_reason == "end_turn"
-    offered = [t["function"]["name"] for t in model.requests[0]["body"]["tools"]]
-    assert "mcp__h__echo" in offered
+    assert "mcp__h__echo" in offered(model)
     ((tool_call, options),) = agent.person.permissions
     assert "mcp__h__echo" in json.dumps(tool_call.model_dump(mode="json"))
     assert {o.kind for o in options} >= {"allow_once", "reject_once"}
-    assert _tool_results(model, 1) == ["echo: from the session"]
+    assert len(model.requests) == 2 and tool_results(model) == ["echo: from the session"]
 
 
 @pytest.mark.parametrize(
