@@ -666,11 +666,16 @@ def _candidates(about: tuple | None) -> tuple[str, ...]:
     return MODULES[about[1]] if about is not None and about[0] == "ref" else ()
 
 
+def _file(candidate: object) -> str:
+    """A candidate's file: a symbol's ("parse in src/parser.py") is the file it is in."""
+    return str(candidate).rpartition(" in ")[2]
+
+
 def _reference(resolution, files: tuple[str, ...]) -> dict | None:
     """The reference of `resolution` about `files` (the most of them among its candidates)."""
     best, shared = None, 0
     for ref in resolution.references:
-        names = {str(c) for c in ref.get("candidates") or []} | {str(ref.get("resolved_text"))}
+        names = {_file(c) for c in [*(ref.get("candidates") or []), ref.get("resolved_text")]}
         if len(names & set(files)) > shared:
             best, shared = ref, len(names & set(files))
     return best
@@ -690,9 +695,9 @@ def held_out_pick(case: Case, picked: bool, resolution) -> tuple[str, str]:
         weighed = ref.get("evidence") or {}
         assumed = ref.get("assumption")
         if ref.get("status") == "resolved" and weighed.get("decided"):
-            return str(ref["resolved_text"]), str(weighed["rule"])
-        if isinstance(assumed, dict) and assumed.get("candidate") in files:
-            return str(assumed["candidate"]), "assumed"
+            return _file(ref["resolved_text"]), str(weighed["rule"])
+        if isinstance(assumed, dict) and _file(assumed.get("candidate")) in files:
+            return _file(assumed["candidate"]), "assumed"
         if "against" in weighed:
             return str(weighed["candidates"][0]), "earlier answer, against the editor"
     seen = "" if ref is not None else "not seen: "
@@ -723,8 +728,9 @@ def unstated_cause(resolution, files: tuple[str, ...], pick: str) -> str | None:
     others = set(files) - {pick}
     assumed = ref.get("assumption")
     if isinstance(assumed, dict):
-        named = {str(n) for n in assumed.get("not") or []}
-        ok = assumed.get("candidate") == pick and others <= named
+        # a symbol candidate ("parse in src/parser.py") names its file
+        named = {_file(n) for n in assumed.get("not") or []}
+        ok = _file(assumed.get("candidate")) == pick and others <= named
         return None if ok else "assumption not naming it and the others"
     notes = evidence_notes(resolution)
     if any(names_assumption(line, pick, others) for line in notes):

@@ -80,3 +80,9 @@ def word_tokens(text: str) -> list[str]:
 def cue_tokens_for(*texts: str) -> list[str]:
     """Relevance-timing tokens, sorted and distinct: `word_tokens` of every text."""
     return sorted({tok for text in texts for tok in word_tokens(text)})
+
+
+def fold(word: str) -> str:
+    """Lowered, accents dropped: "Contrôleur" -> "controleur"."""
+    decomposed = unicodedata.normalize("NFKD", word.casefold())
+    return "".join(ch for ch in decomposed if not unicodedata.combining(ch))

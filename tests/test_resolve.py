@@ -867,14 +867,14 @@ def said_after(index, request, changed=(), read=(), limit=3):
 
 
 def test_what_a_task_took_where_the_request_did_not_say_is_said_after_it(workspace):
-    """Requests the finder reads nothing in (a synonym, a translation): the file the task
+    """Requests the finder reads nothing in (a synonym, Russian): the file the task
     changed, else the one it read, is said with the same-named ones it left."""
-    (line,) = said_after(workspace, "the grammar code is slow", changed=["tools/parser.py"])
+    (line,) = said_after(workspace, "the syntax code is slow", changed=["tools/parser.py"])
     assert line == (
         "Assumed the request meant tools/parser.py (the task changed it; the request did not "
         "say which), not src/parser.py."
     )
-    (line,) = said_after(workspace, "解析器太慢了", read=["./src/parser.py", "README.md"])
+    (line,) = said_after(workspace, "парсер тормозит", read=["./src/parser.py", "README.md"])
     assert line.startswith("Assumed the request meant src/parser.py (the task read it;")
     # what it changed is what it worked on: the files it only read are not its pick
     assert said_after(workspace, "x", changed=["config.toml"], read=["src/parser.py"]) == []

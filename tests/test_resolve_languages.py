@@ -34,6 +34,7 @@ def workspace(tmp_path_factory):
         "lib/controller.py",
         "lib/log.py",
         "lib/error.py",
+        "lib/lexer.py",
         "docs/guide.md",
         "config.toml",
         *(f"pkg{i}/util.py" for i in range(5)),
@@ -289,3 +290,83 @@ def test_an_english_verb_form_after_the_or_opening_a_sentence_names_its_componen
 )
 def test_a_verb_form_inside_prose_or_a_participle_names_nothing(workspace, text):
     assert refs(workspace, text) == []
+
+
+@pytest.mark.parametrize(
+    ("text", "surface", "expected"),
+    [
+        # translations sharing no letter with the name (the glossary)
+        ("el analizador es muy lento", "el analizador", PARSERS),
+        ("los analizadores fallan", "los analizadores", PARSERS),  # a plural
+        ("l'analyseur est lent", "l'analyseur", PARSERS),
+        ("Der Syntaxanalysator hängt", "Der Syntaxanalysator", PARSERS),
+        ("解析器太慢了", "解析器", PARSERS),
+        ("構文解析器を直して", "構文解析器", PARSERS),
+        ("缓存返回旧数据", "缓存", ["src/cache.py"]),
+        ("Der Zwischenspeicher liefert alte Daten", "Der Zwischenspeicher", ["src/cache.py"]),
+        ("日志太多了", "日志", ["lib/log.py"]),
+        # the longest term first: a lexical analyser is the lexer, not a parser
+        ("el analizador léxico falla", "el analizador léxico", ["lib/lexer.py"]),
+        ("el analizador lexico falla", "el analizador lexico", ["lib/lexer.py"]),  # no accent
+        ("词法分析器太慢", "词法分析器", ["lib/lexer.py"]),
+        # English synonyms, as a part of the program only
+        ("the grammar code rejects trailing commas", "the grammar", PARSERS),
+        ("the tokenizer chokes on tabs", "the tokenizer", ["lib/lexer.py"]),
+        ("the logging module is noisy", "the logging", ["lib/log.py"]),
+    ],
+)
+def test_a_translation_or_synonym_the_glossary_holds_is_a_reference(
+    workspace, text, surface, expected
+):
+    assert refs(workspace, text) == [(surface, GAP if len(expected) > 1 else "resolved", expected)]
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "fix the grammar in the README",  # grammar, not as a part of the program
+        "the grammar is awkward",
+        "analizador lento",  # a bare lowercase word after no article
+        "we keep a log",  # log: the name itself, bare: prose as before
+        "the tokenizing is slow",  # a synonym not a part, with no part named after it
+    ],
+)
+def test_a_glossary_word_outside_a_reference_names_nothing(workspace, text):
+    assert refs(workspace, text) == []
+
+
+def test_the_workspace_s_own_name_wins_over_the_glossary(tmp_path):
+    for rel in ("src/parser.py", "src/grammar.py", "src/tokenizer.py", "src/lexer.py"):
+        (tmp_path / rel).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / rel).write_text("x = 1\n")
+    index = WorkspaceIndex.build(tmp_path)
+    assert refs(index, "the grammar code") == [("the grammar", "resolved", ["src/grammar.py"])]
+    assert refs(index, "the tokenizer is slow") == [
+        ("the tokenizer", "resolved", ["src/tokenizer.py"])
+    ]
+
+
+def test_a_symbol_found_for_a_word_that_also_names_a_component_is_not_taken_alone(tmp_path):
+    """In "the parse error", parse() is in src/parser.py, and tools/parser.py is a parser too:
+    the reference may mean either, so the open file decides, or it is a gap."""
+    (tmp_path / "src").mkdir()
+    (tmp_path / "tools").mkdir()
+    (tmp_path / "src/parser.py").write_text("def parse(text):\n    return text\n")
+    (tmp_path / "tools/parser.py").write_text("def parse_file(path):\n    return path\n")
+    index = WorkspaceIndex.build(tmp_path)
+    both = ["parse in src/parser.py", "tools/parser.py"]
+    assert refs(index, "fix the parse error on empty input") == [("the parse", GAP, both)]
+    open_now = Evidence(active="tools/parser.py")
+    (ref,) = resolve("a1", 1, "fix the parse error", index, open_now).references
+    assert (ref["status"], ref["resolved_text"]) == ("resolved", "tools/parser.py")
+    # a hint says which: the function
+    assert refs(index, "the parse function") == [
+        ("the parse function", "resolved", ["parse in src/parser.py"])
+    ]
+
+
+def test_the_glossary_reads_a_long_request_once_and_only_its_beginning(workspace):
+    """A pasted log is not read for terms past its first characters, and a term repeated
+    there is one reference."""
+    text = "el analizador falla. " * 20 + "x " * 5000 + "der Zwischenspeicher"
+    assert refs(workspace, text) == [("el analizador", GAP, PARSERS)]

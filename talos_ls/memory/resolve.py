@@ -2,7 +2,9 @@
 
 `resolve` finds definite references in a request, in a workspace's `WorkspaceIndex` (`index`):
 - "the X", "that X", "this X" (optionally followed by file, module, test, function, class,
-  script, config): X is matched against file stems and symbol names;
+  script, config): X is matched against file stems and symbol names (symbols only when no
+  file matches; then, with no hint, also the files of the component X stands for that hold
+  none of them: "the parse error" may mean parse() in src/parser.py or tools/parser.py);
 - `name()`: matched against symbol names;
 - the workspace's own names wherever else the request mentions them, in any language (see
   "Names in any language" below): "パーサーを直して", "修复parser里的bug", "Repariere den
@@ -39,6 +41,12 @@ index's file stems and directory names (`match_names`), never a pass over the fi
   at the start or end of a closed compound with 4+ other letters that are no derivational
   ending (Parsermodul, Konfigurationsparser; not serverless, documentation; not after an
   English determiner); accents are dropped;
+- where none of the above found a name: the terms of `glossary` (translations and English
+  synonyms of a program's usual parts: el analizador, l'analyseur, 解析器, Zwischenspeicher,
+  "the grammar code", "the tokenizer"), under the same conditions (after a determiner,
+  capitalized, or in kana or ideographs; an English synonym after "the" and as a part: an
+  agent noun or followed by code, module, layer, ...), in the request's first 4,000
+  characters, the longest term first ("analizador léxico" is the lexer);
 - katakana words, read as the English word they spell (`_katakana_pattern`): each mora's
   consonant as English may write it, r and l one, the vowels as English may write them or none
   where katakana adds its own (テスト test), a long mark after an a-column mora the r of -er
@@ -50,9 +58,9 @@ Generic words (`_GENERIC`: bug, file, code, ...) and their plurals never match. 
 on purpose: a bare lowercase word in a request written with spaces ("fix parser", "Parser
 reparieren" with no article): English prose would gain references from its ordinary words;
 a word that only contains a name or is contained in one ("parse the input" is not parser.py,
-"the cached value" not cache.py); and, as no cheap rule reads them: translations that share
-no letters with the name (解析器, analyseur, analizador for parser; Zwischenspeicher for
-cache), hangul and half-width katakana, katakana whose English has a silent letter inside
+"the cached value" not cache.py); and, as no cheap rule reads them: translations and
+synonyms the glossary does not hold, other languages' scripts (Cyrillic: парсер), hangul and
+half-width katakana, katakana whose English has a silent letter inside
 (トークナイザー tokenizer), symbols named in other languages unless written as code, and other
 inflections than a plural -s. Katakana is matched on its consonants: two names with the same
 ones both match (データ: data, date) and are asked about. A long request is read for its first
@@ -86,13 +94,13 @@ import json
 import logging
 import posixpath
 import re
-import unicodedata
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from urllib.parse import unquote
 
 from ..display import visible
-from ..text import normalize_text
+from ..text import fold, normalize_text
+from . import glossary
 from .index import WorkspaceIndex, split_name
 
 logger = logging.getLogger(__name__)
@@ -429,12 +437,6 @@ def _generic(name: str) -> bool:
     return name in _GENERIC or (name.endswith("s") and name[:-1] in _GENERIC)
 
 
-def _fold(word: str) -> str:
-    """Lowered, accents dropped: "Contrôleur" -> "controleur"."""
-    decomposed = unicodedata.normalize("NFKD", word.casefold())
-    return "".join(ch for ch in decomposed if not unicodedata.combining(ch))
-
-
 def _spellings(key: str) -> tuple[str, ...]:
     """`key`, and with German spelling taken to the Latin one (k -> c, z before e or i -> c:
     Konfiguration, Spezifikation)."""
@@ -470,6 +472,18 @@ def _derivations(key: str) -> list[str]:
         bases = [base, base + "e"] + ([base[:-1]] if base[-1] == base[-2] else [])
     forms = [b + ("r" if b.endswith("e") else "er") for b in bases]
     return [k for k in dict.fromkeys([*bases, *forms]) if k != key]
+
+
+def _components(noun: str, symbols: list[str], index: WorkspaceIndex) -> list[str]:
+    """When "the <noun>" found only symbols ("the parse": parse() in src/parser.py), the files
+    of the component the word may also stand for that hold none of them (tools/parser.py): a
+    reference to either, not to the symbol alone."""
+    held = {c.rpartition(" in ")[2] for c in symbols if " in " in c}
+    if len(held) < len(symbols):
+        return []  # files matched the noun itself
+    keys = [k for k in _derivations(fold(noun)) if len(k) >= _MIN_LOOSE and not _generic(k)]
+    found = index.match_names(keys)
+    return _sorted(r for rels in found.values() for r in rels if r not in held and r[-1] != "/")
 
 
 def _opens_sentence(text: str, start: int) -> bool:
@@ -739,7 +753,7 @@ def _words(text: str, cjk: bool, free) -> tuple[list[_Word], list[tuple[int, int
             opening = word.lower().endswith("ing") and _opens_sentence(text, start)
             if not (cjk or determiner or code or capital or opening):
                 continue  # a bare word in a sentence with spaces: English prose, mostly
-            key = _fold(word)
+            key = fold(word)
             if _generic(key) or len(key) < _MIN_NAME or key.isdigit():
                 continue
             groups: list[tuple[list[str], int]] = []
@@ -781,7 +795,8 @@ def _named_in_any_language(
     cjk = _CJK.search(text) is not None
     words, files = _words(text, cjk, free)
     katakana = _katakana_runs(text, free) if cjk else []
-    if not (words or files or katakana):
+    terms = _terms(text, cjk, free)
+    if not (words or files or katakana or terms):
         return [], False
     keys = [k for w in words for group, _ in w.groups for k in group]
     names = index.match_names([*keys, *(split_name(name)[0] for *_, name in files)])
@@ -807,7 +822,77 @@ def _named_in_any_language(
         if where:
             found.append((*word.surface, _sorted(where)))
     found += _katakana_found(katakana, index)
+    # The glossary's terms where nothing else was found ("el analizador": parser).
+    glossed = index.match_names([name for *_, stands_for in terms for name in stands_for])
+    for start, end, stands_for in terms:
+        if not any(s < end and start < e for s, e, _ in found):
+            candidates = _sorted(r for name in stands_for for r in glossed.get(name, ()))
+            if candidates:
+                found.append((start, end, candidates))
     return found, True
+
+
+_CJK_RUN = re.compile(f"[{_CJK_CHARS}]+")
+_TERM_CHARS = 4000  # of a request, read for the glossary's terms (a pasted log is not read)
+_TERM_WORDS = re.compile(rf"{_W}+(?:(?:[ \t]+|['\u2019]){_W}+)*")  # no newline, no comma
+
+
+def _terms(text: str, cjk: bool, free) -> list[tuple[int, int, tuple[str, ...]]]:
+    """(start, end, English names) for the glossary's terms in `text` (`glossary`), under the
+    conditions of any other word: in kana or ideographs anywhere; else after a determiner
+    (the surface keeps it) or capitalized; an English synonym after "the" and as a part of
+    the program ("the grammar code", "the tokenizer"). Dictionary lookups, the longest term
+    first, in the first `_TERM_CHARS` characters; at most `_WORDS` terms."""
+    found: list[tuple[int, int, tuple[str, ...]]] = []
+    text = text[:_TERM_CHARS]
+    for run in _CJK_RUN.finditer(text) if cjk else ():
+        at, end = run.span()
+        while at < end and len(found) < _WORDS:
+            if text[at] not in glossary.FIRST:
+                at += 1
+                continue
+            for length in range(min(glossary.MOST_CJK, end - at), 1, -1):
+                hit = glossary.lookup(text[at : at + length])
+                if hit and free(at, at + length):
+                    found.append((at, at + length, hit[1]))
+                    at += length - 1
+                    break
+            at += 1
+    for phrase in _TERM_WORDS.finditer(text):
+        words = list(_WORD.finditer(text, *phrase.span()))
+        i = 0
+        while i < len(words) and len(found) < _WORDS:
+            if not glossary.may_begin(fold(words[i].group())):
+                i += 1
+                continue
+            for n in range(min(glossary.MOST_WORDS, len(words) - i), 0, -1):
+                start, end = words[i].start(), words[i + n - 1].end()
+                hit = glossary.lookup(glossary.key(text[start:end]))
+                begins = _term_surface(text, start, end, hit[0], cjk) if hit else None
+                if hit and begins is not None and free(start, end):
+                    found.append((begins, end, hit[1]))
+                    i += n - 1
+                    break
+            i += 1
+    return found
+
+
+def _term_surface(text: str, start: int, end: int, term: str, cjk: bool) -> int | None:
+    """Where a glossary term found at start..end begins as a reference (at its determiner),
+    or None when it is no reference by the conditions `_terms` gives."""
+    before = re.search(rf"({_W}+)([ \t]+|['\u2019])$", text[max(0, start - 24) : start])
+    previous = before.group(1).lower() if before else ""
+    determiner = before is not None and (
+        previous in _DETERMINERS and (before.group(2).strip() == "" or previous == "l")
+    )
+    at = start - len(before.group(0)) if before and determiner else start
+    if term in glossary.ENGLISH:
+        after = re.match(rf"[ \t]+({_W}+)", text[end : end + 40])
+        part = term.endswith(("er", "or")) or (
+            after is not None and after.group(1).lower() in glossary.COMPONENTS
+        )
+        return at if previous in _DETERMINERS_EN and determiner and part else None
+    return at if determiner or cjk or text[start].isupper() else None
 
 
 def _katakana_found(runs: list[_Run], index: WorkspaceIndex) -> list[tuple[int, int, list[str]]]:
@@ -880,6 +965,8 @@ def resolve(
         looked = True
         symbols.add(noun)
         candidates = index.match_noun(noun, hint)
+        if candidates and hint is None:
+            candidates += _components(noun, candidates, index)
         if candidates:
             add(match.group(0), match.start(), match.end(), candidates)
     # The workspace's names wherever else they occur, in any language (see the docstring); a

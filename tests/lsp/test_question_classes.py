@@ -158,13 +158,21 @@ async def test_an_unanswered_conflict_is_said_when_the_budget_is_closed(
 
 @pytest.mark.parametrize(
     "request_text",
-    ["パーサーを直して", "修复parser里的bug", "Repariere den Parser", "corrige le parseur"],
+    [
+        "パーサーを直して",
+        "修复parser里的bug",
+        "Repariere den Parser",
+        "corrige le parseur",
+        "el analizador es muy lento",  # translations sharing no letter with the name
+        "解析器太慢了",
+    ],
 )
 async def test_a_request_in_another_language_is_asked_about_then_said(
     tmp_path, parsers, options, model, request_text
 ):
-    """The workspace's names found in Japanese, Chinese, German and French requests: with the
-    budget open the question is asked; once it is spent, the same request is said to rest on
+    """The workspace's names found in Japanese, Chinese, German, French and Spanish requests,
+    by their letters or by the glossary's translations: with the budget open the question is
+    asked; once it is spent, the same request is said to rest on
     an assumption, in the prompt and the summary."""
     editor = await start_indexed(tmp_path, parsers, options)
     try:
@@ -191,9 +199,9 @@ def _reads(*paths: str) -> dict:
 @pytest.mark.parametrize(
     "request_text",
     [
-        "the grammar code rejects trailing commas, fix it",  # a synonym
+        "the syntax code rejects trailing commas, fix it",  # a synonym the glossary lacks
         "trailing commas are rejected when we parse",  # a bare verb
-        "解析器太慢了",  # a translation sharing no letter with the name
+        "парсер слишком медленный",  # a language the finder does not read (Russian)
     ],
 )
 async def test_a_reference_the_finder_misses_is_said_from_what_the_task_worked_on(
