@@ -8,7 +8,14 @@ import re
 import pytest
 
 from talos_ls.memory.index import WorkspaceIndex
-from talos_ls.memory.resolve import Evidence, evidence_notes, resolve
+from talos_ls.memory.resolve import (
+    MENTION,
+    Evidence,
+    assumptions,
+    evidence_notes,
+    resolve,
+    worked_on,
+)
 
 PARSERS = ["src/parser.py", "tools/parser.py"]
 
@@ -176,8 +183,7 @@ def test_how_many_a_bare_mention_matches_decides_its_status(workspace):
 def test_english_requests_gain_no_reference_from_words_that_contain_a_name(workspace):
     for text in [
         "parse the input",  # parse is no parser
-        "fix parser",  # a bare lowercase word in English prose: not read as a name
-        "fix parser.py",  # nor a bare file name (the evidence rule reads it)
+        "fix parser.py",  # a bare file name: the evidence rule reads it
         "the parsed output has an extra line",
         "the cached value is stale",
         "serverless deployment is not supported",
@@ -370,3 +376,67 @@ def test_the_glossary_reads_a_long_request_once_and_only_its_beginning(workspace
     there is one reference."""
     text = "el analizador falla. " * 20 + "x " * 5000 + "der Zwischenspeicher"
     assert refs(workspace, text) == [("el analizador", GAP, PARSERS)]
+
+
+@pytest.mark.parametrize(
+    ("text", "surface"),
+    [
+        ("fix parser", "parser"),  # a bare word of prose that is the name of two files
+        ("Parser crashes on empty input", "Parser"),
+        ("parser and lexer disagree on tabs", "parser"),  # lexer: one file, nothing to say
+    ],
+)
+def test_a_bare_word_naming_two_to_four_files_is_said_and_never_asked(workspace, qq, text, surface):
+    """A word of prose is no reference to ask about ("use a cache here" may mean a new one),
+    but when it is the name of two to four files, which the task may take is said in its
+    prompt; its summary says what the task took (`worked_on`), not what the word might mean."""
+    record = resolve("a1", 1, text, workspace)
+    (ref,) = record.references
+    assert (ref["surface"], ref["status"], ref["kind"]) == (surface, "assumed", MENTION)
+    assert ref["candidates"] == PARSERS and ref["question"] is None
+    assert qq.propose_from_resolution(record, 1) == 0  # never a question
+    (note,) = evidence_notes(record)
+    assert note.startswith(f"{surface!r} in the request may name src/parser.py or tools/parser.py")
+    assert f"Assumed {surface!r} means src/parser.py" in note and "not tools/parser.py" in note
+    assert assumptions(record) == []  # the summary does not claim the task took it
+    (after,) = worked_on(text, record, workspace, ["tools/parser.py"], [])
+    assert after.startswith("Assumed the request meant tools/parser.py (the task changed it;")
+
+
+def test_a_bare_word_the_editor_settles_is_said_as_taken(workspace):
+    evidence = Evidence(active="tools/parser.py")
+    (ref,) = resolve("a1", 1, "fix parser", workspace, evidence).references
+    assert (ref["status"], ref["resolved_text"], ref["kind"]) == (
+        "resolved",
+        "tools/parser.py",
+        MENTION,
+    )
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "use cache here",  # one file of that name: nothing to say
+        "tidy util",  # five: the layout's name, not a part (a note would list them all)
+        "make it faster",  # no file of that name
+        "the cached value is stale",  # an inflected form is not the name
+    ],
+)
+def test_a_bare_word_naming_one_or_many_files_or_none_is_nothing(workspace, text):
+    assert refs(workspace, text) == []
+    assert not resolve("a1", 1, text, workspace).partial
+
+
+def test_a_bare_verb_form_of_a_shared_name_is_a_mention(tmp_path):
+    for rel in ("lib/cache.py", "lib/cache/cache.py", "src/parser.py"):
+        (tmp_path / rel).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / rel).write_text("x = 1\n")
+    index = WorkspaceIndex.build(tmp_path)
+    both = ["lib/cache.py", "lib/cache/cache.py"]
+    for text, surface in [
+        ("responses are cached for too long", "cached"),
+        ("stop caching errors", "caching"),
+        ("where do we cache HTTP responses?", "cache"),
+    ]:
+        assert refs(index, text) == [(surface, "assumed", both)], text
+    assert refs(index, "we are parsing twice") == []  # parse: no file of that name

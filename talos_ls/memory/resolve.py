@@ -54,10 +54,13 @@ index's file stems and directory names (`match_names`), never a pass over the fi
   スケジューラー scheduler, クライアント client, スキーマ schema, インデックス index); with
   the final mark unwritten too (パーサ); matched with one search over the names; a
   compound's parts (パーサーモジュール) when the whole matches nothing.
-Generic words (`_GENERIC`: bug, file, code, ...) and their plurals never match. Not covered,
-on purpose: a bare lowercase word in a request written with spaces ("fix parser", "Parser
-reparieren" with no article): English prose would gain references from its ordinary words;
-a word that only contains a name or is contained in one ("parse the input" is not parser.py,
+Generic words (`_GENERIC`: bug, file, code, ...) and their plurals never match. A bare word
+in a request written with spaces ("fix parser", "responses are cached", "Parser reparieren"
+with no article) is no reference to ask about: English prose would gain questions from its
+ordinary words. But when it (or what an -ed or -ing form is a form of) is the name of two to
+four files, it is a *mention* (kind `MENTION`, status "assumed", no question): the prompt
+says which the task may take, and the summary what it took (`worked_on`). Not covered, on
+purpose: a word that only contains a name or is contained in one ("parse the input" is not parser.py,
 "the cached value" not cache.py); and, as no cheap rule reads them: translations and
 synonyms the glossary does not hold, other languages' scripts (Cyrillic: парсер), hangul and
 half-width katakana, katakana whose English has a silent letter inside
@@ -106,6 +109,10 @@ from .index import WorkspaceIndex, split_name
 logger = logging.getLogger(__name__)
 
 GAP_MIN, GAP_MAX = 2, 4
+# A reference's kind when it is a bare word of prose that names two to four files ("fix
+# parser"): the prompt says which the task may take, nothing asks, and the summary says
+# what the task took (`worked_on`), not what the word might have meant.
+MENTION = "mention"
 QUESTION_MAX_CHARS = 200
 _HINTS = "file|module|test|tests|function|class|script|config|package"
 _DEFINITE = re.compile(
@@ -466,10 +473,7 @@ def _derivations(key: str) -> list[str]:
     cacher; "the loading step": load, loader). Only a bare form or an -ing one: a past
     participle describes what was done to a thing ("the cached value", "the parsed output"),
     not the part of the code that does it."""
-    bases = [key]
-    if key.endswith("ing") and len(key) >= 6:
-        base = key[:-3]
-        bases = [base, base + "e"] + ([base[:-1]] if base[-1] == base[-2] else [])
+    bases = (_bases(key) if key.endswith("ing") else []) or [key]
     forms = [b + ("r" if b.endswith("e") else "er") for b in bases]
     return [k for k in dict.fromkeys([*bases, *forms]) if k != key]
 
@@ -484,6 +488,15 @@ def _components(noun: str, symbols: list[str], index: WorkspaceIndex) -> list[st
     keys = [k for k in _derivations(fold(noun)) if len(k) >= _MIN_LOOSE and not _generic(k)]
     found = index.match_names(keys)
     return _sorted(r for rels in found.values() for r in rels if r not in held and r[-1] != "/")
+
+
+def _bases(key: str) -> list[str]:
+    """What an English verb form is a form of: cached, caching -> cache; loaded -> load."""
+    for end in ("ing", "ed"):
+        if key.endswith(end) and len(key) - len(end) >= 3:
+            base = key[: -len(end)]
+            return [base, base + "e"] + ([base[:-1]] if base[-1] == base[-2] else [])
+    return []
 
 
 def _opens_sentence(text: str, start: int) -> bool:
@@ -525,6 +538,7 @@ class _Word:
     surface: tuple[int, int]
     groups: list[tuple[list[str], int]]  # the names to try, and the shortest one may find
     code: str | None = None  # a code-shaped word: also looked up as a symbol
+    bare: bool = False  # a word of prose: a mention only when it names two to four files
 
 
 # Katakana, read as the English word it spells: each mora a consonant (as English may spell
@@ -726,6 +740,7 @@ def _words(text: str, cjk: bool, free) -> tuple[list[_Word], list[tuple[int, int
     words: list[_Word] = []
     files: list[tuple[int, int, str]] = []
     previous, previous_end = "", -1
+    bare = 0  # words of prose looked up
     for run in _RUN.finditer(text):
         start, end = run.span()
         raw = run.group()
@@ -751,11 +766,15 @@ def _words(text: str, cjk: bool, free) -> tuple[list[_Word], list[tuple[int, int
             code = "_" in word or _CAMEL.search(word) is not None or backticked
             capital = word[:1].isupper()
             opening = word.lower().endswith("ing") and _opens_sentence(text, start)
-            if not (cjk or determiner or code or capital or opening):
-                continue  # a bare word in a sentence with spaces: English prose, mostly
             key = fold(word)
             if _generic(key) or len(key) < _MIN_NAME or key.isdigit():
                 continue
+            s, e = start + part.start(), start + part.end()
+            if not (cjk or determiner or code) and len(key) >= _MIN_LOOSE and bare < _WORDS:
+                bare += 1  # "fix parser", "responses are cached too long": said if ambiguous
+                words.append(_Word((s, e), [(_whole(key) + _bases(key), _MIN_NAME)], bare=True))
+            if not (cjk or determiner or code or capital or opening):
+                continue  # a bare word in a sentence with spaces: English prose, mostly
             groups: list[tuple[list[str], int]] = []
             if cjk or determiner or code:
                 whole = [k for spelled in _spellings(key) for k in _whole(spelled)]
@@ -766,11 +785,10 @@ def _words(text: str, cjk: bool, free) -> tuple[list[_Word], list[tuple[int, int
                 groups += [(_cognates(key), _MIN_LOOSE), (_abbreviations(key), _MIN_LOOSE)]
                 if cjk or capital or (determiner and not english):
                     groups.append((_compound_parts(key), _MIN_PART))
-            s, e = start + part.start(), start + part.end()
             if determiner and len(parts) == 1:
                 s = det_start  # "den Parser", "le parseur": as "the parser"
             words.append(_Word((s, e), groups, word if code else None))
-        if len(words) >= _WORDS:
+        if len(words) - bare >= _WORDS:
             break
     return words, files
 
@@ -782,11 +800,12 @@ def _sorted(where: Iterable[str]) -> list[str]:
 
 def _named_in_any_language(
     text: str, index: WorkspaceIndex, taken: list[tuple[int, int]], symbols: set[str]
-) -> tuple[list[tuple[int, int, list[str]]], bool]:
+) -> tuple[list[tuple[int, int, list[str]]], list[tuple[int, int, list[str]]], bool]:
     """(start, end, candidates) for each name of the workspace that `text` mentions outside
     the spans `taken`, in any of the forms the module docstring lists (a code-shaped word is
-    looked up as a symbol unless it is in `symbols`: a scan of every file's names); and
-    whether anything was looked up."""
+    looked up as a symbol unless it is in `symbols`: a scan of every file's names); the same
+    for the bare words of prose that are the name of two to four files (mentions, said and
+    never asked: "fix parser"); and whether anything was looked up."""
     text = text.translate(_FULLWIDTH)  # the same length: offsets hold
 
     def free(start: int, end: int) -> bool:
@@ -796,8 +815,11 @@ def _named_in_any_language(
     words, files = _words(text, cjk, free)
     katakana = _katakana_runs(text, free) if cjk else []
     terms = _terms(text, cjk, free)
+    # A word of prose looked up does not make the lookup partial ("make it faster" names no
+    # file however much of the workspace is indexed); a mention it finds is a hint only.
+    searched = bool(files or katakana or terms or any(not w.bare for w in words))
     if not (words or files or katakana or terms):
-        return [], False
+        return [], [], False
     keys = [k for w in words for group, _ in w.groups for k in group]
     names = index.match_names([*keys, *(split_name(name)[0] for *_, name in files)])
     found: list[tuple[int, int, list[str]]] = []
@@ -809,7 +831,10 @@ def _named_in_any_language(
             found.append((start, end, where))
     symbols = set(symbols)
     budget = len(symbols) + _SYMBOL_LOOKUPS
+    mentions: list[tuple[int, int, list[str]]] = []
     for word in words:
+        if any(word.surface == (s, e) for s, e, _ in mentions):
+            continue  # said already as a mention
         where = []
         for group, minimum in word.groups:
             hits = [names[k] for k in group if k in names and len(k) >= minimum and not _generic(k)]
@@ -819,7 +844,11 @@ def _named_in_any_language(
         if not where and word.code and word.code not in symbols and len(symbols) < budget:
             symbols.add(word.code)
             where = index.match_symbol(word.code)
-        if where:
+        if word.bare:
+            files_only = _sorted(r for r in where if not r.endswith("/"))
+            if GAP_MIN <= len(files_only) <= GAP_MAX:
+                mentions.append((*word.surface, files_only))
+        elif where:
             found.append((*word.surface, _sorted(where)))
     found += _katakana_found(katakana, index)
     # The glossary's terms where nothing else was found ("el analizador": parser).
@@ -829,7 +858,7 @@ def _named_in_any_language(
             candidates = _sorted(r for name in stands_for for r in glossed.get(name, ()))
             if candidates:
                 found.append((start, end, candidates))
-    return found, True
+    return found, mentions, searched
 
 
 _CJK_RUN = re.compile(f"[{_CJK_CHARS}]+")
@@ -971,11 +1000,17 @@ def resolve(
             add(match.group(0), match.start(), match.end(), candidates)
     # The workspace's names wherever else they occur, in any language (see the docstring); a
     # mention that could mean only what one found already could is the same reference.
-    named, searched = _named_in_any_language(text, index, taken, symbols)
+    named, mentions, searched = _named_in_any_language(text, index, taken, symbols)
     looked = looked or searched
     for start, end, candidates in named:
         if not any(seen_one.issuperset(candidates) for seen_one in seen):
             add(text[start:end], start, end, candidates)
+    for start, end, candidates in mentions:  # a word of prose: said, never asked
+        if not any(seen_one.issuperset(candidates) for seen_one in seen):
+            add(text[start:end], start, end, candidates)
+            refs[-1]["kind"] = MENTION
+            if refs[-1]["status"] == "evidence_gap":
+                refs[-1].update(status="assumed", question=None)
     refs.sort(key=lambda r: r["start"])
     worst = max((_STATUS_ORDER.index(r["status"]) for r in refs), default=0)
     digest = hashlib.sha1(f"{agent_id}\0{turn}\0{text}".encode()).hexdigest()[:16]
@@ -1031,7 +1066,9 @@ def assumptions(record: ResolutionRecord, asked: str | None = None) -> list[str]
     return [
         assumption_line(ref["surface"], ref["assumption"])
         for ref in record.references
-        if isinstance(ref.get("assumption"), dict) and (asked is None or ref["question"] != asked)
+        if isinstance(ref.get("assumption"), dict)
+        and ref.get("kind") != MENTION
+        and (asked is None or ref["question"] != asked)
     ]
 
 
@@ -1052,13 +1089,15 @@ def worked_on(
     nor showed as a reference:
     a file it changed (when it changed none, one it read) that shares its name with files it
     did not touch, where the request settled nothing about that name. The finder misses
-    references (a synonym, a bare verb, a translation sharing no letter with the name: "the
-    grammar code", "responses are cached", "解析器"), so which file the task took is said after
+    references (a synonym or a translation the glossary lacks, a bare verb: "the syntax
+    code", "парсер", "responses are cached"), so which file the task took is said after
     it, from what it did, in any language: "Assumed the request meant src/parser.py (the task
     changed it; the request did not say which), not tools/parser.py." At most `limit` lines;
     dunder names and names of the layout (`_CONVENTION`) say nothing."""
     settled: set[str] = set()
     for ref in record.references:  # stated before the task, or the person's own word
+        if ref.get("kind") == MENTION:
+            continue  # a word that may name it: what the task took is said here
         for candidate in ref.get("candidates") or ():
             settled.add(str(candidate).rpartition(" in ")[2])
     touched = {posixpath.normpath(p) for p in (*changed, *read)}
@@ -1098,7 +1137,13 @@ def evidence_notes(record: ResolutionRecord) -> list[str]:
         )
     for ref in record.references:
         weighed, said = ref.get("evidence"), ref.get("assumption")
-        if isinstance(said, dict):
+        if ref.get("kind") == MENTION and isinstance(said, dict):
+            options = " or ".join(map(_shown, [said["candidate"], *said["not"]]))
+            notes.append(
+                f"{ref['surface']!r} in the request may name {options}. If it does: "
+                f"{assumption_line(ref['surface'], said)} Say in your reply which you took."
+            )
+        elif isinstance(said, dict):
             note = assumption_line(ref["surface"], said)
             if ref.get("status") != "resolved":  # not the editor's evidence either
                 note += (

@@ -18,9 +18,16 @@ from pytest_lsp.client import LanguageClient, register_lsp_features
 
 from talos_ls.store import open_store
 
+from ..conftest import full_tier_backends
 from ..lsp.conftest import WAIT_S, Editor, _converter, apply_edits, capabilities, model, server_env
 
 __all__ = ["model"]  # the scripted model of the language-server tests
+
+
+@pytest.fixture(params=full_tier_backends())
+def backend(request) -> str:
+    """SQLite and Redis on every run, a Cluster and Valkey with --full (tests/conftest.py)."""
+    return request.param
 
 
 async def launch(home: Path, ws: Path, options: dict[str, Any], hold: bool = False) -> Editor:

@@ -226,3 +226,27 @@ async def test_a_reference_the_finder_misses_is_said_from_what_the_task_worked_o
         assert editor.prompts == []
     finally:
         await editor.stop()
+
+
+@pytest.mark.parametrize(
+    "request_text", ["tokens out of parser look wrong", "parser is slow, fix it"]
+)
+async def test_a_bare_word_naming_two_files_is_said_in_the_prompt_never_asked(
+    tmp_path, parsers, options, model, request_text
+):
+    """A word of prose that is the name of both parsers: with the budget open nothing is
+    asked; the prompt says which the task may take; the summary says the one it read."""
+    editor = await start_indexed(tmp_path, parsers, options)
+    try:
+        model.script.append(_reads("tools/parser.py"))
+        shown = await _run(editor, model, request_text)
+        (hint,) = [line for line in user_message(model, 0).splitlines() if "may name" in line]
+        assert "'parser' in the request may name src/parser.py or tools/parser.py" in hint
+        assert editor.prompts == []  # never asked, the budget open
+        said = (
+            "Assumed the request meant tools/parser.py (the task read it; the request did not "
+            "say which), not src/parser.py."
+        )
+        assert f"{HEADING}\n- {said}" in shown
+    finally:
+        await editor.stop()
