@@ -60,9 +60,9 @@ with no article) is no reference to ask about: English prose would gain question
 ordinary words. But when it (or what an -ed or -ing form is a form of) is the name of two to
 four files, it is a *mention* (kind `MENTION`, status "assumed", no question): the prompt
 says which the task may take, and the summary what it took (`worked_on`). Not covered, on
-purpose: a word that only contains a name or is contained in one ("parse the input" is not parser.py,
-"the cached value" not cache.py); and, as no cheap rule reads them: translations and
-synonyms the glossary does not hold, other languages' scripts (Cyrillic: парсер), hangul and
+purpose: a word that only contains a name or is contained in one ("parse the input" is not
+parser.py, "the cached value" not cache.py); and, as no cheap rule reads them: translations
+and synonyms the glossary does not hold, other languages' scripts (Cyrillic: парсер), hangul and
 half-width katakana, katakana whose English has a silent letter inside
 (トークナイザー tokenizer), symbols named in other languages unless written as code, and other
 inflections than a plural -s. Katakana is matched on its consonants: two names with the same
