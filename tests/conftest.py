@@ -24,7 +24,7 @@ def pytest_addoption(parser) -> None:
         action="store_true",
         help="also run the full tier (tests marked `full`: a soak, the real VS Code "
         "workbench, 10,000-message floods, the TypeScript ACP client, the reference MCP servers, "
-        "crashed and restarted servers on a Redis Cluster and Valkey); "
+        "the real processes' tests on the Redis family); "
         "CI always does",
     )
 
@@ -111,17 +111,13 @@ def server():
     s.close()
 
 
-# Through real processes (killed and restarted servers, two daemons on one store), a Redis
-# Cluster and a Valkey are the full tier's: the contract suites run on them in-process on every
-# run, and the processes' behaviour on one Redis server is the same code. CI runs them all.
-FULL_TIER_BACKENDS = ("redis-cluster", "valkey")
-
-
-def full_tier_backends() -> list:
-    """BACKENDS for a test of real processes: SQLite and Redis always, the others with --full."""
-    return [
-        pytest.param(b, marks=pytest.mark.full) if b in FULL_TIER_BACKENDS else b for b in BACKENDS
-    ]
+# Through real processes (killed and restarted servers, two daemons on one store, a task's
+# questions end to end), the Redis family is the full tier's: the contract suites run on every
+# backend in-process on every run, and above the store the processes run the same code. CI
+# runs them all.
+def process_backends(every_run: str = "sqlite") -> list:
+    """BACKENDS for a test of real processes: `every_run` always, the others with --full."""
+    return [b if b == every_run else pytest.param(b, marks=pytest.mark.full) for b in BACKENDS]
 
 
 @pytest.fixture(params=BACKENDS)

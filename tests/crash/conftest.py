@@ -18,15 +18,15 @@ from pytest_lsp.client import LanguageClient, register_lsp_features
 
 from talos_ls.store import open_store
 
-from ..conftest import full_tier_backends
+from ..conftest import process_backends
 from ..lsp.conftest import WAIT_S, Editor, _converter, apply_edits, capabilities, model, server_env
 
 __all__ = ["model"]  # the scripted model of the language-server tests
 
 
-@pytest.fixture(params=full_tier_backends())
+@pytest.fixture(params=process_backends())
 def backend(request) -> str:
-    """SQLite and Redis on every run, a Cluster and Valkey with --full (tests/conftest.py)."""
+    """SQLite on every run, the Redis family with --full (tests/conftest.py)."""
     return request.param
 
 

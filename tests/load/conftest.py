@@ -2,13 +2,13 @@
 
 import pytest
 
-from ..conftest import full_tier_backends
+from ..conftest import process_backends
 from ..lsp.conftest import model, ws
 
 __all__ = ["model", "ws"]
 
 
-@pytest.fixture(params=full_tier_backends())
+@pytest.fixture(params=process_backends())
 def backend(request) -> str:
-    """SQLite and Redis on every run, a Cluster and Valkey with --full (tests/conftest.py)."""
+    """SQLite on every run, the Redis family with --full (tests/conftest.py)."""
     return request.param

@@ -21,7 +21,7 @@ CONFLICT = {"AGENTS.md": "- Tests use unittest\n", "CLAUDE.md": "- Tests use pyt
 HEADING = "Not confirmed by you (say so if one is wrong):"
 
 
-@pytest.fixture(params=["sqlite", "redis"])
+@pytest.fixture(params=["sqlite", pytest.param("redis", marks=pytest.mark.full)])
 def backend(request) -> str:
     return request.param
 

@@ -33,7 +33,7 @@ def _shown(editor: Editor, uri: str) -> list[str]:
     return [str(d.code) for d in editor.client.diagnostics.get(uri) or []]
 
 
-@pytest.fixture(params=["sqlite", "redis"])
+@pytest.fixture(params=["sqlite", pytest.param("redis", marks=pytest.mark.full)])
 def shared_store(request, tmp_path) -> str:
     """The store both servers use: a SQLite file, or a real Redis (flushed after the test)."""
     if request.param == "sqlite":
