@@ -440,3 +440,16 @@ def test_a_bare_verb_form_of_a_shared_name_is_a_mention(tmp_path):
     ]:
         assert refs(index, text) == [(surface, "assumed", both)], text
     assert refs(index, "we are parsing twice") == []  # parse: no file of that name
+
+
+def test_the_glossary_reads_a_term_as_written_and_by_its_key():
+    """A key folds accents and kana sound marks away (テンプレート's プ); a term is found as the
+    table writes it, unaccented, and in the plural."""
+    from talos_ls.memory import glossary
+
+    for written in ("テンプレート", "analizador léxico", "analizador lexico", "Analizadores"):
+        key = glossary.key(written)
+        assert glossary.may_begin(key.split()[0]) or key[0] in glossary.FIRST, written
+        assert glossary.lookup(key) is not None, written
+    assert "テ" in glossary.FIRST  # the first character as written, not its key's
+    assert glossary.lookup(glossary.key("analizadorx")) is None

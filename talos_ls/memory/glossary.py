@@ -112,6 +112,8 @@ _NAMES, ENGLISH = _table()
 MOST_WORDS = max(len(k.replace("'", " ").split()) for k in _NAMES if not _CJK.search(k))
 MOST_CJK = max(len(k) for k in _NAMES if _CJK.search(k))
 FIRST = frozenset(k[0] if _CJK.search(k) else k.replace("'", " ").split()[0] for k in _NAMES)
+# and as written (テンプレート's key has no handakuten: its first character may be another)
+FIRST |= frozenset(t.strip()[0] for t in re.split(r"[,|\n]", _TABLE) if _CJK.match(t.strip()))
 
 
 def may_begin(word: str) -> bool:

@@ -881,7 +881,7 @@ def _terms(text: str, cjk: bool, free) -> list[tuple[int, int, tuple[str, ...]]]
                 at += 1
                 continue
             for length in range(min(glossary.MOST_CJK, end - at), 1, -1):
-                hit = glossary.lookup(text[at : at + length])
+                hit = glossary.lookup(glossary.key(text[at : at + length]))
                 if hit and free(at, at + length):
                     found.append((at, at + length, hit[1]))
                     at += length - 1
