@@ -854,7 +854,7 @@ def _named_in_any_language(
     # The glossary's terms where nothing else was found ("el analizador": parser).
     glossed = index.match_names([name for *_, stands_for in terms for name in stands_for])
     for start, end, stands_for in terms:
-        if not any(s < end and start < e for s, e, _ in found):
+        if not any(s < end and start < e for s, e, _ in (*found, *mentions)):
             candidates = _sorted(r for name in stands_for for r in glossed.get(name, ()))
             if candidates:
                 found.append((start, end, candidates))
