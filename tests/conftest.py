@@ -115,9 +115,9 @@ def server():
 # questions end to end), the Redis family is the full tier's: the contract suites run on every
 # backend in-process on every run, and above the store the processes run the same code. CI
 # runs them all.
-def process_backends(every_run: str = "sqlite") -> list:
-    """BACKENDS for a test of real processes: `every_run` always, the others with --full."""
-    return [b if b == every_run else pytest.param(b, marks=pytest.mark.full) for b in BACKENDS]
+def process_backends() -> list:
+    """BACKENDS for a test of real processes: SQLite always, the others with --full."""
+    return [b if b == "sqlite" else pytest.param(b, marks=pytest.mark.full) for b in BACKENDS]
 
 
 @pytest.fixture(params=BACKENDS)

@@ -864,6 +864,8 @@ def _named_in_any_language(
 _CJK_RUN = re.compile(f"[{_CJK_CHARS}]+")
 _TERM_CHARS = 4000  # of a request, read for the glossary's terms (a pasted log is not read)
 _TERM_WORDS = re.compile(rf"{_W}+(?:(?:[ \t]+|['\u2019]){_W}+)*")  # no newline, no comma
+_WORD_BEFORE = re.compile(rf"({_W}+)([ \t]+|['\u2019])$")  # of the 24 characters before a term
+_WORD_AFTER = re.compile(rf"[ \t]+({_W}+)")
 
 
 def _terms(text: str, cjk: bool, free) -> list[tuple[int, int, tuple[str, ...]]]:
@@ -909,14 +911,14 @@ def _terms(text: str, cjk: bool, free) -> list[tuple[int, int, tuple[str, ...]]]
 def _term_surface(text: str, start: int, end: int, term: str, cjk: bool) -> int | None:
     """Where a glossary term found at start..end begins as a reference (at its determiner),
     or None when it is no reference by the conditions `_terms` gives."""
-    before = re.search(rf"({_W}+)([ \t]+|['\u2019])$", text[max(0, start - 24) : start])
+    before = _WORD_BEFORE.search(text[max(0, start - 24) : start])
     previous = before.group(1).lower() if before else ""
     determiner = before is not None and (
         previous in _DETERMINERS and (before.group(2).strip() == "" or previous == "l")
     )
     at = start - len(before.group(0)) if before and determiner else start
     if term in glossary.ENGLISH:
-        after = re.match(rf"[ \t]+({_W}+)", text[end : end + 40])
+        after = _WORD_AFTER.match(text[end : end + 40])
         part = term.endswith(("er", "or")) or (
             after is not None and after.group(1).lower() in glossary.COMPONENTS
         )
