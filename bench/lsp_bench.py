@@ -1028,16 +1028,21 @@ class Bench:
             for n, (root, wait) in enumerate(cases):
                 key = f"{root}|{wait:g}"
                 self.model.send(op="clear")
-                self.model.send(op="reply", text="ok", times=2)
+                self.model.send(op="reply", text="ok", times=3)
                 s, _ = await self.session("talos", self.small, f"first-{rep}-{n}", root)
                 await asyncio.sleep(max(0.0, s.t_initialized + wait - time.perf_counter()))
                 first = await self.task_to_end(s, PROMPT)
                 second = await self.task_to_end(s, PROMPT)
+                # A third after the same wait: the first's cost against a task that also
+                # starts from idle (threads asleep, caches cold) isolates first-time work.
+                await asyncio.sleep(wait)
+                third = await self.task_to_end(s, PROMPT) if wait else math.nan
                 await self.finish(s, "first task")
                 if rep:
-                    run = runs.setdefault(key, {"first": [], "second": []})
+                    run = runs.setdefault(key, {"first": [], "second": [], "idle": []})
                     run["first"].append(first)
                     run["second"].append(second)
+                    run["idle"].append(third)
         out: dict[str, Any] = {"wait_s": wait_s, "cases": {}}
         for key, run in runs.items():
             root, wait = key.split("|")
@@ -1048,6 +1053,11 @@ class Bench:
                 "second_ms": summary(run["second"]),
                 "ratio": statistics.median(run["first"]) / statistics.median(run["second"]),
             }
+            if float(wait):
+                out["cases"][key]["after_same_wait_ms"] = summary(run["idle"])
+                out["cases"][key]["ratio_same_wait"] = statistics.median(
+                    run["first"]
+                ) / statistics.median(run["idle"])
         fresh = []
         for _ in range(reps):
             self.model.send(op="reply", text="ok")
@@ -1379,6 +1389,16 @@ def step_rows(r: dict[str, Any]) -> list[str]:
                 f"(the second) | {case['ratio']:.2f}x | "
                 + (f"<= 1.3x | {yes(case['ratio'] <= 1.3)} |" if target else "| |")
             )
+            if "ratio_same_wait" in case:
+                t = case["after_same_wait_ms"]
+                rows.append(
+                    f"| 8. the same first task / a third, begun after the same "
+                    f"{case['wait_s']:g} s wait{label}, median (max) ms | "
+                    f"{ms(f['median'])} ({ms(f['max'])}) | "
+                    f"{ms(t['median'])} ({ms(t['max'])}) (the third) | "
+                    f"{case['ratio_same_wait']:.2f}x | "
+                    + (f"<= 1.3x | {yes(case['ratio_same_wait'] <= 1.3)} |" if target else "| |")
+                )
         fr = ft["fresh_import_and_call_ms"]
         rows.append(
             f"| 8. anchor: a fresh process importing openai and making one call, median ms | "
