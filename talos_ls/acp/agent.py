@@ -353,9 +353,7 @@ class TalosAgent:
             with contextlib.suppress(ArithmeticError, TypeError, ValueError):
                 session.spent[task_id] = TaskCost(cost=Decimal(str(row.get("cost") or 0)))
             asked = False
-            for message in row.get("transcript") or []:
-                if not isinstance(message, Mapping):
-                    continue
+            for message in _own(row.get("transcript") or [], str(row.get("title") or "")):
                 role, content = message.get("role"), message.get("content")
                 if role == "user" and isinstance(content, str) and not asked:
                     asked = True
@@ -495,6 +493,23 @@ def _kind(tool: str) -> str:
     from .port import KINDS
 
     return KINDS.get(tool, "other")
+
+
+def _own(transcript: Sequence[Any], title: str) -> list[Mapping[str, Any]]:
+    """A task's own messages, from its request on. A follow-up's transcript begins with the
+    conversation it continues (`loop.conversation`: plain requests and answers, as the model
+    is sent them), which the replay of the tasks before it showed already. Its request is the
+    last of the person's messages in that plain start beginning with the task's title (the
+    request's first characters); without one, the whole transcript."""
+    messages = [m for m in transcript if isinstance(m, Mapping)]
+    start = 0
+    for i, message in enumerate(messages):
+        if message.get("tool_calls") or message.get("role") not in ("system", "user", "assistant"):
+            break
+        content = message.get("content")
+        if message.get("role") == "user" and isinstance(content, str) and title:
+            start = i if content.startswith(title) else start
+    return messages[start:]
 
 
 def _prompt_text(blocks: Sequence[Any]) -> str:

@@ -90,6 +90,39 @@ async def test_load_after_a_restart_replays_the_transcript(home, model, ws):
         await second.stop()
 
 
+async def test_load_replays_each_turn_of_a_conversation_once(home, model, ws):
+    """A follow-up's stored transcript begins with the conversation it continues (what the
+    model is sent): the replay shows each request and each answer once, in order."""
+    model.script = [reply("General Kenobi."), reply("You are a bold one.")]
+    first = await start_agent(home)
+    try:
+        await first.start()
+        sid = await first.new(ws)
+        await first.prompt(sid, "Hello there")
+        await first.prompt(sid, "Back away")
+    finally:
+        assert await first.stop() == 0
+    second = await start_agent(home)
+    try:
+        await second.start()
+        await asyncio.wait_for(
+            second.conn.load_session(cwd=str(ws), session_id=sid, mcp_servers=[]), WAIT_S
+        )
+        said = [
+            (u["sessionUpdate"], u["content"]["text"].strip())
+            for u in second.person.updates(sid)
+            if u["sessionUpdate"] in ("user_message_chunk", "agent_message_chunk")
+        ]
+        assert said == [
+            ("user_message_chunk", "Hello there"),
+            ("agent_message_chunk", "General Kenobi."),
+            ("user_message_chunk", "Back away"),
+            ("agent_message_chunk", "You are a bold one."),
+        ], said
+    finally:
+        await second.stop()
+
+
 async def test_load_refuses_an_unknown_or_foreign_session(agent, ws, tmp_path):
     from acp.exceptions import RequestError
 
