@@ -286,6 +286,7 @@ class TalosAgent:
         task = result.task
         session.tasks.add(task.id)
         record.tasks.append(task.id)
+        record.sizes[task.id] = len(text)
         record.title = record.title or text.strip().splitlines()[0][:TITLE_CHARS]
         record.mode = session.mode
         await self.offload.run(self.book.save, record)
@@ -358,6 +359,8 @@ class TalosAgent:
                 if role == "user" and isinstance(content, str) and not asked:
                     asked = True
                     kind = "user_message_chunk"
+                    size = record.sizes.get(task_id, 0)
+                    content = content[:size] if size > 0 else content
                 elif role == "assistant" and isinstance(content, str) and content:
                     kind = "agent_message_chunk"
                 else:
