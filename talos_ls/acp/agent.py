@@ -537,7 +537,10 @@ def _prompt_text(blocks: Sequence[Any]) -> str:
         elif kind == "resource_link":
             context.append(f"The person points at {visible(block.uri, single_line=True)}.")
         else:
-            raise bad(f"session/prompt: Talos takes text prompts; a {kind} block was sent")
+            raise bad(
+                f"session/prompt: Talos takes text prompts; {kind} blocks are not supported "
+                f"(promptCapabilities.{kind} is false)"
+            )
     said = "\n".join(words)
     if not said.strip() and not context:
         raise bad("session/prompt: the prompt is empty")
