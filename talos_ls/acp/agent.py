@@ -286,6 +286,7 @@ class TalosAgent:
         task = result.task
         session.tasks.add(task.id)
         record.tasks.append(task.id)
+        record.sizes[task.id] = len(text)
         record.title = record.title or text.strip().splitlines()[0][:TITLE_CHARS]
         record.mode = session.mode
         await self.offload.run(self.book.save, record)
@@ -353,13 +354,13 @@ class TalosAgent:
             with contextlib.suppress(ArithmeticError, TypeError, ValueError):
                 session.spent[task_id] = TaskCost(cost=Decimal(str(row.get("cost") or 0)))
             asked = False
-            for message in row.get("transcript") or []:
-                if not isinstance(message, Mapping):
-                    continue
+            for message in _own(row.get("transcript") or [], str(row.get("title") or "")):
                 role, content = message.get("role"), message.get("content")
                 if role == "user" and isinstance(content, str) and not asked:
                     asked = True
                     kind = "user_message_chunk"
+                    size = record.sizes.get(task_id, 0)
+                    content = content[:size] if size > 0 else content
                 elif role == "assistant" and isinstance(content, str) and content:
                     kind = "agent_message_chunk"
                 else:
@@ -497,6 +498,23 @@ def _kind(tool: str) -> str:
     return KINDS.get(tool, "other")
 
 
+def _own(transcript: Sequence[Any], title: str) -> list[Mapping[str, Any]]:
+    """A task's own messages, from its request on. A follow-up's transcript begins with the
+    conversation it continues (`loop.conversation`: plain requests and answers, as the model
+    is sent them), which the replay of the tasks before it showed already. Its request is the
+    last of the person's messages in that plain start beginning with the task's title (the
+    request's first characters); without one, the whole transcript."""
+    messages = [m for m in transcript if isinstance(m, Mapping)]
+    start = 0
+    for i, message in enumerate(messages):
+        if message.get("tool_calls") or message.get("role") not in ("system", "user", "assistant"):
+            break
+        content = message.get("content")
+        if message.get("role") == "user" and isinstance(content, str) and title:
+            start = i if content.startswith(title) else start
+    return messages[start:]
+
+
 def _prompt_text(blocks: Sequence[Any]) -> str:
     """The prompt's words, then the context the client attached (files, selections), as the
     model reads them. Images and audio are refused: Talos advertises text only."""
@@ -519,7 +537,10 @@ def _prompt_text(blocks: Sequence[Any]) -> str:
         elif kind == "resource_link":
             context.append(f"The person points at {visible(block.uri, single_line=True)}.")
         else:
-            raise bad(f"session/prompt: Talos takes text prompts; a {kind} block was sent")
+            raise bad(
+                f"session/prompt: Talos takes text prompts; {kind} blocks are not supported "
+                f"(promptCapabilities.{kind} is false)"
+            )
     said = "\n".join(words)
     if not said.strip() and not context:
         raise bad("session/prompt: the prompt is empty")

@@ -1,11 +1,11 @@
 """ACP sessions as records that outlive the process: `session/load` and `session/list` read them.
 
 A session is a conversation in one folder: its id, its folder, its title (the first request,
-shortened), when it last changed, its permission mode, and the ids of its tasks in order. The
-tasks themselves, with their transcripts, are in Talos's store; a session's record only says
-which are its own. Records are small JSON files in the person's data directory
-(`~/.local/share/talos/acp-sessions/`, private), written atomically; a record that cannot be
-read is skipped, never fatal.
+shortened), when it last changed, its permission mode, the ids of its tasks in order and
+how long each one's request was. The tasks themselves, with their transcripts, are in Talos's
+store; a session's record only says which are its own. Records are small JSON files in the
+person's data directory (`~/.local/share/talos/acp-sessions/`, private), written atomically;
+a record that cannot be read is skipped, never fatal.
 """
 
 from __future__ import annotations
@@ -42,6 +42,9 @@ class SessionRecord:
     title: str = ""
     updated_at: float = field(default_factory=time.time)
     tasks: list[str] = field(default_factory=list)
+    # Each task's request as long as the person sent it: its stored prompt may go on with
+    # Talos's notes (conflicts it went on), which a replay does not show as theirs.
+    sizes: dict[str, int] = field(default_factory=dict)
 
     @staticmethod
     def new(cwd: Path, mode: str) -> SessionRecord:
@@ -56,6 +59,7 @@ class SessionBook:
 
     def save(self, record: SessionRecord) -> None:
         record.tasks = record.tasks[-MAX_TASKS:]
+        record.sizes = {t: record.sizes[t] for t in record.tasks if t in record.sizes}
         record.updated_at = time.time()
         self.folder.mkdir(parents=True, exist_ok=True, mode=0o700)
         atomic_write(self.folder, f"{record.id}.json", json.dumps(asdict(record)).encode())
@@ -84,6 +88,7 @@ class SessionBook:
             if path.is_symlink() or path.stat().st_size > MAX_RECORD_BYTES:
                 return None
             raw = json.loads(path.read_text())
+            sizes = raw.get("sizes") or {}
             record = SessionRecord(
                 id=str(raw["id"]),
                 cwd=str(raw["cwd"]),
@@ -91,6 +96,7 @@ class SessionBook:
                 title=str(raw.get("title") or ""),
                 updated_at=float(raw.get("updated_at") or 0),
                 tasks=[str(t) for t in raw.get("tasks") or []],
+                sizes={str(t): int(n) for t, n in sizes.items()} if isinstance(sizes, dict) else {},
             )
         except (OSError, ValueError, KeyError, TypeError):
             return None

@@ -179,7 +179,7 @@ async def test_stdin_closed_during_a_permission_prompt_ends_the_turn_cancelled(h
 
 async def test_a_client_cannot_point_the_agent_outside_a_real_folder(agent, ws, tmp_path):
     from acp.exceptions import RequestError
-    from acp.schema import ImageContentBlock, TextContentBlock
+    from acp.schema import AudioContentBlock, ImageContentBlock, TextContentBlock
 
     (tmp_path / "a-file").write_text("x")
     await agent.start()
@@ -197,7 +197,8 @@ async def test_a_client_cannot_point_the_agent_outside_a_real_folder(agent, ws, 
     for prompt, said in [
         ([TextContentBlock(type="text", text="x" * 20_001)], "longer than"),
         ([TextContentBlock(type="text", text="   ")], "empty"),
-        ([ImageContentBlock(type="image", data="AAAA", mime_type="image/png")], "text prompts"),
+        ([ImageContentBlock(type="image", data="AAAA", mime_type="image/png")], "image blocks"),
+        ([AudioContentBlock(type="audio", data="AAAA", mime_type="audio/wav")], "audio blocks"),
     ]:
         with pytest.raises(RequestError) as caught:
             await agent.conn.prompt(session_id=sid, prompt=prompt)

@@ -14,8 +14,11 @@ from talos_ls.acp.sessions import SessionBook, SessionRecord
 def test_a_record_round_trips_and_lists_latest_first(tmp_path):
     book = SessionBook(tmp_path / "records")
     first = SessionRecord.new(tmp_path, "ask")
+    first.tasks, first.sizes = ["t1", "t2"], {"t1": 15, "t2": 7, "gone": 3}
     second = SessionRecord.new(tmp_path / "elsewhere", "read-only")
     book.save(first)
+    assert first.sizes == {"t1": 15, "t2": 7}  # only its tasks'
+
     time.sleep(0.01)
     book.save(second)
     assert book.get(first.id) == first
@@ -34,10 +37,14 @@ def test_ids_and_files_that_are_not_ours_are_no_records(tmp_path):
     planted.write_text("{not json")
     other = book.folder / ("s" + "2" * 20 + ".json")
     other.write_text(json.dumps({"id": "s" + "3" * 20, "cwd": "/", "mode": "ask"}))  # id != name
+    sized = book.folder / ("s" + "6" * 20 + ".json")
+    sized.write_text(json.dumps({"id": sized.stem, "cwd": "/", "mode": "ask", "sizes": [1]}))
     link = book.folder / ("s" + "4" * 20 + ".json")
     link.symlink_to(book.folder / f"{record.id}.json")
     huge = book.folder / ("s" + "5" * 20 + ".json")
     huge.write_text(" " * (sessions.MAX_RECORD_BYTES + 1))
+    assert book.get(sized.stem).sizes == {}  # sizes of the wrong shape: none
+    sized.unlink()
     assert [r.id for r in book.list()] == [record.id]
     for path in (planted, other, link, huge):
         assert book.get(path.stem) is None

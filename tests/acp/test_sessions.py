@@ -90,6 +90,46 @@ async def test_load_after_a_restart_replays_the_transcript(home, model, ws):
         await second.stop()
 
 
+async def test_load_replays_each_turn_of_a_conversation_once(home, model, ws):
+    """A follow-up's stored transcript begins with the conversation it continues, and its
+    request goes on with Talos's notes (the conflict it went on, the question declined): the
+    replay shows each request as the person sent it and each answer, once, in order."""
+    (ws / "AGENTS.md").write_text("- Tests use unittest\n")
+    (ws / "CLAUDE.md").write_text("- Tests use pytest\n")
+    model.script = [reply("Writing them."), reply("Written again.")]
+    first = await start_agent(home)
+    try:
+        await first.start()
+        first.person.elicit = ["decline"]
+        sid = await first.new(ws)
+        await first.prompt(sid, "write the tests")
+        await first.prompt(sid, "write the tests again")
+    finally:
+        assert await first.stop() == 0
+    sent = model.requests[-1]["body"]["messages"][-1]["content"]
+    assert sent.startswith("write the tests again\n\n") and "conflict" in sent  # the notes
+    second = await start_agent(home)
+    try:
+        await second.start()
+        await asyncio.wait_for(
+            second.conn.load_session(cwd=str(ws), session_id=sid, mcp_servers=[]), WAIT_S
+        )
+        said = [
+            (u["sessionUpdate"], u["content"]["text"].strip())
+            for u in second.person.updates(sid)
+            if u["sessionUpdate"] in ("user_message_chunk", "agent_message_chunk")
+        ]
+        assert said[:3] == [
+            ("user_message_chunk", "write the tests"),
+            ("agent_message_chunk", "Writing them."),
+            ("user_message_chunk", "write the tests again"),
+        ], said
+        assert said[3] == ("agent_message_chunk", "Written again."), said
+        assert all(kind == "agent_message_chunk" for kind, _ in said[4:]), said  # what it assumed
+    finally:
+        await second.stop()
+
+
 async def test_load_refuses_an_unknown_or_foreign_session(agent, ws, tmp_path):
     from acp.exceptions import RequestError
 

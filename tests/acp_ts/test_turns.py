@@ -352,8 +352,18 @@ def test_cancel_mid_turn_stops_the_model_a_pending_permission_and_a_running_comm
 # ------------------------------------------------------------------ session/load after restart
 def test_session_load_after_a_restart_replays_the_transcript(acp: Acp):
     ws = acp.workspace()
-    acp.model.script += [reply("The first answer.", usage=USAGE)]
-    first = acp.drive([init(), new_session(ws), prompt("s", "the first request", "turn")])
+    acp.model.script += [
+        reply("The first answer.", usage=USAGE),
+        reply("The follow-up answer.", usage=USAGE),
+    ]
+    first = acp.drive(
+        [
+            init(),
+            new_session(ws),
+            prompt("s", "the first request", "turn"),
+            prompt("s", "the follow-up request", "again"),
+        ]
+    )
     first.assert_clean()
     sid = first.vars["s"]
 
@@ -374,9 +384,13 @@ def test_session_load_after_a_restart_replays_the_transcript(acp: Acp):
     }
     user = "".join(u["content"].get("text", "") for u in said["user_message_chunk"])
     agent = "".join(u["content"].get("text", "") for u in said["agent_message_chunk"])
-    assert "the first request" in user, before
-    assert "The first answer." in agent, before
-    assert said["user_message_chunk"][0]["_at"] <= said["agent_message_chunk"][0]["_at"]
+    # each turn once, in order (a follow-up's stored transcript begins with the one before)
+    assert user.count("the first request") == 1 and "the follow-up request" in user, before
+    assert agent.count("The first answer.") == 1 and "The follow-up answer." in agent, before
+    chunks = [u["content"].get("text", "") for u in before if u["sessionUpdate"] in said]
+    turns = ["the first request", "The first answer.", "the follow-up request", "The follow-up"]
+    at = [next(i for i, c in enumerate(chunks) if t in c) for t in turns]
+    assert at == sorted(at), chunks
     assert second.result("turn") == {"stopReason": "end_turn"}
     sent = json.dumps(acp.model.requests[-1]["body"]["messages"])
     assert "the first request" in sent and "The first answer." in sent  # the conversation goes on
