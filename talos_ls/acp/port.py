@@ -46,6 +46,7 @@ from ..files import FileTooLarge
 from ..gates.permissions import ALLOW_ONCE, DENY, NOT_NOW, TRUST
 from ..gates.question_queue import QuestionCandidate
 from ..host import APPLY, CONFIRMING, REJECT, assumed_block
+from ..mcp.elicit import DECLINE
 from .wire import MAX_LINE_BYTES, too_large
 
 if TYPE_CHECKING:
@@ -127,7 +128,7 @@ def _kind(option: str) -> str:
         return "allow_always"
     if option == ALWAYS_DENY:
         return "reject_always"
-    if option in (DENY, REJECT, NOT_NOW, SKIP):
+    if option in (DENY, REJECT, NOT_NOW, SKIP, DECLINE):  # DECLINE: an MCP server's question
         return "reject_once"
     return "allow_once"
 

@@ -1,7 +1,8 @@
 """MCP servers an ACP client names in `session/new` (`mcpServers`, issue 33): used for the
 session's tasks under the same gate and sandbox, the call asked with
-`session/request_permission`, its result reaching the model; a server list Talos cannot use is
-a JSON-RPC error naming what is wrong, and never a value of `env`."""
+`session/request_permission`, its result reaching the model; a server's elicitation asked the
+same way, naming the server, a dismissal declining it; a server list Talos cannot use is a
+JSON-RPC error naming what is wrong, and never a value of `env`."""
 
 from __future__ import annotations
 
@@ -66,3 +67,29 @@ async def test_a_server_list_talos_cannot_use_is_an_error_naming_it(home, ws, se
     finally:
         raw.process.stdin.close()
         await raw.close()
+
+
+@pytest.mark.usefixtures("sandbox")
+async def test_a_servers_elicitation_is_asked_with_permission_options_and_a_dismissal_declines(
+    agent, model, ws
+):
+    entry = hostile("elicit")
+    server = McpServerStdio(name="h", command=entry["command"], args=entry["args"], env=[])
+    model.script = [
+        reply(tool_calls=[call("c1", "mcp__h__pick")]),
+        reply(tool_calls=[call("c2", "mcp__h__pick")]),
+        reply("Picked."),
+    ]
+    await agent.start()
+    # allow the tool; answer the form, pick blue; allow again; dismiss the form
+    agent.person.permit = ["allow_once", "Answer every field", "blue", "allow_once", "cancel"]
+    new = await agent.conn.new_session(cwd=str(ws), mcp_servers=[server])
+    done = await agent.prompt(new.session_id, "pick a colour")
+    assert done.stop_reason == "end_turn"
+    asks = agent.person.permissions[1:3] + agent.person.permissions[4:]
+    for tool_call, options in asks:
+        assert tool_call.title.startswith("The MCP server h asks"), tool_call.title
+        # a decline is offered as a rejection, never as an allowing option
+        assert [o.kind for o in options if o.name == "Decline"] == ["reject_once"]
+    assert [o.name for o in agent.person.permissions[2][1]] == ["red", "blue", "Decline"]
+    assert tool_results(model) == ["accept {'colour': 'blue'}", "decline None"]

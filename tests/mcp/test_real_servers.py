@@ -1,7 +1,7 @@
-"""MCP servers nobody here wrote, through `talos run`: the npm reference servers
-(server-everything over stdio and over Streamable HTTP, server-filesystem) installed in a
-cache under the home directory, which the sandbox must show read-only, and mcp-server-time
-from PyPI in a virtualenv of its own."""
+"""MCP servers nobody here wrote, through `talos run` (and server-everything through
+`talos-ls`): the npm reference servers (server-everything over stdio and over Streamable HTTP,
+server-filesystem) installed in a cache under the home directory, which the sandbox must show
+read-only, and mcp-server-time from PyPI in a virtualenv of its own."""
 
 from __future__ import annotations
 
@@ -14,8 +14,10 @@ import pytest
 
 from talos_ls.demo.scripted_model import reply
 
+from ..lsp.conftest import start_editor
 from ..pseudo_terminal import Terminal, plain
 from .conftest import offered, tool_results
+from .test_lsp import _config
 
 # Reference servers from npm and PyPI, each started in the sandbox: the full tier (CI,
 # `--full`); our own servers (tests/mcp/test_run.py, test_lsp.py) run in the default one.
@@ -193,3 +195,32 @@ def test_an_elicitation_is_answered_at_the_terminal_and_declined_by_a_dismissal(
     answered, dismissed = tool_results(server)
     assert "accept" in answered and "Ada Lovelace" in answered
     assert "decline" in dismissed and "Ada" not in dismissed
+
+
+async def test_server_everything_through_talos_ls_asked_allowed_and_denied(
+    sandbox, server, person, tmp_path, npm_servers
+):
+    _config(tmp_path, {"every": everything(npm_servers)})
+    options = {
+        "model": "fake-model",
+        "baseUrl": server.url,
+        "storeUrl": "sqlite:///" + str(tmp_path / "talos.db"),
+    }
+    server.script += [
+        call("mcp__every__echo", {"message": "from the editor"}),
+        call("mcp__every__echo", {"message": "not this"}, n=2),
+        reply("finished"),
+    ]
+    editor = await start_editor(tmp_path / "home", [person.ws], options)
+    try:
+        editor.replies += ["Allow once", "Deny"]
+        task_id = (await editor.command("talos.task.start", {"prompt": "echo"}))["task_id"]
+        await editor.finished(task_id)
+        asked, denied = editor.prompts
+        assert asked.message.startswith("Use this MCP tool? `mcp__every__echo`")
+        assert "Server: every, runs `" in asked.message
+        assert '"message": "from the editor"' in asked.message
+        assert '"message": "not this"' in denied.message
+        assert tool_results(server) == ["Echo: from the editor", "error: not run: denied by you"]
+    finally:
+        await editor.stop()

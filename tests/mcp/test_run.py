@@ -9,6 +9,7 @@ import json
 import socket
 import threading
 
+from talos_ls.agent.tools import MAX_OUTPUT
 from talos_ls.demo.scripted_model import reply
 
 from ..pseudo_terminal import Terminal, plain
@@ -116,6 +117,20 @@ def test_a_50_mb_result_stops_the_server_and_the_task_goes_on(sandbox, server, p
     assert result == "error: the MCP server h stopped: it sent a message over 4 MB: stopped"
     assert "talos: done." in r.stdout
     assert r.stdout.count("MCP server h: it sent a message over 4 MB") == 1  # reported once
+
+
+def test_a_3_mb_result_is_redacted_then_capped_like_every_tool_result(sandbox, server, person):
+    person.servers({"h": hostile("big")})
+    person.allow("mcp__h__*")
+    server.script += [call("mcp__h__echo"), reply("done.")]
+    r = person.run(server)
+    assert r.returncode == 0, r.stderr
+    (result,) = tool_results(server)
+    head, cut, tail = result.split("\n", 2)
+    assert len(result) < MAX_OUTPUT + 100 and set(head) == {"B"}
+    assert cut.startswith("[... ") and cut.endswith(" characters cut ...]")
+    # the whole was redacted before the cut: the key at its end is not shown, nor part of it
+    assert tail.endswith("B the key is [redacted api key]") and "PLANTED" not in result
 
 
 def test_ten_thousand_tools_are_cut_to_the_bound_and_reported(sandbox, server, person):

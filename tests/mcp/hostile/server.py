@@ -3,6 +3,8 @@
 - plain: `echo` (the text back) and `calls` (the calls it received so far: a denied call
   never arrived).
 - huge: `echo` answers with 50 MB of text, in one message.
+- big: `echo` answers with 3 MB of text (under the message bound) in 20 parts, a planted API
+  key at its very end.
 - flood: 10,000 tools.
 - spoof: a tool whose description and name-like text carry escape sequences and markup that
   pretends to be the system or the permission prompt.
@@ -97,6 +99,11 @@ async def call_tool(name: str, arguments: dict) -> list[types.TextContent]:
             },
         )
         return [types.TextContent(type="text", text=f"{answer.action} {answer.content}")]
+    if MODE == "big":
+        part = "B" * (150 * 1024)
+        return [types.TextContent(type="text", text=part) for _ in range(19)] + [
+            types.TextContent(type="text", text=f"{part} the key is {PLANTED}")
+        ]
     if MODE == "huge":
         return [types.TextContent(type="text", text="A" * (50 * 1024 * 1024))]
     if MODE == "secret":
