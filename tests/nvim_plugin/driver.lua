@@ -505,6 +505,13 @@ function SCENARIOS.chat()
   vim.api.nvim_buf_call(buf, function() vim.cmd('doautocmd BufRead') end) -- modelines run here
   record('hostile', { lines = lines(buf), filetype = vim.bo[buf].filetype,
                       tabstop = vim.bo[buf].tabstop, modeline = vim.bo[buf].modeline })
+
+  -- A task cancelled while its answer streamed: its cost counted from the text, said so.
+  chat.handler(nil, { task_id = 'tcut', kind = 'begin', title = 'cut short', follows = vim.NIL }, ctx)
+  chat.handler(nil, { task_id = 'tcut', kind = 'end', state = 'cancelled', result = '', tokens = 40,
+                      cost = 0.0123, estimated = true, error = vim.NIL }, ctx)
+  wait_for('the estimated end', function() return find_line(buf, '■ cancelled') end)
+  record('estimated', { line = lines(buf)[#lines(buf)] })
 end
 
 -- :checkhealth talos with a client running.
