@@ -62,6 +62,36 @@ def test_an_undo_over_the_persons_edit_names_the_lines_and_leaves_the_file(setup
     assert (ws / "app.py").read_text() == edited
 
 
+def test_an_undo_after_one_hunk_and_the_rest_gone_stale_names_the_lines_or_restores(setup, capsys):
+    """One hunk applied, then the person edits: the rest turns stale, yet the hunk is still
+    applied. Undo says which lines changed (not "not applied") and leaves the file; once the
+    edit is gone, undo puts back the file the proposal was made on."""
+    ws, pid, talos = setup
+    assert talos("apply", pid, "--hunk", "1") == 0
+    hunk_1 = (ws / "app.py").read_text()
+    (ws / "app.py").write_text(hunk_1 + "# mine\n")
+    assert talos("apply", pid) == 1  # refused: the rest is stale now
+    capsys.readouterr()
+    assert talos("undo") == 1
+    err = capsys.readouterr().err
+    assert "(line 7)" in err and "left as it is" in err and "not applied" not in err, err
+    assert (ws / "app.py").read_text() == hunk_1 + "# mine\n"
+    (ws / "app.py").write_text(hunk_1)  # the person's edit undone
+    assert talos("undo") == 0
+    assert (ws / "app.py").read_bytes() == BASE.encode()
+    assert "back as it was" in capsys.readouterr().out
+
+
+def test_an_undo_after_one_hunk_and_the_rest_rejected_restores_the_file(setup, capsys):
+    ws, pid, talos = setup
+    assert talos("apply", pid, "--hunk", "2") == 0
+    assert talos("reject", pid) == 0
+    capsys.readouterr()
+    assert talos("undo", pid) == 0
+    assert (ws / "app.py").read_bytes() == BASE.encode()
+    assert "back as it was" in capsys.readouterr().out
+
+
 def test_a_stale_proposal_is_refused_and_said_so(setup, capsys):
     ws, pid, talos = setup
     (ws / "app.py").write_text(BASE + "# mine\n")

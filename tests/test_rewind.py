@@ -162,7 +162,7 @@ def test_rewind_in_memory_newest_first_over_several_changes_to_one_file(tmp_path
         asyncio.run(apply.rewind(book, files, "t-unknown"))
 
 
-def test_a_partly_applied_proposal_gone_stale_leaves_its_file(tmp_path):
+def test_a_partly_applied_proposal_gone_stale_leaves_its_file_until_the_edit_is_gone(tmp_path):
     workspace = Workspace(tmp_path)
     base = "a = 1\n\n\n\nb = 2\n"
     (tmp_path / "a.py").write_text(base)
@@ -173,7 +173,11 @@ def test_a_partly_applied_proposal_gone_stale_leaves_its_file(tmp_path):
     (tmp_path / "a.py").write_text(mine)
     book.base_changed("a.py", mine)
     done = asyncio.run(apply.rewind(book, files, "t"))
-    assert (
-        "a.py changed after proposal" in done.left["a.py"] and "partly applied" in done.left["a.py"]
-    )
+    assert "a.py changed after proposal" in done.left["a.py"], done.left
+    assert "(line 6)" in done.left["a.py"], done.left
     assert (tmp_path / "a.py").read_text() == mine
+    # The edit gone, a second rewind puts the file back as it was before the task.
+    (tmp_path / "a.py").write_text(mine.removesuffix("# mine\n"))
+    done = asyncio.run(apply.rewind(book, files, "t"))
+    assert done.restored() == ["a.py"] and not done.left, done.left
+    assert (tmp_path / "a.py").read_text() == base

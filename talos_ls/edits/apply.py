@@ -184,12 +184,6 @@ async def rewind(book: ProposalBook, files: Files, task_id: str, run: Run = in_p
     for proposal in reversed(applied):
         if proposal.path in done.left:
             continue  # the person's edit stays, and what the task did under it
-        if proposal.status == "stale":  # partly applied, then the file changed
-            done.left[proposal.path] = (
-                f"{proposal.path} changed after proposal {proposal.id} was partly applied; "
-                "rewinding would lose those changes, so the file is left as it is"
-            )
-            continue
         try:
             done.undone.append(await undo(book, files, proposal.id, run))
         except (TalosError, OSError) as exc:

@@ -30,6 +30,8 @@ if TYPE_CHECKING:
 
 KEEP_APPLIED = 20
 OPEN = ("pending", "partly_applied")  # what can still be applied
+# what an undo takes back, when some of it was applied (`undo_text` set)
+UNDOABLE = ("applied", "partly_applied", "stale", "rejected")
 STATUSES = ("pending", "partly_applied", "applied", "rejected", "stale", "undone")
 
 
@@ -336,9 +338,10 @@ class ProposalBook:
 
     def undo(self, proposal_id: str, current_text: str) -> str:
         """The file before the proposal's first application, if the file is still exactly as
-        the last one left it; otherwise ProposalError names the lines changed since."""
+        the last one left it; otherwise ProposalError names the lines changed since. Some
+        hunks applied and the rest gone stale or rejected: those hunks are undone too."""
         proposal = self.get(proposal_id)
-        if proposal.undo_text is None or proposal.status not in ("applied", "partly_applied"):
+        if proposal.undo_text is None or proposal.status not in UNDOABLE:
             raise ProposalError(f"proposal {proposal_id} is {proposal.status}, not applied")
         if content_hash(current_text) != proposal.applied_hash:
             # What the last application left: all of it, or the new base of the rest.
@@ -349,7 +352,7 @@ class ProposalBook:
                 "so the file is left as it is"
             )
         undo_text = proposal.undo_text
-        self._change(proposal, ("applied", "partly_applied"), status="undone")
+        self._change(proposal, UNDOABLE, status="undone")
         return undo_text
 
     def forget_settled(self, keep_applied: int = KEEP_APPLIED) -> None:

@@ -290,16 +290,18 @@ class LspPort:
             event = {"task_id": task_id, "kind": kind, "folder": self.root.as_uri(), **event}
             self.client.notify("talos/conversation", event)
 
-    def _cost(self, task: Task) -> tuple[int, float]:
+    def _cost(self, task: Task) -> tuple[int, float, bool]:
+        """Tokens, cost, and whether some of it is estimated (the endpoint reported no usage,
+        as for a call cancelled while its output streamed)."""
         host = self.daemon.hosts.get(self.root)
         if host is None:
-            return 0, 0.0
+            return 0, 0.0, False
         spent = host.meter.task(task.id)
-        return spent.tokens_in + spent.tokens_out, float(spent.cost)
+        return spent.tokens_in + spent.tokens_out, float(spent.cost), spent.estimated
 
     def _spent(self, task: Task) -> str:
-        tokens, cost = self._cost(task)
-        return f"{tokens} tokens · ${cost:.4f}"
+        tokens, cost, estimated = self._cost(task)
+        return f"{tokens} tokens · ${cost:.4f}" + (" (estimated)" if estimated else "")
 
     def _end_progress(self, task: Task) -> None:
         held = self._held.pop(task.id, None)
@@ -317,7 +319,7 @@ class LspPort:
     def end(self, task: Task) -> None:
         self._end_progress(task)
         if self.client.conversation:  # the client says it ends, with a way to the conversation
-            tokens, cost = self._cost(task)
+            tokens, cost, estimated = self._cost(task)
             error = None if task.error is None else visible(task.error)
             result = visible(task.result or "")
             self._converse(
@@ -328,6 +330,7 @@ class LspPort:
                 error=error,
                 tokens=tokens,
                 cost=cost,
+                estimated=estimated,
             )
         elif task.state == "done":
             answer = visible(task.result or "", single_line=True)

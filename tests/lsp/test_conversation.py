@@ -231,3 +231,24 @@ async def test_a_long_task_in_a_small_window_compacts_and_says_so(tmp_path, ws, 
         assert model.refused == 0 and max(model.sizes) <= 8_192 and reader.done == 29
     finally:
         await editor.stop()
+
+
+async def test_a_task_cancelled_while_its_answer_streamed_counts_it_and_says_estimated(
+    tmp_path, ws, options, model
+):
+    """The endpoint never sends usage for a call cut short: what streamed is counted from its
+    length, and the end (the event and the progress) says the figure is estimated."""
+    editor, talk = await conversing(tmp_path, ws, options, conversation=True)
+    try:
+        model.script.append(hang("Thinking about it at some length"))
+        running = await start(editor, "think")
+        await editor.until(lambda: talk.of(running, "text"), "the answer streaming")
+        await editor.command("talos.task.cancel", {"task_id": running})
+        end = await talk.ended(editor, running)
+        assert end["state"] == "cancelled" and end["estimated"] is True, end
+        assert end["tokens"] > 0 and end["cost"] > 0, end
+        reports = await editor.finished(running)
+        assert reports[-1].message.startswith("cancelled"), reports[-1].message
+        assert reports[-1].message.endswith("(estimated)"), reports[-1].message
+    finally:
+        await editor.stop()

@@ -105,3 +105,33 @@ async def test_undo_after_one_hunk_then_the_rest_puts_the_buffer_back_as_it_was(
     assert rest["status"] == "applied" and "return 2" in editor.texts[uri]
     undone = await editor.command("talos.undo", {"uri": uri})
     assert undone["status"] == "undone" and editor.texts[uri] == base
+
+
+async def test_undo_after_one_hunk_and_typing_names_the_lines_then_restores(editor, model, ws):
+    """One hunk applied, then the person types: the rest turns stale, yet "Undo" is offered
+    and the hunk is still applied. It says which lines changed since and leaves the buffer;
+    once the typing is undone, it puts back the file the proposal was made on."""
+    base = "def main():\n    return 1\n\n\ndef other():\n    return 3\n"
+    (ws / "src" / "app.py").write_text(base)
+    uri = editor.open(ws / "src" / "app.py")
+    blocks = [{"search": "return 1", "replace": "return 2"}, {"search": "return 3", "replace": "4"}]
+    edit = json.dumps({"path": "src/app.py", "blocks": blocks})
+    model.script += [reply("", [("c1", "propose_edit", edit)]), reply("proposed")]
+    task_id = (await editor.command("talos.task.start", {"prompt": "two changes"}))["task_id"]
+    await editor.finished(task_id)
+    (proposal,) = await editor.command("talos.proposal.list", {})
+    pid = proposal["id"]
+    one = await editor.command("talos.proposal.apply", {"proposal_id": pid, "hunks": [0]})
+    assert one["status"] == "partly_applied"
+    applied = editor.texts[uri]
+    editor.type(uri, applied + "# typed\n")
+    refused = await editor.command("talos.proposal.apply", {"proposal_id": pid})
+    assert refused["status"] == "stale"
+    with pytest.raises(JsonRpcException) as caught:
+        await editor.command("talos.undo", {"proposal_id": pid})
+    said = caught.value.message
+    assert "(line 7)" in said and "left as it is" in said and "not applied" not in said, said
+    assert editor.texts[uri] == applied + "# typed\n"
+    editor.type(uri, applied)
+    undone = await editor.command("talos.undo", {"proposal_id": pid})
+    assert undone["status"] == "undone" and editor.texts[uri] == base

@@ -266,14 +266,25 @@ function SCENARIOS.review()
   record('diff', { windows = shown })
   vim.cmd('tabclose')
 
-  -- :TalosApply on the hunk's line: the whole proposal; :TalosUndo puts the file back.
+  -- :TalosApply 1 on the hunk's line: that change only; :TalosApply then: the rest of the
+  -- proposal; :TalosUndo puts the file back as it was before the first of them.
   vim.cmd('buffer ' .. app)
   vim.api.nvim_win_set_cursor(0, { 2, 0 })
   local base = lines(app)
-  vim.cmd('TalosApply')
-  local applied = wait_for('the buffer changed', function()
+  vim.cmd('TalosApply 1')
+  local one = wait_for('the buffer changed by one hunk', function()
     local now = lines(app)
     return not vim.deep_equal(now, base) and now
+  end)
+  wait_for('one hunk left in the quickfix list', function()
+    local t, found = quickfix()
+    return t == 'Talos proposals' and #found == 1
+  end)
+  record('apply_hunk', { lines = one })
+  vim.cmd('TalosApply')
+  local applied = wait_for('the buffer changed by the rest', function()
+    local now = lines(app)
+    return not vim.deep_equal(now, one) and now
   end)
   wait_for('the quickfix list emptied', function()
     local t, found = quickfix()
@@ -494,6 +505,13 @@ function SCENARIOS.chat()
   vim.api.nvim_buf_call(buf, function() vim.cmd('doautocmd BufRead') end) -- modelines run here
   record('hostile', { lines = lines(buf), filetype = vim.bo[buf].filetype,
                       tabstop = vim.bo[buf].tabstop, modeline = vim.bo[buf].modeline })
+
+  -- A task cancelled while its answer streamed: its cost counted from the text, said so.
+  chat.handler(nil, { task_id = 'tcut', kind = 'begin', title = 'cut short', follows = vim.NIL }, ctx)
+  chat.handler(nil, { task_id = 'tcut', kind = 'end', state = 'cancelled', result = '', tokens = 40,
+                      cost = 0.0123, estimated = true, error = vim.NIL }, ctx)
+  wait_for('the estimated end', function() return find_line(buf, '■ cancelled') end)
+  record('estimated', { line = lines(buf)[#lines(buf)] })
 end
 
 -- :checkhealth talos with a client running.

@@ -108,6 +108,9 @@ def test_the_chat_streams_a_task_shows_its_question_and_proposal_and_takes_a_fol
     assert shown[-1] == "  ! \\x1b[31mboom\\nline vim: set ft=sh ts=2 :", shown
     assert hostile["filetype"] == "talos_chat" and hostile["tabstop"] == 8, str(run)
 
+    # A task cut short: its cost counted from the text (no usage came), and said so.
+    assert run["estimated"]["line"] == "  ■ cancelled · 40 tok · $0.01 (estimated)", str(run)
+
 
 def test_checkhealth_talos_reports_the_server_its_version_the_connection_and_the_settings(
     tmp_path, model

@@ -193,7 +193,10 @@ def test_the_plugin_reviews_a_task_in_neovim(tmp_path, model):
     assert re.fullmatch(r"app\.py \[talos p\w+ proposed\]", right["shown"]), str(run)
     assert left["filetype"] == "python" and not right["modifiable"], str(run)
 
-    # :TalosApply changed the buffer (not the disk); :TalosUndo put it back.
+    # :TalosApply 1, then :TalosApply changed the buffer (not the disk); :TalosUndo put it
+    # back as it was before the first of them.
+    hunk_1 = BASE.replace("return 1", "return 10")
+    assert run["apply_hunk"]["lines"] == hunk_1.splitlines(), str(run)
     assert run["apply"]["lines"] == BOTH.splitlines(), str(run)
     assert run["undo"]["lines"] == BASE.splitlines(), str(run)
     assert (ws / "src" / "app.py").read_text() == BASE

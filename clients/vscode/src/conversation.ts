@@ -32,6 +32,8 @@ export interface TaskEnd {
   error: string | null;
   tokens: number | null;
   cost: number | null;
+  /** Some usage was counted from the text: the endpoint reported none (a call cut short). */
+  estimated: boolean;
 }
 
 export interface TaskEntry {
@@ -111,6 +113,7 @@ export function serverEvent(v: unknown): ServerEvent | undefined {
       return {
         kind: 'end', task_id, state: str(e.state) ? e.state : 'done', result: str(e.result) ? e.result : null,
         error: str(e.error) ? e.error : null, tokens: tokenCount(e.tokens), cost: num(e.cost),
+        estimated: e.estimated === true,
       };
     default:
       return undefined;
@@ -206,8 +209,8 @@ export class Conversation {
         break;
       }
       case 'end': {
-        const { state, result, error, tokens, cost } = event;
-        task.end = { state, result, error, tokens, cost };
+        const { state, result, error, tokens, cost, estimated } = event;
+        task.end = { state, result, error, tokens, cost, estimated };
         // the final answer, when it did not stream (or streamed only in part)
         if (result && !squash(task.text).includes(squash(result))) {
           task.text = task.text.trim() ? `${task.text.trimEnd()}\n\n${result}` : result;
@@ -278,7 +281,7 @@ export class Conversation {
     const changed: string[] = [];
     for (const task of this.tasks) {
       if (task.end && !task.prompts.length) continue;
-      if (!task.end) task.end = { state: 'interrupted', result: null, error: 'the language server stopped', tokens: null, cost: null };
+      if (!task.end) task.end = { state: 'interrupted', result: null, error: 'the language server stopped', tokens: null, cost: null, estimated: false };
       task.prompts = [];
       this.tick(task);
       changed.push(task.id);
@@ -318,6 +321,12 @@ export function cost(usd: number | null): string {
   return usd < 1 ? `$${usd.toFixed(4)}` : `$${usd.toFixed(2)}`;
 }
 
+/** What a task cost, as its end says it: `$0.0412`, `$0.0412 (estimated)`, or nothing. */
+export function spent(end: TaskEnd): string {
+  const usd = cost(end.cost);
+  return usd && end.estimated ? `${usd} (estimated)` : usd;
+}
+
 /** The one line a "done" toast says: `Talos t12 done: <the answer's start> · $0.0300`. */
 export function doneMessage(task: TaskEntry): string | undefined {
   const end = task.end;
@@ -325,8 +334,8 @@ export function doneMessage(task: TaskEntry): string | undefined {
   const said = end.state === 'done' ? (end.result || task.text) : (end.error || end.state);
   const line = squash(said ?? '');
   const short = line.length > 200 ? `${line.slice(0, 199)}…` : line;
-  const spent = cost(end.cost);
-  return `Talos ${task.id} ${end.state}: ${short || task.title || '(no answer)'}${spent ? ` · ${spent}` : ''}`;
+  const usd = spent(end);
+  return `Talos ${task.id} ${end.state}: ${short || task.title || '(no answer)'}${usd ? ` · ${usd}` : ''}`;
 }
 
 /** A prompt's message split for a modal: the first line as its message, the rest as detail. */

@@ -8,7 +8,7 @@
  * attribute is set from it, no link is made.
  */
 import type { PromptRow, ProposalRow, TaskEntry } from './conversation';
-import { cost } from './conversation';
+import { spent } from './conversation';
 import { build, parse, type MiniDocument } from './markdown';
 import { visible } from './text';
 
@@ -135,7 +135,7 @@ function drawTask(t: TaskEntry): HTMLElement {
   const footer = el('div', 'task-end');
   if (t.end) {
     const parts = [STATE_LABEL[t.end.state] ?? t.end.state];
-    if (t.end.cost !== null) parts.push(cost(t.end.cost));
+    if (t.end.cost !== null) parts.push(spent(t.end));
     if (t.end.tokens !== null) parts.push(tokens(t.end.tokens));
     footer.append(el('span', 'end-state', parts.join(' · ')));
     if (t.end.error) footer.append(el('div', 'error', t.end.error));

@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
-import { Conversation, LIMITS, doneMessage, promptParts, promptRow, sendFor, serverEvent } from '../src/conversation';
+import { Conversation, LIMITS, doneMessage, promptParts, promptRow, sendFor, serverEvent, spent } from '../src/conversation';
 import { page } from '../src/page';
 
 const FOLDER = 'file:///work/ws';
@@ -37,7 +37,7 @@ test('a task: begin, text streamed in pieces, steps, a proposal that changes sta
   t = c.task('t1')!;
   assert.ok(t.rev > rev, 'a change bumps the task');
   assert.deepEqual(t.proposals.map((p) => p.status), ['applied'], 'one row per proposal, updated in place');
-  assert.deepEqual(t.end, { state: 'done', result: 'Looking at `calc.py`…', error: null, tokens: 1234, cost: 0.03 });
+  assert.deepEqual(t.end, { state: 'done', result: 'Looking at `calc.py`…', error: null, tokens: 1234, cost: 0.03, estimated: false });
   assert.equal(t.text, 'Looking at `calc.py`…', 'a result that streamed is not shown twice');
   assert.deepEqual(c.running, []);
   assert.equal(doneMessage(t), 'Talos t1 done: Looking at `calc.py`… · $0.0300');
@@ -63,6 +63,11 @@ test('a final answer that did not stream is shown; a failure says why', () => {
     { kind: 'text', task_id: 't5', folder: FOLDER, text: 'Hello\n\nthere [x](command:y)' },
     { kind: 'end', task_id: 't5', folder: FOLDER, state: 'done', result: '', error: null, tokens: 3, cost: 0 });
   assert.equal(doneMessage(c.task('t5')!), 'Talos t5 done: Hello there [x](command:y) · $0.0000', 'an empty result: what streamed');
+  events(c, { kind: 'begin', task_id: 't6', folder: FOLDER, title: 'six' },
+    { kind: 'end', task_id: 't6', folder: FOLDER, state: 'done', result: 'ok', error: null, tokens: 40, cost: 0.0123, estimated: true });
+  assert.equal(doneMessage(c.task('t6')!), 'Talos t6 done: ok · $0.0123 (estimated)', 'usage counted from the text');
+  assert.equal(spent(c.task('t6')!.end!), '$0.0123 (estimated)');
+  assert.equal(spent(c.task('t5')!.end!), '$0.0000', 'the endpoint reported its usage');
 });
 
 test('malformed events are dropped whole', () => {

@@ -276,7 +276,9 @@ local function finish(task, event)
     table.insert(spent, status.tokens(tokens))
   end
   if tonumber(event.cost) then
-    table.insert(spent, status.dollars(event.cost))
+    -- estimated: the endpoint reported no usage (a call cut short), counted from the text
+    local estimated = event.estimated == true and ' (estimated)' or ''
+    table.insert(spent, status.dollars(event.cost) .. estimated)
   end
   local result = type(event.result) == 'string' and event.result or ''
   local streamed = vim.trim(task.since_step .. task.held)
