@@ -88,7 +88,8 @@ async def test_reject_and_proposal_content(editor, model):
         await editor.command("talos.proposal.reject", {"proposal_id": proposal["id"]})
 
 
-async def test_undo_after_one_hunk_then_the_rest_puts_the_buffer_back_as_it_was(editor, model, ws):
+async def two_hunk_proposal(editor, model, ws) -> tuple[str, str, str]:
+    """src/app.py open, and a task's proposal of two hunks on it: (the text, its uri, the id)."""
     base = "def main():\n    return 1\n\n\ndef other():\n    return 3\n"
     (ws / "src" / "app.py").write_text(base)
     uri = editor.open(ws / "src" / "app.py")
@@ -99,6 +100,11 @@ async def test_undo_after_one_hunk_then_the_rest_puts_the_buffer_back_as_it_was(
     await editor.finished(task_id)
     (proposal,) = await editor.command("talos.proposal.list", {})
     pid = proposal["id"]
+    return base, uri, pid
+
+
+async def test_undo_after_one_hunk_then_the_rest_puts_the_buffer_back_as_it_was(editor, model, ws):
+    base, uri, pid = await two_hunk_proposal(editor, model, ws)
     one = await editor.command("talos.proposal.apply", {"proposal_id": pid, "hunks": [1]})
     assert one["status"] == "partly_applied"
     rest = await editor.command("talos.proposal.apply", {"proposal_id": pid})
@@ -111,16 +117,7 @@ async def test_undo_after_one_hunk_and_typing_names_the_lines_then_restores(edit
     """One hunk applied, then the person types: the rest turns stale, yet "Undo" is offered
     and the hunk is still applied. It says which lines changed since and leaves the buffer;
     once the typing is undone, it puts back the file the proposal was made on."""
-    base = "def main():\n    return 1\n\n\ndef other():\n    return 3\n"
-    (ws / "src" / "app.py").write_text(base)
-    uri = editor.open(ws / "src" / "app.py")
-    blocks = [{"search": "return 1", "replace": "return 2"}, {"search": "return 3", "replace": "4"}]
-    edit = json.dumps({"path": "src/app.py", "blocks": blocks})
-    model.script += [reply("", [("c1", "propose_edit", edit)]), reply("proposed")]
-    task_id = (await editor.command("talos.task.start", {"prompt": "two changes"}))["task_id"]
-    await editor.finished(task_id)
-    (proposal,) = await editor.command("talos.proposal.list", {})
-    pid = proposal["id"]
+    base, uri, pid = await two_hunk_proposal(editor, model, ws)
     one = await editor.command("talos.proposal.apply", {"proposal_id": pid, "hunks": [0]})
     assert one["status"] == "partly_applied"
     applied = editor.texts[uri]
