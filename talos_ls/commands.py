@@ -22,7 +22,7 @@ from typing import Any
 from rich.console import Console
 from rich.text import Text
 
-from .agent.cost import Caps
+from .agent.cost import Caps, TaskCost
 from .agent.model import ModelConfig
 from .agent.skills import discover
 from .agent.tasks import Task
@@ -208,7 +208,7 @@ async def _run(
         await host.close()  # cancels what still runs; every task record is written
         port.close()  # the terminal's live display, if any
     if interrupted.count:
-        return _interrupted(args, task)
+        return _interrupted(args, task, None if task is None else host.meter.task(task.id))
     assert task is not None
     fault = _store_fault()
     if fault is not None:
@@ -225,25 +225,34 @@ def _store_fault() -> StoreError | None:
     return STORE_FAULTS.seen[0] if STORE_FAULTS.seen else None
 
 
-def _interrupted(args: argparse.Namespace, task: Task | None) -> int:
-    if task is None:
+def _interrupted(args: argparse.Namespace, task: Task | None, spent: TaskCost | None) -> int:
+    """Says the run was interrupted, and what the task had cost by then: a call cut off
+    mid-stream is paid for all the same (estimated when the endpoint said nothing)."""
+    if task is None or spent is None:
         message = "interrupted before the task started; nothing was recorded"
     else:
         message = (
             f"interrupted: task {task.id} was cancelled; its transcript is kept "
-            f"(talos show {task.id})"
+            f"(talos show {task.id}); {_spent_line(spent)}"
         )
     if args.json:
         out: dict[str, Any] = {
             "error": {"kind": "interrupted", "message": message},
             "exit_code": INTERRUPTED,
         }
-        if task is not None:
+        if task is not None and spent is not None:
             out["task"] = task.id
+            out["cost"], out["usage_estimated"] = str(spent.cost), spent.estimated
         print(json.dumps(out, ensure_ascii=False))
     else:
         print(f"\ntalos: {message}", file=sys.stderr)
     return INTERRUPTED
+
+
+def _spent_line(spent: TaskCost) -> str:
+    cost = "unpriced model" if spent.unpriced else f"${spent.cost:.4f}"
+    estimated = " (usage estimated: the endpoint reported none)" if spent.estimated else ""
+    return f"{spent.tokens_in} tokens in, {spent.tokens_out} out, {cost}{estimated}"
 
 
 def refused_writes(task: Task) -> list[tuple[str, str]]:
@@ -380,14 +389,7 @@ def _report_outcome(
                 visible(f"the write to {path} was refused: {why}", single_line=True), style="yellow"
             )
         )
-    cost = "unpriced model" if spent.unpriced else f"${spent.cost:.4f}"
-    estimated = " (usage estimated: the endpoint reported none)" if spent.estimated else ""
-    console.print(
-        Text(
-            f"{task.state}: {spent.tokens_in} tokens in, {spent.tokens_out} out, {cost}{estimated}",
-            style="dim",
-        )
-    )
+    console.print(Text(f"{task.state}: {_spent_line(spent)}", style="dim"))
     if problems:
         report(CliError("task", problems[0], FAILED), as_json=False)
         for more in problems[1:]:

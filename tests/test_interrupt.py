@@ -7,6 +7,7 @@ from __future__ import annotations
 import fcntl
 import os
 import pty
+import re
 import signal
 import struct
 import subprocess
@@ -96,6 +97,11 @@ def test_ctrl_c_during_a_model_call(tmp_path, server):
         "Traceback" not in text and "CancelledError" not in text and "KeyboardInterrupt" not in text
     ), text
     assert text.count("talos: interrupted") == 1
+    # The call cut off mid-stream is paid for: counted from what was sent and what arrived.
+    said = " ".join(text[text.index("talos: interrupted") :].split())
+    counted = re.search(r"(\d+) tokens in, (\d+) out", said)
+    assert counted and int(counted[1]) > 0 and int(counted[2]) > 0, said
+    assert "(usage estimated: the endpoint reported none)" in said, said
     assert server.disconnected.wait(60)  # the stream to the model was closed
     store = open_store(url)
     try:
