@@ -217,12 +217,13 @@ class RawServer:
         raise AssertionError("the server never opened its folder")
 
     def close(self) -> int | None:
-        """shutdown and exit when it still serves; then the process is ended for sure."""
+        """shutdown and exit when it still serves; then the process is ended for sure. The
+        waits are hang guards (a loaded machine answers a flooded server's shutdown late)."""
         try:
             if self.proc.poll() is None and not self.eof:
-                self.response(self.request("shutdown"), timeout=5)
+                self.response(self.request("shutdown"), timeout=WAIT_S)
                 self.notify("exit")
-                self.proc.wait(5)
+                self.proc.wait(WAIT_S)
         except (AssertionError, BrokenPipeError, OSError, subprocess.TimeoutExpired):
             pass
         if self.proc.poll() is None:

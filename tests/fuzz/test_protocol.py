@@ -25,7 +25,7 @@ from talos_ls.demo.scripted_model import ScriptedModelServer, reply
 from talos_ls.lsp.transport import MAX_BODY
 from talos_ls.server import COMMANDS
 
-from .raw import RawServer, encode, frame, rss_kib
+from .raw import WAIT_S, RawServer, encode, frame, rss_kib
 
 FUZZ = settings(
     max_examples=200,
@@ -452,7 +452,7 @@ def test_requests_before_initialize_and_after_shutdown_are_errors(tmp_path, mode
             error = server.response(msg_id)["error"]
             assert error["code"] == -32600 and "shut down" in error["message"], error
         server.notify("exit")
-        assert server.proc.wait(10) == 0
+        assert server.proc.wait(WAIT_S) == 0
         assert not server.duplicates
     finally:
         server.close()
@@ -478,7 +478,7 @@ def shut_down(tmp_path_factory, model):
     assert "result" in server.call("shutdown")
     yield server
     server.notify("exit")
-    assert server.proc.wait(10) == 0
+    assert server.proc.wait(WAIT_S) == 0
     server.close()
 
 
